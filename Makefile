@@ -1,0 +1,27 @@
+# The two commands: `make demo` and `make test` (see README.md).
+SHELL := /bin/bash
+VENV := .venv/bin
+export PATH := $(HOME)/.cargo/bin:$(PATH)
+
+.PHONY: deps demo test test-engine test-python clean
+
+deps:
+	./scripts/install-deps.sh
+
+demo: deps
+	$(VENV)/stacklab doctor
+	$(VENV)/stacklab run presets/quick.toml
+	$(VENV)/stacklab report quick -o results/report.html
+	$(VENV)/stacklab show quick
+	@echo "report: $(CURDIR)/results/report.html"
+
+test: deps test-engine test-python
+
+test-engine:
+	cargo test --release --manifest-path engine/Cargo.toml
+
+test-python:
+	$(VENV)/pytest -q
+
+clean:
+	rm -rf .venv engine/target results

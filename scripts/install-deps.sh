@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Install everything stacklab needs on Debian 12, idempotently:
+# Debian packages, the Python virtualenv (.venv) and the release build of the engine.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+APT_PACKAGES=(
+  nginx apache2 apache2-utils wrk
+  openssl procps ca-certificates curl pkg-config build-essential
+  python3-venv
+)
+
+missing=()
+for p in "${APT_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "install-deps: apt packages: ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y --no-install-recommends "${missing[@]}"
+fi
+
+PY=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+  echo "install-deps: creating .venv"
+  "$PY" -m venv .venv
+fi
+stamp=.venv/.stacklab-installed
+if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
+  .venv/bin/pip install -q --upgrade pip
+  .venv/bin/pip install -q -e '.[test]'
+  touch "$stamp"
+fi
+
+if ! command -v cargo >/dev/null 2>&1 && [ -x "$HOME/.cargo/bin/cargo" ]; then
+  export PATH="$HOME/.cargo/bin:$PATH"
+fi
+cargo build --release --quiet --manifest-path engine/Cargo.toml

@@ -1,0 +1,186 @@
+"""What each CLI command does, as plain functions (the CLI only parses and maps errors)."""
+
+from __future__ import annotations
+
+import shutil
+import time
+from pathlib import Path
+
+from rich.console import Console
+from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
+                           TimeElapsedColumn, TimeRemainingColumn)
+from rich.table import Table
+
+from .analyze import load_view
+from .drive import engine_path, engine_version
+from .errors import StacklabError
+from .plan import Plan, PlannedRun, make_plan
+from .report.export import export_csv, export_json
+from .report.html import write_html
+from .report.text import print_summary
+from .runner import run_experiment
+from .spec import ExperimentSpec, load_spec
+from .stacks import COMPONENTS, REGISTRY, STACKS
+from .store import RunRecord, Store
+from .workloads import WORKLOADS
+
+DEFAULT_COMPONENTS = ("nginx", "apache")
+OPTIONAL_TOOLS = (("wrk", "wrk"), ("ab", "apache2-utils"))
+
+
+def load(spec_path: Path) -> tuple[ExperimentSpec, Plan]:
+    spec = load_spec(spec_path, REGISTRY, set(STACKS), set(WORKLOADS))
+    return spec, make_plan(spec, {n: s.components for n, s in STACKS.items()})
+
+
+def run(spec_path: Path, db: Path, resume: bool, dry_run: bool, out: Console) -> None:
+    spec, plan = load(spec_path)
+    if dry_run:
+        print_plan(spec, plan, out)
+        return
+    _check_installed(plan)
+    store = Store.open(db)
+    try:
+        exp_id = run_experiment(spec, plan, REGISTRY, store, db.parent, resume,
+                                RichProgress(out))
+        print_summary(load_view(store, exp_id), out)
+    finally:
+        store.close()
+
+
+def _check_installed(plan: Plan) -> None:
+    """Validate the whole plan before starting any server."""
+    for name in sorted({c for t in plan.trials for c in STACKS[t.stack].components}):
+        comp = COMPONENTS[name]
+        if not comp.installed():
+            raise StacklabError(f"{name} is not installed ({comp.binary} missing): "
+                                f"apt-get install {comp.package}")
+    engine_path()
+
+
+def print_plan(spec: ExperimentSpec, plan: Plan, out: Console) -> None:
+    table = Table(title=f"plan: {spec.experiment.name}")
+    for col in ("trial", "stack", "workload", "c", "knobs"):
+        table.add_column(col)
+    for t in plan.trials:
+        table.add_row(t.id, t.stack, t.workload, str(t.concurrency),
+                      " ".join(f"{k}={v}" for k, v in t.knobs) or "defaults")
+    out.print(table)
+    minutes, seconds = divmod(int(plan.estimated_s(spec)), 60)
+    out.print(f"{len(plan.trials)} trials × {spec.experiment.repetitions} repetitions = "
+              f"{len(plan.runs)} runs, estimated {minutes} min {seconds} s")
+
+
+def show(experiment: str | None, db: Path, out: Console) -> None:
+    with _store(db) as store:
+        print_summary(load_view(store, experiment), out)
+
+
+def report(experiment: str | None, db: Path, output: Path) -> Path:
+    with _store(db) as store:
+        return write_html(load_view(store, experiment), output)
+
+
+def export(experiment: str | None, db: Path, fmt: str) -> str:
+    with _store(db) as store:
+        view = load_view(store, experiment)
+    return export_csv(view) if fmt == "csv" else export_json(view)
+
+
+class _store:
+    def __init__(self, db: Path):
+        if not db.exists():
+            raise StacklabError(f"--db {db}: no results database there yet "
+                                "(run an experiment first)")
+        self.store = Store.open(db)
+
+    def __enter__(self) -> Store:
+        return self.store
+
+    def __exit__(self, *_):
+        self.store.close()
+
+
+def doctor(out: Console) -> bool:
+    table = Table(title="stacklab doctor")
+    for col in ("component", "status", "version", "install with"):
+        table.add_column(col)
+    ok = True
+    for name, comp in COMPONENTS.items():
+        try:
+            version, status = comp.version(), "[green]found[/green]"
+        except StacklabError:
+            version, status = "", "[red]missing[/red]"
+            ok = ok and name not in DEFAULT_COMPONENTS
+        table.add_row(name, status, version, "" if version else f"apt-get install {comp.package}")
+    try:
+        table.add_row("stacklab-load", "[green]found[/green]", engine_version(), "")
+    except (StacklabError, OSError):
+        ok = False
+        table.add_row("stacklab-load", "[red]missing[/red]", "",
+                      "cargo build --release --manifest-path engine/Cargo.toml")
+    for tool, package in OPTIONAL_TOOLS:
+        found = shutil.which(tool)
+        table.add_row(f"{tool} (optional, cross-checks)",
+                      "[green]found[/green]" if found else "[yellow]missing[/yellow]", "",
+                      "" if found else f"apt-get install {package}")
+    out.print(table)
+    out.print("the default experiment can run" if ok else
+              "[red]the default experiment cannot run: install what is missing[/red]")
+    return ok
+
+
+def list_stacks(out: Console) -> None:
+    stacks = Table(title="stacks")
+    stacks.add_column("stack")
+    stacks.add_column("components (front first)")
+    stacks.add_column("description")
+    for s in STACKS.values():
+        stacks.add_row(s.name, " → ".join(s.components), s.description)
+    out.print(stacks)
+    knobs = Table(title="knobs")
+    for col in ("knob", "type", "default", "allowed", "meaning", "from"):
+        knobs.add_column(col)
+    for name in ["load", *COMPONENTS]:
+        version = ""
+        if name in COMPONENTS:
+            try:
+                version = COMPONENTS[name].version()
+            except StacklabError:
+                version = "not installed"
+            knobs.add_section()
+            knobs.add_row(f"[bold]{name}[/bold] {version}", "", "", "", "", "")
+        for k in REGISTRY.for_component(name):
+            allowed = ", ".join(map(str, k.choices)) if k.choices else (
+                f"{k.min:g}..{k.max:g}" if k.min is not None and k.max is not None else "")
+            knobs.add_row(k.key, k.type.__name__, str(k.default), allowed, k.meaning, k.source)
+    out.print(knobs)
+
+
+class RichProgress:
+    """Runner progress on a Rich bar: current trial, runs done / total, ETA."""
+
+    def __init__(self, out: Console):
+        self.out = out
+        self.bar = Progress(TextColumn("{task.description}"), BarColumn(),
+                            MofNCompleteColumn(), TimeElapsedColumn(),
+                            TextColumn("ETA"), TimeRemainingColumn(), console=out)
+        self.task = None
+
+    def begin(self, total: int, done: int) -> None:
+        self.bar.start()
+        self.task = self.bar.add_task("starting", total=total, completed=done)
+        if done:
+            self.out.print(f"resuming: {done} of {total} runs already stored")
+
+    def run_started(self, run: PlannedRun) -> None:
+        self.bar.update(self.task, description=f"{run.trial.label()} #{run.repetition}")
+
+    def run_finished(self, run: PlannedRun, record: RunRecord) -> None:
+        if record.outcome != "ok":
+            self.out.print(f"[red]{record.outcome}[/red] {run.trial.label()} "
+                           f"#{run.repetition}: {record.reason}")
+        self.bar.advance(self.task)
+
+    def end(self) -> None:
+        self.bar.stop()

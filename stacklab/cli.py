@@ -1,0 +1,118 @@
+"""The `stacklab` command: parse, call one library function, map errors to exit codes."""
+
+from __future__ import annotations
+
+import functools
+import sys
+from enum import Enum
+from pathlib import Path
+from typing import Callable, Optional
+
+import typer
+from rich.console import Console
+
+from . import app as lab_app
+from .errors import StacklabError
+
+DEFAULT_DB = Path("results/stacklab.db")
+
+cli = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+                  help="stacklab: a performance lab for web stacks.")
+out = Console()
+err = Console(stderr=True)
+
+DbOpt = typer.Option(DEFAULT_DB, "--db", help="Results database (SQLite).")
+
+
+def guarded(fn: Callable) -> Callable:
+    """The one error boundary: a StacklabError becomes one line and its exit code."""
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except StacklabError as e:
+            if "--traceback" in sys.argv:
+                raise
+            err.print(f"stacklab: error: {e}", markup=False, highlight=False,
+                      soft_wrap=True)
+            raise typer.Exit(e.exit_code) from None
+    return wrapper
+
+
+@cli.callback()
+def _options(traceback: bool = typer.Option(False, "--traceback",
+                                            help="Show the full traceback on errors.")):
+    """stacklab: a performance lab for web stacks."""
+
+
+@cli.command()
+@guarded
+def doctor() -> None:
+    """Check every component: found or not, version, the apt package to install."""
+    ok = lab_app.doctor(out)
+    raise typer.Exit(0 if ok else 1)
+
+
+@cli.command()
+@guarded
+def run(spec: Path = typer.Argument(..., help="Experiment file (TOML)."),
+        db: Path = DbOpt,
+        resume: bool = typer.Option(False, "--resume", help="Complete the newest experiment "
+                                    "of this name without redoing finished runs."),
+        dry_run: bool = typer.Option(False, "--dry-run", help="Print the plan, start nothing.")
+        ) -> None:
+    """Run an experiment: plan, start real stacks, verify, load, store each run."""
+    lab_app.run(spec, db, resume, dry_run, out)
+
+
+@cli.command()
+@guarded
+def show(experiment: Optional[str] = typer.Argument(None, help="Name or id (default: newest)."),
+         db: Path = DbOpt) -> None:
+    """Text table of an experiment's results."""
+    lab_app.show(experiment, db, out)
+
+
+@cli.command()
+@guarded
+def report(experiment: Optional[str] = typer.Argument(None, help="Name or id (default: newest)."),
+           output: Path = typer.Option(Path("results/report.html"), "-o", "--output"),
+           db: Path = DbOpt) -> None:
+    """Write the self-contained HTML report."""
+    path = lab_app.report(experiment, db, output)
+    out.print(f"report: {path.resolve()}")
+
+
+class Format(str, Enum):
+    csv = "csv"
+    json = "json"
+
+
+@cli.command()
+@guarded
+def export(experiment: Optional[str] = typer.Argument(None, help="Name or id (default: newest)."),
+           format: Format = typer.Option(Format.csv, "--format"),
+           output: Optional[Path] = typer.Option(None, "-o", "--output",
+                                                 help="File (default: stdout)."),
+           db: Path = DbOpt) -> None:
+    """Export every stored run of an experiment as CSV or JSON."""
+    text = lab_app.export(experiment, db, format.value)
+    if output:
+        output.write_text(text)
+    else:
+        sys.stdout.write(text)
+
+
+@cli.command()
+@guarded
+def stacks() -> None:
+    """List stacks, components with their versions, and every knob."""
+    lab_app.list_stacks(out)
+
+
+def main() -> None:
+    cli()
+
+
+if __name__ == "__main__":
+    main()

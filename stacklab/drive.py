@@ -1,0 +1,131 @@
+"""Drive: run the load engine (stacklab-load) against a running stack, read its JSON report."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import signal
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .errors import EngineError
+from .knobs import Knob
+
+ENGINE_NAME = "stacklab-load"
+REPO_ENGINE = Path(__file__).resolve().parent.parent / "engine/target/release" / ENGINE_NAME
+SUPPORTED_SCHEMA = 1
+
+LOAD_KNOBS = [
+    Knob("load", "keepalive", bool, True, "Reuse connections (HTTP/1.1 keep-alive); off opens "
+         "a new connection per request, like ab without -k.", source="S1, S5"),
+    Knob("load", "threads", int, 0, "Engine threads (0 = one per core, at most one per "
+         "connection).", min=0, max=256),
+    Knob("load", "rate", int, 0, "Open loop: requests per second in total, latency timed from "
+         "the intended send time (0 = closed loop).", min=0, max=10_000_000),
+    Knob("load", "compressed", bool, False, "Send Accept-Encoding: gzip, deflate."),
+    Knob("load", "timeout_s", float, 10.0, "Per-request timeout in seconds.", min=0.01,
+         max=600),
+]
+
+
+def engine_path() -> Path:
+    """The engine built in this checkout, else one on PATH."""
+    if REPO_ENGINE.exists():
+        return REPO_ENGINE
+    found = shutil.which(ENGINE_NAME)
+    if not found:
+        raise EngineError(f"{ENGINE_NAME} not found: build it with "
+                          "`cargo build --release --manifest-path engine/Cargo.toml`")
+    return Path(found)
+
+
+@dataclass(frozen=True)
+class LoadPlan:
+    """Everything the engine needs for one run; built by the runner from a trial."""
+
+    urls: tuple[tuple[str, int], ...]   # (absolute URL, weight)
+    connections: int
+    duration_s: float | None
+    requests: int | None
+    warmup_s: float
+    load: dict[str, Any]                # the `load.*` knob values
+    seed: int = 1
+
+
+@dataclass(frozen=True)
+class LoadReport:
+    """The engine's JSON report with the figures the orchestrator uses most."""
+
+    raw: dict
+    completed: int
+    failed: int
+    rps: float
+    p50_us: float
+    p99_us: float
+    engine_cpu_s: float
+
+    @classmethod
+    def from_json(cls, doc: dict) -> "LoadReport":
+        if doc.get("schema_version") != SUPPORTED_SCHEMA:
+            raise EngineError(f"engine report schema_version {doc.get('schema_version')!r}, "
+                              f"expected {SUPPORTED_SCHEMA}")
+        lat, eng = doc["latency_us"], doc["engine"]
+        return cls(doc, doc["requests"]["completed"], doc["requests"]["failed"], doc["rps"],
+                   lat["p50"], lat["p99"], eng["cpu_user_s"] + eng["cpu_sys_s"])
+
+
+def engine_argv(plan: LoadPlan, urls_file: Path) -> list[str]:
+    load = plan.load
+    argv = [str(engine_path()), "--json", "-c", str(plan.connections),
+            "--urls", str(urls_file), "--seed", str(plan.seed),
+            "--timeout", f"{load['timeout_s']}s"]
+    if plan.requests is not None:
+        argv += ["-n", str(plan.requests)]
+    else:
+        argv += ["-d", f"{plan.duration_s}s"]
+    if plan.warmup_s > 0:
+        argv += ["--warmup", f"{plan.warmup_s}s"]
+    if load["threads"]:
+        argv += ["--threads", str(load["threads"])]
+    if load["rate"]:
+        argv += ["--rate", str(load["rate"])]
+    if not load["keepalive"]:
+        argv.append("--no-keepalive")
+    if load["compressed"]:
+        argv.append("--compressed")
+    return argv
+
+
+def run_load(plan: LoadPlan, work_dir: Path) -> LoadReport:
+    """Run the engine to completion; a Ctrl-C reaching us stops it and is re-raised."""
+    urls_file = work_dir / "urls.txt"
+    urls_file.write_text("".join(f"{u} {w}\n" for u, w in plan.urls))
+    argv = engine_argv(plan, urls_file)
+    limit = (plan.duration_s or 600) + plan.warmup_s + 60
+    with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          stdin=subprocess.DEVNULL) as proc:
+        try:
+            out, err = proc.communicate(timeout=limit)
+        except BaseException:
+            proc.send_signal(signal.SIGINT)
+            try:
+                proc.communicate(timeout=5)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+            raise
+    if proc.returncode != 0:
+        raise EngineError(f"{ENGINE_NAME} exited {proc.returncode}: "
+                          f"{err.decode(errors='replace').strip()[-500:]}")
+    try:
+        doc = json.loads(out)
+    except json.JSONDecodeError as e:
+        raise EngineError(f"{ENGINE_NAME} printed no JSON report: {e}") from e
+    return LoadReport.from_json(doc)
+
+
+def engine_version() -> str:
+    out = subprocess.run([str(engine_path()), "--version"], capture_output=True, text=True,
+                         timeout=10).stdout.strip()
+    return out.split()[-1] if out else "unknown"

@@ -1,0 +1,93 @@
+"""The lab directory: where run directories live while servers run.
+
+It is under the system temp dir (not the results dir) so that a server that drops to
+www-data can read its docroot. Each stacklab process holds a lock on its own session
+directory; a session directory whose lock is free belongs to a crashed stacklab, and
+its servers and files are cleaned up at the next start.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import pwd
+import shutil
+import tempfile
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import procs
+
+LOCK = "lock"
+
+
+def default_root() -> Path:
+    return Path(tempfile.gettempdir()) / f"stacklab-{os.getuid()}"
+
+
+def server_user() -> tuple[str | None, str | None]:
+    """As root, servers drop to www-data (Apache refuses to run as root); else nobody."""
+    if os.getuid() != 0:
+        return None, None
+    try:
+        pwd.getpwnam("www-data")
+        return "www-data", "www-data"
+    except KeyError:
+        return "nobody", "nogroup"
+
+
+@dataclass
+class Session:
+    root: Path
+    dir: Path
+    _lock_fd: int
+
+    def run_dir(self, name: str) -> Path:
+        path = self.dir / name
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+
+    def close(self) -> None:
+        shutil.rmtree(self.dir, ignore_errors=True)
+        os.close(self._lock_fd)
+
+
+def open_session(root: Path | None = None) -> Session:
+    root = root or default_root()
+    root.mkdir(mode=0o755, parents=True, exist_ok=True)
+    root.chmod(0o755)
+    cleanup_stale(root)
+    name = f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    staging = root / f"new-{name}"      # locked before it gets a name cleanup looks at
+    staging.mkdir(mode=0o755)
+    fd = os.open(staging / LOCK, os.O_CREAT | os.O_RDWR, 0o644)
+    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    path = root / f"s-{name}"
+    staging.rename(path)
+    return Session(root, path, fd)
+
+
+def cleanup_stale(root: Path) -> list[Path]:
+    """Stop the servers of, and remove, session dirs that no live stacklab holds."""
+    cleaned = []
+    for session in sorted(root.glob("s-*")):
+        lock = session / LOCK
+        try:
+            fd = os.open(lock, os.O_RDWR)
+        except FileNotFoundError:
+            fd = None
+        try:
+            if fd is not None:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    continue   # a live stacklab owns it
+            for pgids in session.rglob(procs.PGIDS_FILE):
+                procs.cleanup_leftovers(pgids.parent)
+            shutil.rmtree(session, ignore_errors=True)
+            cleaned.append(session)
+        finally:
+            if fd is not None:
+                os.close(fd)
+    return cleaned

@@ -1,0 +1,86 @@
+"""Plan: expand the matrix into trials with stable ids, then interleave repetitions."""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from .spec import ExperimentSpec
+
+# Seconds a run costs beyond warm-up and load: start, readiness, verify, stop.
+RUN_OVERHEAD_S = 1.5
+
+
+@dataclass(frozen=True)
+class Trial:
+    """One point of the matrix: what is measured, independent of repetition."""
+
+    stack: str
+    workload: str
+    concurrency: int
+    knobs: tuple[tuple[str, Any], ...]      # explicit knob values that apply to this stack
+    measure: tuple[tuple[str, Any], ...]    # duration_s / requests / warmup_s
+    id: str = field(init=False)
+
+    def __post_init__(self) -> None:
+        canon = json.dumps(self.definition(), sort_keys=True, separators=(",", ":"))
+        object.__setattr__(self, "id", hashlib.sha256(canon.encode()).hexdigest()[:12])
+
+    def definition(self) -> dict[str, Any]:
+        return {"stack": self.stack, "workload": self.workload,
+                "concurrency": self.concurrency, "knobs": dict(self.knobs),
+                "measure": dict(self.measure)}
+
+    def label(self) -> str:
+        parts = [self.stack, self.workload, f"c={self.concurrency}"]
+        parts += [f"{k}={v}" for k, v in self.knobs if not k.startswith("load.")]
+        return " ".join(parts)
+
+
+@dataclass(frozen=True)
+class PlannedRun:
+    trial: Trial
+    repetition: int   # 1-based
+
+
+@dataclass(frozen=True)
+class Plan:
+    trials: tuple[Trial, ...]
+    runs: tuple[PlannedRun, ...]
+
+    def estimated_s(self, spec: ExperimentSpec) -> float:
+        e = spec.experiment
+        per_run = (e.duration or 5.0) + e.warmup + RUN_OVERHEAD_S
+        return per_run * len(self.runs)
+
+
+def expand(spec: ExperimentSpec, stack_components: dict[str, tuple[str, ...]]) -> list[Trial]:
+    """Cartesian product of the axes, minus exclusions; knobs that do not apply to a
+    trial's stack are dropped, and trials that then coincide are kept once."""
+    names = list(spec.axes)
+    measure = tuple(sorted(spec.measure.items()))
+    trials: dict[str, Trial] = {}
+    for values in itertools.product(*(spec.axes[n] for n in names)):
+        point = dict(zip(names, values))
+        if any(all(point.get(k) == v for k, v in rule.items()) for rule in spec.exclude):
+            continue
+        applies = set(stack_components[point["stack"]]) | {"load"}
+        knobs = {**spec.fixed_knobs, **{k: v for k, v in point.items() if "." in k}}
+        knobs = {k: v for k, v in knobs.items() if k.split(".", 1)[0] in applies}
+        trial = Trial(point["stack"], point["workload"], point["concurrency"],
+                      tuple(sorted(knobs.items())), measure)
+        trials.setdefault(trial.id, trial)
+    return list(trials.values())
+
+
+def interleave(trials: list[Trial], repetitions: int) -> list[PlannedRun]:
+    """A B C A B C …, not A A B B C C: drift of the machine spreads over every trial."""
+    return [PlannedRun(t, rep) for rep in range(1, repetitions + 1) for t in trials]
+
+
+def make_plan(spec: ExperimentSpec, stack_components: dict[str, tuple[str, ...]]) -> Plan:
+    trials = expand(spec, stack_components)
+    return Plan(tuple(trials), tuple(interleave(trials, spec.experiment.repetitions)))

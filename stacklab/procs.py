@@ -1,0 +1,140 @@
+"""Server processes: start in their own process group, stop the whole group, leave nothing.
+
+Every started group is written to the run directory's `pgids` file before anything
+else happens, so a crashed stacklab's leftovers can be found and stopped next time.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+PGIDS_FILE = "pgids"
+
+
+@dataclass
+class Proc:
+    name: str
+    popen: subprocess.Popen
+    log_path: Path
+
+    @property
+    def pgid(self) -> int:
+        return self.popen.pid
+
+    def alive(self) -> bool:
+        return self.popen.poll() is None
+
+
+def spawn(name: str, argv: list[str], run_dir: Path, log_path: Path,
+          user: str | None = None) -> Proc:
+    """Start argv (never through a shell) in a new session; stdout/stderr go to log_path."""
+    log = open(log_path, "ab")
+    try:
+        popen = subprocess.Popen(
+            argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+            cwd=run_dir, start_new_session=True, user=user, group=_group_of(user),
+        )
+    finally:
+        log.close()
+    with open(run_dir / PGIDS_FILE, "a") as f:
+        f.write(f"{popen.pid} {argv[0]}\n")
+    return Proc(name, popen, log_path)
+
+
+def _group_of(user: str | None) -> str | None:
+    if user is None:
+        return None
+    import pwd
+    import grp
+    return grp.getgrgid(pwd.getpwnam(user).pw_gid).gr_name
+
+
+def group_members(pgid: int) -> list[int]:
+    """Pids of live processes whose process group is pgid (zombies excluded)."""
+    members = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue
+        fields = stat[stat.rfind(")") + 2:].split()
+        if fields[0] != "Z" and int(fields[2]) == pgid:
+            members.append(int(entry))
+    return members
+
+
+def stop_group(pgid: int, grace_s: float = 5.0) -> None:
+    """SIGTERM the group, wait up to grace_s for it to empty, then SIGKILL what is left."""
+    for sig, wait_s in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 2.0)):
+        try:
+            os.killpg(pgid, sig)
+        except ProcessLookupError:
+            return
+        deadline = time.monotonic() + wait_s
+        while time.monotonic() < deadline:
+            _reap(pgid)
+            if not group_members(pgid):
+                return
+            time.sleep(0.05)
+
+
+def _reap(pgid: int) -> None:
+    try:
+        while os.waitpid(-pgid, os.WNOHANG)[0]:
+            pass
+    except ChildProcessError:
+        pass
+
+
+def stop(proc: Proc, grace_s: float = 5.0) -> None:
+    stop_group(proc.pgid, grace_s)
+    try:
+        proc.popen.wait(timeout=2)
+    except subprocess.TimeoutExpired:
+        pass
+
+
+def cleanup_leftovers(run_dir: Path) -> list[int]:
+    """Stop process groups recorded in a run directory by an earlier, crashed stacklab.
+
+    A group is only signalled if its leader still runs the recorded binary, so a reused
+    pid is never touched. Returns the groups stopped.
+    """
+    stopped = []
+    pgids = run_dir / PGIDS_FILE
+    if not pgids.exists():
+        return stopped
+    for line in pgids.read_text().splitlines():
+        pid_s, _, binary = line.partition(" ")
+        pid = int(pid_s)
+        members = group_members(pid)
+        if members and _runs_binary(members, binary):
+            stop_group(pid)
+            stopped.append(pid)
+    return stopped
+
+
+def _runs_binary(pids: list[int], binary: str) -> bool:
+    name = os.path.basename(binary)
+    for pid in pids:
+        try:
+            exe = os.path.basename(os.readlink(f"/proc/{pid}/exe"))
+        except OSError:
+            continue
+        if exe == name or exe.startswith(name.split(".")[0]):
+            return True
+    return False
+
+
+def log_tail(path: Path, lines: int = 30) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return ""

@@ -1,0 +1,234 @@
+"""Run an experiment: for each planned run, a fresh stack → verify → drive → store.
+
+Each finished run is committed at once. A server that fails is a recorded failed run and
+the experiment goes on. On Ctrl-C or SIGTERM the current run is abandoned, every server
+is stopped, and `--resume` later completes what is missing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import signal
+
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Protocol
+
+from . import __version__, lab
+from .drive import LoadPlan, engine_version, run_load
+from .errors import EngineError, StackError, StoreError, StacklabError
+from .hostinfo import git_commit, host_facts
+from .knobs import KnobRegistry
+from .plan import Plan, PlannedRun, Trial
+from .spec import ExperimentSpec
+from .stacks import COMPONENTS, STACKS
+from .stacks.base import RenderContext, Started, free_port
+from .store import RunRecord, Store
+
+from .workloads import Deployed, deploy
+
+HOST = "127.0.0.1"
+KEPT_LOG_LINES = 200
+
+
+class Interrupted(StacklabError):
+    exit_code = 130
+
+
+class Progress(Protocol):
+    def begin(self, total: int, done: int) -> None: ...
+    def run_started(self, run: PlannedRun) -> None: ...
+    def run_finished(self, run: PlannedRun, record: RunRecord) -> None: ...
+    def end(self) -> None: ...
+
+
+@dataclass
+class RunContext:
+    """What every run of one experiment shares."""
+
+    exp_id: int
+    spec: ExperimentSpec
+    registry: KnobRegistry
+    store: Store
+    session: lab.Session
+    results_dir: Path
+    versions: dict[str, str]
+    deployed: dict[str, Deployed] = field(default_factory=dict)
+
+
+def plan_hash(plan: Plan) -> str:
+    ids = sorted(f"{r.trial.id}:{r.repetition}" for r in plan.runs)
+    return hashlib.sha256("\n".join(ids).encode()).hexdigest()[:16]
+
+
+def now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+
+
+def run_experiment(spec: ExperimentSpec, plan: Plan, registry: KnobRegistry, store: Store,
+                   results_dir: Path, resume: bool, progress: Progress) -> int:
+    """Run every planned run not yet stored; return the experiment id."""
+    exp_id = _experiment_for(spec, plan, store, resume)
+    done = store.done(exp_id)
+    todo = [r for r in plan.runs if (r.trial.id, r.repetition) not in done]
+    session = lab.open_session()
+    previous = _trap_sigterm()
+    try:
+        ctx = RunContext(exp_id, spec, registry, store, session, results_dir,
+                         _versions(plan))
+        progress.begin(len(plan.runs), len(plan.runs) - len(todo))
+        for run in todo:
+            progress.run_started(run)
+            record = execute_run(ctx, run)
+            store.add_run(record)
+            progress.run_finished(run, record)
+        store.set_status(exp_id, "complete")
+    except KeyboardInterrupt:
+        store.set_status(exp_id, "interrupted")
+        raise Interrupted("interrupted: finished runs are stored; "
+                          f"`stacklab run {spec.path} --resume` completes the rest") from None
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        progress.end()
+        session.close()
+    return exp_id
+
+
+def _trap_sigterm():
+    def on_term(signum, frame):
+        raise KeyboardInterrupt
+    return signal.signal(signal.SIGTERM, on_term)
+
+
+def _experiment_for(spec: ExperimentSpec, plan: Plan, store: Store, resume: bool) -> int:
+    name = spec.experiment.name
+    digest = plan_hash(plan)
+    if resume:
+        try:
+            row = store.experiment(name)
+        except StoreError:
+            raise StoreError(f"--resume: no earlier experiment {name!r} to resume") from None
+        if row["spec_hash"] != digest:
+            raise StoreError(f"--resume: experiment {name!r} (id {row['id']}) was planned "
+                             f"from a different spec; run without --resume to start anew")
+        store.set_status(row["id"], "running")
+        return row["id"]
+    trials = [(t.id, t.label(), t.definition()) for t in plan.trials]
+    spec_doc = json.loads(spec.model_dump_json())
+    return store.new_experiment(name, spec.path, digest, spec_doc, trials, host_facts(),
+                                __version__, git_commit(), now())
+
+
+def _versions(plan: Plan) -> dict[str, str]:
+    names = {c for t in plan.trials for c in STACKS[t.stack].components}
+    versions = {name: COMPONENTS[name].version() for name in sorted(names)}
+    versions["stacklab-load"] = engine_version()
+    versions["stacklab"] = __version__
+    return versions
+
+
+def effective_knobs(registry: KnobRegistry, trial: Trial) -> dict[str, dict[str, Any]]:
+    """component → {knob: value}: declared defaults overlaid with the trial's values."""
+    comps = STACKS[trial.stack].components + ("load",)
+    knobs = {c: registry.defaults(c) for c in comps}
+    for key, value in trial.knobs:
+        component, name = key.split(".", 1)
+        knobs[component][name] = value
+    return knobs
+
+
+def execute_run(ctx: RunContext, run: PlannedRun) -> RunRecord:
+    """One run: start the stack fresh, verify, load, always stop. Failures become data."""
+    trial = run.trial
+    knobs = effective_knobs(ctx.registry, trial)
+    name = f"{trial.id}-r{run.repetition}"
+    run_dir = ctx.session.run_dir(name)
+    kept_dir = ctx.results_dir / "runs" / str(ctx.exp_id) / name
+    started_at = now()
+    started: list[Started] = []
+    outcome, reason, verdicts, load, tail = "ok", None, [], None, None
+    try:
+        deployed = _deployed(ctx, trial.workload)
+        front = _start_stack(trial, knobs, deployed, run_dir, started)
+        verdicts = [v.to_dict() for v in COMPONENTS[front.name].verify(front, deployed.expected)]
+        if any_fail_dicts(verdicts):
+            outcome, reason = "invalid", "; ".join(
+                f"{v['check']}: {v['detail']}" for v in verdicts if v["status"] == "FAIL")
+        else:
+            report = run_load(_load_plan(ctx.spec, trial, knobs["load"], deployed, front),
+                              run_dir)
+            load = report.raw
+            if not all(s.proc.alive() for s in started):
+                outcome, reason = "failed", "server exited during the load"
+    except StackError as e:
+        outcome, reason, tail = "failed", str(e), e.log_tail
+    except EngineError as e:
+        outcome, reason = "failed", str(e)
+    finally:
+        stop_errors = _stop_all(started)
+    if stop_errors and outcome == "ok":
+        outcome, reason = "failed", "; ".join(stop_errors)
+    if outcome == "failed" and not tail:
+        tail = "\n".join(COMPONENTS[s.name].log_tail(s) for s in started)
+    _keep_logs(run_dir, kept_dir)
+    return RunRecord(ctx.exp_id, trial.id, run.repetition, outcome, reason, started_at, now(),
+                     knobs, ctx.versions, {f"{s.name}/{f}": text for s in started
+                                           for f, text in s.files.items()},
+                     verdicts, load, tail, str(kept_dir))
+
+
+def any_fail_dicts(verdicts: list[dict]) -> bool:
+    return any(v["status"] == "FAIL" for v in verdicts)
+
+
+def _deployed(ctx: RunContext, workload: str) -> Deployed:
+    if workload not in ctx.deployed:
+        docroot = ctx.session.run_dir(f"docroot-{workload}")
+        ctx.deployed[workload] = deploy(workload, docroot, ctx.spec.experiment.seed)
+    return ctx.deployed[workload]
+
+
+def _start_stack(trial: Trial, knobs: dict, deployed: Deployed, run_dir: Path,
+                 started: list[Started]) -> Started:
+    """Start components back to front (database first, front server last)."""
+    user, group = lab.server_user()
+    for name in reversed(STACKS[trial.stack].components):
+        ctx = RenderContext(run_dir / name, deployed.docroot, HOST, free_port(HOST),
+                            user, group)
+        started.append(COMPONENTS[name].start(ctx, knobs[name]))
+    return started[-1]
+
+
+def _stop_all(started: list[Started]) -> list[str]:
+    errors = []
+    for s in reversed(started):
+        try:
+            COMPONENTS[s.name].stop(s)
+        except StackError as e:
+            errors.append(str(e))
+    return errors
+
+
+def _load_plan(spec: ExperimentSpec, trial: Trial, load: dict, deployed: Deployed,
+               front: Started) -> LoadPlan:
+    base = f"http://{front.ctx.host}:{front.ctx.port}"
+    e = spec.experiment
+    return LoadPlan(tuple((base + path, w) for path, w in deployed.urls), trial.concurrency,
+                    e.duration, e.requests, e.warmup, load, e.seed)
+
+
+def _keep_logs(run_dir: Path, kept_dir: Path) -> None:
+    """Keep each server's logs with the run (long access logs: their last lines only)."""
+    for log in list(run_dir.rglob("*.log")) + list(run_dir.rglob("*.out")):
+        target = kept_dir / log.relative_to(run_dir)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if log.stat().st_size > 1 << 20:
+            lines = log.read_text(errors="replace").splitlines()
+            target.write_text(f"# last {KEPT_LOG_LINES} of {len(lines)} lines\n" +
+                              "\n".join(lines[-KEPT_LOG_LINES:]) + "\n")
+        else:
+            shutil.copyfile(log, target)
+    shutil.rmtree(run_dir, ignore_errors=True)

@@ -1,0 +1,220 @@
+"""Experiment file (TOML) → ExperimentSpec. Every error names the file, key path and value."""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from .errors import SpecError
+from .knobs import KnobRegistry
+
+AXES = ("stack", "workload", "concurrency")
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
+_UNIT_S = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
+
+
+def parse_duration(value: Any) -> float:
+    """'500ms', '5s', '2m', 3 → seconds. Raises ValueError."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        seconds = float(value)
+    elif isinstance(value, str) and (m := _DURATION.match(value)):
+        seconds = float(m.group(1)) * _UNIT_S[m.group(2)]
+    else:
+        raise ValueError("expected a duration such as '500ms', '5s' or '2m'")
+    if seconds < 0:
+        raise ValueError("a duration cannot be negative")
+    return seconds
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+class Experiment(_Strict):
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+    description: str = ""
+    repetitions: int = Field(3, ge=1, le=100)
+    duration: float | None = None
+    requests: int | None = Field(None, ge=1)
+    warmup: float = 1.0
+    seed: int = 1
+
+    @field_validator("duration", "warmup", mode="before")
+    @classmethod
+    def _duration(cls, v: Any) -> Any:
+        return None if v is None else parse_duration(v)
+
+
+class ExperimentSpec(_Strict):
+    """A validated experiment: fixed settings plus the matrix axes (never empty)."""
+
+    path: str
+    experiment: Experiment
+    axes: dict[str, tuple]                  # 'stack' | 'workload' | 'concurrency' | knob key
+    exclude: tuple[dict[str, Any], ...]
+    fixed_knobs: dict[str, Any]             # knob key -> value, from [load] and [knobs]
+
+    @property
+    def measure(self) -> dict[str, Any]:
+        """What each run measures for: the same for every trial."""
+        e = self.experiment
+        return {"duration_s": e.duration, "requests": e.requests, "warmup_s": e.warmup}
+
+
+def load_spec(path: Path, registry: KnobRegistry, stacks: set[str],
+              workloads: set[str]) -> ExperimentSpec:
+    file = str(path)
+    try:
+        doc = tomllib.loads(path.read_text())
+    except FileNotFoundError:
+        raise SpecError(file, "(file)", file, "no such file") from None
+    except tomllib.TOMLDecodeError as e:
+        raise SpecError(file, "(syntax)", str(e), "not valid TOML") from None
+    return parse_spec(doc, file, registry, stacks, workloads)
+
+
+def parse_spec(doc: dict, file: str, registry: KnobRegistry, stacks: set[str],
+               workloads: set[str]) -> ExperimentSpec:
+    for key in doc:
+        if key not in ("experiment", "load", "knobs", "matrix"):
+            raise SpecError(file, key, doc[key], "unknown section (expected experiment, "
+                            "load, knobs, matrix)")
+    if "experiment" not in doc:
+        raise SpecError(file, "experiment", None, "missing section")
+    experiment = _model(Experiment, doc["experiment"], file, "experiment")
+    if (experiment.duration is None) == (experiment.requests is None):
+        raise SpecError(file, "experiment.duration", experiment.duration,
+                        "give exactly one of duration and requests")
+    if experiment.duration is not None and experiment.duration <= 0:
+        raise SpecError(file, "experiment.duration", experiment.duration, "must be > 0")
+
+    fixed: dict[str, Any] = {}
+    for key, value in _table(doc.get("load", {}), file, "load").items():
+        fixed[_knob(registry, file, f"load.{key}", "load", key, value)] = value
+    for component, table in _table(doc.get("knobs", {}), file, "knobs").items():
+        for name, value in _table(table, file, f"knobs.{component}").items():
+            fixed[_knob(registry, file, f"knobs.{component}.{name}", component, name,
+                        value)] = value
+
+    matrix = _table(doc.get("matrix", {}), file, "matrix")
+    axes = _axes(matrix, file, registry, stacks, workloads)
+    exclude = _exclude(matrix.get("exclude", []), file, axes)
+    for key in axes:
+        if key in fixed:
+            raise SpecError(file, f"matrix.{key}", list(axes[key]),
+                            "also set as a fixed value; set it in one place")
+    return ExperimentSpec(path=file, experiment=experiment, axes=axes, exclude=exclude,
+                          fixed_knobs=fixed)
+
+
+def _model(model: type[BaseModel], data: Any, file: str, where: str) -> Any:
+    try:
+        return model.model_validate(_table(data, file, where))
+    except ValidationError as e:
+        err = e.errors()[0]
+        key = ".".join([where, *map(str, err["loc"])])
+        value = err.get("input")
+        if err["type"] == "missing":
+            value = None
+        raise SpecError(file, key, value, err["msg"]) from None
+
+
+def _table(value: Any, file: str, where: str) -> dict:
+    if not isinstance(value, dict):
+        raise SpecError(file, where, value, "expected a table")
+    return value
+
+
+def _knob(registry: KnobRegistry, file: str, where: str, component: str, name: str,
+          value: Any) -> str:
+    knob = registry.get(f"{component}.{name}")
+    if knob is None:
+        if component not in registry.components():
+            raise SpecError(file, where, value, f"unknown component {component!r} (known: "
+                            f"{', '.join(sorted(registry.components()))})")
+        known = ", ".join(k.name for k in registry.for_component(component))
+        raise SpecError(file, where, value, f"unknown knob {name!r} for {component} "
+                        f"(known: {known})")
+    try:
+        knob.check(value)
+    except ValueError as e:
+        raise SpecError(file, where, value, str(e)) from None
+    return knob.key
+
+
+def _axes(matrix: dict, file: str, registry: KnobRegistry, stacks: set[str],
+          workloads: set[str]) -> dict[str, tuple]:
+    axes: dict[str, tuple] = {}
+    for key, value in matrix.items():
+        if key == "exclude":
+            continue
+        if key in AXES:
+            axes[key] = _axis_values(value, file, f"matrix.{key}")
+        elif isinstance(value, dict):
+            for name, values in value.items():
+                where = f"matrix.{key}.{name}"
+                values = _axis_values(values, file, where)
+                for v in values:
+                    knob_key = _knob(registry, file, where, key, name, v)
+                axes[knob_key] = values
+        else:
+            raise SpecError(file, f"matrix.{key}", value, "unknown axis (expected stack, "
+                            "workload, concurrency or a component's knobs such as "
+                            "nginx.worker_processes = [1, 2])")
+    for axis in AXES:
+        if axis not in axes:
+            raise SpecError(file, f"matrix.{axis}", None, "missing axis")
+    for v in axes["stack"]:
+        if v not in stacks:
+            raise SpecError(file, "matrix.stack", v,
+                            f"unknown stack (known: {', '.join(sorted(stacks))})")
+    for v in axes["workload"]:
+        if v not in workloads:
+            raise SpecError(file, "matrix.workload", v,
+                            f"unknown workload (known: {', '.join(sorted(workloads))})")
+    for v in axes["concurrency"]:
+        if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= 100_000:
+            raise SpecError(file, "matrix.concurrency", v, "expected an integer 1..100000")
+    return axes
+
+
+def _axis_values(value: Any, file: str, where: str) -> tuple:
+    if not isinstance(value, list):
+        value = [value]
+    if not value:
+        raise SpecError(file, where, value, "an axis needs at least one value")
+    if len(set(map(repr, value))) != len(value):
+        raise SpecError(file, where, value, "values repeat")
+    return tuple(value)
+
+
+def _exclude(rules: Any, file: str, axes: dict[str, tuple]) -> tuple[dict, ...]:
+    if not isinstance(rules, list):
+        raise SpecError(file, "matrix.exclude", rules, "expected a list of tables")
+    out = []
+    for i, rule in enumerate(rules):
+        where = f"matrix.exclude[{i}]"
+        rule = _flatten(_table(rule, file, where))
+        if not rule:
+            raise SpecError(file, where, rule, "an empty rule would exclude everything")
+        for key, value in rule.items():
+            if key not in axes:
+                raise SpecError(file, f"{where}.{key}", value, "not an axis of this matrix")
+            if value not in axes[key]:
+                raise SpecError(file, f"{where}.{key}", value, "not a value of that axis")
+        out.append(rule)
+    return tuple(out)
+
+
+def _flatten(rule: dict, prefix: str = "") -> dict:
+    flat = {}
+    for key, value in rule.items():
+        if isinstance(value, dict):
+            flat.update(_flatten(value, f"{prefix}{key}."))
+        else:
+            flat[f"{prefix}{key}"] = value
+    return flat

@@ -1,0 +1,3 @@
+from .adapter import Apache
+
+__all__ = ["Apache"]

@@ -1,0 +1,3 @@
+from .adapter import Nginx
+
+__all__ = ["Nginx"]

@@ -1,0 +1,181 @@
+"""SQLite store: every finished run is committed at once; nothing is overwritten."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator
+
+from ..errors import StoreError
+from .migrations import MIGRATIONS
+
+SCHEMA_VERSION = len(MIGRATIONS)
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """One finished run, as stored. Plain data; `load` is the engine's JSON report."""
+
+    experiment_id: int
+    trial_id: str
+    repetition: int
+    outcome: str                 # ok | failed (server/engine problem) | invalid (verify FAIL)
+    reason: str | None
+    started_at: str
+    ended_at: str
+    knobs: dict[str, Any]
+    versions: dict[str, str]
+    configs: dict[str, str]
+    verdicts: list[dict]
+    load: dict | None
+    log_tail: str | None
+    run_dir: str | None
+
+
+class Store:
+    def __init__(self, conn: sqlite3.Connection):
+        self.conn = conn
+
+    @classmethod
+    def open(cls, path: Path) -> "Store":
+        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            conn = sqlite3.connect(path, isolation_level=None)
+            conn.row_factory = sqlite3.Row
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA foreign_keys=ON")
+        except sqlite3.DatabaseError as e:
+            raise StoreError(f"{path}: not a usable SQLite database: {e}") from e
+        store = cls(conn)
+        store.migrate(path)
+        return store
+
+    def migrate(self, path: Path) -> None:
+        version = self.conn.execute("PRAGMA user_version").fetchone()[0]
+        if version > SCHEMA_VERSION:
+            raise StoreError(f"{path}: schema version {version} is newer than this stacklab "
+                             f"({SCHEMA_VERSION}); upgrade stacklab")
+        for number in range(version + 1, SCHEMA_VERSION + 1):
+            try:
+                self.conn.executescript(f"BEGIN; {MIGRATIONS[number - 1]}; "
+                                        f"PRAGMA user_version = {number}; COMMIT;")
+            except sqlite3.Error as e:
+                if self.conn.in_transaction:
+                    self.conn.execute("ROLLBACK")
+                raise StoreError(f"{path}: migration to schema {number} failed: {e}") from e
+
+    def transaction(self):
+        return _Tx(self.conn)
+
+    def close(self) -> None:
+        self.conn.close()
+
+    # experiments -----------------------------------------------------------
+
+    def new_experiment(self, name: str, spec_path: str, spec_hash: str, spec: dict,
+                       trials: list[tuple[str, str, dict]], host: dict, version: str,
+                       commit: str | None, now: str) -> int:
+        with self.transaction():
+            cur = self.conn.execute(
+                "INSERT INTO experiments (name, spec_path, spec_hash, spec_json, created_at,"
+                " status, stacklab_version, stacklab_commit, host_json)"
+                " VALUES (?, ?, ?, ?, ?, 'running', ?, ?, ?)",
+                (name, spec_path, spec_hash, json.dumps(spec), now, version, commit,
+                 json.dumps(host)))
+            exp_id = cur.lastrowid
+            self.conn.executemany(
+                "INSERT INTO trials VALUES (?, ?, ?, ?, ?)",
+                [(exp_id, tid, i, label, json.dumps(d)) for i, (tid, label, d)
+                 in enumerate(trials)])
+        return exp_id
+
+    def experiment(self, name_or_id: str | int | None = None) -> sqlite3.Row:
+        """The newest experiment with that name (or that id; or the newest of all)."""
+        if name_or_id is None:
+            row = self.conn.execute("SELECT * FROM experiments ORDER BY id DESC").fetchone()
+        elif str(name_or_id).isdigit():
+            row = self.conn.execute("SELECT * FROM experiments WHERE id = ?",
+                                    (int(name_or_id),)).fetchone()
+        else:
+            row = self.conn.execute("SELECT * FROM experiments WHERE name = ? "
+                                    "ORDER BY id DESC", (name_or_id,)).fetchone()
+        if row is None:
+            what = "no experiments" if name_or_id is None else f"no experiment {name_or_id!r}"
+            raise StoreError(f"{what} in the results database")
+        return row
+
+    def experiments(self) -> list[sqlite3.Row]:
+        return self.conn.execute(
+            "SELECT e.*, (SELECT COUNT(*) FROM runs r WHERE r.experiment_id = e.id) AS n_runs "
+            "FROM experiments e ORDER BY id").fetchall()
+
+    def set_status(self, exp_id: int, status: str) -> None:
+        self.conn.execute("UPDATE experiments SET status = ? WHERE id = ?", (status, exp_id))
+
+    def trials(self, exp_id: int) -> list[sqlite3.Row]:
+        return self.conn.execute("SELECT * FROM trials WHERE experiment_id = ? "
+                                 "ORDER BY position", (exp_id,)).fetchall()
+
+    # runs ------------------------------------------------------------------
+
+    def add_run(self, r: RunRecord) -> None:
+        """Commit one finished run at once (a run is never overwritten)."""
+        load = r.load or {}
+        lat = load.get("latency_us", {})
+        eng = load.get("engine", {})
+        req = load.get("requests", {})
+        try:
+            with self.transaction():
+                self.conn.execute(
+                    "INSERT INTO runs (experiment_id, trial_id, repetition, outcome, reason,"
+                    " started_at, ended_at, knobs_json, versions_json, configs_json,"
+                    " verdicts_json, load_json, log_tail, run_dir, rps, p50_us, p99_us,"
+                    " completed, failed_requests, engine_cpu_s)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (r.experiment_id, r.trial_id, r.repetition, r.outcome, r.reason,
+                     r.started_at, r.ended_at, json.dumps(r.knobs), json.dumps(r.versions),
+                     json.dumps(r.configs), json.dumps(r.verdicts),
+                     json.dumps(r.load) if r.load is not None else None, r.log_tail,
+                     r.run_dir, load.get("rps"), lat.get("p50"), lat.get("p99"),
+                     req.get("completed"), req.get("failed"),
+                     (eng.get("cpu_user_s", 0) + eng.get("cpu_sys_s", 0)) if eng else None))
+        except sqlite3.IntegrityError as e:
+            raise StoreError(f"run {r.trial_id} #{r.repetition} of experiment "
+                             f"{r.experiment_id} is already stored: {e}") from e
+
+    def done(self, exp_id: int) -> set[tuple[str, int]]:
+        return {(row[0], row[1]) for row in self.conn.execute(
+            "SELECT trial_id, repetition FROM runs WHERE experiment_id = ?", (exp_id,))}
+
+    def runs(self, exp_id: int) -> Iterator[RunRecord]:
+        for row in self.conn.execute("SELECT * FROM runs WHERE experiment_id = ? ORDER BY id",
+                                     (exp_id,)):
+            yield RunRecord(
+                row["experiment_id"], row["trial_id"], row["repetition"], row["outcome"],
+                row["reason"], row["started_at"], row["ended_at"],
+                json.loads(row["knobs_json"]), json.loads(row["versions_json"]),
+                json.loads(row["configs_json"]), json.loads(row["verdicts_json"]),
+                json.loads(row["load_json"]) if row["load_json"] else None,
+                row["log_tail"], row["run_dir"])
+
+
+class _Tx:
+    """BEGIN … COMMIT, or ROLLBACK on any exception (including KeyboardInterrupt)."""
+
+    def __init__(self, conn: sqlite3.Connection):
+        self.conn = conn
+
+    def __enter__(self):
+        if not self.conn.in_transaction:
+            self.conn.execute("BEGIN")
+            self.own = True
+        else:
+            self.own = False
+        return self.conn
+
+    def __exit__(self, exc_type, *_):
+        if self.own and self.conn.in_transaction:
+            self.conn.execute("ROLLBACK" if exc_type else "COMMIT")
+        return False
