@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import http.client
 import os
 import socket
 import time
@@ -69,13 +70,17 @@ class Component(ABC):
         return verdicts
 
     def start(self, ctx: RenderContext, knobs: dict[str, Any],
-              ready_timeout_s: float = 15.0) -> Started:
+              ready_timeout_s: float = 15.0, run_as: str | None = None) -> Started:
+        """Render, start and wait until ready. `run_as` starts the server as that user
+        (root only): how tests check the unprivileged path when CI runs as root."""
         ctx.run_dir.mkdir(parents=True, exist_ok=True)
         files = self.render(ctx, knobs)
         for rel, text in files.items():
             (ctx.run_dir / rel).write_text(text)
+        if run_as:
+            _chown_tree(ctx.run_dir, run_as)
         proc = procs.spawn(self.name, self.command(ctx), ctx.run_dir,
-                           ctx.run_dir / "server.out")
+                           ctx.run_dir / "server.out", user=run_as)
         started = Started(self.name, ctx, proc, files)
         try:
             self.wait_ready(started, ready_timeout_s)
@@ -85,16 +90,19 @@ class Component(ABC):
         return started
 
     def wait_ready(self, started: Started, timeout_s: float) -> None:
-        """Poll the port until it accepts, while checking the process is alive."""
+        """Poll until the server answers HTTP, while checking the process is alive
+        (a bare accepting port is not enough: it may belong to someone else)."""
+        from ..verify import fetch
         deadline = time.monotonic() + timeout_s
         while True:
             if not started.proc.alive():
                 raise StackError(f"{self.name} exited with code {started.proc.popen.returncode} "
                                  "before becoming ready", self.log_tail(started))
             try:
-                with socket.create_connection((started.ctx.host, started.ctx.port), 0.5):
+                fetch(started.ctx.host, started.ctx.port, "/", timeout_s=0.5)
+                if started.proc.alive():
                     return
-            except OSError:
+            except (OSError, http.client.HTTPException):
                 pass
             if time.monotonic() > deadline:
                 raise StackError(f"{self.name} not ready on {started.ctx.host}:"
@@ -114,6 +122,13 @@ class Component(ABC):
         procs.stop(started.proc)
         if procs.group_members(started.proc.pgid):
             raise StackError(f"{self.name}: processes of group {started.proc.pgid} survived stop")
+
+
+def _chown_tree(root: Path, user: str) -> None:
+    import pwd
+    entry = pwd.getpwnam(user)
+    for path in [root, *root.rglob("*")]:
+        os.chown(path, entry.pw_uid, entry.pw_gid)
 
 
 def free_port(host: str = "127.0.0.1") -> int:

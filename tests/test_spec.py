@@ -1,0 +1,106 @@
+"""Spec validation: every bad input is one SpecError naming file, key path and value."""
+
+import pytest
+
+from stacklab.errors import SpecError
+from stacklab.spec import parse_duration, parse_spec
+
+GOOD = {
+    "experiment": {"name": "t", "repetitions": 2, "duration": "2s", "warmup": "500ms"},
+    "load": {"keepalive": False},
+    "knobs": {"nginx": {"sendfile": True}},
+    "matrix": {"stack": ["nginx", "apache"], "workload": ["static-page"],
+               "concurrency": [1, 8], "nginx": {"worker_processes": [1, 2]},
+               "exclude": [{"stack": "apache", "concurrency": 8}]},
+}
+
+
+def with_(path, value):
+    import copy
+    doc = copy.deepcopy(GOOD)
+    node = doc
+    *parents, last = path
+    for p in parents:
+        node = node.setdefault(p, {})
+    if value is KeyError:
+        del node[last]
+    else:
+        node[last] = value
+    return doc
+
+
+def test_good_spec_parses(spec_args):
+    spec = parse_spec(GOOD, "x.toml", *spec_args)
+    assert spec.experiment.duration == 2.0 and spec.experiment.warmup == 0.5
+    assert spec.axes["nginx.worker_processes"] == (1, 2)
+    assert spec.fixed_knobs == {"load.keepalive": False, "nginx.sendfile": True}
+
+
+@pytest.mark.parametrize("path, value, key, fragment", [
+    (("experiment", "nmae"), "x", "experiment.nmae", "Extra inputs"),
+    (("experiment", "repetitions"), "3", "experiment.repetitions", "integer"),
+    (("experiment", "repetitions"), 0, "experiment.repetitions", "greater than"),
+    (("experiment", "duration"), "fast", "experiment.duration", "duration"),
+    (("experiment", "requests"), 100, "experiment.duration", "exactly one"),
+    (("experiment", "name"), "a b", "experiment.name", "pattern"),
+    (("matrix", "stack"), [], "matrix.stack", "at least one"),
+    (("matrix", "stack"), ["nginx", "iis"], "matrix.stack", "unknown stack"),
+    (("matrix", "workload"), ["video"], "matrix.workload", "unknown workload"),
+    (("matrix", "concurrency"), [0], "matrix.concurrency", "integer 1..100000"),
+    (("matrix", "concurrency"), KeyError, "matrix.concurrency", "missing axis"),
+    (("matrix", "nginx"), {"worker_procs": [1]}, "matrix.nginx.worker_procs", "unknown knob"),
+    (("matrix", "nginx"), {"worker_processes": ["two"]}, "matrix.nginx.worker_processes",
+     "takes a int"),
+    (("matrix", "varnish"), {"size": [1]}, "matrix.varnish.size", "unknown component"),
+    (("matrix", "threads"), [1], "matrix.threads", "unknown axis"),
+    (("matrix", "exclude"), [{"stack": "iis"}], "matrix.exclude[0].stack", "not a value"),
+    (("matrix", "exclude"), [{"c": 1}], "matrix.exclude[0].c", "not an axis"),
+    (("load", "keepalive"), "yes", "load.keepalive", "takes a bool"),
+    (("load", "rate"), -5, "load.rate", ">= 0"),
+    (("knobs", "apache"), {"mpm": "prefork2"}, "knobs.apache.mpm", "one of"),
+    (("benchmark",), {}, "benchmark", "unknown section"),
+])
+def test_bad_spec_names_key_and_value(spec_args, path, value, key, fragment):
+    with pytest.raises(SpecError) as e:
+        parse_spec(with_(path, value), "x.toml", *spec_args)
+    assert e.value.file == "x.toml"
+    assert e.value.key == key
+    assert fragment in e.value.problem
+    assert "\n" not in str(e.value)
+
+
+def test_axis_and_fixed_value_for_same_knob_is_refused(spec_args):
+    doc = with_(("knobs", "nginx"), {"worker_processes": 1})
+    with pytest.raises(SpecError) as e:
+        parse_spec(doc, "x.toml", *spec_args)
+    assert e.value.key == "matrix.nginx.worker_processes"
+
+
+def test_toml_syntax_error_names_file(tmp_path, spec_args):
+    from stacklab.spec import load_spec
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[experiment\nname='x'")
+    with pytest.raises(SpecError) as e:
+        load_spec(bad, *spec_args)
+    assert str(bad) in str(e.value)
+
+
+@pytest.mark.parametrize("text, seconds", [("500ms", 0.5), ("5s", 5), ("2m", 120), (3, 3),
+                                           ("1.5s", 1.5), ("1h", 3600)])
+def test_durations(text, seconds):
+    assert parse_duration(text) == seconds
+
+
+@pytest.mark.parametrize("text", ["5 parsecs", "", "-1s", True])
+def test_bad_durations(text):
+    with pytest.raises(ValueError):
+        parse_duration(text)
+
+
+def test_presets_are_valid(spec_args):
+    from pathlib import Path
+    from stacklab.spec import load_spec
+    presets = sorted((Path(__file__).parent.parent / "presets").glob("*.toml"))
+    assert presets
+    for p in presets:
+        load_spec(p, *spec_args)

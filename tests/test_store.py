@@ -1,0 +1,89 @@
+"""Store: round trip, migrations, never overwriting a run."""
+
+import sqlite3
+
+import pytest
+
+from stacklab.errors import StoreError
+from stacklab.store import SCHEMA_VERSION, RunRecord, Store
+
+
+def record(exp_id, rep=1, outcome="ok"):
+    load = {"rps": 1234.5, "latency_us": {"p50": 100, "p99": 900},
+            "requests": {"completed": 10, "failed": 0},
+            "engine": {"cpu_user_s": 0.25, "cpu_sys_s": 0.5}}
+    return RunRecord(exp_id, "abc123", rep, outcome, None, "t0", "t1", {"nginx": {"a": 1}},
+                     {"nginx": "1.22.1"}, {"nginx/nginx.conf": "x"},
+                     [{"component": "nginx", "check": "c", "status": "PASS", "detail": ""}],
+                     load, None, "/r")
+
+
+def new_exp(store, name="e"):
+    return store.new_experiment(name, "e.toml", "h", {"experiment": {}},
+                                [("abc123", "nginx c=1", {"stack": "nginx"})],
+                                {"cores": 2}, "0.1.0", None, "now")
+
+
+def test_round_trip(tmp_path):
+    store = Store.open(tmp_path / "r.db")
+    exp = new_exp(store)
+    store.add_run(record(exp))
+    store.close()
+    store = Store.open(tmp_path / "r.db")
+    [got] = list(store.runs(exp))
+    assert got == record(exp)
+    assert store.done(exp) == {("abc123", 1)}
+    row = store.conn.execute("SELECT rps, p99_us, engine_cpu_s FROM runs").fetchone()
+    assert tuple(row) == (1234.5, 900, 0.75)
+    assert store.experiment("e")["id"] == exp
+    assert store.conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+def test_a_run_is_never_overwritten(tmp_path):
+    store = Store.open(tmp_path / "r.db")
+    exp = new_exp(store)
+    store.add_run(record(exp))
+    with pytest.raises(StoreError, match="already stored"):
+        store.add_run(record(exp, outcome="failed"))
+    assert [r.outcome for r in store.runs(exp)] == ["ok"]
+
+
+def test_newest_experiment_of_a_name_wins(tmp_path):
+    store = Store.open(tmp_path / "r.db")
+    first, second = new_exp(store), new_exp(store)
+    assert store.experiment("e")["id"] == second != first
+    assert store.experiment(str(first))["id"] == first
+    with pytest.raises(StoreError, match="no experiment 'zzz'"):
+        store.experiment("zzz")
+
+
+def test_migrates_an_empty_database_and_records_the_version(tmp_path):
+    db = tmp_path / "r.db"
+    sqlite3.connect(db).close()
+    store = Store.open(db)
+    assert store.conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+    tables = {r[0] for r in store.conn.execute("SELECT name FROM sqlite_master")}
+    assert {"experiments", "trials", "runs"} <= tables
+
+
+def test_refuses_a_database_from_a_newer_stacklab(tmp_path):
+    db = tmp_path / "r.db"
+    conn = sqlite3.connect(db)
+    conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
+    conn.close()
+    with pytest.raises(StoreError, match="newer than this stacklab"):
+        Store.open(db)
+
+
+def test_a_failed_migration_leaves_the_database_untouched(tmp_path, monkeypatch):
+    from stacklab.store import migrations
+    monkeypatch.setattr(migrations, "MIGRATIONS", ["CREATE TABLE a (x); CREATE TABLE a (x);"])
+    import stacklab.store as st
+    monkeypatch.setattr(st, "MIGRATIONS", migrations.MIGRATIONS)
+    monkeypatch.setattr(st, "SCHEMA_VERSION", 1)
+    db = tmp_path / "r.db"
+    with pytest.raises(StoreError, match="migration to schema 1 failed"):
+        Store.open(db)
+    conn = sqlite3.connect(db)
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == 0
+    assert not conn.execute("SELECT name FROM sqlite_master").fetchall()
