@@ -16,13 +16,19 @@ def require_engine():
 
 
 def server_processes() -> list[str]:
-    """Command lines of running nginx/apache2 processes (any owner)."""
+    """Command lines of running nginx/apache2 processes started from stacklab's lab dir."""
+    from stacklab.lab import default_root
+    lab_root = str(default_root())
     found = []
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
             exe = os.path.basename(os.readlink(f"/proc/{pid}/exe"))
+            if exe not in ("nginx", "apache2"):
+                continue
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+            cwd = os.readlink(f"/proc/{pid}/cwd")
         except OSError:
             continue
-        if exe in ("nginx", "apache2"):
-            found.append(Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode())
+        if lab_root in cmdline or cwd.startswith(lab_root):
+            found.append(cmdline)
     return found

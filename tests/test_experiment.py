@@ -1,0 +1,165 @@
+"""End to end: experiment file → real servers → stacklab-load → SQLite → show/report/export."""
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+
+import pytest
+from typer.testing import CliRunner
+
+from stacklab.cli import cli
+from stacklab.stacks.nginx import Nginx
+
+from helpers import ROOT, require_engine, server_processes
+
+pytestmark = pytest.mark.integration
+
+TINY = """
+[experiment]
+name = "tiny"
+repetitions = 2
+requests = 300
+warmup = "0s"
+
+[matrix]
+stack = ["nginx", "apache"]
+workload = ["static-page"]
+concurrency = [1, 4]
+"""
+
+
+@pytest.fixture(autouse=True)
+def engine_built():
+    require_engine()
+
+
+def invoke(*args):
+    result = CliRunner().invoke(cli, [str(a) for a in args])
+    return result
+
+
+def test_tiny_experiment_end_to_end(tmp_path):
+    spec = tmp_path / "tiny.toml"
+    spec.write_text(TINY)
+    db = tmp_path / "r" / "stacklab.db"
+    result = invoke("run", spec, "--db", db)
+    assert result.exit_code == 0, result.output
+    conn = sqlite3.connect(db)
+    conn.row_factory = sqlite3.Row
+    runs = conn.execute("SELECT * FROM runs ORDER BY id").fetchall()
+    assert len(runs) == 8
+    assert {r["outcome"] for r in runs} == {"ok"}
+    for r in runs:
+        load = json.loads(r["load_json"])
+        assert load["requests"]["completed"] == 300 and load["requests"]["failed"] == 0
+        assert load["status"] == {"200": 300}
+        assert r["rps"] > 0 and r["p99_us"] >= r["p50_us"] > 0
+        verdicts = json.loads(r["verdicts_json"])
+        assert [v["status"] for v in verdicts] == ["PASS"]
+        versions = json.loads(r["versions_json"])
+        assert {"stacklab-load", "stacklab"} <= set(versions)
+        configs = json.loads(r["configs_json"])
+        assert any(name.endswith((".conf")) for name in configs)
+        assert (db.parent / "runs").exists() and os.path.isdir(r["run_dir"])
+        assert any(f.endswith(".log") for f in os.listdir(os.path.join(
+            r["run_dir"], "nginx" if "nginx/nginx.conf" in configs else "apache")))
+    # interleaved: every trial's first repetition before any second one
+    reps = [r["repetition"] for r in runs]
+    assert reps == [1, 1, 1, 1, 2, 2, 2, 2]
+    exp = conn.execute("SELECT * FROM experiments").fetchone()
+    assert exp["status"] == "complete"
+    host = json.loads(exp["host_json"])
+    assert host["cores"] >= 1 and host["cpu_model"] and host["kernel"]
+    assert server_processes() == []
+
+    shown = invoke("show", "tiny", "--db", db)
+    assert shown.exit_code == 0 and "nginx" in shown.output and "apache" in shown.output
+    out = tmp_path / "report.html"
+    rep = invoke("report", "tiny", "-o", out, "--db", db)
+    assert rep.exit_code == 0, rep.output
+    html = out.read_text()
+    assert html.count("<svg") >= 2 and "http://" not in html.split("<svg")[0]
+    assert "cpu_model" in html
+    csv = invoke("export", "tiny", "--format", "csv", "--db", db)
+    assert csv.exit_code == 0 and len(csv.output.strip().splitlines()) == 9
+    js = json.loads(invoke("export", "--format", "json", "--db", db).output)
+    assert len(js["runs"]) == 8 and js["runs"][0]["load"]["histogram"]
+
+
+def test_a_server_that_fails_is_a_recorded_failed_run_and_the_rest_goes_on(tmp_path,
+                                                                            monkeypatch):
+    monkeypatch.setattr(Nginx, "command", lambda self, ctx: ["/bin/false"])
+    spec = tmp_path / "tiny.toml"
+    spec.write_text(TINY.replace("repetitions = 2", "repetitions = 1"))
+    db = tmp_path / "stacklab.db"
+    result = invoke("run", spec, "--db", db)
+    assert result.exit_code == 0, result.output
+    rows = sqlite3.connect(db).execute(
+        "SELECT t.label, r.outcome, r.reason FROM runs r JOIN trials t USING (trial_id)"
+    ).fetchall()
+    outcomes = {label.split()[0]: outcome for label, outcome, _ in rows}
+    assert outcomes == {"nginx": "failed", "apache": "ok"}
+    assert all("exited with code 1" in reason for _, o, reason in rows if o == "failed")
+
+
+def test_dry_run_prints_the_plan_and_starts_nothing(tmp_path):
+    spec = tmp_path / "tiny.toml"
+    spec.write_text(TINY)
+    result = invoke("run", spec, "--dry-run", "--db", tmp_path / "x.db")
+    assert result.exit_code == 0
+    assert "4 trials × 2 repetitions = 8 runs" in result.output
+    assert not (tmp_path / "x.db").exists()
+
+
+def test_bad_spec_is_one_line_naming_file_key_value(tmp_path):
+    spec = tmp_path / "bad.toml"
+    spec.write_text(TINY.replace('concurrency = [1, 4]', 'concurrency = [1, "many"]'))
+    result = subprocess.run([sys.executable, "-m", "stacklab.cli", "run", str(spec)],
+                            capture_output=True, text=True, cwd=tmp_path)
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert str(spec) in lines[0] and "matrix.concurrency" in lines[0] and "'many'" in lines[0]
+
+
+def test_interrupt_stops_every_server_and_resume_finishes_the_rest(tmp_path):
+    spec = tmp_path / "slow.toml"
+    spec.write_text(TINY.replace("requests = 300", 'duration = "1s"'))
+    db = tmp_path / "stacklab.db"
+    argv = [sys.executable, "-m", "stacklab.cli", "run", str(spec), "--db", str(db)]
+    proc = subprocess.Popen(argv, cwd=tmp_path, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    stored = 0
+    while stored < 2 and time.monotonic() < deadline:
+        time.sleep(0.2)
+        if db.exists():
+            try:
+                stored = sqlite3.connect(db).execute("SELECT COUNT(*) FROM runs").fetchone()[0]
+            except sqlite3.OperationalError:
+                pass
+    assert stored >= 2, "no runs stored in time"
+    time.sleep(0.5)                     # into the next run: servers up, load running
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130, err
+    assert "--resume" in err
+    assert server_processes() == []
+    conn = sqlite3.connect(db)
+    before = conn.execute("SELECT id, trial_id, repetition, load_json FROM runs").fetchall()
+    assert 2 <= len(before) < 8
+    assert conn.execute("SELECT status FROM experiments").fetchone()[0] == "interrupted"
+
+    result = subprocess.run(argv + ["--resume"], cwd=tmp_path, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    after = conn.execute("SELECT id, trial_id, repetition, load_json FROM runs").fetchall()
+    assert len(after) == 8
+    assert after[:len(before)] == before                       # nothing redone or rewritten
+    assert len({(t, r) for _, t, r, _ in after}) == 8
+    assert conn.execute("SELECT COUNT(*) FROM experiments").fetchone()[0] == 1
+    assert conn.execute("SELECT status FROM experiments").fetchone()[0] == "complete"
+    assert server_processes() == []
