@@ -25,6 +25,8 @@ class TrialSummary:
     rps_max: float | None
     p50_us: float | None      # median over repetitions
     p99_us: float | None
+    server_cpu_us: float | None   # server CPU per completed request, median (all components)
+    engine_cpu_us: float | None   # load engine CPU per completed request, median
     errors: int               # failed requests over all ok runs
     reasons: tuple[str, ...]  # why runs failed
 
@@ -49,6 +51,10 @@ def _median(values: list[float]) -> float | None:
     return statistics.median(values) if values else None
 
 
+def per_request_us(cpu_s: float, run: RunRecord) -> float:
+    return cpu_s / run.load["requests"]["completed"] * 1e6
+
+
 def summarize(definition: dict, label: str, trial_id: str,
               runs: list[RunRecord]) -> TrialSummary:
     ok = [r for r in runs if r.outcome == "ok" and r.load]
@@ -59,6 +65,10 @@ def summarize(definition: dict, label: str, trial_id: str,
         _median(rps), min(rps, default=None), max(rps, default=None),
         _median([r.load["latency_us"]["p50"] for r in ok]),
         _median([r.load["latency_us"]["p99"] for r in ok]),
+        _median([per_request_us(sum(c["cpu_s"] for c in r.resources.values()), r) for r in ok
+                 if r.load["requests"]["completed"]]),
+        _median([per_request_us(r.load["engine"]["cpu_user_s"] + r.load["engine"]["cpu_sys_s"],
+                                r) for r in ok if r.load["requests"]["completed"]]),
         sum(r.load["requests"]["failed"] for r in ok),
         tuple(sorted({r.reason for r in runs if r.outcome != "ok" and r.reason})))
 

@@ -22,6 +22,7 @@ from .drive import LoadPlan, engine_version, run_load
 from .errors import EngineError, StackError, StoreError, StacklabError
 from .hostinfo import git_commit, host_facts
 from .knobs import KnobRegistry
+from .monitor import Monitor
 from .plan import Plan, PlannedRun, Trial
 from .spec import ExperimentSpec
 from .stacks import COMPONENTS, STACKS
@@ -149,7 +150,7 @@ def execute_run(ctx: RunContext, run: PlannedRun) -> RunRecord:
     kept_dir = ctx.results_dir / "runs" / str(ctx.exp_id) / name
     started_at = now()
     started: list[Started] = []
-    outcome, reason, verdicts, load, tail = "ok", None, [], None, None
+    outcome, reason, verdicts, load, tail, resources = "ok", None, [], None, None, {}
     try:
         deployed = _deployed(ctx, trial.workload)
         front = _start_stack(trial, knobs, deployed, run_dir, started)
@@ -158,9 +159,12 @@ def execute_run(ctx: RunContext, run: PlannedRun) -> RunRecord:
             outcome, reason = "invalid", "; ".join(
                 f"{v['check']}: {v['detail']}" for v in verdicts if v["status"] == "FAIL")
         else:
-            report = run_load(_load_plan(ctx.spec, trial, knobs["load"], deployed, front),
-                              run_dir)
+            plan = _load_plan(ctx.spec, trial, knobs["load"], deployed, front)
+            with Monitor({s.name: s.proc.pgid for s in started}) as monitor:
+                report = run_load(plan, run_dir)
             load = report.raw
+            resources = {name: trace.summary(plan.warmup_s)
+                         for name, trace in monitor.traces.items()}
             if not all(s.proc.alive() for s in started):
                 outcome, reason = "failed", "server exited during the load"
     except StackError as e:
@@ -177,7 +181,7 @@ def execute_run(ctx: RunContext, run: PlannedRun) -> RunRecord:
     return RunRecord(ctx.exp_id, trial.id, run.repetition, outcome, reason, started_at, now(),
                      knobs, ctx.versions, {f"{s.name}/{f}": text for s in started
                                            for f, text in s.files.items()},
-                     verdicts, load, tail, str(kept_dir))
+                     verdicts, load, resources, tail, str(kept_dir))
 
 
 def any_fail_dicts(verdicts: list[dict]) -> bool:

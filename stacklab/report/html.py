@@ -18,13 +18,17 @@ def _num(value: float | None) -> str:
     return "—" if value is None else f"{value:,.0f}"
 
 
+def _one(value: float | None) -> str:
+    return "—" if value is None else f"{value:.1f}"
+
+
 def _ms(value_us: float | None) -> str:
     return "—" if value_us is None else f"{value_us / 1000:.2f}"
 
 
 def render_html(view: ExperimentView) -> str:
     return _env.get_template("report.html.j2").render(
-        v=view, version=__version__, num=_num, ms=_ms,
+        v=view, version=__version__, num=_num, ms=_ms, one=_one,
         throughput_svg=throughput_chart(view), latency_svg=latency_chart(view))
 
 

@@ -17,7 +17,7 @@ def summary_table(view: ExperimentView) -> Table:
     for col, justify in (("stack", "left"), ("workload", "left"), ("knobs", "left"),
                          ("c", "right"), ("runs", "right"), ("req/s median", "right"),
                          ("req/s min–max", "right"), ("p50 ms", "right"), ("p99 ms", "right"),
-                         ("errors", "right")):
+                         ("server CPU µs/req", "right"), ("errors", "right")):
         table.add_column(col, justify=justify)
     for s in view.summaries:
         knobs = " ".join(f"{k}={v}" for k, v in sorted(s.knobs.items())) or "defaults"
@@ -25,7 +25,8 @@ def summary_table(view: ExperimentView) -> Table:
         spread = (f"{fmt(s.rps_min)}–{fmt(s.rps_max)}" if s.rps_min is not None else "—")
         table.add_row(s.stack, s.workload, knobs, str(s.concurrency), runs, fmt(s.rps_median),
                       spread, fmt(s.p50_us and s.p50_us / 1000, ".2f"),
-                      fmt(s.p99_us and s.p99_us / 1000, ".2f"), str(s.errors))
+                      fmt(s.p99_us and s.p99_us / 1000, ".2f"), fmt(s.server_cpu_us, ".1f"),
+                      str(s.errors))
     return table
 
 

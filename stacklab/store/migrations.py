@@ -42,6 +42,7 @@ MIGRATIONS: list[str] = [
         configs_json TEXT NOT NULL,
         verdicts_json TEXT NOT NULL,
         load_json TEXT,
+        resources_json TEXT NOT NULL,
         log_tail TEXT,
         run_dir TEXT,
         rps REAL,
