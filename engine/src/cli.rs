@@ -1,0 +1,237 @@
+//! The command line: clap stays here; a typed [`Options`] leaves.
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{ColorChoice, Parser};
+
+use crate::error::SetupError;
+use crate::options::{Options, Output, StopAfter, WeightedUrl, parse_duration};
+use crate::pick::parse_url_list;
+use crate::target::Url;
+
+/// How parsing ended when it did not produce options.
+#[derive(Debug)]
+pub enum Exit {
+    /// Help or version text: print it to stdout, exit 0.
+    Info(String),
+    /// Bad usage: one line for stderr, exit 2.
+    Usage(String),
+}
+
+/// HTTP load generator: closed loop (like ab/wrk) or open loop (like wrk2).
+#[derive(Parser, Debug)]
+#[command(name = "stacklab-load", version, color = ColorChoice::Never)]
+struct Cli {
+    /// URLs to load (same scheme, host and port; different paths allowed).
+    #[arg(value_name = "URL")]
+    urls: Vec<String>,
+    /// Concurrent connections.
+    #[arg(short = 'c', long, value_name = "N", default_value_t = 10,
+          value_parser = clap::value_parser!(u32).range(1..))]
+    connections: u32,
+    /// Stop after N measured requests.
+    #[arg(short = 'n', long, value_name = "N", conflicts_with = "duration",
+          value_parser = clap::value_parser!(u64).range(1..))]
+    requests: Option<u64>,
+    /// Stop after this measured time (e.g. 500ms, 10s, 2m); default 10s.
+    #[arg(short = 'd', long, value_name = "DURATION", value_parser = positive_duration)]
+    duration: Option<Duration>,
+    /// Worker threads (default: number of cores, never more than connections).
+    #[arg(long, value_name = "T", value_parser = clap::value_parser!(u32).range(1..))]
+    threads: Option<u32>,
+    /// Open loop: requests per second over all connections.
+    #[arg(long, value_name = "R", value_parser = positive_rate)]
+    rate: Option<f64>,
+    /// Run load this long first, then reset all counters and histograms.
+    #[arg(long, value_name = "DURATION", default_value = "0s", value_parser = parse_duration)]
+    warmup: Duration,
+    /// Open a new connection for every request (sends Connection: close).
+    #[arg(long)]
+    no_keepalive: bool,
+    /// Extra request header, 'Name: value' (repeatable).
+    #[arg(short = 'H', long = "header", value_name = "HEADER", value_parser = parse_header)]
+    headers: Vec<(String, String)>,
+    /// Request method.
+    #[arg(short = 'm', long, default_value = "GET", value_parser = parse_method)]
+    method: String,
+    /// Send this file as the request body.
+    #[arg(long, value_name = "FILE")]
+    body: Option<PathBuf>,
+    /// Send Accept-Encoding: gzip, deflate.
+    #[arg(long)]
+    compressed: bool,
+    /// With --compressed: also count decoded body bytes.
+    #[arg(long, requires = "compressed")]
+    decode: bool,
+    /// Per-request timeout.
+    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = positive_duration)]
+    timeout: Duration,
+    /// Accept any TLS certificate (self-signed test servers).
+    #[arg(long)]
+    insecure: bool,
+    /// Resume TLS sessions (the default).
+    #[arg(long, overrides_with = "no_tls_resume")]
+    tls_resume: bool,
+    /// Do a full TLS handshake on every connection.
+    #[arg(long, overrides_with = "tls_resume")]
+    no_tls_resume: bool,
+    /// File of URLs: one per line, optional integer weight, '#' comments.
+    #[arg(long = "urls", value_name = "FILE")]
+    url_file: Option<PathBuf>,
+    /// Seed of the random URL choice.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Allow a target that is not loopback (127.0.0.0/8, ::1, localhost).
+    #[arg(long)]
+    allow_remote: bool,
+    /// Print one JSON document instead of the human summary.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Parse a command line (program name first) into options.
+pub fn parse<I, T>(args: I) -> Result<Options, Exit>
+where
+    I: IntoIterator<Item = T>,
+    T: Into<OsString> + Clone,
+{
+    let cli = Cli::try_parse_from(args).map_err(clap_exit)?;
+    cli.into_options().map_err(|e| Exit::Usage(format!("error: {e}")))
+}
+
+fn clap_exit(err: clap::Error) -> Exit {
+    use clap::error::ErrorKind;
+    let text = err.render().to_string();
+    match err.kind() {
+        ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => Exit::Info(text),
+        _ => Exit::Usage(text.lines().find(|l| !l.trim().is_empty()).unwrap_or("error: bad usage").to_string()),
+    }
+}
+
+impl Cli {
+    fn into_options(self) -> Result<Options, SetupError> {
+        let mut urls = Vec::new();
+        for text in &self.urls {
+            let url = Url::parse(text).map_err(|e| SetupError::new("URL", text, e))?;
+            urls.push(WeightedUrl { url, weight: 1 });
+        }
+        if let Some(path) = &self.url_file {
+            let shown = path.display().to_string();
+            let text = std::fs::read_to_string(path).map_err(|e| SetupError::new("--urls", &shown, e.to_string()))?;
+            urls.extend(parse_url_list(&text).map_err(|e| SetupError::new("--urls", &shown, e))?);
+        }
+        if urls.is_empty() {
+            return Err(SetupError::new("URL", "", "no URL given (pass URL... or --urls FILE)"));
+        }
+        let body = match &self.body {
+            None => None,
+            Some(p) => Some(std::fs::read(p).map_err(|e| SetupError::new("--body", p.display().to_string(), e.to_string()))?),
+        };
+        let connections = self.connections as usize;
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let threads = self.threads.map_or(cores, |t| t as usize).min(connections);
+        let stop = match (self.requests, self.duration) {
+            (Some(n), _) => StopAfter::Requests(n),
+            (None, Some(d)) => StopAfter::Duration(d),
+            (None, None) => StopAfter::Duration(Duration::from_secs(10)),
+        };
+        Ok(Options {
+            urls,
+            connections,
+            threads,
+            stop,
+            rate: self.rate,
+            warmup: self.warmup,
+            keepalive: !self.no_keepalive,
+            method: self.method,
+            headers: self.headers,
+            body,
+            compressed: self.compressed,
+            decode: self.decode,
+            timeout: self.timeout,
+            insecure: self.insecure,
+            tls_resume: !self.no_tls_resume,
+            seed: self.seed,
+            allow_remote: self.allow_remote,
+            output: if self.json { Output::Json } else { Output::Human },
+        })
+    }
+}
+
+fn positive_duration(text: &str) -> Result<Duration, String> {
+    let d = parse_duration(text)?;
+    if d.is_zero() { Err("must be greater than 0".to_string()) } else { Ok(d) }
+}
+
+fn positive_rate(text: &str) -> Result<f64, String> {
+    let r: f64 = text.parse().map_err(|_| "expected a number of requests per second".to_string())?;
+    if r.is_finite() && r > 0.0 { Ok(r) } else { Err("must be greater than 0".to_string()) }
+}
+
+fn parse_header(text: &str) -> Result<(String, String), String> {
+    let (name, value) = text.split_once(':').ok_or("expected 'Name: value' (no colon found)")?;
+    let name = name.trim();
+    let is_token = |c: char| c.is_ascii_alphanumeric() || "!#$%&'*+-.^_`|~".contains(c);
+    if name.is_empty() || !name.chars().all(is_token) {
+        return Err(format!("bad header name '{name}'"));
+    }
+    if value.contains(['\r', '\n']) {
+        return Err("header value contains a line break".to_string());
+    }
+    Ok((name.to_string(), value.trim().to_string()))
+}
+
+fn parse_method(text: &str) -> Result<String, String> {
+    if !text.is_empty() && text.chars().all(|c| c.is_ascii_uppercase() || c == '-' || c == '_') {
+        Ok(text.to_string())
+    } else {
+        Err("expected an upper-case method token like GET".to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn usage(args: &[&str]) -> String {
+        let mut full = vec!["stacklab-load"];
+        full.extend_from_slice(args);
+        match parse(full) {
+            Err(Exit::Usage(line)) => line,
+            other => panic!("expected usage error for {args:?}, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn bad_arguments_name_the_flag_on_one_line() {
+        let table: &[(&[&str], &str)] = &[
+            (&["ftp://127.0.0.1/"], "URL"),
+            (&["not a url"], "URL"),
+            (&["-n", "5", "-d", "1s", "http://127.0.0.1/"], "--requests"),
+            (&["--rate", "0", "http://127.0.0.1/"], "--rate"),
+            (&["-H", "NoColon", "http://127.0.0.1/"], "--header"),
+            (&["-c", "0", "http://127.0.0.1/"], "--connections"),
+            (&["--bogus", "http://127.0.0.1/"], "--bogus"),
+            (&["-d", "10parsecs", "http://127.0.0.1/"], "--duration"),
+            (&[], "URL"),
+        ];
+        for (args, flag) in table {
+            let line = usage(args);
+            assert!(line.contains(flag), "{args:?}: {line}");
+            assert!(!line.contains('\n'), "{args:?}: {line}");
+        }
+    }
+
+    #[test]
+    fn defaults_and_overrides() {
+        let o = parse(["x", "-c", "4", "--threads", "16", "--no-tls-resume", "http://127.0.0.1:8/"]).unwrap();
+        assert_eq!(o.threads, 4);
+        assert!(!o.tls_resume && o.keepalive);
+        assert_eq!(o.stop, StopAfter::Duration(Duration::from_secs(10)));
+        let o = parse(["x", "--no-tls-resume", "--tls-resume", "-n", "7", "http://127.0.0.1:8/"]).unwrap();
+        assert!(o.tls_resume);
+        assert_eq!(o.stop, StopAfter::Requests(7));
+    }
+}

@@ -1,0 +1,8 @@
+//! HTTP/1.1 on the wire: request bytes built once, responses framed by counting.
+
+mod chunked;
+mod request;
+mod response;
+
+pub use request::build_request;
+pub use response::{Feed, ResponseParser};

@@ -1,0 +1,119 @@
+//! The load stage: plan the run, start one worker per thread, join, merge.
+
+mod exchange;
+pub mod pacer;
+pub mod stop;
+mod tls;
+mod transport;
+mod worker;
+
+use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::time::{Duration, Instant};
+
+use crate::error::SetupError;
+use crate::http::build_request;
+use crate::options::{Options, StopAfter};
+use crate::pick::Chooser;
+use crate::record::Recorder;
+use crate::target::{self, Scheme, Target};
+use stop::{Stop, split_budget};
+pub use tls::TlsPlan;
+use worker::{WorkerPlan, run_worker};
+
+/// Everything workers share, read-only (except the first-length cells).
+pub struct Plan<'a> {
+    pub target: Target,
+    pub requests: Vec<Vec<u8>>,
+    pub chooser: Chooser,
+    /// Body length of the first response per URL (u64::MAX until known).
+    pub first_lengths: Vec<AtomicU64>,
+    pub tls: Option<TlsPlan>,
+    pub connections: usize,
+    pub rate: Option<f64>,
+    pub keepalive: bool,
+    pub no_body: bool,
+    pub decode: bool,
+    pub timeout: Duration,
+    pub interrupt: &'a AtomicBool,
+}
+
+impl<'a> Plan<'a> {
+    /// Validate and prepare: resolve the target, build request bytes once.
+    pub fn new(options: &Options, interrupt: &'a AtomicBool) -> Result<Plan<'a>, SetupError> {
+        if options.connections == 0 {
+            return Err(SetupError::new("--connections", "0", "must be at least 1"));
+        }
+        let target = target::resolve(&options.urls, options.allow_remote)?;
+        let tls = match target.scheme {
+            Scheme::Https => Some(TlsPlan::new(&target.host, options.insecure, options.tls_resume)?),
+            Scheme::Http => None,
+        };
+        Ok(Plan {
+            requests: options.urls.iter().map(|u| build_request(&u.url, options)).collect(),
+            chooser: Chooser::new(options.urls.iter().map(|u| u.weight)),
+            first_lengths: options.urls.iter().map(|_| AtomicU64::new(u64::MAX)).collect(),
+            target,
+            tls,
+            connections: options.connections,
+            rate: options.rate,
+            keepalive: options.keepalive,
+            no_body: options.method == "HEAD",
+            decode: options.decode,
+            timeout: options.timeout,
+            interrupt,
+        })
+    }
+}
+
+/// What a run measured, merged over workers.
+pub struct Measurement {
+    pub recorder: Recorder,
+    /// Wall time of the measured phase (after warm-up).
+    pub duration: Duration,
+    pub interrupted: bool,
+}
+
+/// Run the load described by `options` until its stop condition or `interrupt`.
+pub fn run(options: &Options, interrupt: &AtomicBool) -> Result<Measurement, SetupError> {
+    let plan = Plan::new(options, interrupt)?;
+    let threads = options.threads.clamp(1, options.connections);
+    let sizes: Vec<usize> = (0..threads).map(|t| options.connections / threads + usize::from(t < options.connections % threads)).collect();
+    let start = Instant::now();
+    let measure_from = start + options.warmup;
+    let warmup_end = (!options.warmup.is_zero()).then_some(measure_from);
+    let stops: Vec<Stop> = match options.stop {
+        StopAfter::Requests(n) => split_budget(n, &sizes).into_iter().map(Stop::Requests).collect(),
+        StopAfter::Duration(d) => vec![Stop::Deadline(measure_from + d); threads],
+    };
+    let mut first_slot = 0;
+    let plans: Vec<WorkerPlan> = sizes
+        .iter()
+        .zip(stops)
+        .enumerate()
+        .map(|(t, (&size, stop))| {
+            let slots = first_slot..first_slot + size;
+            first_slot += size;
+            let seed = options.seed.wrapping_add((t as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15));
+            WorkerPlan { slots, stop, start, warmup_end, seed }
+        })
+        .collect();
+    let results: Vec<std::io::Result<(Recorder, Instant)>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = plans.into_iter().map(|wp| {
+            let plan = &plan;
+            scope.spawn(move || run_worker(plan, wp))
+        }).collect();
+        handles.into_iter().map(|h| h.join().expect("worker thread panicked")).collect()
+    });
+    let mut merged = Recorder::new(measure_from);
+    let mut end = start;
+    for result in results {
+        let (rec, stopped) = result.map_err(|e| SetupError::new("event loop", "epoll", e.to_string()))?;
+        merged.merge(&rec);
+        end = end.max(stopped);
+    }
+    Ok(Measurement {
+        recorder: merged,
+        duration: end.saturating_duration_since(measure_from),
+        interrupted: interrupt.load(std::sync::atomic::Ordering::Relaxed),
+    })
+}

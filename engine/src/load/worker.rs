@@ -1,0 +1,282 @@
+//! One worker thread: an event loop over its connections, composed of a stop
+//! condition, a pacer per connection and a recorder. Every mode runs this loop.
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use mio::{Events, Poll};
+
+use super::Plan;
+use super::pacer::Pacer;
+use super::stop::Stop;
+use super::transport::Transport;
+use crate::http::ResponseParser;
+use crate::pick::Rng;
+use crate::record::{ErrorClass, Recorder};
+
+/// A due timer fires this early rather than a whole poll tick late.
+const EARLY: Duration = Duration::from_micros(500);
+/// The loop looks at the interrupt flag at least this often.
+const MAX_SLEEP: Duration = Duration::from_millis(50);
+/// One read buffer per worker, shared by its connections.
+const READ_BUFFER: usize = 256 * 1024;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Phase {
+    Idle,
+    Connecting,
+    Handshaking,
+    Writing,
+    Reading,
+}
+
+/// One connection slot: its socket (when open) and the request in flight.
+pub(super) struct Conn {
+    pub pacer: Pacer,
+    pub sent: u64,
+    pub transport: Option<Transport>,
+    pub phase: Phase,
+    pub url: usize,
+    pub written: usize,
+    /// A readable edge arrived while still writing.
+    pub readable_early: bool,
+    pub intended: Instant,
+    pub start: Instant,
+    pub connected: Instant,
+    pub sent_at: Instant,
+    pub first_byte: Instant,
+    pub deadline: Instant,
+    pub parser: ResponseParser,
+}
+
+/// What one worker is told to do.
+pub struct WorkerPlan {
+    /// Global indices of this worker's connections (for pacer phases).
+    pub slots: std::ops::Range<usize>,
+    pub stop: Stop,
+    pub start: Instant,
+    pub warmup_end: Option<Instant>,
+    pub seed: u64,
+}
+
+pub(super) struct Worker<'a> {
+    pub plan: &'a Plan<'a>,
+    pub poll: Poll,
+    pub conns: Vec<Conn>,
+    pub buf: Vec<u8>,
+    pub rec: Recorder,
+    pub rng: Rng,
+    pub tls_config: Option<std::sync::Arc<rustls::ClientConfig>>,
+    stop: Stop,
+    start: Instant,
+    warmup_end: Option<Instant>,
+    started: u64,
+    pub in_flight: usize,
+    timers: BinaryHeap<Reverse<(Instant, usize)>>,
+    pub ready: Vec<usize>,
+    next_sweep: Instant,
+    sweep_every: Duration,
+}
+
+/// Run one worker to its end; returns its recorder and when it stopped.
+pub fn run_worker(plan: &Plan<'_>, wp: WorkerPlan) -> std::io::Result<(Recorder, Instant)> {
+    let mut events = Events::with_capacity(1024);
+    let mut worker = Worker::new(plan, wp)?;
+    worker.run(&mut events);
+    Ok((worker.rec, Instant::now()))
+}
+
+impl<'a> Worker<'a> {
+    fn new(plan: &'a Plan<'a>, wp: WorkerPlan) -> std::io::Result<Worker<'a>> {
+        let conns = wp
+            .slots
+            .clone()
+            .map(|k| Conn {
+                pacer: Pacer::for_connection(plan.rate, k, plan.connections),
+                sent: 0,
+                transport: None,
+                phase: Phase::Idle,
+                url: 0,
+                written: 0,
+                readable_early: false,
+                intended: wp.start,
+                start: wp.start,
+                connected: wp.start,
+                sent_at: wp.start,
+                first_byte: wp.start,
+                deadline: wp.start,
+                parser: ResponseParser::new(plan.decode),
+            })
+            .collect();
+        let sweep_every = (plan.timeout / 10).clamp(Duration::from_millis(1), Duration::from_millis(100));
+        Ok(Worker {
+            plan,
+            poll: Poll::new()?,
+            conns,
+            buf: vec![0; READ_BUFFER],
+            rec: Recorder::new(wp.start),
+            rng: Rng::new(wp.seed),
+            tls_config: plan.tls.as_ref().map(|t| t.client_config()),
+            stop: wp.stop,
+            start: wp.start,
+            warmup_end: wp.warmup_end,
+            started: 0,
+            in_flight: 0,
+            timers: BinaryHeap::new(),
+            ready: Vec::new(),
+            next_sweep: wp.start + sweep_every,
+            sweep_every,
+        })
+    }
+
+    fn run(&mut self, events: &mut Events) {
+        let now = Instant::now();
+        for i in 0..self.conns.len() {
+            self.next(i, now);
+        }
+        loop {
+            let now = Instant::now();
+            if self.warmup_end.is_some_and(|w| now >= w) {
+                self.end_warmup();
+            }
+            if self.plan.interrupt.load(Ordering::Relaxed) || self.finished(now) {
+                break;
+            }
+            self.fire_timers(now);
+            let ready = std::mem::take(&mut self.ready);
+            for &i in &ready {
+                self.next(i, now);
+            }
+            if now >= self.next_sweep {
+                self.sweep_timeouts(now);
+                self.next_sweep = now + self.sweep_every;
+            }
+            let timeout = self.poll_timeout(now);
+            if let Err(e) = self.poll.poll(events, Some(timeout)) {
+                if e.kind() != std::io::ErrorKind::Interrupted {
+                    break;
+                }
+            }
+            for event in events.iter() {
+                self.on_event(event.token().0, event);
+            }
+        }
+        if self.warmup_end.is_some() {
+            self.end_warmup(); // stopped during warm-up: nothing was measured
+        }
+    }
+
+    fn finished(&self, now: Instant) -> bool {
+        self.warmup_end.is_none() && self.stop.finished(self.started, self.in_flight, now)
+    }
+
+    fn may_start(&self, now: Instant) -> bool {
+        if self.warmup_end.is_some() {
+            // During warm-up only time limits the load; -n counts measured requests.
+            return self.stop.deadline().is_none_or(|d| now < d);
+        }
+        self.stop.may_start(self.started, now)
+    }
+
+    /// Warm-up is over: reset, not filter. Requests in flight count as measured.
+    fn end_warmup(&mut self) {
+        let origin = self.warmup_end.take().unwrap_or(self.start);
+        self.rec.reset(origin);
+        self.started = self.in_flight as u64;
+    }
+
+    /// The slot is free: start its next request now or when its pacer says.
+    pub(super) fn next(&mut self, i: usize, now: Instant) {
+        if !self.may_start(now) {
+            return;
+        }
+        let conn = &self.conns[i];
+        let pace = conn.pacer.pace(now.saturating_duration_since(self.start), conn.sent);
+        let intended = self.start + pace.intended;
+        if pace.wait <= EARLY {
+            self.begin(i, now, intended);
+        } else {
+            self.timers.push(Reverse((intended, i)));
+        }
+    }
+
+    fn fire_timers(&mut self, now: Instant) {
+        while let Some(&Reverse((at, i))) = self.timers.peek() {
+            if at > now + EARLY {
+                break;
+            }
+            self.timers.pop();
+            if self.may_start(now) {
+                self.begin(i, now, at);
+            }
+        }
+    }
+
+    fn begin(&mut self, i: usize, now: Instant, intended: Instant) {
+        self.started += 1;
+        self.in_flight += 1;
+        let url = self.plan.chooser.pick(&mut self.rng);
+        let c = &mut self.conns[i];
+        c.sent += 1;
+        c.url = url;
+        c.intended = intended;
+        c.start = now;
+        c.deadline = now + self.plan.timeout;
+        c.written = 0;
+        c.readable_early = false;
+        c.parser.reset(self.plan.no_body);
+        if c.transport.is_some() {
+            self.write_request(i, now);
+        } else {
+            self.connect(i, now);
+        }
+    }
+
+    fn sweep_timeouts(&mut self, now: Instant) {
+        for i in 0..self.conns.len() {
+            let c = &self.conns[i];
+            if c.phase != Phase::Idle && c.deadline <= now {
+                self.fail(i, ErrorClass::Timeout, now);
+            }
+        }
+    }
+
+    fn poll_timeout(&self, now: Instant) -> Duration {
+        if !self.ready.is_empty() {
+            return Duration::ZERO;
+        }
+        let mut until = now + MAX_SLEEP;
+        if let Some(Reverse((at, _))) = self.timers.peek() {
+            until = until.min(*at);
+        }
+        until = until.min(self.next_sweep);
+        if let Some(d) = self.stop.deadline() {
+            until = until.min(d);
+        }
+        if let Some(w) = self.warmup_end {
+            until = until.min(w);
+        }
+        until.saturating_duration_since(now)
+    }
+
+    /// The request on slot `i` is over, well or not.
+    pub(super) fn finish(&mut self, i: usize, keep: bool) {
+        let c = &mut self.conns[i];
+        if !keep {
+            c.transport = None; // closing the socket also removes it from epoll
+        }
+        c.phase = Phase::Idle;
+        self.in_flight -= 1;
+    }
+
+    /// Count a failed request and retry the slot from the main loop (never
+    /// recursively, so a refusing server cannot blow the stack).
+    pub(super) fn fail(&mut self, i: usize, class: ErrorClass, now: Instant) {
+        let wire = self.conns[i].parser.wire_bytes;
+        self.rec.error(class, now, wire);
+        self.finish(i, false);
+        self.ready.push(i);
+    }
+}

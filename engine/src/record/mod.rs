@@ -1,0 +1,9 @@
+//! Per-worker measurements: fixed-size histograms and counters, merged after join.
+
+mod recorder;
+mod series;
+mod stats;
+
+pub use recorder::{ErrorClass, Recorder, TlsInfo, Timing, new_latency_histogram};
+pub use series::{Second, Series};
+pub use stats::Stats;

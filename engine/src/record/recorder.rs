@@ -1,0 +1,235 @@
+//! One worker's recorder: nothing per request is kept, only counts and histograms.
+
+use std::time::{Duration, Instant};
+
+use hdrhistogram::Histogram;
+
+use super::series::Series;
+
+/// The fixed taxonomy of per-request failures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorClass {
+    Connect,
+    Read,
+    Write,
+    Timeout,
+    Tls,
+    BadResponse,
+    LengthMismatch,
+}
+
+impl ErrorClass {
+    pub const ALL: [ErrorClass; 7] = [
+        ErrorClass::Connect,
+        ErrorClass::Read,
+        ErrorClass::Write,
+        ErrorClass::Timeout,
+        ErrorClass::Tls,
+        ErrorClass::BadResponse,
+        ErrorClass::LengthMismatch,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            ErrorClass::Connect => "connect",
+            ErrorClass::Read => "read",
+            ErrorClass::Write => "write",
+            ErrorClass::Timeout => "timeout",
+            ErrorClass::Tls => "tls",
+            ErrorClass::BadResponse => "bad_response",
+            ErrorClass::LengthMismatch => "length_mismatch",
+        }
+    }
+}
+
+/// What TLS negotiated, and how often handshakes were resumed.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TlsInfo {
+    pub protocol: Option<String>,
+    pub cipher: Option<String>,
+    pub handshakes: u64,
+    pub resumed: u64,
+}
+
+/// Latency histogram: 1 µs to 1 hour, 3 significant figures.
+pub fn new_latency_histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, 3_600_000_000, 3).expect("valid histogram bounds")
+}
+
+/// Timings of one finished response.
+#[derive(Debug, Clone, Copy)]
+pub struct Timing {
+    /// When the request should have gone (open loop) or started (closed loop).
+    pub intended: Instant,
+    /// When work on it began (connect, or write on a kept-alive connection).
+    pub start: Instant,
+    /// When the request was written.
+    pub sent: Instant,
+    pub first_byte: Instant,
+    pub done: Instant,
+}
+
+/// One worker's measurements.
+pub struct Recorder {
+    pub latency: Histogram<u64>,
+    pub latency_uncorrected: Histogram<u64>,
+    pub connect: Histogram<u64>,
+    pub tls: Histogram<u64>,
+    pub ttfb: Histogram<u64>,
+    pub completed: u64,
+    pub errors: [u64; 7],
+    pub status: Vec<u64>,
+    pub bytes_total: u64,
+    pub bytes_body: u64,
+    pub bytes_decoded: u64,
+    pub connections_opened: u64,
+    pub tls_info: TlsInfo,
+    pub series: Series,
+}
+
+impl Recorder {
+    pub fn new(origin: Instant) -> Recorder {
+        Recorder {
+            latency: new_latency_histogram(),
+            latency_uncorrected: new_latency_histogram(),
+            connect: new_latency_histogram(),
+            tls: new_latency_histogram(),
+            ttfb: new_latency_histogram(),
+            completed: 0,
+            errors: [0; 7],
+            status: vec![0; 600],
+            bytes_total: 0,
+            bytes_body: 0,
+            bytes_decoded: 0,
+            connections_opened: 0,
+            tls_info: TlsInfo::default(),
+            series: Series::new(origin),
+        }
+    }
+
+    /// Forget everything (end of warm-up); the time series restarts at `origin`.
+    pub fn reset(&mut self, origin: Instant) {
+        let negotiated = (self.tls_info.protocol.take(), self.tls_info.cipher.take());
+        *self = Recorder::new(origin);
+        (self.tls_info.protocol, self.tls_info.cipher) = negotiated;
+    }
+
+    pub fn connected(&mut self, took: Duration) {
+        self.connections_opened += 1;
+        self.connect.saturating_record(micros(took));
+    }
+
+    pub fn handshake(&mut self, took: Duration, resumed: bool) {
+        self.tls.saturating_record(micros(took));
+        self.tls_info.handshakes += 1;
+        self.tls_info.resumed += u64::from(resumed);
+    }
+
+    /// A response arrived whole. `failed` marks a length mismatch: its bytes
+    /// and status count, its latency does not.
+    pub fn response(&mut self, t: &Timing, status: u16, wire: u64, body: u64, decoded: u64, failed: Option<ErrorClass>) {
+        self.status[usize::from(status).min(599)] += 1;
+        self.bytes_total += wire;
+        self.bytes_body += body;
+        self.bytes_decoded += decoded;
+        let latency = micros(t.done.saturating_duration_since(t.intended));
+        let second = self.series.at(t.done);
+        second.bytes += wire;
+        if let Some(class) = failed {
+            second.errors += 1;
+            self.errors[class as usize] += 1;
+            return;
+        }
+        second.completed += 1;
+        second.latency.saturating_record(latency);
+        self.completed += 1;
+        self.latency.saturating_record(latency);
+        self.latency_uncorrected.saturating_record(micros(t.done.saturating_duration_since(t.start)));
+        self.ttfb.saturating_record(micros(t.first_byte.saturating_duration_since(t.sent)));
+    }
+
+    /// A request failed; `wire` is what had arrived of its response.
+    pub fn error(&mut self, class: ErrorClass, at: Instant, wire: u64) {
+        self.errors[class as usize] += 1;
+        self.bytes_total += wire;
+        let second = self.series.at(at);
+        second.errors += 1;
+        second.bytes += wire;
+    }
+
+    /// Fold another worker's recorder into this one.
+    pub fn merge(&mut self, other: &Recorder) {
+        let add = |a: &mut Histogram<u64>, b: &Histogram<u64>| a.add(b).expect("same histogram bounds");
+        add(&mut self.latency, &other.latency);
+        add(&mut self.latency_uncorrected, &other.latency_uncorrected);
+        add(&mut self.connect, &other.connect);
+        add(&mut self.tls, &other.tls);
+        add(&mut self.ttfb, &other.ttfb);
+        self.completed += other.completed;
+        for (a, b) in self.errors.iter_mut().zip(other.errors) {
+            *a += b;
+        }
+        for (a, b) in self.status.iter_mut().zip(&other.status) {
+            *a += b;
+        }
+        self.bytes_total += other.bytes_total;
+        self.bytes_body += other.bytes_body;
+        self.bytes_decoded += other.bytes_decoded;
+        self.connections_opened += other.connections_opened;
+        self.tls_info.handshakes += other.tls_info.handshakes;
+        self.tls_info.resumed += other.tls_info.resumed;
+        if self.tls_info.protocol.is_none() {
+            self.tls_info.protocol.clone_from(&other.tls_info.protocol);
+            self.tls_info.cipher.clone_from(&other.tls_info.cipher);
+        }
+        self.series.merge(&other.series);
+    }
+
+    pub fn failed(&self) -> u64 {
+        self.errors.iter().sum()
+    }
+}
+
+#[inline]
+fn micros(d: Duration) -> u64 {
+    d.as_secs() * 1_000_000 + u64::from(d.subsec_micros())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn timing(origin: Instant, start_ms: u64, done_ms: u64) -> Timing {
+        let at = |ms| origin + Duration::from_millis(ms);
+        Timing { intended: at(start_ms), start: at(start_ms), sent: at(start_ms), first_byte: at(done_ms), done: at(done_ms) }
+    }
+
+    #[test]
+    fn counts_and_merges() {
+        let t0 = Instant::now();
+        let mut a = Recorder::new(t0);
+        let mut b = Recorder::new(t0);
+        a.response(&timing(t0, 0, 10), 200, 100, 60, 60, None);
+        b.response(&timing(t0, 1000, 1020), 404, 100, 60, 60, None);
+        b.response(&timing(t0, 1000, 1030), 200, 90, 50, 50, Some(ErrorClass::LengthMismatch));
+        b.error(ErrorClass::Connect, t0 + Duration::from_millis(1500), 0);
+        a.merge(&b);
+        assert_eq!((a.completed, a.failed(), a.bytes_total, a.bytes_body), (2, 2, 290, 170));
+        assert_eq!((a.status[200], a.status[404]), (2, 1));
+        assert_eq!(a.errors[ErrorClass::LengthMismatch as usize], 1);
+        assert_eq!(a.latency.len(), 2);
+        assert_eq!(a.series.seconds().len(), 2);
+        assert_eq!((a.series.seconds()[1].completed, a.series.seconds()[1].errors), (1, 2));
+    }
+
+    #[test]
+    fn reset_forgets() {
+        let t0 = Instant::now();
+        let mut r = Recorder::new(t0);
+        r.response(&timing(t0, 0, 10), 200, 100, 60, 60, None);
+        r.connected(Duration::from_micros(50));
+        r.reset(t0 + Duration::from_secs(2));
+        assert_eq!((r.completed, r.latency.len(), r.connections_opened, r.bytes_total), (0, 0, 0, 0));
+        assert!(r.series.seconds().is_empty());
+    }
+}

@@ -1,0 +1,252 @@
+//! The report: one plain data structure, rendered as JSON or for humans.
+
+mod human;
+mod json;
+
+use std::collections::BTreeMap;
+
+use base64::Engine as _;
+use hdrhistogram::serialization::{Serializer, V2Serializer};
+use serde::Serialize;
+
+use crate::load::Measurement;
+use crate::options::{Options, Output, StopAfter};
+use crate::record::{ErrorClass, Recorder, Stats};
+
+pub use human::render as render_human;
+pub use json::render as render_json;
+
+/// Version of the JSON contract; bump on any incompatible change.
+pub const SCHEMA_VERSION: u32 = 1;
+/// Percentiles listed in `latency_percentiles_us` and the human table.
+pub const PERCENTILES: [f64; 10] = [50.0, 66.0, 75.0, 80.0, 90.0, 95.0, 98.0, 99.0, 99.9, 100.0];
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    pub schema_version: u32,
+    pub config: Config,
+    pub duration_s: f64,
+    pub requests: Requests,
+    pub status: BTreeMap<String, u64>,
+    pub status_classes: BTreeMap<String, u64>,
+    pub rps: f64,
+    pub bytes: Bytes,
+    pub latency_us: Stats,
+    pub latency_uncorrected_us: Stats,
+    pub connect_us: Stats,
+    pub tls_us: Stats,
+    pub ttfb_us: Stats,
+    pub latency_percentiles_us: Vec<Percentile>,
+    pub tls: Tls,
+    pub connections_opened: u64,
+    pub timeseries: Vec<Point>,
+    pub histogram: String,
+    pub engine: Engine,
+    pub interrupted: bool,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Config {
+    pub urls: Vec<UrlEntry>,
+    pub connections: usize,
+    pub threads: usize,
+    pub requests: Option<u64>,
+    pub duration_s: Option<f64>,
+    pub rate: Option<f64>,
+    pub warmup_s: f64,
+    pub keepalive: bool,
+    pub method: String,
+    pub headers: Vec<String>,
+    pub body_bytes: Option<usize>,
+    pub compressed: bool,
+    pub decode: bool,
+    pub timeout_s: f64,
+    pub insecure: bool,
+    pub tls_resume: bool,
+    pub seed: u64,
+    pub allow_remote: bool,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct UrlEntry {
+    pub url: String,
+    pub weight: u32,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Requests {
+    pub completed: u64,
+    pub failed: u64,
+    pub errors: BTreeMap<String, u64>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Bytes {
+    pub total: u64,
+    pub body: u64,
+    pub decoded_body: Option<u64>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Percentile {
+    pub percentile: f64,
+    pub value: u64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Tls {
+    pub protocol: Option<String>,
+    pub cipher: Option<String>,
+    pub handshakes: Option<u64>,
+    pub resumed: Option<u64>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Point {
+    pub t_s: u64,
+    pub completed: u64,
+    pub errors: u64,
+    pub p50_us: u64,
+    pub p99_us: u64,
+    pub bytes: u64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Engine {
+    pub version: String,
+    pub cpu_user_s: f64,
+    pub cpu_sys_s: f64,
+}
+
+impl Report {
+    pub fn new(options: &Options, m: &Measurement) -> Report {
+        let r = &m.recorder;
+        let secs = m.duration.as_secs_f64();
+        let is_tls = options.urls.first().is_some_and(|u| u.url.scheme == crate::target::Scheme::Https);
+        Report {
+            schema_version: SCHEMA_VERSION,
+            config: config(options),
+            duration_s: round6(secs),
+            requests: Requests {
+                completed: r.completed,
+                failed: r.failed(),
+                errors: ErrorClass::ALL.iter().map(|c| (c.name().to_string(), r.errors[*c as usize])).collect(),
+            },
+            status: (0..r.status.len()).filter(|&s| r.status[s] > 0).map(|s| (s.to_string(), r.status[s])).collect(),
+            status_classes: status_classes(&r.status),
+            rps: if secs > 0.0 { round3(r.completed as f64 / secs) } else { 0.0 },
+            bytes: Bytes { total: r.bytes_total, body: r.bytes_body, decoded_body: options.decode.then_some(r.bytes_decoded) },
+            latency_us: Stats::of(&r.latency),
+            latency_uncorrected_us: Stats::of(&r.latency_uncorrected),
+            connect_us: Stats::of(&r.connect),
+            tls_us: Stats::of(&r.tls),
+            ttfb_us: Stats::of(&r.ttfb),
+            latency_percentiles_us: PERCENTILES
+                .iter()
+                .map(|&p| Percentile { percentile: p, value: if r.latency.is_empty() { 0 } else { r.latency.value_at_percentile(p) } })
+                .collect(),
+            tls: Tls {
+                protocol: r.tls_info.protocol.clone(),
+                cipher: r.tls_info.cipher.clone(),
+                handshakes: is_tls.then_some(r.tls_info.handshakes),
+                resumed: is_tls.then_some(r.tls_info.resumed),
+            },
+            connections_opened: r.connections_opened,
+            timeseries: timeseries(r),
+            histogram: serialize_histogram(&r.latency),
+            engine: engine(),
+            interrupted: m.interrupted,
+        }
+    }
+}
+
+/// Print the report to stdout in the chosen format.
+pub fn print(report: &Report, output: Output) {
+    match output {
+        Output::Json => println!("{}", render_json(report)),
+        Output::Human => print!("{}", render_human(report)),
+    }
+}
+
+fn config(o: &Options) -> Config {
+    Config {
+        urls: o.urls.iter().map(|u| UrlEntry { url: u.url.text.clone(), weight: u.weight }).collect(),
+        connections: o.connections,
+        threads: o.threads.clamp(1, o.connections.max(1)),
+        requests: match o.stop {
+            StopAfter::Requests(n) => Some(n),
+            StopAfter::Duration(_) => None,
+        },
+        duration_s: match o.stop {
+            StopAfter::Requests(_) => None,
+            StopAfter::Duration(d) => Some(d.as_secs_f64()),
+        },
+        rate: o.rate,
+        warmup_s: o.warmup.as_secs_f64(),
+        keepalive: o.keepalive,
+        method: o.method.clone(),
+        headers: o.headers.iter().map(|(n, v)| format!("{n}: {v}")).collect(),
+        body_bytes: o.body.as_ref().map(Vec::len),
+        compressed: o.compressed,
+        decode: o.decode,
+        timeout_s: o.timeout.as_secs_f64(),
+        insecure: o.insecure,
+        tls_resume: o.tls_resume,
+        seed: o.seed,
+        allow_remote: o.allow_remote,
+    }
+}
+
+fn status_classes(status: &[u64]) -> BTreeMap<String, u64> {
+    let mut classes = BTreeMap::new();
+    for (code, &count) in status.iter().enumerate() {
+        if count > 0 {
+            *classes.entry(format!("{}xx", code / 100)).or_insert(0) += count;
+        }
+    }
+    classes
+}
+
+fn timeseries(r: &Recorder) -> Vec<Point> {
+    r.series
+        .seconds()
+        .iter()
+        .enumerate()
+        .map(|(t, s)| {
+            let q = |q: f64| if s.latency.is_empty() { 0 } else { s.latency.value_at_quantile(q) };
+            Point { t_s: t as u64, completed: s.completed, errors: s.errors, p50_us: q(0.5), p99_us: q(0.99), bytes: s.bytes }
+        })
+        .collect()
+}
+
+/// The corrected latency histogram, V2-serialized (not deflated), standard base64.
+pub fn serialize_histogram(h: &hdrhistogram::Histogram<u64>) -> String {
+    let mut bytes = Vec::new();
+    V2Serializer::new().serialize(h, &mut bytes).expect("serializing to memory cannot fail");
+    base64::engine::general_purpose::STANDARD.encode(bytes)
+}
+
+/// Read a histogram back from the report's `histogram` field.
+pub fn deserialize_histogram(text: &str) -> Option<hdrhistogram::Histogram<u64>> {
+    let bytes = base64::engine::general_purpose::STANDARD.decode(text).ok()?;
+    hdrhistogram::serialization::Deserializer::new().deserialize(&mut bytes.as_slice()).ok()
+}
+
+fn engine() -> Engine {
+    // SAFETY: getrusage only writes into the struct we pass.
+    let usage = unsafe {
+        let mut usage: libc::rusage = std::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_SELF, &mut usage);
+        usage
+    };
+    let secs = |tv: libc::timeval| round6(tv.tv_sec as f64 + tv.tv_usec as f64 / 1e6);
+    Engine { version: env!("CARGO_PKG_VERSION").to_string(), cpu_user_s: secs(usage.ru_utime), cpu_sys_s: secs(usage.ru_stime) }
+}
+
+fn round3(x: f64) -> f64 {
+    (x * 1e3).round() / 1e3
+}
+
+fn round6(x: f64) -> f64 {
+    (x * 1e6).round() / 1e6
+}

@@ -1,0 +1,175 @@
+//! URLs and the one host:port a run talks to.
+
+use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
+
+use crate::error::SetupError;
+use crate::options::WeightedUrl;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scheme {
+    Http,
+    Https,
+}
+
+/// An absolute http(s) URL, split into what a request needs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Url {
+    pub text: String,
+    pub scheme: Scheme,
+    /// Host without brackets (an IPv6 literal is bare here).
+    pub host: String,
+    pub port: u16,
+    /// Path and query, always starting with `/`.
+    pub path: String,
+}
+
+impl Url {
+    pub fn parse(text: &str) -> Result<Url, String> {
+        let (scheme, rest) = text.split_once("://").ok_or("not an absolute URL (expected http://host/path)")?;
+        let scheme = match scheme.to_ascii_lowercase().as_str() {
+            "http" => Scheme::Http,
+            "https" => Scheme::Https,
+            other => return Err(format!("unsupported scheme '{other}' (use http or https)")),
+        };
+        let rest = rest.split('#').next().unwrap_or("");
+        let end = rest.find(['/', '?']).unwrap_or(rest.len());
+        let (authority, path) = rest.split_at(end);
+        if authority.contains('@') {
+            return Err("user information in URLs is not supported".to_string());
+        }
+        let default_port = if scheme == Scheme::Http { 80 } else { 443 };
+        let (host, port) = split_host_port(authority, default_port)?;
+        if path.contains(|c: char| c.is_ascii_whitespace() || c.is_ascii_control()) {
+            return Err("path contains whitespace or control characters".to_string());
+        }
+        let path = match path {
+            "" => "/".to_string(),
+            p if p.starts_with('?') => format!("/{p}"),
+            p => p.to_string(),
+        };
+        Ok(Url { text: text.to_string(), scheme, host, port, path })
+    }
+
+    /// The value of the Host header.
+    pub fn host_header(&self) -> String {
+        let host = if self.host.contains(':') { format!("[{}]", self.host) } else { self.host.clone() };
+        let default_port = if self.scheme == Scheme::Http { 80 } else { 443 };
+        if self.port == default_port { host } else { format!("{host}:{}", self.port) }
+    }
+}
+
+fn split_host_port(authority: &str, default_port: u16) -> Result<(String, u16), String> {
+    let (host, port) = if let Some(rest) = authority.strip_prefix('[') {
+        let (host, after) = rest.split_once(']').ok_or("unclosed '[' in host")?;
+        match after {
+            "" => (host, None),
+            p => (host, Some(p.strip_prefix(':').ok_or("junk after ']' in host")?)),
+        }
+    } else {
+        match authority.rsplit_once(':') {
+            Some((h, p)) => (h, Some(p)),
+            None => (authority, None),
+        }
+    };
+    if host.is_empty() {
+        return Err("missing host".to_string());
+    }
+    let port = match port {
+        None => default_port,
+        Some(p) => p.parse::<u16>().ok().filter(|p| *p != 0).ok_or(format!("bad port '{p}'"))?,
+    };
+    Ok((host.to_ascii_lowercase(), port))
+}
+
+/// The single server a run loads: its address and scheme, resolved once.
+#[derive(Debug, Clone)]
+pub struct Target {
+    pub addr: SocketAddr,
+    pub scheme: Scheme,
+    pub host: String,
+}
+
+/// Check that all URLs share scheme, host and port, resolve the host once and
+/// refuse anything but loopback unless `allow_remote`.
+pub fn resolve(urls: &[WeightedUrl], allow_remote: bool) -> Result<Target, SetupError> {
+    let first = &urls.first().ok_or_else(|| SetupError::new("URL", "", "no URL given"))?.url;
+    for w in &urls[1..] {
+        let u = &w.url;
+        if u.scheme != first.scheme || u.host != first.host || u.port != first.port {
+            return Err(SetupError::new(
+                "URL",
+                &u.text,
+                format!("all URLs must share scheme, host and port with '{}'", first.text),
+            ));
+        }
+    }
+    let addrs: Vec<SocketAddr> = (first.host.as_str(), first.port)
+        .to_socket_addrs()
+        .map_err(|e| SetupError::new("URL", &first.text, format!("cannot resolve host: {e}")))?
+        .collect();
+    let addr = *addrs
+        .first()
+        .ok_or_else(|| SetupError::new("URL", &first.text, "host resolves to no address"))?;
+    if !allow_remote && !addrs.iter().all(|a| is_loopback(a.ip())) {
+        return Err(SetupError::new(
+            "URL",
+            &first.text,
+            format!("{} is not a loopback address; pass --allow-remote to load it", addr.ip()),
+        ));
+    }
+    Ok(Target { addr, scheme: first.scheme, host: first.host.clone() })
+}
+
+fn is_loopback(ip: IpAddr) -> bool {
+    match ip {
+        IpAddr::V4(v4) => v4.is_loopback(),
+        IpAddr::V6(v6) => v6.is_loopback() || v6.to_ipv4_mapped().is_some_and(|v4| v4.is_loopback()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_urls() {
+        let u = Url::parse("http://127.0.0.1:8080/a/b?x=1#frag").unwrap();
+        assert_eq!((u.host.as_str(), u.port, u.path.as_str()), ("127.0.0.1", 8080, "/a/b?x=1"));
+        assert_eq!(u.host_header(), "127.0.0.1:8080");
+        let u = Url::parse("https://LOCALHOST").unwrap();
+        assert_eq!((u.scheme, u.port, u.path.as_str()), (Scheme::Https, 443, "/"));
+        assert_eq!(u.host_header(), "localhost");
+        let u = Url::parse("http://[::1]:81?q").unwrap();
+        assert_eq!((u.host.as_str(), u.port, u.path.as_str()), ("::1", 81, "/?q"));
+        assert_eq!(u.host_header(), "[::1]:81");
+    }
+
+    #[test]
+    fn rejects_bad_urls() {
+        for bad in ["ftp://x/", "localhost/", "http://", "http://h:0/", "http://h:99999/", "http://u@h/", "http://h/a b"] {
+            assert!(Url::parse(bad).is_err(), "{bad}");
+        }
+    }
+
+    fn weighted(text: &str) -> WeightedUrl {
+        WeightedUrl { url: Url::parse(text).unwrap(), weight: 1 }
+    }
+
+    #[test]
+    fn loopback_only_by_default() {
+        assert!(resolve(&[weighted("http://127.0.0.1:9/")], false).is_ok());
+        assert!(resolve(&[weighted("http://127.3.4.5:9/")], false).is_ok());
+        assert!(resolve(&[weighted("http://[::1]:9/")], false).is_ok());
+        let err = resolve(&[weighted("http://10.1.2.3:9/")], false).unwrap_err();
+        assert!(err.reason.contains("--allow-remote"));
+        assert!(resolve(&[weighted("http://10.1.2.3:9/")], true).is_ok());
+    }
+
+    #[test]
+    fn one_host_per_run() {
+        let urls = [weighted("http://127.0.0.1:9/a"), weighted("http://127.0.0.1:9/b")];
+        assert!(resolve(&urls, false).is_ok());
+        let urls = [weighted("http://127.0.0.1:9/a"), weighted("http://127.0.0.1:10/b")];
+        assert!(resolve(&urls, false).is_err());
+    }
+}
