@@ -117,9 +117,8 @@ fn serve(mut s: TcpStream, behavior: Behavior, seen: &Seen, freeze: &Mutex<Optio
                 (r, true)
             }
             Behavior::Reset => {
-                let sock = socket2_linger_zero(&s);
-                drop(sock);
-                return;
+                linger_zero(&s);
+                return; // dropping `s` now sends the reset
             }
             Behavior::Silent => {
                 std::thread::sleep(Duration::from_secs(60));
@@ -153,7 +152,7 @@ fn serve(mut s: TcpStream, behavior: Behavior, seen: &Seen, freeze: &Mutex<Optio
 }
 
 /// Set SO_LINGER to zero so that closing sends a reset.
-fn socket2_linger_zero(s: &TcpStream) -> &TcpStream {
+fn linger_zero(s: &TcpStream) {
     use std::os::fd::AsRawFd;
     let linger = libc::linger { l_onoff: 1, l_linger: 0 };
     // SAFETY: plain setsockopt on a valid socket with a correctly sized value.
@@ -166,7 +165,6 @@ fn socket2_linger_zero(s: &TcpStream) -> &TcpStream {
             std::mem::size_of::<libc::linger>() as libc::socklen_t,
         );
     }
-    s
 }
 
 /// Run the real binary with `args`.
