@@ -1,0 +1,160 @@
+#!/usr/bin/env bash
+# Client CPU per completed request: stacklab-load vs wrk vs ab against a
+# private nginx on loopback (server pinned to one CPU, clients to another).
+#
+#   engine/bench/compare.sh            # 3 rounds x 5 s per tool and case
+#   ROUNDS=1 DURATION=2 engine/bench/compare.sh   # quick look
+#
+# Needs nginx, wrk, ab (apache2-utils), taskset and python3. Starts its own
+# nginx from a config in a temporary directory (never the system service) and
+# stops it on exit. The last line is the worst ratio stacklab-load / best of
+# (ab, wrk) over the three cases; <= 1.0 means the engine is at least as cheap.
+set -euo pipefail
+
+ROUNDS=${ROUNDS:-3}
+DURATION=${DURATION:-5}
+CONNECTIONS=${CONNECTIONS:-50}
+SERVER_CPU=${SERVER_CPU:-0}
+CLIENT_CPU=${CLIENT_CPU:-1}
+here=$(cd "$(dirname "$0")/.." && pwd)
+
+for tool in nginx wrk ab taskset python3; do
+    command -v "$tool" >/dev/null || { echo "compare.sh: '$tool' not found (apt-get install nginx wrk apache2-utils)" >&2; exit 2; }
+done
+
+(cd "$here" && cargo build --release --quiet)
+engine="$here/target/release/stacklab-load"
+
+work=$(mktemp -d /tmp/stacklab-bench.XXXXXX)
+nginx_pid=""
+cleanup() {
+    if [[ -n "$nginx_pid" ]] && kill -0 "$nginx_pid" 2>/dev/null; then
+        kill -QUIT "$nginx_pid" 2>/dev/null || true
+        for _ in $(seq 50); do kill -0 "$nginx_pid" 2>/dev/null || break; sleep 0.1; done
+        kill -KILL "$nginx_pid" 2>/dev/null || true
+        wait "$nginx_pid" 2>/dev/null || true
+    fi
+    rm -rf "$work"
+}
+trap cleanup EXIT INT TERM
+
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+mkdir -p "$work/www" "$work/tmp"
+python3 - "$work/www" <<'PY'
+import sys
+base = sys.argv[1]
+open(f"{base}/600b.html", "w").write(("<p>stacklab</p>\n" * 64)[:599] + "\n")
+open(f"{base}/100k.html", "w").write(("0123456789abcdef" * 6400)[:102399] + "\n")
+PY
+user_line=""
+[[ $(id -u) -eq 0 ]] && user_line="user root;"
+cat > "$work/nginx.conf" <<CONF
+$user_line
+daemon off;
+master_process on;
+worker_processes 1;
+pid $work/nginx.pid;
+error_log $work/error.log;
+events { worker_connections 8192; }
+http {
+    access_log off;
+    sendfile off;
+    keepalive_requests 10000000;
+    keepalive_timeout 65;
+    client_body_temp_path $work/tmp;
+    proxy_temp_path $work/tmp;
+    fastcgi_temp_path $work/tmp;
+    uwsgi_temp_path $work/tmp;
+    scgi_temp_path $work/tmp;
+    server {
+        listen 127.0.0.1:$port;
+        root $work/www;
+    }
+}
+CONF
+taskset -c "$SERVER_CPU" nginx -p "$work" -c "$work/nginx.conf" &
+nginx_pid=$!
+for _ in $(seq 50); do
+    python3 -c "import socket,sys; socket.create_connection(('127.0.0.1', $port), 0.2)" 2>/dev/null && break
+    sleep 0.1
+done
+
+# run TOOL CASE: prints "rps completed cpu_seconds" for one measured run.
+run() {
+    local tool=$1 case=$2 path keep url
+    case $case in
+        keepalive-600B) path=600b.html keep=1 ;;
+        close-600B) path=600b.html keep=0 ;;
+        keepalive-100KB) path=100k.html keep=1 ;;
+    esac
+    url="http://127.0.0.1:$port/$path"
+    local cmd=(taskset -c "$CLIENT_CPU")
+    case $tool in
+        stacklab-load)
+            cmd+=("$engine" --threads 1 -c "$CONNECTIONS" -d "${DURATION}s" --json)
+            [[ $keep == 0 ]] && cmd+=(--no-keepalive)
+            ;;
+        wrk)
+            cmd+=(wrk -t1 -c"$CONNECTIONS" -d"${DURATION}s")
+            [[ $keep == 0 ]] && cmd+=(-H 'Connection: close')
+            ;;
+        ab)
+            cmd+=(ab -q -c "$CONNECTIONS" -t "$DURATION" -n 10000000)
+            [[ $keep == 1 ]] && cmd+=(-k)
+            ;;
+    esac
+    cmd+=("$url")
+    python3 - "$tool" "${cmd[@]}" <<'PY'
+import json, re, resource, subprocess, sys
+tool, cmd = sys.argv[1], sys.argv[2:]
+out = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT).stdout.decode(errors="replace")
+ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+cpu = ru.ru_utime + ru.ru_stime
+# Scraping wrk's and ab's human output is acceptable only here, in the bench.
+if tool == "stacklab-load":
+    r = json.loads(out)
+    completed, rps = r["requests"]["completed"], r["rps"]
+elif tool == "wrk":
+    completed = int(re.search(r"(\d+) requests in", out).group(1))
+    rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
+else:
+    completed = int(re.search(r"Complete requests:\s+(\d+)", out).group(1))
+    rps = float(re.search(r"Requests per second:\s+([\d.]+)", out).group(1))
+print(rps, completed, cpu)
+PY
+}
+
+cases=(keepalive-600B close-600B keepalive-100KB)
+tools=(stacklab-load wrk ab)
+results="$work/results.txt"
+: > "$results"
+for round in $(seq "$ROUNDS"); do
+    for case in "${cases[@]}"; do
+        for tool in "${tools[@]}"; do
+            line=$(run "$tool" "$case")
+            echo "$round $case $tool $line" >> "$results"
+            echo "round $round  $case  $tool: $line (rps completed cpu_s)" >&2
+        done
+    done
+done
+
+python3 - "$results" <<'PY'
+import statistics, sys
+rows = [l.split() for l in open(sys.argv[1]) if l.strip()]
+data = {}
+for rnd, case, tool, rps, completed, cpu in rows:
+    d = data.setdefault(case, {}).setdefault(tool, {"rps": [], "us": []})
+    d["rps"].append(float(rps))
+    d["us"].append(float(cpu) * 1e6 / max(int(completed), 1))
+worst = 0.0
+print(f"{'case':<17}{'tool':<15}{'median rps':>12}{'cpu us/req':>12}")
+for case in ["keepalive-600B", "close-600B", "keepalive-100KB"]:
+    med = {t: (statistics.median(v["rps"]), statistics.median(v["us"])) for t, v in data[case].items()}
+    for tool in ["stacklab-load", "wrk", "ab"]:
+        print(f"{case:<17}{tool:<15}{med[tool][0]:>12.0f}{med[tool][1]:>12.2f}")
+    best = min(med["wrk"][1], med["ab"][1])
+    ratio = med["stacklab-load"][1] / best
+    worst = max(worst, ratio)
+    print(f"{case:<17}ratio stacklab-load / best(ab, wrk): {ratio:.2f}")
+print(f"worst ratio: {worst:.2f}")
+PY
