@@ -1,5 +1,6 @@
 //! The load stage: plan the run, start one worker per thread, join, merge.
 
+mod alarm;
 mod exchange;
 pub mod pacer;
 pub mod stop;

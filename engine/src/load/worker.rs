@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use mio::{Events, Poll};
 
 use super::Plan;
+use super::alarm::Alarm;
 use super::pacer::Pacer;
 use super::stop::Stop;
 use super::transport::Transport;
@@ -16,8 +17,10 @@ use crate::http::ResponseParser;
 use crate::pick::Rng;
 use crate::record::{ErrorClass, Recorder};
 
-/// A due timer fires this early rather than a whole poll tick late.
-const EARLY: Duration = Duration::from_micros(500);
+/// A paced request this close to its time goes now rather than after a wake-up.
+const EARLY: Duration = Duration::from_micros(20);
+/// Token of the worker's alarm (connections use their slot index).
+const ALARM: mio::Token = mio::Token(usize::MAX);
 /// The loop looks at the interrupt flag at least this often.
 const MAX_SLEEP: Duration = Duration::from_millis(50);
 /// One read buffer per worker, shared by its connections.
@@ -75,6 +78,7 @@ pub(super) struct Worker<'a> {
     started: u64,
     pub in_flight: usize,
     timers: BinaryHeap<Reverse<(Instant, usize)>>,
+    alarm: Option<Alarm>,
     pub ready: Vec<usize>,
     next_sweep: Instant,
     sweep_every: Duration,
@@ -110,10 +114,15 @@ impl<'a> Worker<'a> {
                 parser: ResponseParser::new(plan.decode),
             })
             .collect();
+        let poll = Poll::new()?;
+        let alarm = match plan.rate {
+            Some(_) => Some(Alarm::new(poll.registry(), ALARM)?),
+            None => None,
+        };
         let sweep_every = (plan.timeout / 10).clamp(Duration::from_millis(1), Duration::from_millis(100));
         Ok(Worker {
             plan,
-            poll: Poll::new()?,
+            poll,
             conns,
             buf: vec![0; READ_BUFFER],
             rec: Recorder::new(wp.start),
@@ -125,6 +134,7 @@ impl<'a> Worker<'a> {
             started: 0,
             in_flight: 0,
             timers: BinaryHeap::new(),
+            alarm,
             ready: Vec::new(),
             next_sweep: wp.start + sweep_every,
             sweep_every,
@@ -153,6 +163,9 @@ impl<'a> Worker<'a> {
                 self.sweep_timeouts(now);
                 self.next_sweep = now + self.sweep_every;
             }
+            if let (Some(alarm), Some(Reverse((at, _)))) = (self.alarm.as_mut(), self.timers.peek()) {
+                alarm.arm(*at, now);
+            }
             let timeout = self.poll_timeout(now);
             if let Err(e) = self.poll.poll(events, Some(timeout)) {
                 if e.kind() != std::io::ErrorKind::Interrupted {
@@ -160,7 +173,10 @@ impl<'a> Worker<'a> {
                 }
             }
             for event in events.iter() {
-                self.on_event(event.token().0, event);
+                match event.token() {
+                    ALARM => self.alarm.as_mut().map_or((), Alarm::rang),
+                    token => self.on_event(token.0, event),
+                }
             }
         }
         if self.warmup_end.is_some() {
@@ -248,7 +264,7 @@ impl<'a> Worker<'a> {
             return Duration::ZERO;
         }
         let mut until = now + MAX_SLEEP;
-        if let Some(Reverse((at, _))) = self.timers.peek() {
+        if let (None, Some(Reverse((at, _)))) = (&self.alarm, self.timers.peek()) {
             until = until.min(*at);
         }
         until = until.min(self.next_sweep);
