@@ -13,8 +13,8 @@ from rich.table import Table
 
 from .analyze import load_view
 from .drive import engine_path, engine_version
-from .errors import StacklabError
-from .plan import Plan, PlannedRun, make_plan
+from .errors import SpecError, StacklabError
+from .plan import Plan, PlannedRun, effective_knobs, make_plan
 from .report.export import export_csv, export_json
 from .report.html import write_html
 from .report.text import print_summary
@@ -29,8 +29,20 @@ OPTIONAL_TOOLS = (("wrk", "wrk"), ("ab", "apache2-utils"))
 
 
 def load(spec_path: Path) -> tuple[ExperimentSpec, Plan]:
+    """Validate the spec and the whole plan (every trial's knob combination)."""
     spec = load_spec(spec_path, REGISTRY, set(STACKS), set(WORKLOADS))
-    return spec, make_plan(spec, {n: s.components for n, s in STACKS.items()})
+    plan = make_plan(spec, STACKS)
+    for trial in plan.trials:
+        stack = STACKS[trial.stack]
+        if WORKLOADS[trial.workload].needs_php and not stack.php_sapi:
+            raise SpecError(spec.path, "matrix.workload", trial.workload,
+                            f"needs PHP, which stack {trial.stack!r} does not run")
+        knobs = effective_knobs(REGISTRY, stack, trial)
+        for name in stack.components:
+            problem = COMPONENTS[name].check(knobs[name])
+            if problem:
+                raise SpecError(spec.path, f"trial {trial.label()}", trial.id, problem)
+    return spec, plan
 
 
 def run(spec_path: Path, db: Path, resume: bool, dry_run: bool, out: Console) -> None:

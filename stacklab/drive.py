@@ -25,6 +25,8 @@ LOAD_KNOBS = [
     Knob("load", "rate", int, 0, "Open loop: requests per second in total, latency timed from "
          "the intended send time (0 = closed loop).", min=0, max=10_000_000),
     Knob("load", "compressed", bool, False, "Send Accept-Encoding: gzip, deflate."),
+    Knob("load", "tls_resume", bool, True, "Resume TLS sessions on new connections (off: a "
+         "full handshake every time).", source="S2"),
     Knob("load", "timeout_s", float, 10.0, "Per-request timeout in seconds.", min=0.01,
          max=600),
 ]
@@ -95,6 +97,10 @@ def engine_argv(plan: LoadPlan, urls_file: Path) -> list[str]:
         argv.append("--no-keepalive")
     if load["compressed"]:
         argv.append("--compressed")
+    if any(url.startswith("https://") for url, _ in plan.urls):
+        argv.append("--insecure")        # the lab's own self-signed certificate
+        if not load["tls_resume"]:
+            argv.append("--no-tls-resume")
     return argv
 
 

@@ -6,8 +6,10 @@ import hashlib
 import itertools
 import json
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Mapping, Protocol
 
+from .errors import SpecError
+from .knobs import KnobRegistry
 from .spec import ExperimentSpec
 
 # Seconds a run costs beyond warm-up and load: start, readiness, verify, stop.
@@ -57,7 +59,13 @@ class Plan:
         return per_run * len(self.runs)
 
 
-def expand(spec: ExperimentSpec, stack_components: dict[str, tuple[str, ...]]) -> list[Trial]:
+class StackInfo(Protocol):
+    knob_owners: tuple[str, ...]
+    knobs: dict[str, Any]
+    defaults: dict[str, Any]
+
+
+def expand(spec: ExperimentSpec, stacks: Mapping[str, StackInfo]) -> list[Trial]:
     """Cartesian product of the axes, minus exclusions; knobs that do not apply to a
     trial's stack are dropped, and trials that then coincide are kept once."""
     names = list(spec.axes)
@@ -67,9 +75,14 @@ def expand(spec: ExperimentSpec, stack_components: dict[str, tuple[str, ...]]) -
         point = dict(zip(names, values))
         if any(all(point.get(k) == v for k, v in rule.items()) for rule in spec.exclude):
             continue
-        applies = set(stack_components[point["stack"]]) | {"load"}
+        stack = stacks[point["stack"]]
+        applies = set(stack.knob_owners) | {"load"}
         knobs = {**spec.fixed_knobs, **{k: v for k, v in point.items() if "." in k}}
         knobs = {k: v for k, v in knobs.items() if k.split(".", 1)[0] in applies}
+        for key, value in knobs.items():
+            if key in stack.knobs and stack.knobs[key] != value:
+                raise SpecError(spec.path, key, value, f"stack {point['stack']!r} fixes "
+                                f"{key} = {stack.knobs[key]!r}")
         trial = Trial(point["stack"], point["workload"], point["concurrency"],
                       tuple(sorted(knobs.items())), measure)
         trials.setdefault(trial.id, trial)
@@ -81,6 +94,18 @@ def interleave(trials: list[Trial], repetitions: int) -> list[PlannedRun]:
     return [PlannedRun(t, rep) for rep in range(1, repetitions + 1) for t in trials]
 
 
-def make_plan(spec: ExperimentSpec, stack_components: dict[str, tuple[str, ...]]) -> Plan:
-    trials = expand(spec, stack_components)
+def effective_knobs(registry: KnobRegistry, stack: StackInfo,
+                    trial: Trial) -> dict[str, dict[str, Any]]:
+    """owner → {knob: value}: declared defaults < the stack's defaults < the trial's
+    values < what the stack fixes."""
+    owners = stack.knob_owners + ("load",)
+    knobs = {owner: registry.defaults(owner) for owner in owners}
+    for key, value in [*stack.defaults.items(), *trial.knobs, *stack.knobs.items()]:
+        owner, name = key.split(".", 1)
+        knobs[owner][name] = value
+    return knobs
+
+
+def make_plan(spec: ExperimentSpec, stacks: Mapping[str, StackInfo]) -> Plan:
+    trials = expand(spec, stacks)
     return Plan(tuple(trials), tuple(interleave(trials, spec.experiment.repetitions)))

@@ -7,6 +7,7 @@ else happens, so a crashed stacklab's leftovers can be found and stopped next ti
 from __future__ import annotations
 
 import os
+import resource
 import signal
 import subprocess
 import time
@@ -31,13 +32,20 @@ class Proc:
 
 
 def spawn(name: str, argv: list[str], run_dir: Path, log_path: Path,
-          user: str | None = None) -> Proc:
-    """Start argv (never through a shell) in a new session; stdout/stderr go to log_path."""
+          user: str | None = None, env: dict[str, str] | None = None,
+          nofile: int | None = None) -> Proc:
+    """Start argv (never through a shell) in a new session; stdout/stderr go to log_path.
+    `nofile` sets the open-files limit of the new process."""
     log = open(log_path, "ab")
+    preexec = None
+    if nofile:
+        def preexec():
+            resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
     try:
         popen = subprocess.Popen(
             argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-            cwd=run_dir, start_new_session=True, user=user, group=_group_of(user),
+            cwd=run_dir, start_new_session=True, user=user, group=_group_of(user), env=env,
+            preexec_fn=preexec,
         )
     finally:
         log.close()

@@ -23,15 +23,16 @@ from .errors import EngineError, StackError, StoreError, StacklabError
 from .hostinfo import git_commit, host_facts
 from .knobs import KnobRegistry
 from .monitor import Monitor
-from .plan import Plan, PlannedRun, Trial
+from .plan import Plan, PlannedRun, Trial, effective_knobs
 from .spec import ExperimentSpec
+from .stack import RunningStack, start_stack, stop_stack, verify_stack
 from .stacks import COMPONENTS, STACKS
-from .stacks.base import RenderContext, Started, free_port
+from .stacks.base import Started
+from .stacks.tls import make_certificate
 from .store import RunRecord, Store
 
 from .workloads import Deployed, deploy
 
-HOST = "127.0.0.1"
 KEPT_LOG_LINES = 200
 
 
@@ -57,6 +58,7 @@ class RunContext:
     session: lab.Session
     results_dir: Path
     versions: dict[str, str]
+    tls: tuple[Path, Path]          # the lab's certificate and key
     deployed: dict[str, Deployed] = field(default_factory=dict)
 
 
@@ -79,7 +81,7 @@ def run_experiment(spec: ExperimentSpec, plan: Plan, registry: KnobRegistry, sto
     previous = _trap_sigterm()
     try:
         ctx = RunContext(exp_id, spec, registry, store, session, results_dir,
-                         _versions(plan))
+                         _versions(plan), make_certificate(session.dir))
         progress.begin(len(plan.runs), len(plan.runs) - len(todo))
         for run in todo:
             progress.run_started(run)
@@ -131,57 +133,46 @@ def _versions(plan: Plan) -> dict[str, str]:
     return versions
 
 
-def effective_knobs(registry: KnobRegistry, trial: Trial) -> dict[str, dict[str, Any]]:
-    """component → {knob: value}: declared defaults overlaid with the trial's values."""
-    comps = STACKS[trial.stack].components + ("load",)
-    knobs = {c: registry.defaults(c) for c in comps}
-    for key, value in trial.knobs:
-        component, name = key.split(".", 1)
-        knobs[component][name] = value
-    return knobs
-
-
 def execute_run(ctx: RunContext, run: PlannedRun) -> RunRecord:
     """One run: start the stack fresh, verify, load, always stop. Failures become data."""
     trial = run.trial
-    knobs = effective_knobs(ctx.registry, trial)
+    knobs = effective_knobs(ctx.registry, STACKS[trial.stack], trial)
     name = f"{trial.id}-r{run.repetition}"
     run_dir = ctx.session.run_dir(name)
     kept_dir = ctx.results_dir / "runs" / str(ctx.exp_id) / name
     started_at = now()
-    started: list[Started] = []
+    running = RunningStack(STACKS[trial.stack])
     outcome, reason, verdicts, load, tail, resources = "ok", None, [], None, None, {}
     try:
         deployed = _deployed(ctx, trial.workload)
-        front = _start_stack(trial, knobs, deployed, run_dir, started)
-        verdicts = [v.to_dict() for v in COMPONENTS[front.name].verify(front, deployed.expected)]
+        start_stack(running, knobs, deployed.docroot, run_dir, ctx.tls)
+        verdicts = [v.to_dict() for v in verify_stack(running, deployed)]
         if any_fail_dicts(verdicts):
             outcome, reason = "invalid", "; ".join(
                 f"{v['check']}: {v['detail']}" for v in verdicts if v["status"] == "FAIL")
         else:
-            plan = _load_plan(ctx.spec, trial, knobs["load"], deployed, front)
-            with Monitor({s.name: s.proc.pgid for s in started}) as monitor:
+            plan = _load_plan(ctx.spec, trial, knobs["load"], deployed, running.front)
+            with Monitor({s.name: s.proc.pgid for s in running.started}) as monitor:
                 report = run_load(plan, run_dir)
             load = report.raw
             resources = {name: trace.summary(plan.warmup_s)
                          for name, trace in monitor.traces.items()}
-            if not all(s.proc.alive() for s in started):
+            if not running.alive():
                 outcome, reason = "failed", "server exited during the load"
     except StackError as e:
         outcome, reason, tail = "failed", str(e), e.log_tail
     except EngineError as e:
         outcome, reason = "failed", str(e)
     finally:
-        stop_errors = _stop_all(started)
+        stop_errors = stop_stack(running)
     if stop_errors and outcome == "ok":
         outcome, reason = "failed", "; ".join(stop_errors)
     if outcome == "failed" and not tail:
-        tail = "\n".join(COMPONENTS[s.name].log_tail(s) for s in started)
+        tail = running.log_tail()
     _keep_logs(run_dir, kept_dir)
     return RunRecord(ctx.exp_id, trial.id, run.repetition, outcome, reason, started_at, now(),
-                     knobs, ctx.versions, {f"{s.name}/{f}": text for s in started
-                                           for f, text in s.files.items()},
-                     verdicts, load, resources, tail, str(kept_dir))
+                     knobs, ctx.versions, running.files(), verdicts, load, resources, tail,
+                     str(kept_dir))
 
 
 def any_fail_dicts(verdicts: list[dict]) -> bool:
@@ -195,30 +186,9 @@ def _deployed(ctx: RunContext, workload: str) -> Deployed:
     return ctx.deployed[workload]
 
 
-def _start_stack(trial: Trial, knobs: dict, deployed: Deployed, run_dir: Path,
-                 started: list[Started]) -> Started:
-    """Start components back to front (database first, front server last)."""
-    user, group = lab.server_user()
-    for name in reversed(STACKS[trial.stack].components):
-        ctx = RenderContext(run_dir / name, deployed.docroot, HOST, free_port(HOST),
-                            user, group)
-        started.append(COMPONENTS[name].start(ctx, knobs[name]))
-    return started[-1]
-
-
-def _stop_all(started: list[Started]) -> list[str]:
-    errors = []
-    for s in reversed(started):
-        try:
-            COMPONENTS[s.name].stop(s)
-        except StackError as e:
-            errors.append(str(e))
-    return errors
-
-
 def _load_plan(spec: ExperimentSpec, trial: Trial, load: dict, deployed: Deployed,
                front: Started) -> LoadPlan:
-    base = f"http://{front.ctx.host}:{front.ctx.port}"
+    base = front.endpoint.base_url
     e = spec.experiment
     return LoadPlan(tuple((base + path, w) for path, w in deployed.urls), trial.concurrency,
                     e.duration, e.requests, e.warmup, load, e.seed)

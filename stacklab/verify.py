@@ -1,11 +1,20 @@
-"""Verdicts: what a variant was checked to really do before it is measured."""
+"""Verify before measuring: verdicts on what a variant really does, checked over the wire."""
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import http.client
+import ssl
+import zlib
 from dataclasses import asdict, dataclass
 from enum import Enum
+
+from .net import Endpoint
+
+
+# Every docroot has this small HTML file: the static URL knob checks (gzip, keep-alive) use.
+CHECK_PATH = "/_stacklab/check.html"
 
 
 class Status(str, Enum):
@@ -32,37 +41,118 @@ def any_fail(verdicts: list[Verdict]) -> bool:
 
 
 @dataclass(frozen=True)
+class Expect:
+    """What a URL of a workload must return. Static files: exact bytes; dynamic pages:
+    a marker the body must contain."""
+
+    sha256: str | None = None
+    length: int | None = None
+    contains: bytes | None = None
+    content_type: str | None = None
+
+
+@dataclass(frozen=True)
 class Response:
     status: int
     headers: dict[str, str]
-    body: bytes
+    body: bytes          # as received (compressed if the server compressed it)
+    will_close: bool
 
-    @property
-    def sha256(self) -> str:
-        return hashlib.sha256(self.body).hexdigest()
+    def decoded(self) -> bytes:
+        encoding = self.headers.get("content-encoding", "")
+        if encoding == "gzip":
+            return gzip.decompress(self.body)
+        if encoding == "deflate":
+            try:
+                return zlib.decompress(self.body)
+            except zlib.error:
+                return zlib.decompress(self.body, -zlib.MAX_WBITS)
+        return self.body
 
 
-def fetch(host: str, port: int, path: str, headers: dict[str, str] | None = None,
+def connection(ep: Endpoint, timeout_s: float = 5.0) -> http.client.HTTPConnection:
+    if ep.scheme == "https":
+        ctx = ssl.create_default_context()
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE
+        return http.client.HTTPSConnection(ep.host, ep.port, timeout=timeout_s, context=ctx)
+    return http.client.HTTPConnection(ep.host, ep.port, timeout=timeout_s)
+
+
+def request(conn: http.client.HTTPConnection, path: str,
+            headers: dict[str, str] | None = None) -> Response:
+    conn.request("GET", path, headers=headers or {})
+    r = conn.getresponse()
+    body = r.read()
+    return Response(r.status, {k.lower(): v for k, v in r.getheaders()}, body, r.will_close)
+
+
+def fetch(ep: Endpoint, path: str, headers: dict[str, str] | None = None,
           timeout_s: float = 5.0) -> Response:
-    """One plain HTTP/1.1 GET on loopback (used for readiness and verification only)."""
-    conn = http.client.HTTPConnection(host, port, timeout=timeout_s)
+    """One GET on a fresh connection (readiness and verification only, never load)."""
+    conn = connection(ep, timeout_s)
     try:
-        conn.request("GET", path, headers=headers or {})
-        r = conn.getresponse()
-        body = r.read()
-        return Response(r.status, {k.lower(): v for k, v in r.getheaders()}, body)
+        return request(conn, path, headers)
     finally:
         conn.close()
 
 
-def check_content(component: str, resp: Response, path: str, sha256: str,
-                  length: int) -> Verdict:
-    """The response is the expected content: status 200, length, content hash."""
-    if resp.status != 200:
-        return Verdict(component, f"content {path}", Status.FAIL, f"status {resp.status}")
-    if len(resp.body) != length or resp.sha256 != sha256:
-        return Verdict(component, f"content {path}", Status.FAIL,
-                       f"got {len(resp.body)} B sha256 {resp.sha256[:12]}, "
-                       f"expected {length} B sha256 {sha256[:12]}")
-    return Verdict(component, f"content {path}", Status.PASS,
-                   f"200, {length} B, sha256 {sha256[:12]}")
+def check_content(front: Endpoint, expected: dict[str, Expect]) -> list[Verdict]:
+    """Every URL of the workload returns what it should (status, length, content hash)."""
+    verdicts = []
+    for path, want in expected.items():
+        resp = fetch(front, path)
+        body, check = resp.decoded(), f"content {path}"
+        problem = None
+        if resp.status != 200:
+            problem = f"status {resp.status}"
+        elif want.sha256 and (len(body) != want.length or
+                              hashlib.sha256(body).hexdigest() != want.sha256):
+            problem = (f"got {len(body)} B sha256 {hashlib.sha256(body).hexdigest()[:12]}, "
+                       f"expected {want.length} B sha256 {want.sha256[:12]}")
+        elif want.contains and want.contains not in body:
+            problem = f"body ({len(body)} B) lacks {want.contains[:40]!r}"
+        if problem:
+            verdicts.append(Verdict("stack", check, Status.FAIL, problem))
+        else:
+            what = f"sha256 {want.sha256[:12]}" if want.sha256 else "marker found"
+            verdicts.append(Verdict("stack", check, Status.PASS, f"200, {len(body)} B, {what}"))
+    return verdicts
+
+
+def check_keepalive(component: str, ep: Endpoint, path: str, on: bool) -> Verdict:
+    """Two requests on one connection: the connection really stays open or really closes."""
+    conn = connection(ep)
+    try:
+        first = request(conn, path)
+        sock = conn.sock
+        kept = not first.will_close
+        if kept:
+            second = request(conn, path)
+            kept = conn.sock is sock and second.status == first.status
+    finally:
+        conn.close()
+    if kept == on:
+        return Verdict(component, "keep-alive", Status.PASS,
+                       "connection stayed open" if on else "server closed the connection")
+    return Verdict(component, "keep-alive", Status.FAIL,
+                   "keep-alive is on but the server closed the connection" if on else
+                   "keep-alive is off but the connection stayed open")
+
+
+def check_gzip(component: str, ep: Endpoint, path: str, on: bool) -> Verdict:
+    """Content-Encoding present exactly when compression is on and the client asks."""
+    asked = fetch(ep, path, {"Accept-Encoding": "gzip"})
+    plain = fetch(ep, path)
+    encoded = asked.headers.get("content-encoding") == "gzip"
+    if plain.headers.get("content-encoding"):
+        return Verdict(component, "gzip", Status.FAIL, "compressed without being asked")
+    if encoded != on:
+        return Verdict(component, "gzip", Status.FAIL,
+                       f"gzip is {'on' if on else 'off'} but the response was "
+                       f"{'' if encoded else 'not '}compressed")
+    if encoded and asked.decoded() != plain.body:
+        return Verdict(component, "gzip", Status.FAIL, "decompressed body differs")
+    detail = (f"compressed {len(plain.body)} → {len(asked.body)} B" if encoded
+              else f"not compressed ({len(plain.body)} B)")
+    return Verdict(component, "gzip", Status.PASS, detail)

@@ -4,7 +4,7 @@ from stacklab.plan import Trial, expand, interleave, make_plan
 from stacklab.spec import parse_spec
 from stacklab.stacks import STACKS
 
-COMPONENTS = {n: s.components for n, s in STACKS.items()}
+COMPONENTS = STACKS
 
 
 def spec(spec_args, **matrix):

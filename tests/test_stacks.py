@@ -1,14 +1,18 @@
-"""Real nginx and Apache on loopback: start from our templates, verify, serve, stop, no leftovers."""
+"""Real stacks on loopback: start from our templates, verify, serve, stop, no leftovers."""
 
 import os
 import pwd
+import socket
 
 import pytest
 
 from stacklab import lab, procs
-from stacklab.stacks import COMPONENTS, REGISTRY
-from stacklab.stacks.base import RenderContext, free_port
 from stacklab.errors import StackError
+from stacklab.plan import Trial, effective_knobs
+from stacklab.stack import RunningStack, start_stack, stop_stack, verify_stack
+from stacklab.stacks import COMPONENTS, REGISTRY, STACKS
+from stacklab.stacks.base import RenderContext, free_port
+from stacklab.stacks.tls import make_certificate
 from stacklab.verify import Status, fetch
 from stacklab.workloads import deploy
 
@@ -25,59 +29,140 @@ def session():
     s.close()
 
 
-def start(session, name, knobs=None, as_nobody=False):
-    deployed = deploy("static-page", session.run_dir("docroot"))
-    run_dir = session.run_dir(name)
-    if as_nobody:
-        nobody = pwd.getpwnam("nobody")
-        os.chown(run_dir, nobody.pw_uid, nobody.pw_gid)
-        user, group = None, None
-    else:
-        user, group = lab.server_user()
-    ctx = RenderContext(run_dir, deployed.docroot, "127.0.0.1", free_port(), user, group)
-    comp = COMPONENTS[name]
-    started = comp.start(ctx, {**REGISTRY.defaults(name), **(knobs or {})},
-                         run_as="nobody" if as_nobody else None)
-    return comp, started, deployed
+def knobs_for(stack: str, **overrides):
+    """Effective knobs of `stack` with overrides given as owner__name=value."""
+    trial = Trial(stack, "w", 1, tuple(sorted(
+        (k.replace("__", ".", 1).replace("_fpm.", "-fpm.") if k.startswith("php_fpm__")
+         else k.replace("__", ".", 1), v) for k, v in overrides.items())), ())
+    return effective_knobs(REGISTRY, STACKS[stack], trial)
 
 
-@pytest.mark.parametrize("name", ["nginx", "apache"])
+def run_stack(session, stack, workload="static-page", run_as=None, **overrides):
+    """Start, verify and stop a stack; return (verdicts, pgids) after checking cleanup."""
+    deployed = deploy(workload, session.run_dir(f"docroot-{workload}"))
+    run_dir = session.run_dir(f"run-{len(list(session.dir.iterdir()))}")
+    if run_as:
+        entry = pwd.getpwnam(run_as)
+        os.chown(run_dir, entry.pw_uid, entry.pw_gid)
+    running = RunningStack(STACKS[stack])
+    try:
+        start_stack(running, knobs_for(stack, **overrides), deployed.docroot, run_dir,
+                    make_certificate(session.dir), run_as=run_as)
+        verdicts = verify_stack(running, deployed)
+        pgids = [s.proc.pgid for s in running.started]
+        assert all(len(procs.group_members(p)) >= 1 for p in pgids)
+        if run_as:
+            uid = pwd.getpwnam(run_as).pw_uid
+            assert {os.stat(f"/proc/{p}").st_uid for g in pgids
+                    for p in procs.group_members(g)} == {uid}
+    finally:
+        assert stop_stack(running) == []
+    assert all(procs.group_members(p) == [] for p in pgids)
+    assert not any(str(run_dir) in p for p in server_processes())
+    return verdicts
+
+
+def statuses(verdicts):
+    return {f"{v.component}:{v.check}": v.status.value for v in verdicts}
+
+
+def assert_all_pass(verdicts):
+    bad = [v for v in verdicts if v.status is not Status.PASS]
+    assert not bad, bad
+
+
+@pytest.mark.parametrize("stack", ["nginx", "apache"])
 @pytest.mark.parametrize("as_nobody", [False, True], ids=["as-root-or-self", "as-nobody"])
-def test_start_verify_serve_stop(session, name, as_nobody):
+def test_static_servers_start_verify_serve_stop(session, stack, as_nobody):
     if as_nobody and os.getuid() != 0:
         pytest.skip("already running as a normal user: the other case covers it")
-    comp, started, deployed = start(session, name, as_nobody=as_nobody)
-    pgid = started.proc.pgid
-    try:
-        assert len(procs.group_members(pgid)) >= 2   # master and at least one worker
-        verdicts = comp.verify(started, deployed.expected)
-        assert [v.status for v in verdicts] == [Status.PASS]
-        resp = fetch("127.0.0.1", started.ctx.port, "/missing.html")
-        assert resp.status == 404
-        if as_nobody:
-            owners = {os.stat(f"/proc/{p}").st_uid for p in procs.group_members(pgid)}
-            assert owners == {pwd.getpwnam("nobody").pw_uid}
-    finally:
-        comp.stop(started)
-    assert procs.group_members(pgid) == []
-    assert not any(str(started.ctx.run_dir) in p for p in server_processes())
+    verdicts = run_stack(session, stack, run_as="nobody" if as_nobody else None)
+    assert_all_pass(verdicts)
+    assert "stack:content /index.html" in statuses(verdicts)
 
 
-@pytest.mark.parametrize("name", ["nginx", "apache"])
-def test_verify_fails_on_wrong_content(session, name):
-    comp, started, deployed = start(session, name)
+@pytest.mark.parametrize("mpm", ["prefork", "worker", "event", "itk"])
+def test_apache_mpms_really_run(session, mpm):
+    verdicts = run_stack(session, "apache", apache__mpm=mpm, apache__modules="debian",
+                         apache__allow_override="all", apache__symlinks="if_owner_match")
+    assert_all_pass(verdicts)
+    mpm_verdict = next(v for v in verdicts if v.check == "mpm")
+    assert ("prefork" if mpm == "itk" else mpm) in mpm_verdict.detail
+
+
+@pytest.mark.parametrize("stack, knob", [("nginx", "nginx__gzip"), ("apache", "apache__deflate")])
+def test_gzip_is_on_exactly_when_the_knob_says(session, stack, knob):
+    on = run_stack(session, stack, **{knob: True})
+    off = run_stack(session, stack, **{knob: False})
+    assert_all_pass(on + off)
+    assert "compressed" in next(v for v in on if v.check == "gzip").detail
+    assert "not compressed" in next(v for v in off if v.check == "gzip").detail
+
+
+@pytest.mark.parametrize("stack, knobs", [("nginx", {"nginx__keepalive_timeout": 0}),
+                                          ("apache", {"apache__keepalive": False})])
+def test_keepalive_off_really_closes(session, stack, knobs):
+    verdicts = run_stack(session, stack, **knobs)
+    assert_all_pass(verdicts)
+    assert "closed" in next(v for v in verdicts if v.check == "keep-alive").detail
+
+
+@pytest.mark.parametrize("stack", ["nginx", "apache"])
+@pytest.mark.parametrize("resume", [True, False])
+def test_tls_protocol_cipher_and_resumption(session, stack, resume):
+    verdicts = run_stack(session, stack, **{
+        f"{stack}__tls": True, f"{stack}__tls_protocols": "TLSv1.2",
+        f"{stack}__tls_ciphers": "ECDHE-RSA-AES128-GCM-SHA256",
+        f"{stack}__tls_session_cache": resume, f"{stack}__tls_session_tickets": resume})
+    assert_all_pass(verdicts)
+    got = statuses(verdicts)
+    assert got[f"{stack}:tls refuses TLSv1.3"] == "PASS"
+    resumption = next(v for v in verdicts if v.check == "tls resumption").detail
+    assert resumption.startswith("session resumed" if resume else "session not resumed")
+
+
+PHP_STACKS = ["nginx+php-fpm", "apache+mod_php", "apache+php-fpm", "apache+fcgid", "apache+cgi"]
+
+
+@pytest.mark.parametrize("stack", PHP_STACKS)
+@pytest.mark.parametrize("opcache", [True, False], ids=["opcache-on", "opcache-off"])
+def test_php_handlers_run_under_the_intended_sapi(session, stack, opcache):
+    verdicts = run_stack(session, stack, "php-page", php__opcache=opcache)
+    got = statuses(verdicts)
+    assert got["php:sapi"] == "PASS", verdicts
+    assert got["stack:content /index.php"] == "PASS"
+    if stack == "apache+cgi" and opcache:
+        assert got["php:opcache"] == "WARN"      # honest: OPcache cannot help plain CGI
+        assert all(v.status is not Status.FAIL for v in verdicts), verdicts
+    else:
+        assert_all_pass(verdicts)
+
+
+@pytest.mark.parametrize("listen", ["unix", "tcp"])
+@pytest.mark.parametrize("pm", ["static", "dynamic", "ondemand"])
+def test_php_fpm_process_managers_and_sockets(session, listen, pm):
+    verdicts = run_stack(session, "nginx+php-fpm", "php-page", **{
+        "php-fpm__listen": listen, "php-fpm__pm": pm, "php__apcu": True,
+        "php__extensions": "minimal", "php__expose_php": False})
+    assert_all_pass(verdicts)
+
+
+def test_verify_fails_when_the_content_is_wrong(session):
+    deployed = deploy("static-page", session.run_dir("docroot-static-page"))
+    (deployed.docroot / "index.html").write_text("tampered")
+    running = RunningStack(STACKS["nginx"])
     try:
+        start_stack(running, knobs_for("nginx"), deployed.docroot, session.run_dir("r"),
+                    make_certificate(session.dir))
         (deployed.docroot / "index.html").write_text("tampered")
-        [verdict] = comp.verify(started, deployed.expected)
-        assert verdict.status is Status.FAIL
+        verdicts = verify_stack(running, deployed)
     finally:
-        comp.stop(started)
+        stop_stack(running)
+    assert statuses(verdicts)["stack:content /index.html"] == "FAIL"
 
 
 def test_a_server_that_cannot_start_is_a_stack_error_with_its_log(session):
-    comp = COMPONENTS["nginx"]
     busy = free_port()
-    import socket
     with socket.socket() as s:
         s.bind(("127.0.0.1", busy))
         s.listen()
@@ -86,14 +171,18 @@ def test_a_server_that_cannot_start_is_a_stack_error_with_its_log(session):
         ctx = RenderContext(session.run_dir("nginx"), deployed.docroot, "127.0.0.1", busy,
                             user, group)
         with pytest.raises(StackError) as e:
-            comp.start(ctx, REGISTRY.defaults("nginx"), ready_timeout_s=5)
+            COMPONENTS["nginx"].start(ctx, REGISTRY.defaults("nginx"), ready_timeout_s=8)
     assert "exited" in str(e.value)
     assert "Address already in use" in e.value.log_tail
 
 
 def test_leftovers_of_a_crashed_session_are_cleaned_up():
     crashed = lab.open_session()
-    comp, started, _ = start(crashed, "nginx")
+    deployed = deploy("static-page", crashed.run_dir("docroot"))
+    user, group = lab.server_user()
+    ctx = RenderContext(crashed.run_dir("nginx"), deployed.docroot, "127.0.0.1", free_port(),
+                        user, group)
+    started = COMPONENTS["nginx"].start(ctx, REGISTRY.defaults("nginx"))
     pgid = started.proc.pgid
     os.close(crashed._lock_fd)            # the owning stacklab "dies": its lock is released
     fresh = lab.open_session()            # the next start cleans up
@@ -104,21 +193,35 @@ def test_leftovers_of_a_crashed_session_are_cleaned_up():
         fresh.close()
 
 
-@pytest.mark.parametrize("name, knobs, golden", [
-    ("nginx", {}, "nginx-default.conf"),
-    ("nginx", {"worker_processes": 0, "sendfile": True, "access_log": False,
-               "keepalive_timeout": 0}, "nginx-tuned.conf"),
-    ("apache", {}, "apache-default.conf"),
-    ("apache", {"keepalive": False, "threads_per_child": 64, "max_request_workers": 400},
-     "apache-tuned.conf"),
+@pytest.mark.parametrize("stack, overrides, golden", [
+    ("nginx", {}, "nginx-default"),
+    ("nginx", {"nginx__worker_processes": 0, "nginx__sendfile": True,
+               "nginx__access_log": False, "nginx__keepalive_timeout": 0,
+               "nginx__gzip": True, "nginx__gzip_comp_level": 6}, "nginx-tuned"),
+    ("nginx+php-fpm", {"php-fpm__listen": "tcp", "php-fpm__pm": "static"}, "nginx-php-fpm"),
+    ("apache", {}, "apache-default"),
+    ("apache", {"apache__keepalive": False, "apache__threads_per_child": 64,
+                "apache__max_request_workers": 400, "apache__deflate": True}, "apache-tuned"),
+    ("apache+mod_php", {"php__opcache": False}, "apache-mod_php"),
+    ("apache+cgi", {"apache__mpm": "event"}, "apache-cgi"),
 ])
-def test_rendered_configs_match_golden_files(tmp_path, name, knobs, golden):
-    ctx = RenderContext(tmp_path / "RUN", tmp_path / "DOCROOT", "127.0.0.1", 8080,
-                        "www-data", "www-data")
-    ctx.run_dir.mkdir()
-    [text] = COMPONENTS[name].render(ctx, {**REGISTRY.defaults(name), **knobs}).values()
+def test_rendered_configs_match_golden_files(tmp_path, stack, overrides, golden):
+    knobs = knobs_for(stack, **overrides)
+    text = ""
+    upstreams = {}
+    for name in reversed(STACKS[stack].components):
+        comp = COMPONENTS[name]
+        ctx = RenderContext(tmp_path / "RUN" / name, tmp_path / "DOCROOT", "127.0.0.1", 8080,
+                            "www-data", "www-data", dict(upstreams),
+                            {g: knobs[g] for g in STACKS[stack].groups},
+                            tmp_path / "cert.pem", tmp_path / "key.pem")
+        ctx.run_dir.mkdir(parents=True)
+        for rel, content in sorted(comp.render(ctx, knobs[name]).items()):
+            if rel != "conf.d/extensions.ini":    # depends on installed extensions
+                text += f"==> {name}/{rel}\n{content}"
+        upstreams[name] = comp.endpoint(ctx, knobs[name])
     text = text.replace(str(tmp_path), "/LAB")
-    path = GOLDEN / golden
+    path = GOLDEN / f"{golden}.txt"
     if os.environ.get("STACKLAB_UPDATE_GOLDEN"):
         path.write_text(text)
     assert text == path.read_text()

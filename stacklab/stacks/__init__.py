@@ -2,26 +2,58 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 from ..knobs import KnobRegistry
+from . import php
 from .apache import Apache
 from .base import Component
 from .nginx import Nginx
+from .php_fpm import PhpFpm
 
-COMPONENTS: dict[str, Component] = {c.name: c for c in (Nginx(), Apache())}
+COMPONENTS: dict[str, Component] = {c.name: c for c in (Nginx(), Apache(), PhpFpm())}
+
+# Knob groups: shared settings that are not processes (rendered by the components above).
+GROUPS = {"php": php.KNOBS}
 
 
 @dataclass(frozen=True)
 class StackDef:
     name: str
-    components: tuple[str, ...]   # front first
+    components: tuple[str, ...]           # front first
     description: str
+    knobs: dict[str, Any] = field(default_factory=dict)     # fixed by the stack itself
+    defaults: dict[str, Any] = field(default_factory=dict)  # the stack's own defaults
+    php_sapi: str | None = None           # PHP_SAPI its PHP pages must report
+    php_persistent: bool = True           # PHP processes outlive a request
+
+    @property
+    def groups(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(g for c in self.components for g in COMPONENTS[c].groups
+                                   if self.php_sapi or g != "php"))
+
+    @property
+    def knob_owners(self) -> tuple[str, ...]:
+        """Components and groups whose knobs apply to this stack."""
+        return self.components + self.groups
 
 
 STACKS: dict[str, StackDef] = {s.name: s for s in (
     StackDef("nginx", ("nginx",), "nginx serving files itself"),
-    StackDef("apache", ("apache",), "Apache httpd 2.4 (event MPM) serving files itself"),
+    StackDef("apache", ("apache",), "Apache httpd 2.4 serving files itself (event MPM "
+             "unless apache.mpm says otherwise)"),
+    StackDef("nginx+php-fpm", ("nginx", "php-fpm"), "nginx, .php by FastCGI to PHP-FPM",
+             {"nginx.php": "fpm"}, php_sapi="fpm-fcgi"),
+    StackDef("apache+mod_php", ("apache",), "Apache prefork with PHP inside (mod_php)",
+             {"apache.php_handler": "mod_php"}, {"apache.mpm": "prefork"},
+             php_sapi="apache2handler"),
+    StackDef("apache+php-fpm", ("apache", "php-fpm"), "Apache, .php by proxy_fcgi to PHP-FPM",
+             {"apache.php_handler": "fpm"}, php_sapi="fpm-fcgi"),
+    StackDef("apache+fcgid", ("apache",), "Apache, .php by mod_fcgid to php-cgi processes",
+             {"apache.php_handler": "fcgid"}, php_sapi="cgi-fcgi"),
+    StackDef("apache+cgi", ("apache",), "Apache, .php by plain CGI: php-cgi per request",
+             {"apache.php_handler": "cgi"}, php_sapi="cgi-fcgi", php_persistent=False),
 )}
 
 
@@ -29,6 +61,8 @@ def build_registry() -> KnobRegistry:
     from ..drive import LOAD_KNOBS
     registry = KnobRegistry()
     registry.add(*LOAD_KNOBS)
+    for knobs in GROUPS.values():
+        registry.add(*knobs)
     for component in COMPONENTS.values():
         registry.add(*component.knobs)
     return registry

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import http.client
 import os
-import socket
+import pwd
 import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
@@ -14,12 +14,13 @@ from typing import Any
 from .. import procs
 from ..errors import StackError
 from ..knobs import Knob
+from ..net import Endpoint, free_port, socket_ready  # noqa: F401 (re-exported)
 from ..verify import Verdict
 
 
 @dataclass(frozen=True)
 class RenderContext:
-    """Where and as whom a component runs; plain data handed to templates."""
+    """Where and as whom a component runs, and what it talks to; plain data for templates."""
 
     run_dir: Path          # this component's own directory (configs, logs, pid files)
     docroot: Path          # the deployed workload
@@ -27,15 +28,21 @@ class RenderContext:
     port: int
     user: str | None       # user the server drops to (root only), None otherwise
     group: str | None
+    upstreams: dict[str, Endpoint] = field(default_factory=dict)  # started backends by name
+    groups: dict[str, dict[str, Any]] = field(default_factory=dict)  # shared knob groups (php)
+    tls_cert: Path | None = None   # the lab's self-signed certificate and key
+    tls_key: Path | None = None
 
 
 @dataclass
 class Started:
-    """A running component: its process and where it can be reached."""
+    """A running component: its process, its knobs and where it can be reached."""
 
     name: str
     ctx: RenderContext
     proc: procs.Proc
+    knobs: dict[str, Any]
+    endpoint: Endpoint
     files: dict[str, str] = field(default_factory=dict)  # rendered configs by name
 
 
@@ -44,30 +51,38 @@ class Component(ABC):
     package: str   # the Debian package that provides it
     binary: str    # absolute path of the binary started
     knobs: list[Knob]
+    groups: tuple[str, ...] = ()   # shared knob groups it renders (e.g. "php")
 
     @abstractmethod
     def render(self, ctx: RenderContext, knobs: dict[str, Any]) -> dict[str, str]:
         """Config files (relative name → text) for these knob values."""
 
     @abstractmethod
-    def command(self, ctx: RenderContext) -> list[str]:
+    def command(self, ctx: RenderContext, knobs: dict[str, Any]) -> list[str]:
         """argv that starts the server in the foreground from the rendered configs."""
 
     @abstractmethod
     def version(self) -> str:
         """The installed version, or raise StackError if it is missing."""
 
+    def env(self, ctx: RenderContext, knobs: dict[str, Any]) -> dict[str, str] | None:
+        """Environment of the server process (None: inherit stacklab's)."""
+        return None
+
+    def endpoint(self, ctx: RenderContext, knobs: dict[str, Any]) -> Endpoint:
+        return Endpoint(ctx.host, ctx.port)
+
+    def check(self, knobs: dict[str, Any]) -> str | None:
+        """Why this combination of knob values cannot run, or None if it can."""
+        return None
+
     def installed(self) -> bool:
         return os.access(self.binary, os.X_OK)
 
-    def verify(self, started: Started, expected: dict[str, tuple[str, int]]) -> list[Verdict]:
-        """Checks that the running server does what its knobs claim; base: content."""
-        from ..verify import check_content, fetch
-        verdicts = []
-        for path, (sha, length) in expected.items():
-            resp = fetch(started.ctx.host, started.ctx.port, path)
-            verdicts.append(check_content(self.name, resp, path, sha, length))
-        return verdicts
+    def verify(self, started: Started, front: Started) -> list[Verdict]:
+        """Checks, through the stack's front, that this component does what its knobs
+        claim (content is checked for the whole stack by verify.check_content)."""
+        return []
 
     def start(self, ctx: RenderContext, knobs: dict[str, Any],
               ready_timeout_s: float = 15.0, run_as: str | None = None) -> Started:
@@ -77,11 +92,14 @@ class Component(ABC):
         files = self.render(ctx, knobs)
         for rel, text in files.items():
             (ctx.run_dir / rel).write_text(text)
+            if text.startswith("#!"):
+                (ctx.run_dir / rel).chmod(0o755)   # a rendered script
         if run_as:
             _chown_tree(ctx.run_dir, run_as)
-        proc = procs.spawn(self.name, self.command(ctx), ctx.run_dir,
-                           ctx.run_dir / "server.out", user=run_as)
-        started = Started(self.name, ctx, proc, files)
+        proc = procs.spawn(self.name, self.command(ctx, knobs), ctx.run_dir,
+                           ctx.run_dir / "server.out", user=run_as,
+                           env=self.env(ctx, knobs), nofile=knobs.get("nofile") or None)
+        started = Started(self.name, ctx, proc, knobs, self.endpoint(ctx, knobs), files)
         try:
             self.wait_ready(started, ready_timeout_s)
         except BaseException:
@@ -90,25 +108,29 @@ class Component(ABC):
         return started
 
     def wait_ready(self, started: Started, timeout_s: float) -> None:
-        """Poll until the server answers HTTP, while checking the process is alive
-        (a bare accepting port is not enough: it may belong to someone else)."""
-        from ..verify import fetch
+        """Poll until `ready` says yes, while checking the process is alive."""
         deadline = time.monotonic() + timeout_s
         while True:
             if not started.proc.alive():
                 raise StackError(f"{self.name} exited with code {started.proc.popen.returncode} "
                                  "before becoming ready", self.log_tail(started))
             try:
-                fetch(started.ctx.host, started.ctx.port, "/", timeout_s=0.5)
-                if started.proc.alive():
+                if self.ready(started) and started.proc.alive():
                     return
             except (OSError, http.client.HTTPException):
                 pass
             if time.monotonic() > deadline:
-                raise StackError(f"{self.name} not ready on {started.ctx.host}:"
-                                 f"{started.ctx.port} after {timeout_s:g} s",
+                raise StackError(f"{self.name} not ready on {started.endpoint.unix or ''}"
+                                 f"{started.ctx.host}:{started.ctx.port} after {timeout_s:g} s",
                                  self.log_tail(started))
             time.sleep(0.05)
+
+    def ready(self, started: Started) -> bool:
+        """One readiness probe: an HTTP answer (a port that merely accepts may belong to
+        another program). Raise OSError or return False while not ready."""
+        from ..verify import fetch
+        fetch(started.endpoint, "/", timeout_s=0.5)
+        return True
 
     def log_files(self, started: Started) -> list[Path]:
         return sorted(p for p in started.ctx.run_dir.iterdir()
@@ -125,13 +147,6 @@ class Component(ABC):
 
 
 def _chown_tree(root: Path, user: str) -> None:
-    import pwd
     entry = pwd.getpwnam(user)
     for path in [root, *root.rglob("*")]:
         os.chown(path, entry.pw_uid, entry.pw_gid)
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]

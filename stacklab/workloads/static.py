@@ -27,3 +27,8 @@ def static_page(seed: int):
     from . import File
     rng = random.Random(seed)
     return [File("/index.html", html_page(rng, "stacklab static page", 6, 80))]
+
+
+def check_page() -> bytes:
+    """stacklab's own small HTML page for knob checks (gzip, keep-alive), in every docroot."""
+    return html_page(random.Random(0), "stacklab check page", 4, 60)

@@ -3,17 +3,34 @@
 from __future__ import annotations
 
 import re
+import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
 
 from ...errors import StackError
-from ..base import Component, RenderContext
+from ...net import Endpoint
+from ...verify import CHECK_PATH, Status, Verdict, check_gzip, check_keepalive, fetch
+from ..base import Component, RenderContext, Started
+from ..php import php_env, render_php_config
 from ..templates import render_template
+from ..tlsverify import check_tls
 from .knobs import KNOBS
 
 HERE = Path(__file__).parent
 MODULES = "/usr/lib/apache2/modules"
+PHP_CGI = "/usr/bin/php-cgi8.2"
+
+# Always needed by our config.
+BASE_MODULES = ("authz_core", "authz_host", "dir", "mime", "status")
+# Debian's default enabled set (a2enmod state of a fresh apache2 package), besides.
+DEBIAN_MODULES = ("access_compat", "alias", "auth_basic", "authn_core", "authn_file",
+                  "authz_user", "autoindex", "deflate", "env", "filter", "negotiation",
+                  "reqtimeout", "setenvif")
+HANDLER_MODULES = {"none": (), "mod_php": (), "fpm": ("proxy", "proxy_fcgi"),
+                   "fcgid": ("fcgid",), "cgi": ("alias", "actions")}
+# The MPM name mod_status reports for each knob value (ITK runs on top of prefork).
+STATUS_MPM = {"prefork": "prefork", "itk": "prefork", "worker": "worker", "event": "event"}
 
 
 class Apache(Component):
@@ -21,13 +38,77 @@ class Apache(Component):
     package = "apache2"
     binary = "/usr/sbin/apache2"
     knobs = KNOBS
+    groups = ("php",)
+
+    def check(self, knobs: dict[str, Any]) -> str | None:
+        if knobs["php_handler"] == "mod_php" and knobs["mpm"] not in ("prefork", "itk"):
+            return (f"mod_php runs only under the prefork MPM (or itk on top of it), not "
+                    f"apache.mpm = {knobs['mpm']!r}: Debian's PHP is not thread-safe")
+        return None
+
+    def modules(self, knobs: dict[str, Any]) -> list[str]:
+        mods = list(BASE_MODULES)
+        if knobs["modules"] == "debian":
+            mods += DEBIAN_MODULES
+        mods += HANDLER_MODULES[knobs["php_handler"]]
+        if knobs["php_handler"] == "cgi":
+            mods.append("cgi" if knobs["mpm"] in ("prefork", "itk") else "cgid")
+        if knobs["deflate"]:
+            mods += ("filter", "deflate")
+        if knobs["expires"] != "off":
+            mods.append("expires")
+        if knobs["tls"]:
+            mods += ("socache_shmcb", "ssl")
+        if knobs["allow_override"] == "all":
+            mods.append("authz_user")   # what the docroot's .htaccess files use
+        return list(dict.fromkeys(mods))
+
+    def endpoint(self, ctx: RenderContext, knobs: dict[str, Any]) -> Endpoint:
+        return Endpoint(ctx.host, ctx.port, scheme="https" if knobs["tls"] else "http")
 
     def render(self, ctx: RenderContext, knobs: dict[str, Any]) -> dict[str, str]:
-        return {"httpd.conf": render_template(HERE / "httpd.conf.j2", ctx, knobs,
-                                              modules=MODULES)}
+        ctx.run_dir.chmod(0o755)
+        files = {"httpd.conf": render_template(HERE / "httpd.conf.j2", ctx, knobs,
+                                               modules=MODULES,
+                                               load_modules=self.modules(knobs))}
+        if knobs["php_handler"] != "none":
+            files.update(render_php_config(ctx.run_dir, ctx.groups["php"]))
+        if knobs["php_handler"] == "fcgid":
+            ipc = ctx.run_dir / "fcgid"     # mod_fcgid binds its sockets as the server user
+            ipc.mkdir(exist_ok=True)
+            if ctx.user:
+                shutil.chown(ipc, ctx.user, ctx.group)
+        if knobs["php_handler"] == "cgi":
+            (ctx.run_dir / "cgi-bin").mkdir(exist_ok=True)
+            files["cgi-bin/php-cgi"] = (
+                "#!/bin/sh\n# Rendered by stacklab: php-cgi with the run's own php.ini.\n"
+                f"PHPRC='{ctx.run_dir}/php.ini' PHP_INI_SCAN_DIR='{ctx.run_dir}/conf.d' "
+                f"exec {PHP_CGI}\n")
+        return files
 
-    def command(self, ctx: RenderContext) -> list[str]:
+    def command(self, ctx: RenderContext, knobs: dict[str, Any]) -> list[str]:
         return [self.binary, "-f", str(ctx.run_dir / "httpd.conf"), "-DFOREGROUND"]
+
+    def env(self, ctx: RenderContext, knobs: dict[str, Any]) -> dict[str, str] | None:
+        return php_env(ctx.run_dir) if knobs["php_handler"] == "mod_php" else None
+
+    def verify(self, started: Started, front: Started) -> list[Verdict]:
+        k, ep = started.knobs, started.endpoint
+        verdicts = [check_keepalive(self.name, ep, CHECK_PATH, k["keepalive"]),
+                    check_gzip(self.name, ep, CHECK_PATH, k["deflate"]),
+                    self._check_mpm(ep, k["mpm"])]
+        if k["tls"]:
+            verdicts += check_tls(self.name, ep, k)
+        return verdicts
+
+    def _check_mpm(self, ep: Endpoint, mpm: str) -> Verdict:
+        resp = fetch(ep, "/_stacklab/server-status?auto")
+        fields = dict(line.split(": ", 1) for line in resp.body.decode().splitlines()
+                      if ": " in line)
+        running, want = fields.get("ServerMPM"), STATUS_MPM[mpm]
+        ok = running == want
+        return Verdict(self.name, "mpm", Status.PASS if ok else Status.FAIL,
+                       f"server reports MPM {running}" + ("" if ok else f", expected {want}"))
 
     def version(self) -> str:
         try:

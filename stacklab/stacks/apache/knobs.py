@@ -1,22 +1,63 @@
 from ...knobs import Knob
+from ..tls import tls_knobs
 
 C = "apache"
 KNOBS = [
-    Knob(C, "mpm", str, "event", "Multi-processing module.", choices=("event",),
+    Knob(C, "mpm", str, "event", "Multi-processing module: prefork (processes), worker "
+         "(threads), event (threads, idle keep-alive off the workers), itk (prefork with a "
+         "user per vhost; libapache2-mpm-itk).", choices=("prefork", "worker", "event", "itk"),
          source="S1, S5"),
-    Knob(C, "start_servers", int, 2, "Child processes created at start.", min=1, max=64,
+    Knob(C, "start_servers", int, 2, "StartServers: child processes created at start.",
+         min=1, max=1024, source="S1"),
+    Knob(C, "min_spare_servers", int, 5, "MinSpareServers (prefork, itk).", min=1, max=1024,
          source="S1"),
-    Knob(C, "threads_per_child", int, 25, "Threads in each child process.", min=1, max=256),
-    Knob(C, "max_request_workers", int, 150, "Simultaneous requests served (threads in all).",
-         min=1, max=4096),
-    Knob(C, "keepalive", bool, True, "Keep connections open between requests.",
+    Knob(C, "max_spare_servers", int, 10, "MaxSpareServers (prefork, itk).", min=1, max=4096,
+         source="S1"),
+    Knob(C, "threads_per_child", int, 25, "ThreadsPerChild (worker, event).", min=1, max=1024),
+    Knob(C, "min_spare_threads", int, 25, "MinSpareThreads (worker, event).", min=1,
+         max=65536),
+    Knob(C, "max_spare_threads", int, 75, "MaxSpareThreads (worker, event).", min=1,
+         max=65536),
+    Knob(C, "max_request_workers", int, 150, "MaxRequestWorkers: requests served at once "
+         "(processes for prefork/itk, threads in all for worker/event).", min=1, max=20000,
+         source="S5"),
+    Knob(C, "max_connections_per_child", int, 0, "MaxConnectionsPerChild (0 = unlimited).",
+         min=0, max=10_000_000),
+    Knob(C, "keepalive", bool, True, "KeepAlive: keep connections open between requests.",
          source="S1, S5"),
-    Knob(C, "keepalive_timeout", int, 5, "Seconds an idle keep-alive connection stays open.",
-         min=1, max=3600, source="S1"),
-    Knob(C, "max_keepalive_requests", int, 1000, "Requests over one keep-alive connection "
-         "(0 = unlimited).", min=0, max=10_000_000, source="S5"),
+    Knob(C, "keepalive_timeout", int, 5, "KeepAliveTimeout in seconds.", min=1, max=3600,
+         source="S1"),
+    Knob(C, "max_keepalive_requests", int, 100, "MaxKeepAliveRequests (0 = unlimited).",
+         min=0, max=10_000_000, source="S5"),
     Knob(C, "enable_sendfile", bool, False, "EnableSendfile: serve files with sendfile(2).",
          source="S1"),
+    Knob(C, "enable_mmap", bool, True, "EnableMMAP: read files through mmap.", source="S1"),
+    Knob(C, "hostname_lookups", bool, False, "HostnameLookups: reverse-DNS every client.",
+         source="S1"),
+    Knob(C, "allow_override", str, "none", "AllowOverride None (no .htaccess lookups) or All "
+         "(.htaccess read in every directory of the path; the docroot has them).",
+         choices=("none", "all"), source="S1"),
+    Knob(C, "symlinks", str, "follow", "Options FollowSymLinks (no checks) or "
+         "SymLinksIfOwnerMatch (an lstat per path component).",
+         choices=("follow", "if_owner_match"), source="S1"),
+    Knob(C, "directory_index", str, "html_first", "DirectoryIndex order: index.html first or "
+         "index.php first.", choices=("html_first", "php_first"), source="S1"),
     Knob(C, "access_log", bool, True, "Write an access log (in the run directory).",
          source="S1"),
+    Knob(C, "modules", str, "minimal", "Module set: minimal (what the stack needs) or debian "
+         "(Debian's default enabled set besides).", choices=("minimal", "debian"),
+         source="S1"),
+    Knob(C, "deflate", bool, False, "mod_deflate: gzip text responses.", source="S1, S2"),
+    Knob(C, "deflate_level", int, 6, "DeflateCompressionLevel 1 (fast) to 9 (small).", min=1,
+         max=9, source="S2"),
+    Knob(C, "expires", str, "off", "mod_expires: max-age for every response.",
+         choices=("off", "1h", "1d", "30d"), source="S1"),
+    Knob(C, "listen_backlog", int, 511, "ListenBacklog.", min=1, max=65535),
+    Knob(C, "nofile", int, 0, "Open-files limit of the server processes (0 = inherit).",
+         min=0, max=1_048_576),
+    Knob(C, "php_handler", str, "none", "How .php runs: none, mod_php (in the Apache "
+         "process; prefork only), fpm (proxy_fcgi to PHP-FPM), fcgid (mod_fcgid managing "
+         "php-cgi), cgi (php-cgi started per request); set by the stack.",
+         choices=("none", "mod_php", "fpm", "fcgid", "cgi"), source="S1, S5"),
+    *tls_knobs(C),
 ]

@@ -8,11 +8,36 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import StackError
-from ..base import Component, RenderContext
+from ...net import Endpoint
+from ...verify import CHECK_PATH, Verdict, check_gzip, check_keepalive
+from ..base import Component, RenderContext, Started
 from ..templates import render_template
+from ..tlsverify import check_tls
 from .knobs import KNOBS
 
 HERE = Path(__file__).parent
+
+FASTCGI_PARAMS = """# Rendered by stacklab; the standard CGI/1.1 variables.
+fastcgi_param QUERY_STRING $query_string;
+fastcgi_param REQUEST_METHOD $request_method;
+fastcgi_param CONTENT_TYPE $content_type;
+fastcgi_param CONTENT_LENGTH $content_length;
+fastcgi_param SCRIPT_NAME $fastcgi_script_name;
+fastcgi_param REQUEST_URI $request_uri;
+fastcgi_param DOCUMENT_URI $document_uri;
+fastcgi_param DOCUMENT_ROOT $document_root;
+fastcgi_param SERVER_PROTOCOL $server_protocol;
+fastcgi_param REQUEST_SCHEME $scheme;
+fastcgi_param HTTPS $https if_not_empty;
+fastcgi_param GATEWAY_INTERFACE CGI/1.1;
+fastcgi_param SERVER_SOFTWARE nginx/$nginx_version;
+fastcgi_param REMOTE_ADDR $remote_addr;
+fastcgi_param REMOTE_PORT $remote_port;
+fastcgi_param SERVER_ADDR $server_addr;
+fastcgi_param SERVER_PORT $server_port;
+fastcgi_param SERVER_NAME $server_name;
+fastcgi_param REDIRECT_STATUS 200;
+"""
 
 
 class Nginx(Component):
@@ -21,13 +46,32 @@ class Nginx(Component):
     binary = "/usr/sbin/nginx"
     knobs = KNOBS
 
+    def check(self, knobs: dict[str, Any]) -> str | None:
+        if knobs["tcp_nopush"] and not knobs["sendfile"]:
+            return "nginx tcp_nopush only acts with sendfile on"
+        return None
+
+    def endpoint(self, ctx: RenderContext, knobs: dict[str, Any]) -> Endpoint:
+        return Endpoint(ctx.host, ctx.port, scheme="https" if knobs["tls"] else "http")
+
     def render(self, ctx: RenderContext, knobs: dict[str, Any]) -> dict[str, str]:
         (ctx.run_dir / "tmp").mkdir(exist_ok=True)
-        return {"nginx.conf": render_template(HERE / "nginx.conf.j2", ctx, knobs)}
+        files = {"nginx.conf": render_template(HERE / "nginx.conf.j2", ctx, knobs)}
+        if knobs["php"] == "fpm":
+            files["fastcgi_params"] = FASTCGI_PARAMS
+        return files
 
-    def command(self, ctx: RenderContext) -> list[str]:
+    def command(self, ctx: RenderContext, knobs: dict[str, Any]) -> list[str]:
         return [self.binary, "-p", str(ctx.run_dir), "-c", str(ctx.run_dir / "nginx.conf"),
                 "-e", str(ctx.run_dir / "error.log")]
+
+    def verify(self, started: Started, front: Started) -> list[Verdict]:
+        k, ep = started.knobs, started.endpoint
+        verdicts = [check_keepalive(self.name, ep, CHECK_PATH, k["keepalive_timeout"] > 0),
+                    check_gzip(self.name, ep, CHECK_PATH, k["gzip"])]
+        if k["tls"]:
+            verdicts += check_tls(self.name, ep, k)
+        return verdicts
 
     def version(self) -> str:
         try:

@@ -1,4 +1,5 @@
 from ...knobs import Knob
+from ..tls import tls_knobs
 
 C = "nginx"
 KNOBS = [
@@ -13,6 +14,23 @@ KNOBS = [
     Knob(C, "sendfile", bool, False, "Serve files with sendfile(2). Off by default here: on "
          "loopback it is slower on tiny files.", source="S1"),
     Knob(C, "tcp_nopush", bool, False, "TCP_CORK headers with sendfile (needs sendfile on)."),
+    Knob(C, "open_file_cache", int, 0, "Cache open file descriptors and metadata for this "
+         "many files (0 = off).", min=0, max=1_000_000, source="S1"),
     Knob(C, "access_log", bool, True, "Write an access log (in the run directory).",
          source="S1"),
+    Knob(C, "gzip", bool, False, "Compress responses with gzip (mod_deflate's counterpart).",
+         source="S2"),
+    Knob(C, "gzip_comp_level", int, 1, "gzip level 1 (fast) to 9 (small).", min=1, max=9,
+         source="S2"),
+    Knob(C, "gzip_types", str, "text", "Types compressed: text (HTML, CSS, JS, JSON, plain) "
+         "or all (also images).", choices=("text", "all"), source="S2"),
+    Knob(C, "expires", str, "off", "Expires/Cache-Control max-age for every response.",
+         choices=("off", "1h", "1d", "30d"), source="S1"),
+    Knob(C, "listen_backlog", int, 511, "listen backlog of the server socket.", min=1,
+         max=65535),
+    Knob(C, "nofile", int, 0, "worker_rlimit_nofile: open files per worker (0 = inherit).",
+         min=0, max=1_048_576),
+    Knob(C, "php", str, "none", "Where .php goes: none (served as files) or fpm (FastCGI to "
+         "PHP-FPM); set by the stack.", choices=("none", "fpm")),
+    *tls_knobs(C),
 ]

@@ -1,0 +1,75 @@
+"""Stack: wire components front → app → database, start them back to front, verify the
+whole, and always stop every one of them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from . import lab
+from .errors import StackError
+from .net import free_port
+from .stacks import COMPONENTS, StackDef
+from .stacks.base import RenderContext, Started
+from .stacks.php import verify_php
+from .verify import Verdict, check_content
+from .workloads import Deployed
+
+HOST = "127.0.0.1"
+
+
+@dataclass
+class RunningStack:
+    stack: StackDef
+    started: list[Started] = field(default_factory=list)   # back first, front last
+
+    @property
+    def front(self) -> Started:
+        return self.started[-1]
+
+    def alive(self) -> bool:
+        return all(s.proc.alive() for s in self.started)
+
+    def files(self) -> dict[str, str]:
+        return {f"{s.name}/{f}": text for s in self.started for f, text in s.files.items()}
+
+    def log_tail(self) -> str:
+        return "\n".join(COMPONENTS[s.name].log_tail(s) for s in self.started)
+
+
+def start_stack(running: RunningStack, knobs: dict[str, dict[str, Any]], docroot: Path,
+                run_dir: Path, tls: tuple[Path, Path], run_as: str | None = None) -> None:
+    """Start the components back to front into `running` (so that whatever started is
+    stopped by stop_stack even if a later one fails); each gets the endpoints of those
+    already up."""
+    user, group = (None, None) if run_as else lab.server_user()
+    groups = {g: knobs[g] for g in running.stack.groups}
+    for name in reversed(running.stack.components):
+        upstreams = {s.name: s.endpoint for s in running.started}
+        ctx = RenderContext(run_dir / name, docroot, HOST, free_port(HOST), user, group,
+                            upstreams, groups, *tls)
+        running.started.append(COMPONENTS[name].start(ctx, knobs[name], run_as=run_as))
+
+
+def stop_stack(running: RunningStack) -> list[str]:
+    """Stop front to back; returns what could not be stopped cleanly."""
+    errors = []
+    for s in reversed(running.started):
+        try:
+            COMPONENTS[s.name].stop(s)
+        except StackError as e:
+            errors.append(str(e))
+    return errors
+
+
+def verify_stack(running: RunningStack, deployed: Deployed) -> list[Verdict]:
+    """Content through the front, then each component's own claims, then PHP's."""
+    front = running.front
+    verdicts = check_content(front.endpoint, deployed.expected)
+    for s in reversed(running.started):
+        verdicts += COMPONENTS[s.name].verify(s, front)
+    if running.stack.php_sapi:
+        verdicts += verify_php(front.endpoint, front.ctx.groups["php"],
+                               running.stack.php_sapi, running.stack.php_persistent)
+    return verdicts

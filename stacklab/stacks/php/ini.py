@@ -1,0 +1,74 @@
+"""Render php.ini and conf.d (our own; the system's /etc/php is never read)."""
+
+from __future__ import annotations
+
+import subprocess
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+# Load order where it matters (Debian's priorities): these first, the rest by name.
+_FIRST = ("opcache", "pdo", "mysqlnd", "xml")
+_ZEND = ("opcache", "xdebug")
+_OPT_IN = ("opcache", "apcu")    # loaded only when their knob says so
+
+
+@lru_cache(maxsize=1)
+def extension_dir() -> Path:
+    out = subprocess.run(["php", "-n", "-r", "echo ini_get('extension_dir');"],
+                         capture_output=True, text=True, timeout=10).stdout.strip()
+    return Path(out or "/usr/lib/php/20220829")
+
+
+def installed_extensions() -> list[str]:
+    names = sorted(p.stem for p in extension_dir().glob("*.so"))
+    return sorted(names, key=lambda n: (_FIRST.index(n) if n in _FIRST else len(_FIRST), n))
+
+
+def _extension_lines(knobs: dict[str, Any]) -> list[str]:
+    wanted = [] if knobs["extensions"] == "minimal" else [
+        n for n in installed_extensions() if n not in _OPT_IN]
+    if knobs["opcache"]:
+        wanted.insert(0, "opcache")
+    if knobs["apcu"]:
+        wanted.append("apcu")
+    available = set(installed_extensions())
+    return [f"{'zend_extension' if n in _ZEND else 'extension'}={n}.so"
+            for n in wanted if n in available]
+
+
+def render_php_config(run_dir: Path, knobs: dict[str, Any]) -> dict[str, str]:
+    """Files (relative to run_dir): php.ini and conf.d/extensions.ini."""
+    (run_dir / "conf.d").mkdir(parents=True, exist_ok=True)
+    sessions = run_dir / "sessions"
+    sessions.mkdir(exist_ok=True)
+    sessions.chmod(0o1777)
+    on = lambda v: "On" if v else "Off"  # noqa: E731
+    ini = f"""; Rendered by stacklab for one run; do not edit.
+memory_limit = 256M
+display_errors = Off
+log_errors = On
+error_reporting = E_ALL
+max_execution_time = 30
+expose_php = {on(knobs["expose_php"])}
+register_argc_argv = {on(knobs["register_argc_argv"])}
+realpath_cache_size = {knobs["realpath_cache_size_kb"]}K
+session.auto_start = {1 if knobs["session_auto_start"] else 0}
+session.save_handler = files
+session.save_path = "{sessions}"
+zlib.output_compression = {on(knobs["zlib_output_compression"])}
+opcache.enable = {1 if knobs["opcache"] else 0}
+opcache.enable_cli = 0
+opcache.memory_consumption = {knobs["opcache_memory_mb"]}
+opcache.validate_timestamps = {1 if knobs["opcache_validate_timestamps"] else 0}
+opcache.revalidate_freq = 2
+apc.enabled = {1 if knobs["apcu"] else 0}
+"""
+    return {"php.ini": ini,
+            "conf.d/extensions.ini": "\n".join(_extension_lines(knobs)) + "\n"}
+
+
+def php_env(run_dir: Path) -> dict[str, str]:
+    """Environment that makes any PHP SAPI read only our php.ini and conf.d."""
+    return {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "PHPRC": str(run_dir / "php.ini"),
+            "PHP_INI_SCAN_DIR": str(run_dir / "conf.d")}

@@ -1,0 +1,3 @@
+from .adapter import PhpFpm
+
+__all__ = ["PhpFpm"]

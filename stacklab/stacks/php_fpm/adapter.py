@@ -1,0 +1,74 @@
+"""PHP-FPM 8.2 from our own php-fpm.conf and php.ini (`-y`, PHPRC); never /etc/php."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from ...errors import StackError
+from ...net import Endpoint, socket_ready
+from ..base import Component, RenderContext, Started
+from ..php import php_env, render_php_config
+from ..templates import render_template
+from .knobs import KNOBS
+
+HERE = Path(__file__).parent
+
+
+class PhpFpm(Component):
+    name = "php-fpm"
+    package = "php8.2-fpm"
+    binary = "/usr/sbin/php-fpm8.2"
+    knobs = KNOBS
+    groups = ("php",)
+
+    def check(self, knobs: dict[str, Any]) -> str | None:
+        if knobs["pm"] == "dynamic":
+            lo, start, hi = (knobs["min_spare_servers"], knobs["start_servers"],
+                             knobs["max_spare_servers"])
+            if not lo <= start <= hi <= knobs["max_children"]:
+                return ("php-fpm pm = dynamic needs min_spare_servers <= start_servers <= "
+                        f"max_spare_servers <= max_children (got {lo}, {start}, {hi}, "
+                        f"{knobs['max_children']})")
+        return None
+
+    def endpoint(self, ctx: RenderContext, knobs: dict[str, Any]) -> Endpoint:
+        unix = ctx.run_dir / "php-fpm.sock" if knobs["listen"] == "unix" else None
+        return Endpoint(ctx.host, ctx.port, unix, scheme="fcgi")
+
+    def render(self, ctx: RenderContext, knobs: dict[str, Any]) -> dict[str, str]:
+        ep = self.endpoint(ctx, knobs)
+        listen = str(ep.unix) if ep.unix else f"{ep.host}:{ep.port}"
+        ctx.run_dir.chmod(0o755)
+        files = render_php_config(ctx.run_dir, ctx.groups["php"])
+        files["php-fpm.conf"] = render_template(HERE / "php-fpm.conf.j2", ctx, knobs,
+                                                listen=listen)
+        log = ctx.run_dir / "php-error.log"
+        log.touch()
+        log.chmod(0o666)
+        return files
+
+    def command(self, ctx: RenderContext, knobs: dict[str, Any]) -> list[str]:
+        argv = [self.binary, "--nodaemonize", "--fpm-config", str(ctx.run_dir / "php-fpm.conf"),
+                "--php-ini", str(ctx.run_dir / "php.ini")]
+        return argv + (["--allow-to-run-as-root"] if os.getuid() == 0 else [])
+
+    def env(self, ctx: RenderContext, knobs: dict[str, Any]) -> dict[str, str]:
+        return php_env(ctx.run_dir)
+
+    def ready(self, started: Started) -> bool:
+        return socket_ready(started.endpoint)
+
+    def version(self) -> str:
+        try:
+            out = subprocess.run([self.binary, "-n", "-v"], capture_output=True, text=True,
+                                 timeout=10).stdout
+        except OSError as e:
+            raise StackError(f"php-fpm: cannot run {self.binary}: {e}") from e
+        m = re.search(r"PHP (\S+)", out)
+        if not m:
+            raise StackError(f"php-fpm: unexpected version output {out.strip()!r}")
+        return m.group(1)
