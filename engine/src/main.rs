@@ -20,7 +20,9 @@ fn main() -> ExitCode {
     };
     // Ctrl-C and SIGTERM end the run early; the report of what was measured still prints.
     let interrupt = Arc::new(AtomicBool::new(false));
+    // A second signal ends the process at once.
     for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        let _ = signal_hook::flag::register_conditional_shutdown(signal, 130, Arc::clone(&interrupt));
         let _ = signal_hook::flag::register(signal, Arc::clone(&interrupt));
     }
     match stacklab_load::run(&options, &interrupt) {

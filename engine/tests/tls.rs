@@ -113,3 +113,14 @@ fn plain_http_has_null_tls_fields() {
         assert!(r["tls"][key].is_null(), "{key}");
     }
 }
+
+#[test]
+fn open_loop_keeps_idle_tls_connections() {
+    let port = start_tls_server();
+    let url = format!("https://localhost:{port}/");
+    let r = common::run_json(&["--insecure", "-c", "2", "--threads", "1", "--rate", "200", "-d", "1s", &url]);
+    let completed = u(&r["requests"]["completed"]);
+    assert!((150..=210).contains(&completed), "completed {completed}");
+    assert_eq!(u(&r["requests"]["failed"]), 0);
+    assert_eq!(u(&r["tls"]["handshakes"]), 2, "idle connections were dropped and reopened");
+}

@@ -70,7 +70,10 @@ impl Worker<'_> {
             Phase::Idle => {
                 // The server closed (or wrote to) an idle kept-alive connection.
                 if ev.is_readable() || ev.is_read_closed() || ev.is_error() {
-                    self.conns[i].transport = None;
+                    let c = &mut self.conns[i];
+                    if c.transport.as_mut().is_some_and(|t| !t.still_open_when_idle(&mut self.buf)) {
+                        c.transport = None;
+                    }
                 }
             }
         }

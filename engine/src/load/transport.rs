@@ -62,10 +62,20 @@ impl Transport {
                 if !data.is_empty() {
                     t.tls.writer().write_all(data).map_err(|_| Fail::Tls)?;
                 }
-                t.flush()?;
-                Ok(data.len())
+                // The data is taken either way; what the socket did not take
+                // yet shows in `pending_write`.
+                match t.flush() {
+                    Ok(()) | Err(Fail::WouldBlock) => Ok(data.len()),
+                    Err(e) => Err(e),
+                }
             }
         }
+    }
+
+    /// An idle kept-alive connection became readable: is it still usable?
+    /// (TLS may just have received session tickets; plain means close or junk.)
+    pub fn still_open_when_idle(&mut self, buf: &mut [u8]) -> bool {
+        matches!(self.read(buf), Err(Fail::WouldBlock))
     }
 
     /// Bytes still queued inside the transport (TLS only).
