@@ -127,7 +127,9 @@ impl Cli {
         }
         let body = match &self.body {
             None => None,
-            Some(p) => Some(std::fs::read(p).map_err(|e| SetupError::new("--body", p.display().to_string(), e.to_string()))?),
+            Some(p) => {
+                Some(std::fs::read(p).map_err(|e| SetupError::new("--body", p.display().to_string(), e.to_string()))?)
+            }
         };
         let connections = self.connections as usize;
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());

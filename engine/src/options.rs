@@ -82,9 +82,7 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
     let t = text.trim();
     let split = t.find(|c: char| c.is_ascii_alphabetic()).unwrap_or(t.len());
     let (num, unit) = t.split_at(split);
-    let value: f64 = num
-        .parse()
-        .map_err(|_| "expected a duration like 500ms, 10s, 2m or 1h".to_string())?;
+    let value: f64 = num.parse().map_err(|_| "expected a duration like 500ms, 10s, 2m or 1h".to_string())?;
     let scale = match unit {
         "" | "s" => 1.0,
         "us" => 1e-6,

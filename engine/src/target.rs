@@ -107,9 +107,7 @@ pub fn resolve(urls: &[WeightedUrl], allow_remote: bool) -> Result<Target, Setup
         .to_socket_addrs()
         .map_err(|e| SetupError::new("URL", &first.text, format!("cannot resolve host: {e}")))?
         .collect();
-    let addr = *addrs
-        .first()
-        .ok_or_else(|| SetupError::new("URL", &first.text, "host resolves to no address"))?;
+    let addr = *addrs.first().ok_or_else(|| SetupError::new("URL", &first.text, "host resolves to no address"))?;
     if !allow_remote && !addrs.iter().all(|a| is_loopback(a.ip())) {
         return Err(SetupError::new(
             "URL",
@@ -146,7 +144,9 @@ mod tests {
 
     #[test]
     fn rejects_bad_urls() {
-        for bad in ["ftp://x/", "localhost/", "http://", "http://h:0/", "http://h:99999/", "http://u@h/", "http://h/a b"] {
+        for bad in
+            ["ftp://x/", "localhost/", "http://", "http://h:0/", "http://h:99999/", "http://u@h/", "http://h/a b"]
+        {
             assert!(Url::parse(bad).is_err(), "{bad}");
         }
     }

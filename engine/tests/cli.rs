@@ -38,7 +38,8 @@ fn help_and_version_exit_0() {
 
 #[test]
 fn json_report_matches_the_schema() {
-    let schema_text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/schema/report.schema.json")).unwrap();
+    let schema_text =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/schema/report.schema.json")).unwrap();
     let schema: serde_json::Value = serde_json::from_str(&schema_text).unwrap();
     let validator = jsonschema::validator_for(&schema).expect("schema compiles");
     let server = start(Behavior::Length(600));
@@ -49,7 +50,8 @@ fn json_report_matches_the_schema() {
         vec!["-n", "5", &refused],
     ] {
         let report = run_json(&args);
-        let errors: Vec<String> = validator.iter_errors(&report).map(|e| format!("{} at {}", e, e.instance_path())).collect();
+        let errors: Vec<String> =
+            validator.iter_errors(&report).map(|e| format!("{} at {}", e, e.instance_path())).collect();
         assert!(errors.is_empty(), "{args:?}: {errors:#?}");
         assert_eq!(report["schema_version"], 1);
     }
@@ -76,7 +78,17 @@ fn human_summary_has_the_tables() {
     let out = run(&["-c", "2", "-n", "100", &server.url("/")]);
     assert!(out.status.success());
     let text = String::from_utf8_lossy(&out.stdout);
-    for needle in ["Complete requests:      100", "Requests per second:", "Connection Times (ms)", "Connect:", "TTFB:", "Total:", "99.9%", "(longest request)", "Status codes:           200: 100"] {
+    for needle in [
+        "Complete requests:      100",
+        "Requests per second:",
+        "Connection Times (ms)",
+        "Connect:",
+        "TTFB:",
+        "Total:",
+        "99.9%",
+        "(longest request)",
+        "Status codes:           200: 100",
+    ] {
         assert!(text.contains(needle), "missing {needle:?} in\n{text}");
     }
 }

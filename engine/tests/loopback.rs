@@ -5,7 +5,7 @@ mod common;
 use std::sync::atomic::Ordering::SeqCst;
 use std::time::{Duration, Instant};
 
-use common::{Behavior, length_response, chunked_response, run_json, start};
+use common::{Behavior, chunked_response, length_response, run_json, start};
 
 fn u(v: &serde_json::Value) -> u64 {
     v.as_u64().unwrap_or_else(|| panic!("not an integer: {v}"))

@@ -52,14 +52,22 @@ impl Chunked {
                 }
                 (Chunked::Size(n) | Chunked::Extension(n), b'\r') => Chunked::SizeLf(n),
                 (Chunked::Size(n) | Chunked::Extension(n) | Chunked::SizeLf(n), b'\n') => {
-                    if n == 0 { Chunked::TrailerStart } else { Chunked::Data(n) }
+                    if n == 0 {
+                        Chunked::TrailerStart
+                    } else {
+                        Chunked::Data(n)
+                    }
                 }
                 (Chunked::DataCr, b'\r') => Chunked::DataLf,
                 (Chunked::DataCr | Chunked::DataLf, b'\n') => Chunked::Size(0),
                 (Chunked::TrailerStart, b'\r') => Chunked::FinalLf,
                 (Chunked::TrailerStart | Chunked::FinalLf, b'\n') => Chunked::Done,
                 (Chunked::TrailerStart | Chunked::TrailerLine, b) => {
-                    if b == b'\n' { Chunked::TrailerStart } else { Chunked::TrailerLine }
+                    if b == b'\n' {
+                        Chunked::TrailerStart
+                    } else {
+                        Chunked::TrailerLine
+                    }
                 }
                 _ => return Err("bad chunked framing"),
             };

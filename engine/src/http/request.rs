@@ -25,10 +25,10 @@ pub fn build_request(url: &Url, options: &Options) -> Vec<u8> {
     for (name, value) in &options.headers {
         head += &format!("{name}: {value}\r\n");
     }
-    if let Some(body) = &options.body {
-        if !has("content-length") {
-            head += &format!("Content-Length: {}\r\n", body.len());
-        }
+    if let Some(body) = &options.body
+        && !has("content-length")
+    {
+        head += &format!("Content-Length: {}\r\n", body.len());
     }
     head += "\r\n";
     let mut bytes = head.into_bytes();
@@ -53,7 +53,9 @@ mod tests {
         o.body = Some(b"hello".to_vec());
         let text = String::from_utf8(build_request(&url, &o)).unwrap();
         assert!(text.starts_with("POST /x?y HTTP/1.1\r\nHost: 127.0.0.1:8080\r\n"));
-        for line in ["Connection: close\r\n", "Accept-Encoding: gzip, deflate\r\n", "X-Test: 1\r\n", "Content-Length: 5\r\n"] {
+        for line in
+            ["Connection: close\r\n", "Accept-Encoding: gzip, deflate\r\n", "X-Test: 1\r\n", "Content-Length: 5\r\n"]
+        {
             assert!(text.contains(line), "{line}");
         }
         assert!(!text.contains("Accept: */*"));

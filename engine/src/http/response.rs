@@ -225,7 +225,8 @@ fn parse_head_bytes(data: &[u8]) -> Result<Option<(usize, HeadInfo)>, ()> {
         Err(_) => return Err(()),
     };
     let http11 = resp.version == Some(1);
-    let mut info = HeadInfo { status: resp.code.unwrap_or(0), length: None, chunked: false, keep_alive: http11, encoding: None };
+    let mut info =
+        HeadInfo { status: resp.code.unwrap_or(0), length: None, chunked: false, keep_alive: http11, encoding: None };
     for h in resp.headers.iter() {
         let name = h.name.as_bytes();
         if name.eq_ignore_ascii_case(b"content-length") {
@@ -355,7 +356,8 @@ mod tests {
         let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
         enc.write_all(&plain).unwrap();
         let gz = enc.finish().unwrap();
-        let mut wire = format!("HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\nContent-Length: {}\r\n\r\n", gz.len()).into_bytes();
+        let mut wire =
+            format!("HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\nContent-Length: {}\r\n\r\n", gz.len()).into_bytes();
         wire.extend_from_slice(&gz);
         let mut p = ResponseParser::new(true);
         p.reset(false);

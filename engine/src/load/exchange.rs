@@ -97,7 +97,8 @@ impl Worker<'_> {
                 self.write_request(i, now);
             }
             Err(Fail::Io(kind)) => {
-                let class = if kind == io::ErrorKind::ConnectionRefused { ErrorClass::Connect } else { ErrorClass::Tls };
+                let class =
+                    if kind == io::ErrorKind::ConnectionRefused { ErrorClass::Connect } else { ErrorClass::Tls };
                 self.fail(i, class, Instant::now());
             }
             Err(Fail::Tls) => self.fail(i, ErrorClass::Tls, Instant::now()),
@@ -134,7 +135,8 @@ impl Worker<'_> {
                     return;
                 }
                 Err(Fail::Io(kind)) => {
-                    let class = if kind == io::ErrorKind::ConnectionRefused { ErrorClass::Connect } else { ErrorClass::Write };
+                    let class =
+                        if kind == io::ErrorKind::ConnectionRefused { ErrorClass::Connect } else { ErrorClass::Write };
                     return self.fail(i, class, now);
                 }
                 Err(Fail::Tls) => return self.fail(i, ErrorClass::Tls, now),
@@ -178,7 +180,8 @@ impl Worker<'_> {
                 }
                 Err(Fail::WouldBlock) => return,
                 Err(Fail::Io(kind)) => {
-                    let class = if kind == io::ErrorKind::ConnectionRefused { ErrorClass::Connect } else { ErrorClass::Read };
+                    let class =
+                        if kind == io::ErrorKind::ConnectionRefused { ErrorClass::Connect } else { ErrorClass::Read };
                     return self.fail(i, class, Instant::now());
                 }
                 Err(Fail::Tls) => return self.fail(i, ErrorClass::Tls, Instant::now()),
@@ -198,7 +201,8 @@ impl Worker<'_> {
             };
         }
         let failed = (known != p.body_bytes).then_some(ErrorClass::LengthMismatch);
-        let timing = Timing { intended: c.intended, start: c.start, sent: c.sent_at, first_byte: c.first_byte, done: now };
+        let timing =
+            Timing { intended: c.intended, start: c.start, sent: c.sent_at, first_byte: c.first_byte, done: now };
         self.rec.response(&timing, p.status, p.wire_bytes, p.body_bytes, p.decoded_bytes, failed);
         let keep = self.plan.keepalive && p.keep_alive;
         self.finish(i, keep);

@@ -78,7 +78,8 @@ pub struct Measurement {
 pub fn run(options: &Options, interrupt: &AtomicBool) -> Result<Measurement, SetupError> {
     let plan = Plan::new(options, interrupt)?;
     let threads = options.threads.clamp(1, options.connections);
-    let sizes: Vec<usize> = (0..threads).map(|t| options.connections / threads + usize::from(t < options.connections % threads)).collect();
+    let sizes: Vec<usize> =
+        (0..threads).map(|t| options.connections / threads + usize::from(t < options.connections % threads)).collect();
     let start = Instant::now();
     let measure_from = start + options.warmup;
     let warmup_end = (!options.warmup.is_zero()).then_some(measure_from);
@@ -99,10 +100,13 @@ pub fn run(options: &Options, interrupt: &AtomicBool) -> Result<Measurement, Set
         })
         .collect();
     let results: Vec<std::io::Result<(Recorder, Instant)>> = std::thread::scope(|scope| {
-        let handles: Vec<_> = plans.into_iter().map(|wp| {
-            let plan = &plan;
-            scope.spawn(move || run_worker(plan, wp))
-        }).collect();
+        let handles: Vec<_> = plans
+            .into_iter()
+            .map(|wp| {
+                let plan = &plan;
+                scope.spawn(move || run_worker(plan, wp))
+            })
+            .collect();
         handles.into_iter().map(|h| h.join().expect("worker thread panicked")).collect()
     });
     let mut merged = Recorder::new(measure_from);

@@ -167,10 +167,10 @@ impl<'a> Worker<'a> {
                 alarm.arm(*at, now);
             }
             let timeout = self.poll_timeout(now);
-            if let Err(e) = self.poll.poll(events, Some(timeout)) {
-                if e.kind() != std::io::ErrorKind::Interrupted {
-                    break;
-                }
+            if let Err(e) = self.poll.poll(events, Some(timeout))
+                && e.kind() != std::io::ErrorKind::Interrupted
+            {
+                break;
             }
             for event in events.iter() {
                 match event.token() {

@@ -4,6 +4,6 @@ mod recorder;
 mod series;
 mod stats;
 
-pub use recorder::{ErrorClass, Recorder, TlsInfo, Timing, new_latency_histogram};
+pub use recorder::{ErrorClass, Recorder, Timing, TlsInfo, new_latency_histogram};
 pub use series::{Second, Series};
 pub use stats::Stats;

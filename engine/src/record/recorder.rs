@@ -127,7 +127,15 @@ impl Recorder {
 
     /// A response arrived whole. `failed` marks a length mismatch: its bytes
     /// and status count, its latency does not.
-    pub fn response(&mut self, t: &Timing, status: u16, wire: u64, body: u64, decoded: u64, failed: Option<ErrorClass>) {
+    pub fn response(
+        &mut self,
+        t: &Timing,
+        status: u16,
+        wire: u64,
+        body: u64,
+        decoded: u64,
+        failed: Option<ErrorClass>,
+    ) {
         self.status[usize::from(status).min(599)] += 1;
         self.bytes_total += wire;
         self.bytes_body += body;
@@ -201,7 +209,13 @@ mod tests {
 
     fn timing(origin: Instant, start_ms: u64, done_ms: u64) -> Timing {
         let at = |ms| origin + Duration::from_millis(ms);
-        Timing { intended: at(start_ms), start: at(start_ms), sent: at(start_ms), first_byte: at(done_ms), done: at(done_ms) }
+        Timing {
+            intended: at(start_ms),
+            start: at(start_ms),
+            sent: at(start_ms),
+            first_byte: at(done_ms),
+            done: at(done_ms),
+        }
     }
 
     #[test]

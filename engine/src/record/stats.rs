@@ -57,7 +57,11 @@ mod tests {
         let mut both = new_latency_histogram();
         for i in 0..10_000u64 {
             let v = (i * 7919) % 250_000 + 1;
-            if i % 3 == 0 { a.record(v).unwrap() } else { b.record(v * 2).unwrap() }
+            if i % 3 == 0 {
+                a.record(v).unwrap()
+            } else {
+                b.record(v * 2).unwrap()
+            }
             both.record(if i % 3 == 0 { v } else { v * 2 }).unwrap();
         }
         a.add(&b).unwrap();

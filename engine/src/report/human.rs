@@ -10,7 +10,12 @@ pub fn render(r: &Report) -> String {
     let c = &r.config;
     let w = &mut out;
     let urls = c.urls.iter().map(|u| u.url.as_str()).collect::<Vec<_>>();
-    let _ = writeln!(w, "Target:                 {}{}", urls[0], if urls.len() > 1 { format!(" (+{} more URLs)", urls.len() - 1) } else { String::new() });
+    let _ = writeln!(
+        w,
+        "Target:                 {}{}",
+        urls[0],
+        if urls.len() > 1 { format!(" (+{} more URLs)", urls.len() - 1) } else { String::new() }
+    );
     let mode = match c.rate {
         Some(rate) => format!("open loop at {rate} req/s"),
         None => "closed loop".to_string(),
@@ -29,11 +34,13 @@ pub fn render(r: &Report) -> String {
     let _ = writeln!(w, "Complete requests:      {}", r.requests.completed);
     let _ = writeln!(w, "Failed requests:        {}", r.requests.failed);
     if r.requests.failed > 0 {
-        let parts: Vec<String> = r.requests.errors.iter().filter(|(_, n)| **n > 0).map(|(k, n)| format!("{k}: {n}")).collect();
+        let parts: Vec<String> =
+            r.requests.errors.iter().filter(|(_, n)| **n > 0).map(|(k, n)| format!("{k}: {n}")).collect();
         let _ = writeln!(w, "   ({})", parts.join(", "));
     }
     let codes: Vec<String> = r.status.iter().map(|(k, n)| format!("{k}: {n}")).collect();
-    let _ = writeln!(w, "Status codes:           {}", if codes.is_empty() { "none".to_string() } else { codes.join(", ") });
+    let _ =
+        writeln!(w, "Status codes:           {}", if codes.is_empty() { "none".to_string() } else { codes.join(", ") });
     let _ = writeln!(w, "Total transferred:      {} bytes", r.bytes.total);
     let _ = writeln!(w, "Body transferred:       {} bytes", r.bytes.body);
     if let Some(decoded) = r.bytes.decoded_body {
@@ -53,7 +60,8 @@ pub fn render(r: &Report) -> String {
     }
     let _ = writeln!(w, "\nConnection Times (ms)");
     let _ = writeln!(w, "              min   mean[+/-sd]  median     max");
-    let mut rows = vec![("Connect:", &r.connect_us), ("TLS:", &r.tls_us), ("TTFB:", &r.ttfb_us), ("Total:", &r.latency_us)];
+    let mut rows =
+        vec![("Connect:", &r.connect_us), ("TLS:", &r.tls_us), ("TTFB:", &r.ttfb_us), ("Total:", &r.latency_us)];
     if c.rate.is_some() {
         rows.push(("Uncorrected:", &r.latency_uncorrected_us));
     }

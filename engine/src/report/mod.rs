@@ -135,7 +135,11 @@ impl Report {
             status: (0..r.status.len()).filter(|&s| r.status[s] > 0).map(|s| (s.to_string(), r.status[s])).collect(),
             status_classes: status_classes(&r.status),
             rps: if secs > 0.0 { round3(r.completed as f64 / secs) } else { 0.0 },
-            bytes: Bytes { total: r.bytes_total, body: r.bytes_body, decoded_body: options.decode.then_some(r.bytes_decoded) },
+            bytes: Bytes {
+                total: r.bytes_total,
+                body: r.bytes_body,
+                decoded_body: options.decode.then_some(r.bytes_decoded),
+            },
             latency_us: Stats::of(&r.latency),
             latency_uncorrected_us: Stats::of(&r.latency_uncorrected),
             connect_us: Stats::of(&r.connect),
@@ -143,7 +147,10 @@ impl Report {
             ttfb_us: Stats::of(&r.ttfb),
             latency_percentiles_us: PERCENTILES
                 .iter()
-                .map(|&p| Percentile { percentile: p, value: if r.latency.is_empty() { 0 } else { r.latency.value_at_percentile(p) } })
+                .map(|&p| Percentile {
+                    percentile: p,
+                    value: if r.latency.is_empty() { 0 } else { r.latency.value_at_percentile(p) },
+                })
                 .collect(),
             tls: Tls {
                 protocol: r.tls_info.protocol.clone(),
@@ -214,7 +221,14 @@ fn timeseries(r: &Recorder) -> Vec<Point> {
         .enumerate()
         .map(|(t, s)| {
             let q = |q: f64| if s.latency.is_empty() { 0 } else { s.latency.value_at_quantile(q) };
-            Point { t_s: t as u64, completed: s.completed, errors: s.errors, p50_us: q(0.5), p99_us: q(0.99), bytes: s.bytes }
+            Point {
+                t_s: t as u64,
+                completed: s.completed,
+                errors: s.errors,
+                p50_us: q(0.5),
+                p99_us: q(0.99),
+                bytes: s.bytes,
+            }
         })
         .collect()
 }
@@ -240,7 +254,11 @@ fn engine() -> Engine {
         usage
     };
     let secs = |tv: libc::timeval| round6(tv.tv_sec as f64 + tv.tv_usec as f64 / 1e6);
-    Engine { version: env!("CARGO_PKG_VERSION").to_string(), cpu_user_s: secs(usage.ru_utime), cpu_sys_s: secs(usage.ru_stime) }
+    Engine {
+        version: env!("CARGO_PKG_VERSION").to_string(),
+        cpu_user_s: secs(usage.ru_utime),
+        cpu_sys_s: secs(usage.ru_stime),
+    }
 }
 
 fn round3(x: f64) -> f64 {
