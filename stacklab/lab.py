@@ -49,6 +49,9 @@ class Session:
         return path
 
     def close(self) -> None:
+        """Stop anything still running from this session (a safety net: runs stop their
+        own servers), then remove its files."""
+        _stop_recorded(self.dir)
         shutil.rmtree(self.dir, ignore_errors=True)
         os.close(self._lock_fd)
 
@@ -83,11 +86,15 @@ def cleanup_stale(root: Path) -> list[Path]:
                     fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 except BlockingIOError:
                     continue   # a live stacklab owns it
-            for pgids in session.rglob(procs.PGIDS_FILE):
-                procs.cleanup_leftovers(pgids.parent)
+            _stop_recorded(session)
             shutil.rmtree(session, ignore_errors=True)
             cleaned.append(session)
         finally:
             if fd is not None:
                 os.close(fd)
     return cleaned
+
+
+def _stop_recorded(directory: Path) -> None:
+    for pgids in directory.rglob(procs.PGIDS_FILE):
+        procs.cleanup_leftovers(pgids.parent)

@@ -59,7 +59,8 @@ def test_tiny_experiment_end_to_end(tmp_path):
         assert load["status"] == {"200": 300}
         assert r["rps"] > 0 and r["p99_us"] >= r["p50_us"] > 0
         verdicts = json.loads(r["verdicts_json"])
-        assert [v["status"] for v in verdicts] == ["PASS"]
+        assert {v["status"] for v in verdicts} == {"PASS"}
+        assert "content /index.html" in {v["check"] for v in verdicts}
         versions = json.loads(r["versions_json"])
         assert {"stacklab-load", "stacklab"} <= set(versions)
         configs = json.loads(r["configs_json"])
@@ -92,7 +93,7 @@ def test_tiny_experiment_end_to_end(tmp_path):
 
 def test_a_server_that_fails_is_a_recorded_failed_run_and_the_rest_goes_on(tmp_path,
                                                                             monkeypatch):
-    monkeypatch.setattr(Nginx, "command", lambda self, ctx: ["/bin/false"])
+    monkeypatch.setattr(Nginx, "command", lambda self, ctx, knobs: ["/bin/false"])
     spec = tmp_path / "tiny.toml"
     spec.write_text(TINY.replace("repetitions = 2", "repetitions = 1"))
     db = tmp_path / "stacklab.db"

@@ -11,7 +11,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from ..analyze import ExperimentView  # noqa: E402
-from . import series_name  # noqa: E402
+from . import common_knobs, series_name  # noqa: E402
 
 
 def _series(view: ExperimentView):
@@ -21,9 +21,10 @@ def _series(view: ExperimentView):
         if r.outcome == "ok" and r.load:
             rps_by_trial[r.trial_id].append(r.load["rps"])
     series = defaultdict(list)
+    common = common_knobs(view.summaries)
     for s in view.summaries:
         if s.rps_median is not None:
-            series[series_name(s)].append((s.concurrency, s, rps_by_trial[s.trial_id]))
+            series[series_name(s, common)].append((s.concurrency, s, rps_by_trial[s.trial_id]))
     return {name: sorted(points, key=lambda p: p[0]) for name, points in series.items()}
 
 
