@@ -12,8 +12,6 @@ demo: deps
 	$(VENV)/stacklab doctor
 	$(VENV)/stacklab run presets/quick.toml
 	$(VENV)/stacklab report quick -o results/report.html
-	$(VENV)/stacklab show quick
-	@echo "report: $(CURDIR)/results/report.html"
 
 test: deps test-engine test-python
 

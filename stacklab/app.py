@@ -20,7 +20,7 @@ from .report.html import write_html
 from .report.text import print_summary
 from .runner import run_experiment
 from .spec import ExperimentSpec, load_spec
-from .stacks import COMPONENTS, REGISTRY, STACKS
+from .stacks import COMPONENTS, GROUPS, REGISTRY, STACKS
 from .store import RunRecord, Store
 from .workloads import WORKLOADS
 
@@ -153,8 +153,11 @@ def list_stacks(out: Console) -> None:
     knobs = Table(title="knobs")
     for col in ("knob", "type", "default", "allowed", "meaning", "from"):
         knobs.add_column(col)
-    for name in ["load", *COMPONENTS]:
+    for name in ["load", *GROUPS, *COMPONENTS]:
         version = ""
+        if name in GROUPS:
+            knobs.add_section()
+            knobs.add_row(f"[bold]{name}[/bold] (shared settings)", "", "", "", "", "")
         if name in COMPONENTS:
             try:
                 version = COMPONENTS[name].version()

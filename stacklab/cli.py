@@ -18,7 +18,8 @@ DEFAULT_DB = Path("results/stacklab.db")
 
 cli = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="stacklab: a performance lab for web stacks.")
-out = Console()
+# Piped output (make demo | tee, CI logs) gets room for the whole table.
+out = Console(width=None if sys.stdout.isatty() else 120)
 err = Console(stderr=True)
 
 DbOpt = typer.Option(DEFAULT_DB, "--db", help="Results database (SQLite).")
