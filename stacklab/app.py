@@ -34,9 +34,11 @@ def load(spec_path: Path) -> tuple[ExperimentSpec, Plan]:
     plan = make_plan(spec, STACKS)
     for trial in plan.trials:
         stack = STACKS[trial.stack]
-        if WORKLOADS[trial.workload].needs_php and not stack.php_sapi:
+        needs = WORKLOADS[trial.workload].needs
+        if needs and needs not in stack.runs:
             raise SpecError(spec.path, "matrix.workload", trial.workload,
-                            f"needs PHP, which stack {trial.stack!r} does not run")
+                            f"needs {needs}, which stack {trial.stack!r} does not run "
+                            "(exclude the combination or pick another stack)")
         knobs = effective_knobs(REGISTRY, stack, trial)
         for name in stack.components:
             problem = COMPONENTS[name].check(knobs[name])

@@ -12,6 +12,7 @@ from .errors import StackError
 from .net import free_port
 from .stacks import COMPONENTS, StackDef
 from .stacks.base import RenderContext, Started
+from .stacks.perl import verify_perl
 from .stacks.php import verify_php
 from .verify import Verdict, check_content
 from .workloads import Deployed
@@ -72,4 +73,6 @@ def verify_stack(running: RunningStack, deployed: Deployed) -> list[Verdict]:
     if running.stack.php_sapi:
         verdicts += verify_php(front.endpoint, front.ctx.groups["php"],
                                running.stack.php_sapi, running.stack.php_persistent)
+    if running.stack.perl:
+        verdicts += verify_perl(front.endpoint, running.stack.perl)
     return verdicts

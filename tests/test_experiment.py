@@ -164,3 +164,30 @@ def test_interrupt_stops_every_server_and_resume_finishes_the_rest(tmp_path):
     assert conn.execute("SELECT COUNT(*) FROM experiments").fetchone()[0] == 1
     assert conn.execute("SELECT status FROM experiments").fetchone()[0] == "complete"
     assert server_processes() == []
+
+
+def test_php_handlers_with_opcache_on_and_off_end_to_end(tmp_path):
+    """The issue's comparison: Apache+mod_php, Apache+PHP-FPM, nginx+PHP-FPM × OPcache."""
+    spec = tmp_path / "php.toml"
+    text = (ROOT / "presets" / "php-handlers.toml").read_text()
+    text = text.replace('repetitions = 3', 'repetitions = 1').replace(
+        'duration = "3s"', 'requests = 200').replace('concurrency = [1, 8, 32]',
+                                                      'concurrency = [4]')
+    spec.write_text(text)
+    db = tmp_path / "stacklab.db"
+    result = invoke("run", spec, "--db", db)
+    assert result.exit_code == 0, result.output
+    rows = sqlite3.connect(db).execute(
+        "SELECT t.definition_json, r.outcome, r.verdicts_json, r.completed "
+        "FROM runs r JOIN trials t USING (trial_id)").fetchall()
+    assert len(rows) == 6
+    seen = set()
+    for definition, outcome, verdicts, completed in rows:
+        d = json.loads(definition)
+        assert outcome == "ok" and completed == 200
+        checks = {v["check"]: v for v in json.loads(verdicts)}
+        assert checks["sapi"]["status"] == "PASS"
+        assert checks["opcache"]["status"] == "PASS"
+        assert ("hits" in checks["opcache"]["detail"]) == d["knobs"]["php.opcache"]
+        seen.add((d["stack"], d["knobs"]["php.opcache"]))
+    assert len(seen) == 6

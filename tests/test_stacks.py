@@ -225,3 +225,14 @@ def test_rendered_configs_match_golden_files(tmp_path, stack, overrides, golden)
     if os.environ.get("STACKLAB_UPDATE_GOLDEN"):
         path.write_text(text)
     assert text == path.read_text()
+
+
+@pytest.mark.parametrize("stack", ["apache+perl-cgi", "apache+mod_perl", "apache+mod_perl-perlrun"])
+def test_perl_handlers_really_run_as_claimed(session, stack):
+    verdicts = run_stack(session, stack, "perl-page")
+    assert_all_pass(verdicts)
+    assert any(v.component == "perl" for v in verdicts)
+
+
+def test_perl_cgi_under_a_threaded_mpm_uses_cgid(session):
+    assert_all_pass(run_stack(session, "apache+perl-cgi", "perl-page", apache__mpm="event"))

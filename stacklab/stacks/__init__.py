@@ -12,7 +12,7 @@ from .base import Component
 from .nginx import Nginx
 from .php_fpm import PhpFpm
 
-COMPONENTS: dict[str, Component] = {c.name: c for c in (Nginx(), Apache(), PhpFpm())}
+COMPONENTS: dict[str, Component] = {c.name: c for c in (Nginx(), Apache(), PhpFpm(), Lighttpd())}
 
 # Knob groups: shared settings that are not processes (rendered by the components above).
 GROUPS = {"php": php.KNOBS}
@@ -27,6 +27,12 @@ class StackDef:
     defaults: dict[str, Any] = field(default_factory=dict)  # the stack's own defaults
     php_sapi: str | None = None           # PHP_SAPI its PHP pages must report
     php_persistent: bool = True           # PHP processes outlive a request
+    perl: str | None = None               # how its Perl pages run: cgi, registry, perlrun
+
+    @property
+    def runs(self) -> set[str]:
+        """Languages its pages can be written in (static files always work)."""
+        return {lang for lang, on in (("php", self.php_sapi), ("perl", self.perl)) if on}
 
     @property
     def groups(self) -> tuple[str, ...]:
@@ -54,6 +60,14 @@ STACKS: dict[str, StackDef] = {s.name: s for s in (
              {"apache.php_handler": "fcgid"}, php_sapi="cgi-fcgi"),
     StackDef("apache+cgi", ("apache",), "Apache, .php by plain CGI: php-cgi per request",
              {"apache.php_handler": "cgi"}, php_sapi="cgi-fcgi", php_persistent=False),
+    StackDef("apache+perl-cgi", ("apache",), "Apache, .pl by plain CGI: perl per request",
+             {"apache.perl_handler": "cgi"}, perl="cgi"),
+    StackDef("apache+mod_perl", ("apache",), "Apache prefork, .pl by mod_perl's "
+             "ModPerl::Registry (compiled once per process)",
+             {"apache.perl_handler": "registry"}, {"apache.mpm": "prefork"}, perl="registry"),
+    StackDef("apache+mod_perl-perlrun", ("apache",), "Apache prefork, .pl by mod_perl's "
+             "ModPerl::PerlRun (compiled every request)",
+             {"apache.perl_handler": "perlrun"}, {"apache.mpm": "prefork"}, perl="perlrun"),
 )}
 
 

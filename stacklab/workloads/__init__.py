@@ -9,6 +9,8 @@ from pathlib import Path
 from typing import Callable
 
 from ..verify import CHECK_PATH, Expect
+from .perl import PROBE as PERL_PROBE
+from .perl import perl_page
 from .php import PROBE, php_page
 from .static import check_page, static_page
 
@@ -37,7 +39,7 @@ class Workload:
     description: str
     build: Callable[[int], list[File]]   # seed -> files
     urls: tuple[tuple[str, int], ...]
-    needs_php: bool = False
+    needs: str | None = None      # "php" or "perl": the stack must run it
 
 
 WORKLOADS: dict[str, Workload] = {w.name: w for w in (
@@ -45,10 +47,13 @@ WORKLOADS: dict[str, Workload] = {w.name: w for w in (
              static_page, (("/index.html", 1),)),
     Workload("php-page", "a PHP page that includes a ~60 KB generated library and renders "
              "a table: PHP start-up plus compile, where OPcache matters",
-             php_page, (("/index.php", 1),), needs_php=True),
+             php_page, (("/index.php", 1),), needs="php"),
+    Workload("perl-page", "a Perl page that builds a 100-row table (S2's Perl CGI case)",
+             perl_page, (("/index.pl", 1),), needs="perl"),
 )}
 
 PROBE_PATH = "/_stacklab/probe.php"
+PERL_PROBE_PATH = "/_stacklab/probe.pl"
 # Every deployed file gets this mtime: the same ETag/Last-Modified on every deployment, and
 # never "just written" (OPcache will not cache a file younger than file_update_protection).
 MTIME = 1_577_836_800   # 2020-01-01T00:00:00Z
@@ -59,6 +64,7 @@ def deploy(name: str, docroot: Path, seed: int = 1) -> Deployed:
     any server user. URLs are checked against `expected` before every measurement."""
     workload = WORKLOADS[name]
     files = [*workload.build(seed), File(PROBE_PATH, PROBE),
+             File(PERL_PROBE_PATH, PERL_PROBE, mode=0o755),
              File(CHECK_PATH, check_page())]
     docroot.mkdir(parents=True, exist_ok=True)
     docroot.chmod(0o755)

@@ -41,6 +41,8 @@ class Apache(Component):
     groups = ("php",)
 
     def check(self, knobs: dict[str, Any]) -> str | None:
+        if knobs["php_handler"] != "none" and knobs["perl_handler"] != "none":
+            return "one stack runs either PHP or Perl pages, not both"
         if knobs["php_handler"] == "mod_php" and knobs["mpm"] not in ("prefork", "itk"):
             return (f"mod_php runs only under the prefork MPM (or itk on top of it), not "
                     f"apache.mpm = {knobs['mpm']!r}: Debian's PHP is not thread-safe")
@@ -51,8 +53,10 @@ class Apache(Component):
         if knobs["modules"] == "debian":
             mods += DEBIAN_MODULES
         mods += HANDLER_MODULES[knobs["php_handler"]]
-        if knobs["php_handler"] == "cgi":
+        if "cgi" in (knobs["php_handler"], knobs["perl_handler"]):
             mods.append("cgi" if knobs["mpm"] in ("prefork", "itk") else "cgid")
+        if knobs["perl_handler"] in ("registry", "perlrun"):
+            mods.append("perl")
         if knobs["deflate"]:
             mods += ("filter", "deflate")
         if knobs["expires"] != "off":

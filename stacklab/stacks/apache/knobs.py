@@ -59,5 +59,9 @@ KNOBS = [
          "process; prefork only), fpm (proxy_fcgi to PHP-FPM), fcgid (mod_fcgid managing "
          "php-cgi), cgi (php-cgi started per request); set by the stack.",
          choices=("none", "mod_php", "fpm", "fcgid", "cgi"), source="S1, S5"),
+    Knob(C, "perl_handler", str, "none", "How .pl runs: none, cgi (perl started per request), "
+         "registry (mod_perl ModPerl::Registry: compiled once per process), perlrun "
+         "(ModPerl::PerlRun: compiled every request); set by the stack.",
+         choices=("none", "cgi", "registry", "perlrun"), source="S2"),
     *tls_knobs(C),
 ]
