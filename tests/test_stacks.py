@@ -236,3 +236,10 @@ def test_perl_handlers_really_run_as_claimed(session, stack):
 
 def test_perl_cgi_under_a_threaded_mpm_uses_cgid(session):
     assert_all_pass(run_stack(session, "apache+perl-cgi", "perl-page", apache__mpm="event"))
+
+
+@pytest.mark.parametrize("stack", ["nginx+php-fpm", "apache+mod_php", "apache+php-fpm"])
+def test_php_stacks_run_as_a_normal_user(session, stack):
+    if os.getuid() != 0:
+        pytest.skip("already running as a normal user: the other tests cover it")
+    assert_all_pass(run_stack(session, stack, "php-page", run_as="nobody"))
