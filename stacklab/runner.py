@@ -145,7 +145,8 @@ def execute_run(ctx: RunContext, run: PlannedRun) -> RunRecord:
     outcome, reason, verdicts, load, tail, resources = "ok", None, [], None, None, {}
     try:
         deployed = _deployed(ctx, trial.workload)
-        start_stack(running, knobs, deployed.docroot, run_dir, ctx.tls)
+        start_stack(running, knobs, deployed, run_dir, ctx.tls,
+                    ctx.session.run_dir("cache"))
         verdicts = [v.to_dict() for v in verify_stack(running, deployed)]
         if any_fail_dicts(verdicts):
             outcome, reason = "invalid", "; ".join(

@@ -39,8 +39,9 @@ class RunningStack:
         return "\n".join(COMPONENTS[s.name].log_tail(s) for s in self.started)
 
 
-def start_stack(running: RunningStack, knobs: dict[str, dict[str, Any]], docroot: Path,
-                run_dir: Path, tls: tuple[Path, Path], run_as: str | None = None) -> None:
+def start_stack(running: RunningStack, knobs: dict[str, dict[str, Any]], deployed: Deployed,
+                run_dir: Path, tls: tuple[Path, Path], cache_dir: Path | None = None,
+                run_as: str | None = None) -> None:
     """Start the components back to front into `running` (so that whatever started is
     stopped by stop_stack even if a later one fails); each gets the endpoints of those
     already up."""
@@ -48,8 +49,8 @@ def start_stack(running: RunningStack, knobs: dict[str, dict[str, Any]], docroot
     groups = {g: knobs[g] for g in running.stack.groups}
     for name in reversed(running.stack.components):
         upstreams = {s.name: s.endpoint for s in running.started}
-        ctx = RenderContext(run_dir / name, docroot, HOST, free_port(HOST), user, group,
-                            upstreams, groups, *tls)
+        ctx = RenderContext(run_dir / name, deployed.docroot, HOST, free_port(HOST), user,
+                            group, upstreams, groups, *tls, cache_dir, deployed.database)
         running.started.append(COMPONENTS[name].start(ctx, knobs[name], run_as=run_as))
 
 

@@ -46,8 +46,8 @@ def run_stack(session, stack, workload="static-page", run_as=None, **overrides):
         os.chown(run_dir, entry.pw_uid, entry.pw_gid)
     running = RunningStack(STACKS[stack])
     try:
-        start_stack(running, knobs_for(stack, **overrides), deployed.docroot, run_dir,
-                    make_certificate(session.dir), run_as=run_as)
+        start_stack(running, knobs_for(stack, **overrides), deployed, run_dir,
+                    make_certificate(session.dir), session.run_dir("cache"), run_as=run_as)
         verdicts = verify_stack(running, deployed)
         pgids = [s.proc.pgid for s in running.started]
         assert all(len(procs.group_members(p)) >= 1 for p in pgids)
@@ -152,7 +152,7 @@ def test_verify_fails_when_the_content_is_wrong(session):
     (deployed.docroot / "index.html").write_text("tampered")
     running = RunningStack(STACKS["nginx"])
     try:
-        start_stack(running, knobs_for("nginx"), deployed.docroot, session.run_dir("r"),
+        start_stack(running, knobs_for("nginx"), deployed, session.run_dir("r"),
                     make_certificate(session.dir))
         (deployed.docroot / "index.html").write_text("tampered")
         verdicts = verify_stack(running, deployed)

@@ -32,6 +32,8 @@ class RenderContext:
     groups: dict[str, dict[str, Any]] = field(default_factory=dict)  # shared knob groups (php)
     tls_cert: Path | None = None   # the lab's self-signed certificate and key
     tls_key: Path | None = None
+    cache_dir: Path | None = None  # kept for the whole experiment (e.g. a seeded datadir)
+    database: Any = None           # the workload's database (schema and data), if any
 
 
 @dataclass

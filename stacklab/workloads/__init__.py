@@ -6,7 +6,7 @@ import hashlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 from ..verify import CHECK_PATH, Expect
 from .perl import PROBE as PERL_PROBE
@@ -31,6 +31,7 @@ class Deployed:
     docroot: Path
     urls: tuple[tuple[str, int], ...]          # (path, weight)
     expected: dict[str, Expect]                # path -> what it must return
+    database: Any = None                       # what a database component must hold
 
 
 @dataclass(frozen=True)
