@@ -11,6 +11,7 @@ from .apache import Apache
 from .base import Component
 from .nginx import Nginx
 from .php_fpm import PhpFpm
+from .lighttpd import Lighttpd
 
 COMPONENTS: dict[str, Component] = {c.name: c for c in (Nginx(), Apache(), PhpFpm(), Lighttpd())}
 
@@ -60,6 +61,10 @@ STACKS: dict[str, StackDef] = {s.name: s for s in (
              {"apache.php_handler": "fcgid"}, php_sapi="cgi-fcgi"),
     StackDef("apache+cgi", ("apache",), "Apache, .php by plain CGI: php-cgi per request",
              {"apache.php_handler": "cgi"}, php_sapi="cgi-fcgi", php_persistent=False),
+    StackDef("lighttpd", ("lighttpd",), "lighttpd serving files itself (one event-driven "
+             "process unless lighttpd.max_worker says otherwise)"),
+    StackDef("lighttpd+php-fpm", ("lighttpd", "php-fpm"), "lighttpd, .php by mod_fastcgi to "
+             "PHP-FPM", {"lighttpd.php": "fpm"}, php_sapi="fpm-fcgi"),
     StackDef("apache+perl-cgi", ("apache",), "Apache, .pl by plain CGI: perl per request",
              {"apache.perl_handler": "cgi"}, perl="cgi"),
     StackDef("apache+mod_perl", ("apache",), "Apache prefork, .pl by mod_perl's "

@@ -1,0 +1,3 @@
+from .adapter import Lighttpd
+
+__all__ = ["Lighttpd"]

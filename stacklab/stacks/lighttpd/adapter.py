@@ -1,0 +1,75 @@
+"""lighttpd 1.4, started as `lighttpd -D -f <our config>`; never /etc/lighttpd."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from ...errors import StackError
+from ...net import Endpoint
+from ...verify import CHECK_PATH, Verdict, check_gzip, check_keepalive
+from ..base import Component, RenderContext, Started
+from ..templates import render_template
+from ..tlsverify import check_tls
+from .knobs import KNOBS
+
+HERE = Path(__file__).parent
+MODULES = Path("/usr/lib/lighttpd")
+# Modules Debian ships in packages of their own (mod_fastcgi is built into lighttpd).
+MODULE_PACKAGES = {"deflate": "lighttpd-mod-deflate", "tls": "lighttpd-mod-openssl"}
+MODULE_FILES = {"deflate": "mod_deflate.so", "tls": "mod_openssl.so"}
+
+
+class Lighttpd(Component):
+    name = "lighttpd"
+    package = "lighttpd"
+    binary = "/usr/sbin/lighttpd"
+    knobs = KNOBS
+
+    def check(self, knobs: dict[str, Any]) -> str | None:
+        for knob, package in MODULE_PACKAGES.items():
+            if knobs[knob] and not (MODULES / MODULE_FILES[knob]).exists():
+                return (f"lighttpd.{knob} needs {MODULES / MODULE_FILES[knob]}: "
+                        f"apt-get install {package}")
+        return None
+
+    def endpoint(self, ctx: RenderContext, knobs: dict[str, Any]) -> Endpoint:
+        return Endpoint(ctx.host, ctx.port, scheme="https" if knobs["tls"] else "http")
+
+    def render(self, ctx: RenderContext, knobs: dict[str, Any]) -> dict[str, str]:
+        # lighttpd drops to ctx.user before it opens its logs and configures its modules.
+        ctx.run_dir.chmod(0o755)
+        for sub in ("tmp", "deflate-cache"):
+            (ctx.run_dir / sub).mkdir(exist_ok=True)
+        for log in ("error.log", "access.log"):
+            (ctx.run_dir / log).touch()
+        if ctx.user:
+            for rel in ("tmp", "deflate-cache", "error.log", "access.log"):
+                shutil.chown(ctx.run_dir / rel, ctx.user, ctx.group)
+        return {"lighttpd.conf": render_template(HERE / "lighttpd.conf.j2", ctx, knobs,
+                                                 protocols=knobs["tls_protocols"].split())}
+
+    def command(self, ctx: RenderContext, knobs: dict[str, Any]) -> list[str]:
+        return [self.binary, "-D", "-f", str(ctx.run_dir / "lighttpd.conf")]
+
+    def verify(self, started: Started, front: Started) -> list[Verdict]:
+        k, ep = started.knobs, started.endpoint
+        verdicts = [check_keepalive(self.name, ep, CHECK_PATH, k["max_keep_alive_requests"] > 0),
+                    check_gzip(self.name, ep, CHECK_PATH, k["deflate"])]
+        if k["tls"]:
+            verdicts += check_tls(self.name, ep, k)
+        return verdicts
+
+    def version(self) -> str:
+        try:
+            out = subprocess.run([self.binary, "-v"], capture_output=True, text=True,
+                                 timeout=10).stdout
+        except OSError as e:
+            raise StackError(f"lighttpd: cannot run {self.binary}: {e}") from e
+        m = re.search(r"lighttpd/(\S+)", out)
+        if not m:
+            raise StackError(f"lighttpd: unexpected version output {out.strip()!r}")
+        return m.group(1)

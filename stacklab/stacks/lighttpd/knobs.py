@@ -1,0 +1,42 @@
+from dataclasses import replace
+
+from ...knobs import Knob
+from ..tls import tls_knobs
+
+C = "lighttpd"
+
+
+def _lighttpd_tls(knob: Knob) -> Knob:
+    """lighttpd 1.4.69 has no server-side session cache (it warns "unknown config-key:
+    ssl.session-cache (ignored)"): it resumes by session tickets only."""
+    if knob.name != "tls_session_cache":
+        return knob
+    return replace(knob, default=False, choices=(False,),
+                   meaning="Server-side TLS session cache: lighttpd 1.4.69 has none "
+                   "(ssl.session-cache is ignored), so only false; resumption is by tickets.")
+
+KNOBS = [
+    Knob(C, "max_worker", int, 0, "server.max-worker: processes forked to serve requests "
+         "(0 = one event-driven process, lighttpd's own design).", min=0, max=64,
+         source="S1, S4"),
+    Knob(C, "max_keep_alive_requests", int, 1000, "server.max-keep-alive-requests: requests "
+         "over one keep-alive connection (0 disables keep-alive).", min=0, max=10_000_000,
+         source="S2"),
+    Knob(C, "max_keep_alive_idle", int, 5, "server.max-keep-alive-idle: seconds an idle "
+         "keep-alive connection stays open.", min=1, max=3600, source="S2"),
+    Knob(C, "stat_cache", bool, True, "server.stat-cache-engine: cache file metadata "
+         "(simple) or stat every request (disable).", source="S1"),
+    Knob(C, "access_log", bool, True, "Write an access log (mod_accesslog, in the run "
+         "directory).", source="S1"),
+    Knob(C, "deflate", bool, False, "Compress responses with gzip (mod_deflate; compressed "
+         "static files cached in the run directory).", source="S2, S4"),
+    Knob(C, "deflate_level", int, 1, "deflate.compression-level: gzip level 1 (fast) to 9 "
+         "(small).", min=1, max=9, source="S2"),
+    Knob(C, "listen_backlog", int, 1024, "server.listen-backlog: listen backlog of the "
+         "server socket.", min=1, max=65535),
+    Knob(C, "nofile", int, 0, "server.max-fds: open files of the server (0 = inherit).",
+         min=0, max=1_048_576),
+    Knob(C, "php", str, "none", "Where .php goes: none (served as files) or fpm (mod_fastcgi "
+         "to PHP-FPM); set by the stack.", choices=("none", "fpm"), source="S1, S4"),
+    *map(_lighttpd_tls, tls_knobs(C)),
+]
