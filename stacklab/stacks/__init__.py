@@ -12,8 +12,11 @@ from .base import Component
 from .nginx import Nginx
 from .php_fpm import PhpFpm
 from .lighttpd import Lighttpd
+from .minihttpd import MiniHttpd
+from .webfs import Webfs
 
-COMPONENTS: dict[str, Component] = {c.name: c for c in (Nginx(), Apache(), PhpFpm(), Lighttpd())}
+COMPONENTS: dict[str, Component] = {c.name: c for c in (
+    Nginx(), Apache(), PhpFpm(), Lighttpd(), MiniHttpd(), Webfs())}
 
 # Knob groups: shared settings that are not processes (rendered by the components above).
 GROUPS = {"php": php.KNOBS}
@@ -65,6 +68,10 @@ STACKS: dict[str, StackDef] = {s.name: s for s in (
              "process unless lighttpd.max_worker says otherwise)"),
     StackDef("lighttpd+php-fpm", ("lighttpd", "php-fpm"), "lighttpd, .php by mod_fastcgi to "
              "PHP-FPM", {"lighttpd.php": "fpm"}, php_sapi="fpm-fcgi"),
+    StackDef("mini-httpd", ("mini-httpd",), "mini_httpd serving files itself (for the "
+             "studies' thttpd): a process per connection, no keep-alive"),
+    StackDef("webfs", ("webfs",), "webfsd serving files itself (for the studies' boa): one "
+             "select() process, keep-alive always on"),
     StackDef("apache+perl-cgi", ("apache",), "Apache, .pl by plain CGI: perl per request",
              {"apache.perl_handler": "cgi"}, perl="cgi"),
     StackDef("apache+mod_perl", ("apache",), "Apache prefork, .pl by mod_perl's "

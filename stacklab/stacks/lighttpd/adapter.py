@@ -8,9 +8,10 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+from ... import procs
 from ...errors import StackError
 from ...net import Endpoint
-from ...verify import CHECK_PATH, Verdict, check_gzip, check_keepalive
+from ...verify import CHECK_PATH, Status, Verdict, check_gzip, check_keepalive
 from ..base import Component, RenderContext, Started
 from ..templates import render_template
 from ..tlsverify import check_tls
@@ -58,10 +59,19 @@ class Lighttpd(Component):
     def verify(self, started: Started, front: Started) -> list[Verdict]:
         k, ep = started.knobs, started.endpoint
         verdicts = [check_keepalive(self.name, ep, CHECK_PATH, k["max_keep_alive_requests"] > 0),
-                    check_gzip(self.name, ep, CHECK_PATH, k["deflate"])]
+                    check_gzip(self.name, ep, CHECK_PATH, k["deflate"]),
+                    self._check_workers(started)]
         if k["tls"]:
             verdicts += check_tls(self.name, ep, k)
         return verdicts
+
+    def _check_workers(self, started: Started) -> Verdict:
+        """server.max-worker = N forks N workers beside the parent; 0 is one process."""
+        want = started.knobs["max_worker"] + 1 if started.knobs["max_worker"] else 1
+        running = len(procs.group_members(started.proc.pgid))
+        ok = running == want
+        return Verdict(self.name, "workers", Status.PASS if ok else Status.FAIL,
+                       f"{running} lighttpd processes" + ("" if ok else f", expected {want}"))
 
     def version(self) -> str:
         try:

@@ -1,0 +1,3 @@
+from .adapter import MiniHttpd
+
+__all__ = ["MiniHttpd"]

@@ -1,0 +1,53 @@
+"""mini_httpd 1.30 (for the studies' thttpd), started in the foreground (`-D`) from our
+own arguments (its config file does not take every option, e.g. maxage); never
+/etc/mini-httpd.conf."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from typing import Any
+
+from ...errors import StackError
+from ...verify import CHECK_PATH, Verdict, check_gzip, check_keepalive
+from ..base import Component, RenderContext, Started
+from .knobs import KNOBS
+
+
+class MiniHttpd(Component):
+    name = "mini-httpd"
+    package = "mini-httpd"
+    binary = "/usr/sbin/mini_httpd"
+    knobs = KNOBS
+
+    def render(self, ctx: RenderContext, knobs: dict[str, Any]) -> dict[str, str]:
+        return {}   # everything is in its arguments; it opens its log before dropping user
+
+    def command(self, ctx: RenderContext, knobs: dict[str, Any]) -> list[str]:
+        argv = [self.binary, "-D", "-h", ctx.host, "-p", str(ctx.port),
+                "-d", str(ctx.docroot), "-i", str(ctx.run_dir / "mini_httpd.pid")]
+        if ctx.user:   # as root it would otherwise become nobody
+            argv += ["-u", ctx.user]
+        if knobs["access_log"]:
+            argv += ["-l", str(ctx.run_dir / "access.log")]
+        if knobs["max_age"]:
+            argv += ["-M", str(knobs["max_age"])]
+        return argv
+
+    def verify(self, started: Started, front: Started) -> list[Verdict]:
+        # What it cannot change, checked all the same: every connection closes after one
+        # response, and nothing is compressed.
+        ep = started.endpoint
+        return [check_keepalive(self.name, ep, CHECK_PATH, False),
+                check_gzip(self.name, ep, CHECK_PATH, False)]
+
+    def version(self) -> str:
+        try:
+            out = subprocess.run([self.binary, "-V"], capture_output=True, text=True,
+                                 timeout=10)
+        except OSError as e:
+            raise StackError(f"mini-httpd: cannot run {self.binary}: {e}") from e
+        m = re.search(r"mini_httpd/(\S+)", out.stdout + out.stderr)
+        if not m:
+            raise StackError(f"mini-httpd: unexpected version output {out.stdout.strip()!r}")
+        return m.group(1)

@@ -1,0 +1,13 @@
+from ...knobs import Knob
+
+C = "mini-httpd"
+# mini_httpd 1.30 stands in for the studies' thttpd (S1): the same author's small server.
+# It forks one process per connection and always closes it (no keep-alive), has no
+# compression and no tuning beyond these; its TLS (-S) offers no protocol or session
+# settings, so the shared TLS knobs are not declared for it.
+KNOBS = [
+    Knob(C, "access_log", bool, True, "Write an access log (-l, in the run directory).",
+         source="S1"),
+    Knob(C, "max_age", int, 0, "Cache-Control max-age and Expires on every response, in "
+         "seconds (-M; 0 = none).", min=0, max=31_536_000, source="S1"),
+]

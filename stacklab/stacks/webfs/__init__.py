@@ -1,0 +1,3 @@
+from .adapter import Webfs
+
+__all__ = ["Webfs"]
