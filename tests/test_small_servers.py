@@ -38,6 +38,9 @@ def lab_processes(run_dir_marker: str = "") -> list[str]:
 
 
 def run_stack(session, stack, workload="static-page", run_as=None, **overrides):
+    knobs = knobs_for(stack, **overrides)
+    problems = [COMPONENTS[c].check(knobs[c]) for c in STACKS[stack].components]
+    assert not any(problems), problems     # e.g. a Debian package of a lighttpd module
     verdicts = _run_stack(session, stack, workload, run_as, **overrides)
     assert lab_processes() == []
     return verdicts
@@ -146,3 +149,12 @@ def test_rendered_configs_match_golden_files(tmp_path, stack, overrides, golden)
     if os.environ.get("STACKLAB_UPDATE_GOLDEN"):
         path.write_text(text)
     assert text == path.read_text()
+
+
+def test_lighttpd_names_the_package_of_a_missing_module(tmp_path, monkeypatch):
+    from stacklab.stacks.lighttpd import adapter
+    monkeypatch.setattr(adapter, "MODULES", tmp_path)
+    lighttpd = COMPONENTS["lighttpd"]
+    assert lighttpd.check(knobs_for("lighttpd")["lighttpd"]) is None
+    problem = lighttpd.check(knobs_for("lighttpd", lighttpd__tls=True)["lighttpd"])
+    assert "apt-get install lighttpd-mod-openssl" in problem
