@@ -8,6 +8,9 @@ APT_PACKAGES=(
   nginx apache2 apache2-utils wrk
   openssl procps ca-certificates curl pkg-config build-essential
   python3-venv
+  php8.2-fpm php8.2-cgi php8.2-cli php8.2-opcache php-apcu
+  libapache2-mod-php8.2 libapache2-mod-fcgid libapache2-mpm-itk libapache2-mod-perl2
+  lighttpd lighttpd-mod-deflate lighttpd-mod-openssl mini-httpd webfs
 )
 
 missing=()
