@@ -20,9 +20,10 @@ fn main() -> ExitCode {
     };
     // Ctrl-C and SIGTERM end the run early; the report of what was measured still prints.
     let interrupt = Arc::new(AtomicBool::new(false));
-    // A second signal ends the process at once.
+    // No "second signal kills" shortcut: tools like timeout(1) deliver the
+    // same signal twice (to the child and to its group), and the report must
+    // still print. Workers see the flag within 50 ms.
     for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        let _ = signal_hook::flag::register_conditional_shutdown(signal, 130, Arc::clone(&interrupt));
         let _ = signal_hook::flag::register(signal, Arc::clone(&interrupt));
     }
     match stacklab_load::run(&options, &interrupt) {

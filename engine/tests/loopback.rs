@@ -163,8 +163,12 @@ fn sigint_still_prints_the_report() {
         .spawn()
         .unwrap();
     std::thread::sleep(Duration::from_millis(500));
-    // SAFETY: signalling our own child process.
-    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
+    // SAFETY: signalling our own child process. Twice at once, as timeout(1)
+    // does (child and process group): the report must still print.
+    unsafe {
+        libc::kill(child.id() as libc::pid_t, libc::SIGINT);
+        libc::kill(child.id() as libc::pid_t, libc::SIGINT);
+    }
     let t0 = Instant::now();
     let out = child.wait_with_output().unwrap();
     assert!(t0.elapsed() < Duration::from_secs(3));
