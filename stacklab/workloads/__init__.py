@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import os
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -18,9 +20,20 @@ from .static import check_page, static_page
 @dataclass(frozen=True)
 class File:
     path: str                    # URL path, also the path under the docroot
-    content: bytes
+    # The bytes, or a function that makes them: made only when the docroot does not
+    # already hold this file from an earlier deployment with the same seed (big corpora).
+    content: bytes | Callable[[], bytes]
     expect: Expect | None = None  # None: exact bytes (static file)
     mode: int = 0o644
+    check: bool = True           # verified before measuring (False: one of a large set)
+
+
+@dataclass(frozen=True)
+class Url:
+    """A URL that is not a file of its own (a query string on a script) and what it returns."""
+
+    path: str
+    expect: Expect
 
 
 @dataclass(frozen=True)
@@ -38,19 +51,71 @@ class Deployed:
 class Workload:
     name: str
     description: str
-    build: Callable[[int], list[File]]   # seed -> files
+    build: Callable[[int], list[File | Url]]   # seed -> files (and URLs with queries)
     urls: tuple[tuple[str, int], ...]
     needs: str | None = None      # "php" or "perl": the stack must run it
+    writable: tuple[str, ...] = ()  # directories (URL paths) the server user writes into
+    database: Callable[[int], Any] | None = None   # seed -> the database it needs
+
+
+from . import app, media, pages  # noqa: E402  (they use File)
+from .static import file_100k, portal_page  # noqa: E402
+
+
+def _one(path: str) -> tuple[tuple[str, int], ...]:
+    return ((path, 1),)
 
 
 WORKLOADS: dict[str, Workload] = {w.name: w for w in (
     Workload("static-page", "a few KB of lorem-ipsum HTML (index.html, as in S5)",
-             static_page, (("/index.html", 1),)),
+             static_page, _one("/index.html")),
+    Workload("portal-page", "a 126,237-byte portal front page: navigation, teasers, tables "
+             "(S2's compression case)", portal_page, _one("/portal.html")),
+    Workload("file-100k", "a 100 KiB static file of random bytes (S4's Apache vs lighttpd)",
+             file_100k, _one("/100k.bin")),
+    Workload("picture", "picture.png, ~565 KB (S5's picture object)", media.picture,
+             _one("/picture.png")),
+    Workload("photos", "60 JPEG photos, 30 large + 30 small, average ~323 KB, all equally "
+             "likely (S1's static test)", media.photos, media.PHOTO_URLS),
+    Workload("large-files", "S1's large-file set scaled down: 4×1, 4×5, 4×10 and 1×25 MB of "
+             "random bytes (89 MB), requested in the study's proportions",
+             media.large_files(media.LARGE_SMALL), media.large_urls(media.LARGE_SMALL)),
+    Workload("large-files-full", "S1's full large-file set: 250×1, 250×5, 250×10 and 60×25 MB "
+             "(5.5 GB, more than most page caches hold); generated once per docroot",
+             media.large_files(media.LARGE_FULL), media.large_urls(media.LARGE_FULL)),
     Workload("php-page", "a PHP page that includes a ~60 KB generated library and renders "
              "a table: PHP start-up plus compile, where OPcache matters",
-             php_page, (("/index.php", 1),), needs="php"),
+             php_page, _one("/index.php"), needs="php"),
+    Workload("php-index", "a near-empty index.php: PHP start-up cost only (S1 test 1)",
+             pages.php_index, _one("/index.php"), needs="php"),
+    Workload("php-blank", "<?php echo 1; (S3's blank page, S4's print)", pages.php_blank,
+             _one("/blank.php"), needs="php"),
+    Workload("php-simple", "S5's simple.php: a loop of 100 echoes, then phpinfo()",
+             pages.php_simple, _one("/simple.php"), needs="php"),
+    Workload("php-session", "starts a session and counts visits: a new session per "
+             "cookie-less request (S3's session case)", pages.php_session,
+             _one("/session.php"), needs="php"),
+    Workload("php-cacheable", "a page with Cache-Control, Last-Modified and ETag that "
+             "answers conditional GETs with 304 (S4's HTTP caching)", pages.php_cacheable,
+             _one("/cacheable.php"), needs="php"),
+    Workload("php-output-cache", "S4's output cache in the app: serve the cached file if "
+             "newer than its source, else render and write it", pages.php_output_cache,
+             _one("/cached.php"), needs="php", writable=(pages.OUTPUT_CACHE_DIR,)),
     Workload("perl-page", "a Perl page that builds a 100-row table (S2's Perl CGI case)",
-             perl_page, (("/index.pl", 1),), needs="perl"),
+             perl_page, _one("/index.pl"), needs="perl"),
+    Workload("app-index", "the model application's near-empty index.php (S1 test 1)",
+             app.app_files, _one("/index.php"), needs="php", database=app.database),
+    Workload("app-show", "the model application: latest 50 articles with authors, the same "
+             "rows every time (S1 test 2, the query cache's case)", app.app_files,
+             _one("/showArticle.php?show=1"), needs="php", database=app.database),
+    Workload("app-id", "the model application: 5 random articles, ids chosen in PHP "
+             "(S1 test 3)", app.app_files, _one("/showArticle.php?id=1"), needs="php",
+             database=app.database),
+    Workload("app-tree", "the model application: the article tree to depth 2, fetched "
+             "recursively (S1 test 4)", app.app_files, _one("/showArticle.php?tree=1"),
+             needs="php", database=app.database),
+    Workload("app-mix", "the model application's four URLs, equally likely (S1 tests 1-4)",
+             app.app_files, app.URLS, needs="php", database=app.database),
 )}
 
 PROBE_PATH = "/_stacklab/probe.php"
@@ -58,6 +123,8 @@ PERL_PROBE_PATH = "/_stacklab/probe.pl"
 # Every deployed file gets this mtime: the same ETag/Last-Modified on every deployment, and
 # never "just written" (OPcache will not cache a file younger than file_update_protection).
 MTIME = 1_577_836_800   # 2020-01-01T00:00:00Z
+# What the docroot already holds from earlier deployments: {path: [key, sha256, length]}.
+MANIFEST = ".stacklab-corpus.json"
 
 
 def deploy(name: str, docroot: Path, seed: int = 1) -> Deployed:
@@ -69,22 +136,59 @@ def deploy(name: str, docroot: Path, seed: int = 1) -> Deployed:
              File(CHECK_PATH, check_page())]
     docroot.mkdir(parents=True, exist_ok=True)
     docroot.chmod(0o755)
+    manifest_path = docroot / MANIFEST
+    manifest = json.loads(manifest_path.read_text()) if manifest_path.exists() else {}
     urls = {path for path, _ in workload.urls}
     expected = {}
     for f in files:
-        target = docroot / f.path.lstrip("/")
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.parent.chmod(0o755)
-        target.write_bytes(f.content)
-        target.chmod(f.mode)
-        os.utime(target, (MTIME, MTIME))
-        if f.path in urls:
-            expected[f.path] = f.expect or Expect(hashlib.sha256(f.content).hexdigest(),
-                                                  len(f.content))
+        if isinstance(f, Url):
+            if f.path in urls:
+                expected[f.path] = f.expect
+            continue
+        digest, length = _write(docroot, f, f"{name}:{seed}", manifest)
+        if f.path in urls and f.check:
+            expected[f.path] = f.expect or Expect(digest, length)
+    manifest_path.write_text(json.dumps(manifest))
+    for rel in workload.writable:
+        _writable_dir(docroot / rel.strip("/"))
     for directory in [docroot, *(p for p in docroot.rglob("*") if p.is_dir())]:
         # Read by Apache on every request when apache.allow_override = "all".
         (directory / ".htaccess").write_text("# stacklab: parsed per request under "
                                              "AllowOverride All\n")
         (directory / ".htaccess").chmod(0o644)
         os.utime(directory / ".htaccess", (MTIME, MTIME))
-    return Deployed(name, docroot, workload.urls, expected)
+    database = workload.database(seed) if workload.database else None
+    return Deployed(name, docroot, workload.urls, expected, database)
+
+
+def _write(docroot: Path, f: File, key: str, manifest: dict) -> tuple[str, int]:
+    """Write one file (a generated one only if the docroot lacks it); its sha256 and size."""
+    target = docroot / f.path.lstrip("/")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.parent.chmod(0o755)
+    if callable(f.content):
+        known = manifest.get(f.path)
+        if (known and known[0] == key and target.is_file()
+                and target.stat().st_size == known[2]):
+            return known[1], known[2]
+        content = f.content()
+    else:
+        content = f.content
+    target.write_bytes(content)
+    target.chmod(f.mode)
+    os.utime(target, (MTIME, MTIME))
+    digest = hashlib.sha256(content).hexdigest()
+    if callable(f.content):
+        manifest[f.path] = [key, digest, len(content)]
+    return digest, len(content)
+
+
+def _writable_dir(path: Path) -> None:
+    """A directory the server user writes into, emptied on every deployment."""
+    if path.exists():
+        shutil.rmtree(path)
+    path.mkdir(parents=True)
+    path.chmod(0o1777)
+
+
+__all__ = ["Deployed", "File", "PROBE_PATH", "Url", "WORKLOADS", "Workload", "deploy"]

@@ -32,3 +32,45 @@ def static_page(seed: int):
 def check_page() -> bytes:
     """stacklab's own small HTML page for knob checks (gzip, keep-alive), in every docroot."""
     return html_page(random.Random(0), "stacklab check page", 4, 60)
+
+
+PORTAL_BYTES = 126_237   # S2's portal front page
+
+
+def portal(seed: int, size: int = PORTAL_BYTES) -> bytes:
+    """A portal front page: navigation, teaser boxes with links, a table; padded to size."""
+    rng = random.Random(seed)
+    nav = "".join(f'<li><a href="/section/{i}/">{lorem(rng, 2)[:-1]}</a></li>'
+                  for i in range(40))
+    head = (f"<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>stacklab portal"
+            f"</title>\n<link rel=\"stylesheet\" href=\"/style.css\"></head>\n<body>\n"
+            f"<div id=\"nav\"><ul>{nav}</ul></div>\n<div id=\"main\">\n")
+    tail = "</div>\n</body></html>\n"
+    parts, used, n = [head], len(head) + len(tail), 0
+    while True:
+        n += 1
+        links = "".join(f'<li><a href="/article/{n}/{k}.html">{lorem(rng, 6)[:-1]}</a></li>'
+                        for k in range(5))
+        rows = "".join(f"<tr><td>{lorem(rng, 3)}</td><td>{rng.randint(1, 99999)}</td>"
+                       f"<td>{rng.random():.2f}</td></tr>" for _ in range(3))
+        box = (f'<div class="box" id="b{n}"><h2>{lorem(rng, 5)}</h2>\n<p>{lorem(rng, 60)}</p>\n'
+               f"<ul>{links}</ul>\n<table>{rows}</table></div>\n")
+        if used + len(box) > size - 16:
+            break
+        parts.append(box)
+        used += len(box)
+    pad = size - used - len("<!--  -->\n")
+    parts.append(f"<!-- {'x' * pad} -->\n" if pad >= 0 else "")
+    page = ("".join(parts) + tail).encode()
+    assert len(page) == size, len(page)
+    return page
+
+
+def portal_page(seed: int):
+    from . import File
+    return [File("/portal.html", portal(seed))]
+
+
+def file_100k(seed: int):
+    from . import File
+    return [File("/100k.bin", random.Random(seed).randbytes(100 * 1024))]

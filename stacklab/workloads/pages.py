@@ -1,0 +1,118 @@
+"""Small PHP pages from the studies: blank, simple, session, cacheable, output cache."""
+
+from __future__ import annotations
+
+import hashlib
+import random
+
+from ..verify import Expect
+from .static import html_page
+
+INDEX_MARKER = b"<!-- stacklab php-index ok -->"
+SIMPLE_MARKER = b"<!-- stacklab simple ok -->"
+CACHEABLE_MARKER = b"<!-- stacklab cacheable ok -->"
+OUTPUT_CACHE_MARKER = b"<!-- stacklab output-cache ok -->"
+OUTPUT_CACHE_DIR = "/_cache"
+
+
+def php_index(seed: int):
+    from . import File
+    page = (b"<?php /* stacklab: PHP start-up only */ ?><!DOCTYPE html>\n<html><head>"
+            b"<title>stacklab</title></head><body>" + INDEX_MARKER + b"</body></html>\n")
+    return [File("/index.php", page, Expect(contains=INDEX_MARKER))]
+
+
+def php_blank(seed: int):
+    from . import File
+    return [File("/blank.php", b"<?php echo 1;",
+                 Expect(hashlib.sha256(b"1").hexdigest(), 1))]
+
+
+def php_simple(seed: int):
+    from . import File
+    page = (b"<?php\nfor ($i = 0; $i < 100; $i++) {\n    echo $i, \" \";\n}\n"
+            b"echo \"" + SIMPLE_MARKER + b"\\n\";\nphpinfo();\n")
+    return [File("/simple.php", page, Expect(contains=SIMPLE_MARKER))]
+
+
+SESSION = b"""<?php
+session_start();
+$_SESSION['visits'] = ($_SESSION['visits'] ?? 0) + 1;
+header('Cache-Control: no-store');
+echo '<!DOCTYPE html><html><body><p>visits: ', $_SESSION['visits'], '</p>',
+     '<!-- stacklab session ', session_id() !== '' ? 'ok' : 'none', ' --></body></html>', "\\n";
+"""
+
+
+def php_session(seed: int):
+    from . import File
+    # A request without a cookie is a new session: its first visit.
+    return [File("/session.php", SESSION, Expect(contains=b"<p>visits: 1</p>"))]
+
+
+# Validators from the script's own mtime and content: the same on every deployment.
+CACHEABLE = b"""<?php
+$body = file_get_contents(__DIR__ . '/cacheable.html');
+$etag = '"' . md5($body) . '"';
+$modified = getlastmod();
+header('Cache-Control: public, max-age=300');
+header('Last-Modified: ' . gmdate('D, d M Y H:i:s', $modified) . ' GMT');
+header('ETag: ' . $etag);
+$inm = $_SERVER['HTTP_IF_NONE_MATCH'] ?? null;
+$ims = $_SERVER['HTTP_IF_MODIFIED_SINCE'] ?? null;
+if ($inm !== null ? in_array($etag, array_map('trim', explode(',', $inm)), true)
+                  : ($ims !== null && strtotime($ims) >= $modified)) {
+    http_response_code(304);
+    exit;
+}
+echo $body;
+"""
+
+
+def php_cacheable(seed: int):
+    from . import File
+    body = html_page(random.Random(seed), "stacklab cacheable page", 8, 80)
+    body = body.replace(b"</body>", CACHEABLE_MARKER + b"</body>")
+    return [File("/cacheable.php", CACHEABLE, Expect(contains=CACHEABLE_MARKER)),
+            File("/cacheable.html", body)]
+
+
+# S4: serve the cached output if it is newer than its source, else render and store it.
+OUTPUT_CACHE = b"""<?php
+$source = __DIR__ . '/cached-source.php';
+$cache = __DIR__ . '/_cache/cached.html';
+if (is_file($cache) && filemtime($cache) >= filemtime($source)) {
+    header('X-Output-Cache: HIT');
+    readfile($cache);
+    exit;
+}
+ob_start();
+include $source;
+$out = ob_get_clean();
+$tmp = $cache . '.' . getmypid();
+if (file_put_contents($tmp, $out) !== false) {
+    rename($tmp, $cache);
+}
+header('X-Output-Cache: MISS');
+echo $out;
+"""
+
+
+def _source(rng: random.Random) -> bytes:
+    """The expensive page behind the cache: a table of computed rows."""
+    words = " ".join(f"'{w}'" for w in ("alpha", "beta", "gamma", "delta", "epsilon"))
+    return (f"""<?php
+$w = [{words.replace(" ", ", ")}];
+echo "<!DOCTYPE html>\\n<html><head><title>stacklab output cache</title></head><body><table>\\n";
+for ($i = 0; $i < 400; $i++) {{
+    $h = md5($i . '{rng.randrange(1 << 30)}');
+    printf("<tr><td>%d</td><td>%s</td><td>%s</td></tr>\\n", $i, $w[$i % 5], $h);
+}}
+echo "</table>{OUTPUT_CACHE_MARKER.decode()}</body></html>\\n";
+""").encode()
+
+
+def php_output_cache(seed: int):
+    from . import File
+    return [File("/cached.php", OUTPUT_CACHE, Expect(contains=OUTPUT_CACHE_MARKER)),
+            File("/cached-source.php", _source(random.Random(seed)))]
