@@ -107,15 +107,31 @@ pub fn resolve(urls: &[WeightedUrl], allow_remote: bool) -> Result<Target, Setup
         .to_socket_addrs()
         .map_err(|e| SetupError::new("URL", &first.text, format!("cannot resolve host: {e}")))?
         .collect();
-    let addr = *addrs.first().ok_or_else(|| SetupError::new("URL", &first.text, "host resolves to no address"))?;
-    if !allow_remote && !addrs.iter().all(|a| is_loopback(a.ip())) {
+    if addrs.is_empty() {
+        return Err(SetupError::new("URL", &first.text, "host resolves to no address"));
+    }
+    if let Some(remote) = addrs.iter().find(|a| !allow_remote && !is_loopback(a.ip())) {
         return Err(SetupError::new(
             "URL",
             &first.text,
-            format!("{} is not a loopback address; pass --allow-remote to load it", addr.ip()),
+            format!("{} is not a loopback address; pass --allow-remote to load it", remote.ip()),
         ));
     }
+    let addr = pick_address(&addrs).unwrap_or(addrs[0]);
     Ok(Target { addr, scheme: first.scheme, host: first.host.clone() })
+}
+
+/// With several addresses (e.g. `localhost` as ::1 and 127.0.0.1) use the
+/// first that accepts a connection, like wrk; with one, no probe is made.
+fn pick_address(addrs: &[SocketAddr]) -> Option<SocketAddr> {
+    if addrs.len() > 1 {
+        for addr in addrs {
+            if std::net::TcpStream::connect_timeout(addr, std::time::Duration::from_millis(200)).is_ok() {
+                return Some(*addr);
+            }
+        }
+    }
+    addrs.first().copied()
 }
 
 fn is_loopback(ip: IpAddr) -> bool {
@@ -163,6 +179,16 @@ mod tests {
         let err = resolve(&[weighted("http://10.1.2.3:9/")], false).unwrap_err();
         assert!(err.reason.contains("--allow-remote"));
         assert!(resolve(&[weighted("http://10.1.2.3:9/")], true).is_ok());
+    }
+
+    #[test]
+    fn picks_the_address_that_listens() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let live = listener.local_addr().unwrap();
+        let dead: SocketAddr = format!("[::1]:{}", live.port()).parse().unwrap();
+        assert_eq!(pick_address(&[dead, live]), Some(live));
+        assert_eq!(pick_address(&[dead]), Some(dead));
+        assert_eq!(pick_address(&[]), None);
     }
 
     #[test]
