@@ -1,13 +1,35 @@
-"""Analyze: summarize the repetitions of each trial (medians and spread)."""
+"""Analyze: per-trial statistics over repetitions, and comparisons between trials.
+
+Throughput and resource figures: median with a bootstrap 95% CI over repetitions.
+Latency percentiles: from the runs' merged HdrHistograms, never averaged.
+"""
 
 from __future__ import annotations
 
 import json
-import statistics
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
+from .stats import Comparison, bootstrap_ci, compare, median, merged_percentiles
 from .store import RunRecord, Store
+
+
+@dataclass(frozen=True)
+class Estimate:
+    median: float | None
+    ci: tuple[float, float] | None
+    values: tuple[float, ...]
+
+    @classmethod
+    def of(cls, values: list[float]) -> "Estimate":
+        return cls(median(values), bootstrap_ci(values), tuple(values))
+
+    @property
+    def half_width(self) -> float | None:
+        """CI half-width relative to the median (0.03 = ±3%)."""
+        if not self.ci or not self.median:
+            return None
+        return (self.ci[1] - self.ci[0]) / 2 / self.median
 
 
 @dataclass(frozen=True)
@@ -19,16 +41,36 @@ class TrialSummary:
     concurrency: int
     knobs: dict[str, Any]
     runs_ok: int
-    runs_failed: int          # failed or invalid
-    rps_median: float | None
-    rps_min: float | None
-    rps_max: float | None
-    p50_us: float | None      # median over repetitions
-    p99_us: float | None
-    server_cpu_us: float | None   # server CPU per completed request, median (all components)
-    engine_cpu_us: float | None   # load engine CPU per completed request, median
-    errors: int               # failed requests over all ok runs
-    reasons: tuple[str, ...]  # why runs failed
+    runs_failed: int                      # failed or invalid
+    rps: Estimate
+    mbps: Estimate                        # transfer rate, MB/s on the wire
+    latency_us: dict | None               # pooled p50/p90/p99/p999/max from merged histograms
+    cpu_us_per_request: dict[str, Estimate]   # component -> server CPU per request
+    engine_cpu_us_per_request: Estimate
+    rss_mib_peak: dict[str, Estimate]         # component -> peak RSS
+    pss_mib_per_worker: dict[str, Estimate]   # component -> PSS of one worker process
+    errors: int                           # failed requests over all ok runs
+    flagged: tuple[str, ...]              # run flags seen (generator-bound, …)
+    reasons: tuple[str, ...]              # why runs failed
+    verdicts: tuple[dict, ...] = field(default=())   # of the latest run
+
+    @property
+    def rps_median(self) -> float | None:
+        return self.rps.median
+
+    @property
+    def p50_us(self) -> float | None:
+        return self.latency_us["p50"] if self.latency_us else None
+
+    @property
+    def p99_us(self) -> float | None:
+        return self.latency_us["p99"] if self.latency_us else None
+
+    @property
+    def server_cpu_us(self) -> float | None:
+        """All server components' CPU per request (median over repetitions)."""
+        values = [sum(v) for v in zip(*(e.values for e in self.cpu_us_per_request.values()))]
+        return median(values)
 
 
 @dataclass(frozen=True)
@@ -47,30 +89,44 @@ class ExperimentView:
     runs: list[RunRecord]
 
 
-def _median(values: list[float]) -> float | None:
-    return statistics.median(values) if values else None
-
-
-def per_request_us(cpu_s: float, run: RunRecord) -> float:
+def _per_request(cpu_s: float, run: RunRecord) -> float:
     return cpu_s / run.load["requests"]["completed"] * 1e6
+
+
+def _components(runs: list[RunRecord]) -> list[str]:
+    return sorted({c for r in runs for c in r.resources if not c.startswith("_")})
 
 
 def summarize(definition: dict, label: str, trial_id: str,
               runs: list[RunRecord]) -> TrialSummary:
-    ok = [r for r in runs if r.outcome == "ok" and r.load]
-    rps = [r.load["rps"] for r in ok]
+    ok = [r for r in runs if r.outcome == "ok" and r.load and r.load["requests"]["completed"]]
+    comps = _components(ok)
+
+    def per_component(key: str, per_request: bool = False) -> dict[str, Estimate]:
+        out = {}
+        for c in comps:
+            vals = [r.resources[c][key] for r in ok if r.resources.get(c, {}).get(key) is not None]
+            if per_request:
+                vals = [_per_request(r.resources[c][key], r) for r in ok if c in r.resources]
+            if vals:
+                out[c] = Estimate.of(vals)
+        return out
+
     return TrialSummary(
         trial_id, label, definition["stack"], definition["workload"],
         definition["concurrency"], definition["knobs"], len(ok), len(runs) - len(ok),
-        _median(rps), min(rps, default=None), max(rps, default=None),
-        _median([r.load["latency_us"]["p50"] for r in ok]),
-        _median([r.load["latency_us"]["p99"] for r in ok]),
-        _median([per_request_us(sum(c["cpu_s"] for c in r.resources.values()), r) for r in ok
-                 if r.load["requests"]["completed"]]),
-        _median([per_request_us(r.load["engine"]["cpu_user_s"] + r.load["engine"]["cpu_sys_s"],
-                                r) for r in ok if r.load["requests"]["completed"]]),
+        Estimate.of([r.load["rps"] for r in ok]),
+        Estimate.of([r.load["bytes"]["total"] / r.load["duration_s"] / 1e6 for r in ok
+                     if r.load["duration_s"]]),
+        merged_percentiles([r.load["histogram"] for r in ok if r.load.get("histogram")]),
+        per_component("cpu_s", per_request=True),
+        Estimate.of([_per_request(r.load["engine"]["cpu_user_s"] + r.load["engine"]["cpu_sys_s"],
+                                  r) for r in ok]),
+        per_component("rss_mib_peak"), per_component("pss_mib_per_worker"),
         sum(r.load["requests"]["failed"] for r in ok),
-        tuple(sorted({r.reason for r in runs if r.outcome != "ok" and r.reason})))
+        tuple(sorted({f for r in ok for f in r.flags})),
+        tuple(sorted({r.reason for r in runs if r.outcome != "ok" and r.reason})),
+        tuple(runs[-1].verdicts) if runs else ())
 
 
 def load_view(store: Store, experiment: str | int | None) -> ExperimentView:
@@ -87,3 +143,24 @@ def load_view(store: Store, experiment: str | int | None) -> ExperimentView:
     return ExperimentView(row["id"], row["name"], spec["experiment"].get("description", ""),
                           row["created_at"], row["status"], json.loads(row["host_json"]),
                           row["stacklab_commit"], versions, summaries, runs)
+
+
+def compare_trials(a: TrialSummary, b: TrialSummary) -> list[tuple[str, Comparison]]:
+    """B against A on every metric both have, benchstat style."""
+    rows = [("req/s", compare(a.rps.values, b.rps.values)),
+            ("MB/s", compare(a.mbps.values, b.mbps.values)),
+            ("engine CPU µs/req", compare(a.engine_cpu_us_per_request.values,
+                                          b.engine_cpu_us_per_request.values))]
+    for c in sorted(set(a.cpu_us_per_request) & set(b.cpu_us_per_request)):
+        rows.append((f"{c} CPU µs/req", compare(a.cpu_us_per_request[c].values,
+                                                b.cpu_us_per_request[c].values)))
+    for c in sorted(set(a.rss_mib_peak) & set(b.rss_mib_peak)):
+        rows.append((f"{c} RSS MiB", compare(a.rss_mib_peak[c].values,
+                                             b.rss_mib_peak[c].values)))
+    return rows
+
+
+def rel_spread(e: Estimate) -> float | None:
+    if not e.values or not e.median:
+        return None
+    return (max(e.values) - min(e.values)) / e.median

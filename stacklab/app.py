@@ -18,6 +18,7 @@ from .plan import Plan, PlannedRun, effective_knobs, make_plan
 from .report.export import export_csv, export_json
 from .report.html import write_html
 from .report.text import print_summary
+from .procs import limits_problem
 from .runner import run_experiment
 from .spec import ExperimentSpec, load_spec
 from .stacks import COMPONENTS, GROUPS, REGISTRY, STACKS
@@ -41,7 +42,7 @@ def load(spec_path: Path) -> tuple[ExperimentSpec, Plan]:
                             "(exclude the combination or pick another stack)")
         knobs = effective_knobs(REGISTRY, stack, trial)
         for name in stack.components:
-            problem = COMPONENTS[name].check(knobs[name])
+            problem = COMPONENTS[name].check(knobs[name]) or limits_problem(knobs[name])
             if problem:
                 raise SpecError(spec.path, f"trial {trial.label()}", trial.id, problem)
     return spec, plan
@@ -201,3 +202,47 @@ class RichProgress:
 
     def end(self) -> None:
         self.bar.stop()
+
+
+def compare_cmd(a: str, b: str, db: Path, experiment: str | None, out: Console) -> None:
+    """Two experiments (trial by trial, matched by definition) or two trials of one."""
+    from .report.text import comparison_table, experiments_table
+    with _store(db) as store:
+        names = {str(r["id"]) for r in store.experiments()} | {
+            r["name"] for r in store.experiments()}
+        if a in names and b in names and experiment is None:
+            out.print(experiments_table(load_view(store, a), load_view(store, b)))
+            return
+        view = load_view(store, experiment)
+        ta, tb = _trial(view, a), _trial(view, b)
+    out.print(comparison_table(ta, tb, f"B = {tb.label}  vs  A = {ta.label}"))
+
+
+def _trial(view, prefix: str):
+    found = [s for s in view.summaries if s.trial_id.startswith(prefix)]
+    if len(found) != 1:
+        raise StacklabError(f"{prefix!r}: {'no' if not found else 'more than one'} trial of "
+                            f"experiment {view.name!r} (id {view.id}) has that id; "
+                            "`stacklab show` lists them")
+    return found[0]
+
+
+def recommend_cmd(experiment: str | None, db: Path, out: Console) -> None:
+    from .recommend import best_combinations, effects
+    from .report.text import recommendations_tables
+    with _store(db) as store:
+        view = load_view(store, experiment)
+    found = effects(view, REGISTRY)
+    for table in recommendations_tables(view, found, best_combinations(view, REGISTRY, found)):
+        out.print(table)
+
+
+def export_config_cmd(trial: str, db: Path, experiment: str | None, output: Path) -> list[Path]:
+    from .exportconfig import export_config
+    with _store(db) as store:
+        view = load_view(store, experiment)
+    summary = _trial(view, trial)
+    runs = [r for r in view.runs if r.trial_id == summary.trial_id and r.outcome == "ok"]
+    if not runs:
+        raise StacklabError(f"trial {summary.trial_id} has no successful run to export")
+    return export_config(runs[-1], summary.label, output)

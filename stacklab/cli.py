@@ -106,6 +106,38 @@ def export(experiment: Optional[str] = typer.Argument(None, help="Name or id (de
 
 @cli.command()
 @guarded
+def compare(a: str = typer.Argument(..., help="Experiment (name or id) or trial id (prefix)."),
+            b: str = typer.Argument(..., help="Experiment (name or id) or trial id (prefix)."),
+            experiment: Optional[str] = typer.Option(None, "--experiment", "-e",
+                                                     help="Where the trials are (default: "
+                                                     "newest)."),
+            db: Path = DbOpt) -> None:
+    """Compare two experiments or two trials: ratio with a 95% CI, p-value, verdict."""
+    lab_app.compare_cmd(a, b, db, experiment, out)
+
+
+@cli.command()
+@guarded
+def recommend(experiment: Optional[str] = typer.Argument(None, help="Name or id (default: "
+                                                         "newest)."),
+              db: Path = DbOpt) -> None:
+    """What each varied knob did, ranked by gain, and the best combination."""
+    lab_app.recommend_cmd(experiment, db, out)
+
+
+@cli.command("export-config")
+@guarded
+def export_config(trial: str = typer.Argument(..., help="Trial id (prefix), see `show`."),
+                  output: Path = typer.Option(..., "-o", "--output", help="Directory."),
+                  experiment: Optional[str] = typer.Option(None, "--experiment", "-e"),
+                  db: Path = DbOpt) -> None:
+    """Write a measured variant's configuration files, cleaned of lab paths."""
+    for path in lab_app.export_config_cmd(trial, db, experiment, output):
+        out.print(str(path))
+
+
+@cli.command()
+@guarded
 def stacks() -> None:
     """List stacks, components with their versions, and every knob."""
     lab_app.list_stacks(out)

@@ -1,19 +1,25 @@
-"""Monitor: sample the processes of every running component (CPU seconds, RSS, count).
+"""Monitor: sample every component's processes while the load runs.
 
-A background thread reads /proc every `interval_s` while the load runs; each component
-is its process group. CPU of a process that exits between samples is kept at its last
-reading, so a trace never goes backwards.
+Each component is one process group. Every `interval_s` (100 ms) the sampler reads
+/proc for the group's processes: CPU seconds (user, sys — a live process's own time
+plus that of the children it has reaped, so CPU of short-lived workers is not lost),
+RSS, process and thread counts, and the host's available memory; every
+`pss_every` samples also PSS and USS from smaps_rollup, which costs more. The
+sampler measures its own CPU so its cost can be checked (it must stay under 1% of a
+core). Membership is rescanned every `scan_every` samples; in between only known
+processes are read.
 """
 
 from __future__ import annotations
 
 import os
+import statistics
 import threading
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from . import procs
+from .procs import group_members, proc_stat
 
 TICKS = os.sysconf("SC_CLK_TCK")
 PAGE_MIB = os.sysconf("SC_PAGE_SIZE") / (1 << 20)
@@ -22,84 +28,160 @@ PAGE_MIB = os.sysconf("SC_PAGE_SIZE") / (1 << 20)
 @dataclass
 class Sample:
     t_s: float
-    cpu_s: float       # cumulative since the trace began
+    cpu_user_s: float      # cumulative since the trace began
+    cpu_sys_s: float
     rss_mib: float
+    pss_mib: float | None  # only on the samples that read smaps_rollup
+    uss_mib: float | None
     processes: int
+    threads: int
 
 
 @dataclass
 class ComponentTrace:
     component: str
     samples: list[Sample] = field(default_factory=list)
+    per_process_pss_mib: list[float] = field(default_factory=list)  # latest PSS reading
 
-    def cpu_between(self, t0: float, t1: float) -> float:
-        """CPU seconds used between two moments of the trace (nearest samples)."""
+    def cpu_between(self, t0: float, t1: float) -> tuple[float, float]:
+        """(user, sys) CPU seconds used between two moments (nearest samples)."""
         if not self.samples:
-            return 0.0
-        at = lambda t: min(self.samples, key=lambda s: abs(s.t_s - t)).cpu_s  # noqa: E731
-        return max(0.0, at(t1) - at(t0))
+            return 0.0, 0.0
+        a = min(self.samples, key=lambda s: abs(s.t_s - t0))
+        b = min(self.samples, key=lambda s: abs(s.t_s - t1))
+        return max(0.0, b.cpu_user_s - a.cpu_user_s), max(0.0, b.cpu_sys_s - a.cpu_sys_s)
 
-    def summary(self, measured_from_s: float) -> dict:
-        end = self.samples[-1].t_s if self.samples else 0.0
-        measured = [s for s in self.samples if s.t_s >= measured_from_s] or self.samples
+    def summary(self, load_from_s: float, load_to_s: float) -> dict:
+        """Figures of the measured part of the load [load_from_s, load_to_s]."""
+        during = [s for s in self.samples if load_from_s <= s.t_s <= load_to_s] or self.samples
+        user, sys = self.cpu_between(load_from_s, load_to_s)
+        pss = [s.pss_mib for s in during if s.pss_mib is not None]
+        uss = [s.uss_mib for s in during if s.uss_mib is not None]
+        workers = self.per_process_pss_mib[1:] or self.per_process_pss_mib
         return {
-            "cpu_s": round(self.cpu_between(measured_from_s, end), 4),
-            "rss_mib_max": round(max((s.rss_mib for s in measured), default=0.0), 2),
-            "processes_max": max((s.processes for s in measured), default=0),
+            "cpu_user_s": round(user, 4), "cpu_sys_s": round(sys, 4),
+            "cpu_s": round(user + sys, 4),
+            "rss_mib_peak": _r(max((s.rss_mib for s in during), default=None)),
+            "rss_mib_mean": _r(statistics.fmean(s.rss_mib for s in during) if during else None),
+            "pss_mib_peak": _r(max(pss, default=None)),
+            "uss_mib_peak": _r(max(uss, default=None)),
+            "processes_max": max((s.processes for s in during), default=0),
+            "threads_max": max((s.threads for s in during), default=0),
+            "pss_mib_per_worker": _r(statistics.fmean(workers) if workers else None),
+            "rss_mib_idle_before": _r(self.samples[0].rss_mib if self.samples else None),
+            "rss_mib_after": _r(self.samples[-1].rss_mib if self.samples else None),
             "samples": [asdict(s) for s in self.samples],
         }
 
 
-def _read(pid: int) -> tuple[float, float] | None:
-    """(cpu seconds, rss MiB) of one process, or None if it is gone."""
+def _r(v: float | None) -> float | None:
+    return None if v is None else round(v, 2)
+
+
+def _smaps_rollup(pid: int) -> tuple[float, float] | None:
+    """(PSS, USS) in MiB."""
     try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        rss_pages = int(Path(f"/proc/{pid}/statm").read_text().split()[1])
-    except (OSError, IndexError, ValueError):
+        text = Path(f"/proc/{pid}/smaps_rollup").read_text()
+    except OSError:
         return None
-    fields = stat[stat.rfind(")") + 2:].split()
-    return (int(fields[11]) + int(fields[12])) / TICKS, rss_pages * PAGE_MIB
+    kb = {}
+    for line in text.splitlines()[1:]:
+        parts = line.split()
+        if len(parts) >= 2 and parts[1].isdigit():
+            kb[parts[0].rstrip(":")] = int(parts[1])
+    uss = kb.get("Private_Clean", 0) + kb.get("Private_Dirty", 0)
+    return kb.get("Pss", 0) / 1024, uss / 1024
+
+
+def host_available_mib() -> float | None:
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return None
 
 
 class Monitor:
-    """Samples process groups {component: pgid} from start() until stop()."""
+    """Samples process groups {component: pgid} from __enter__ until __exit__."""
 
-    def __init__(self, groups: dict[str, int], interval_s: float = 0.1):
+    def __init__(self, groups: dict[str, int], interval_s: float = 0.1,
+                 pss_every: int = 10, scan_every: int = 5):
         self.groups = groups
-        self.interval_s = interval_s
+        self.interval_s, self.pss_every, self.scan_every = interval_s, pss_every, scan_every
         self.traces = {name: ComponentTrace(name) for name in groups}
-        self._cpu_seen: dict[str, dict[int, float]] = {name: {} for name in groups}
-        self._base: dict[str, float] = {}
+        self.host_mib: list[float] = []
+        self.sampler_cpu_s = 0.0
+        self.elapsed_s = 0.0
+        self._members: dict[str, list[int]] = {name: [] for name in groups}
+        self._base: dict[str, tuple[float, float]] = {}
+        self._count = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True)
         self._t0 = 0.0
 
     def __enter__(self) -> "Monitor":
         self._t0 = time.monotonic()
-        self.sample()
         self._thread.start()
+        while not any(t.samples for t in self.traces.values()) and self._thread.is_alive():
+            time.sleep(0.005)   # the idle "before" sample exists before load starts
         return self
 
     def __exit__(self, *_) -> None:
         self._stop.set()
         self._thread.join()
-        self.sample()
+
+    def now_s(self) -> float:
+        return time.monotonic() - self._t0
 
     def _loop(self) -> None:
+        cpu0 = time.thread_time()
+        self.sample(pss=True)
         while not self._stop.wait(self.interval_s):
-            self.sample()
+            self.sample(pss=self._count % self.pss_every == 0)
+        self.sample(pss=True)
+        self.sampler_cpu_s = time.thread_time() - cpu0
+        self.elapsed_s = self.now_s()
 
-    def sample(self) -> None:
-        t = time.monotonic() - self._t0
+    def sample(self, pss: bool = False) -> None:
+        t = self.now_s()
+        rescan = self._count % self.scan_every == 0
+        self._count += 1
         for name, pgid in self.groups.items():
-            seen = self._cpu_seen[name]
-            rss, count = 0.0, 0
-            for pid in procs.group_members(pgid):
-                reading = _read(pid)
-                if reading:
-                    seen[pid] = reading[0]
-                    rss += reading[1]
-                    count += 1
-            total = sum(seen.values())
-            base = self._base.setdefault(name, total)
-            self.traces[name].samples.append(Sample(round(t, 3), total - base, rss, count))
+            if rescan:
+                self._members[name] = group_members(pgid)
+            user = sys = rss = 0.0
+            threads = 0
+            live = []
+            for pid in self._members[name]:
+                f = proc_stat(pid)
+                if not f or f[0] == "Z":
+                    continue
+                live.append(pid)
+                user += (int(f[11]) + int(f[13])) / TICKS   # utime + cutime
+                sys += (int(f[12]) + int(f[14])) / TICKS    # stime + cstime
+                threads += int(f[17])
+                rss += int(f[21]) * PAGE_MIB
+            self._members[name] = live
+            base = self._base.setdefault(name, (user, sys))
+            pss_total = uss_total = None
+            trace = self.traces[name]
+            if pss:
+                readings = [r for r in map(_smaps_rollup, live) if r]
+                pss_total = sum(r[0] for r in readings)
+                uss_total = sum(r[1] for r in readings)
+                trace.per_process_pss_mib = [round(r[0], 2) for r in readings]
+            trace.samples.append(Sample(round(t, 3), round(user - base[0], 4),
+                                        round(sys - base[1], 4), round(rss, 2),
+                                        _r(pss_total), _r(uss_total), len(live), threads))
+        mem = host_available_mib()
+        if mem is not None:
+            self.host_mib.append(mem)
+
+    def overhead(self) -> dict:
+        """The sampler's own cost, as a fraction of one core."""
+        share = self.sampler_cpu_s / self.elapsed_s if self.elapsed_s else 0.0
+        return {"sampler_cpu_s": round(self.sampler_cpu_s, 4),
+                "sampler_core_share": round(share, 5),
+                "host_available_mib_min": _r(min(self.host_mib, default=None))}

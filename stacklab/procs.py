@@ -54,6 +54,16 @@ def spawn(name: str, argv: list[str], run_dir: Path, log_path: Path,
     return Proc(name, popen, log_path)
 
 
+def limits_problem(knobs: dict) -> str | None:
+    """Why a process limit knob cannot be applied here (checked before anything starts)."""
+    nofile = knobs.get("nofile")
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    if nofile and hard != resource.RLIM_INFINITY and nofile > hard:
+        return (f"nofile = {nofile} is above this machine's hard open-files limit ({hard}), "
+                "which stacklab cannot raise here")
+    return None
+
+
 def _group_of(user: str | None) -> str | None:
     if user is None:
         return None
@@ -62,19 +72,23 @@ def _group_of(user: str | None) -> str | None:
     return grp.getgrgid(pwd.getpwnam(user).pw_gid).gr_name
 
 
+def proc_stat(pid: int) -> list[str] | None:
+    """Fields of /proc/<pid>/stat after the command name (state is [0], pgrp [2])."""
+    try:
+        raw = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return raw[raw.rfind(")") + 2:].split()
+
+
 def group_members(pgid: int) -> list[int]:
     """Pids of live processes whose process group is pgid (zombies excluded)."""
     members = []
     for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            stat = Path(f"/proc/{entry}/stat").read_text()
-        except OSError:
-            continue
-        fields = stat[stat.rfind(")") + 2:].split()
-        if fields[0] != "Z" and int(fields[2]) == pgid:
-            members.append(int(entry))
+        if entry.isdigit():
+            fields = proc_stat(int(entry))
+            if fields and fields[0] != "Z" and int(fields[2]) == pgid:
+                members.append(int(entry))
     return members
 
 

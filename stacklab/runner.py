@@ -142,7 +142,7 @@ def execute_run(ctx: RunContext, run: PlannedRun) -> RunRecord:
     kept_dir = ctx.results_dir / "runs" / str(ctx.exp_id) / name
     started_at = now()
     running = RunningStack(STACKS[trial.stack])
-    outcome, reason, verdicts, load, tail, resources = "ok", None, [], None, None, {}
+    outcome, reason, verdicts, load, tail, resources, flags = "ok", None, [], None, None, {}, []
     try:
         deployed = _deployed(ctx, trial.workload)
         start_stack(running, knobs, deployed, run_dir, ctx.tls,
@@ -154,10 +154,14 @@ def execute_run(ctx: RunContext, run: PlannedRun) -> RunRecord:
         else:
             plan = _load_plan(ctx.spec, trial, knobs["load"], deployed, running.front)
             with Monitor({s.name: s.proc.pgid for s in running.started}) as monitor:
+                began = monitor.now_s()
                 report = run_load(plan, run_dir)
+                ended = monitor.now_s()
             load = report.raw
-            resources = {name: trace.summary(plan.warmup_s)
+            resources = {name: trace.summary(began + plan.warmup_s, ended)
                          for name, trace in monitor.traces.items()}
+            resources["_monitor"] = monitor.overhead()
+            flags = run_flags(load)
             if not running.alive():
                 outcome, reason = "failed", "server exited during the load"
     except StackError as e:
@@ -172,8 +176,30 @@ def execute_run(ctx: RunContext, run: PlannedRun) -> RunRecord:
         tail = running.log_tail()
     _keep_logs(run_dir, kept_dir)
     return RunRecord(ctx.exp_id, trial.id, run.repetition, outcome, reason, started_at, now(),
-                     knobs, ctx.versions, running.files(), verdicts, load, resources, tail,
-                     str(kept_dir))
+                     knobs, ctx.versions, running.files(), verdicts, load, resources, flags,
+                     tail, str(kept_dir))
+
+
+GENERATOR_BOUND_SHARE = 0.9
+
+
+def run_flags(load: dict) -> list[str]:
+    """Flags that say a run does not describe the server's limit.
+
+    generator-bound: the engine's threads were busy ≥ 90% of the time (its CPU per
+    thread), so the load generator, not the server, may have set the pace.
+    rate-not-kept: an open-loop run completed < 90% of the asked-for rate.
+    """
+    flags = []
+    threads = load["config"].get("threads") or 1
+    engine_cpu = load["engine"]["cpu_user_s"] + load["engine"]["cpu_sys_s"]
+    wall = load["duration_s"] + (load["config"].get("warmup_s") or 0)
+    if wall > 0 and engine_cpu / (wall * threads) >= GENERATOR_BOUND_SHARE:
+        flags.append("generator-bound")
+    rate = load["config"].get("rate")
+    if rate and load["rps"] < 0.9 * rate:
+        flags.append("rate-not-kept")
+    return flags
 
 
 def any_fail_dicts(verdicts: list[dict]) -> bool:

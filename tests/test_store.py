@@ -15,7 +15,7 @@ def record(exp_id, rep=1, outcome="ok"):
     return RunRecord(exp_id, "abc123", rep, outcome, None, "t0", "t1", {"nginx": {"a": 1}},
                      {"nginx": "1.22.1"}, {"nginx/nginx.conf": "x"},
                      [{"component": "nginx", "check": "c", "status": "PASS", "detail": ""}],
-                     load, {"nginx": {"cpu_s": 0.5}}, None, "/r")
+                     load, {"nginx": {"cpu_s": 0.5}}, ["generator-bound"], None, "/r")
 
 
 def new_exp(store, name="e"):

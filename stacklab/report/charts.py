@@ -23,7 +23,7 @@ def _series(view: ExperimentView):
     series = defaultdict(list)
     common = common_knobs(view.summaries)
     for s in view.summaries:
-        if s.rps_median is not None:
+        if s.rps.median is not None and s.latency_us:
             series[series_name(s, common)].append((s.concurrency, s, rps_by_trial[s.trial_id]))
     return {name: sorted(points, key=lambda p: p[0]) for name, points in series.items()}
 
@@ -36,18 +36,28 @@ def _svg(fig) -> str:
     return svg[svg.find("<svg"):]
 
 
+def _concurrency_axis(ax, view: ExperimentView) -> None:
+    levels = sorted({s.concurrency for s in view.summaries})
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(levels)
+    ax.set_xticklabels([str(c) for c in levels])
+    ax.minorticks_off()
+    ax.set_xlabel("concurrent connections")
+
+
 def throughput_chart(view: ExperimentView) -> str:
     fig, ax = plt.subplots(figsize=(8, 4.5))
     for name, points in _series(view).items():
         xs = [p[0] for p in points]
-        line, = ax.plot(xs, [p[1].rps_median for p in points], marker="o", label=name)
-        ax.fill_between(xs, [p[1].rps_min for p in points], [p[1].rps_max for p in points],
-                        color=line.get_color(), alpha=0.15)
+        line, = ax.plot(xs, [p[1].rps.median for p in points], marker="o", label=name)
+        lo = [(p[1].rps.ci or (p[1].rps.median,) * 2)[0] for p in points]
+        hi = [(p[1].rps.ci or (p[1].rps.median,) * 2)[1] for p in points]
+        ax.fill_between(xs, lo, hi, color=line.get_color(), alpha=0.15)
         for x, _, reps in points:
             ax.scatter([x] * len(reps), reps, s=10, color=line.get_color(), alpha=0.6)
-    ax.set_xscale("log", base=2)
-    ax.set_xlabel("concurrent connections")
-    ax.set_ylabel("requests/s (median; band = min–max of repetitions)")
+    _concurrency_axis(ax, view)
+    ax.set_ylabel("requests/s")
+    ax.set_title("Throughput: median, bootstrap 95% CI band, dots = repetitions")
     ax.set_ylim(bottom=0)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
@@ -62,10 +72,37 @@ def latency_chart(view: ExperimentView) -> str:
                         label=f"{name} p50")
         ax.plot(xs, [p[1].p99_us / 1000 for p in points], marker="^", linestyle="--",
                 color=line.get_color(), label=f"{name} p99")
-    ax.set_xscale("log", base=2)
+    _concurrency_axis(ax, view)
     ax.set_yscale("log")
-    ax.set_xlabel("concurrent connections")
-    ax.set_ylabel("latency, ms (median of repetitions)")
+    ax.set_ylabel("latency, ms")
+    ax.set_title("Latency p50 (solid) and p99 (dashed), merged histograms")
     ax.grid(alpha=0.3, which="both")
     ax.legend(fontsize=8)
     return _svg(fig)
+
+
+def _component_chart(view: ExperimentView, metric, ylabel: str, title: str) -> str:
+    fig, ax = plt.subplots(figsize=(8, 4))
+    for name, points in _series(view).items():
+        comps = sorted({c for _, s, _ in points for c in metric(s)})
+        for comp in comps:
+            xs = [x for x, s, _ in points if comp in metric(s)]
+            ys = [metric(s)[comp].median for _, s, _ in points if comp in metric(s)]
+            ax.plot(xs, ys, marker="o", label=f"{name}: {comp}")
+    _concurrency_axis(ax, view)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.set_ylim(bottom=0)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    return _svg(fig)
+
+
+def cpu_chart(view: ExperimentView) -> str:
+    return _component_chart(view, lambda s: s.cpu_us_per_request, "CPU µs per request",
+                            "Server CPU per request, by component")
+
+
+def memory_chart(view: ExperimentView) -> str:
+    return _component_chart(view, lambda s: s.rss_mib_peak, "peak RSS, MiB",
+                            "Memory during the load, by component")

@@ -36,7 +36,7 @@ def export_csv(view: ExperimentView) -> str:
 
 
 def export_json(view: ExperimentView) -> str:
-    doc = {"schema_version": 1, "experiment": {
+    doc = {"schema_version": 2, "experiment": {
         "id": view.id, "name": view.name, "description": view.description,
         "created_at": view.created_at, "status": view.status, "host": view.host,
         "stacklab_commit": view.commit, "versions": view.versions},

@@ -30,7 +30,8 @@ class RunRecord:
     configs: dict[str, str]
     verdicts: list[dict]
     load: dict | None
-    resources: dict              # component -> monitor summary (cpu_s, rss_mib_max, samples)
+    resources: dict              # component -> monitor summary (cpu_s, memory, samples)
+    flags: list[str]             # e.g. generator-bound: the run does not show the server's limit
     log_tail: str | None
     run_dir: str | None
 
@@ -132,14 +133,14 @@ class Store:
                 self.conn.execute(
                     "INSERT INTO runs (experiment_id, trial_id, repetition, outcome, reason,"
                     " started_at, ended_at, knobs_json, versions_json, configs_json,"
-                    " verdicts_json, load_json, resources_json, log_tail, run_dir, rps, p50_us,"
-                    " p99_us, completed, failed_requests, engine_cpu_s)"
-                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    " verdicts_json, load_json, resources_json, flags_json, log_tail, run_dir, rps,"
+                    " p50_us, p99_us, completed, failed_requests, engine_cpu_s)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     (r.experiment_id, r.trial_id, r.repetition, r.outcome, r.reason,
                      r.started_at, r.ended_at, json.dumps(r.knobs), json.dumps(r.versions),
                      json.dumps(r.configs), json.dumps(r.verdicts),
                      json.dumps(r.load) if r.load is not None else None,
-                     json.dumps(r.resources), r.log_tail,
+                     json.dumps(r.resources), json.dumps(r.flags), r.log_tail,
                      r.run_dir, load.get("rps"), lat.get("p50"), lat.get("p99"),
                      req.get("completed"), req.get("failed"),
                      (eng.get("cpu_user_s", 0) + eng.get("cpu_sys_s", 0)) if eng else None))
@@ -160,7 +161,8 @@ class Store:
                 json.loads(row["knobs_json"]), json.loads(row["versions_json"]),
                 json.loads(row["configs_json"]), json.loads(row["verdicts_json"]),
                 json.loads(row["load_json"]) if row["load_json"] else None,
-                json.loads(row["resources_json"]), row["log_tail"], row["run_dir"])
+                json.loads(row["resources_json"]), json.loads(row["flags_json"]),
+                row["log_tail"], row["run_dir"])
 
 
 class _Tx:

@@ -43,6 +43,7 @@ MIGRATIONS: list[str] = [
         verdicts_json TEXT NOT NULL,
         load_json TEXT,
         resources_json TEXT NOT NULL,
+        flags_json TEXT NOT NULL,
         log_tail TEXT,
         run_dir TEXT,
         rps REAL,
