@@ -14,9 +14,11 @@ from .php_fpm import PhpFpm
 from .lighttpd import Lighttpd
 from .minihttpd import MiniHttpd
 from .webfs import Webfs
+from .mariadb import MariaDB
+from .memcached import Memcached
 
 COMPONENTS: dict[str, Component] = {c.name: c for c in (
-    Nginx(), Apache(), PhpFpm(), Lighttpd(), MiniHttpd(), Webfs())}
+    Nginx(), Apache(), PhpFpm(), Lighttpd(), MiniHttpd(), Webfs(), MariaDB(), Memcached())}
 
 # Knob groups: shared settings that are not processes (rendered by the components above).
 GROUPS = {"php": php.KNOBS}
@@ -80,6 +82,17 @@ STACKS: dict[str, StackDef] = {s.name: s for s in (
     StackDef("apache+mod_perl-perlrun", ("apache",), "Apache prefork, .pl by mod_perl's "
              "ModPerl::PerlRun (compiled every request)",
              {"apache.perl_handler": "perlrun"}, {"apache.mpm": "prefork"}, perl="perlrun"),
+    StackDef("nginx+php-fpm+mariadb", ("nginx", "php-fpm", "mariadb"), "nginx, PHP-FPM and "
+             "MariaDB: S1's model application on FastCGI", {"nginx.php": "fpm"},
+             php_sapi="fpm-fcgi"),
+    StackDef("apache+mod_php+mariadb", ("apache", "mariadb"), "Apache prefork with mod_php "
+             "and MariaDB: S1's LAMP", {"apache.php_handler": "mod_php"},
+             {"apache.mpm": "prefork"}, php_sapi="apache2handler"),
+    StackDef("apache+php-fpm+mariadb", ("apache", "php-fpm", "mariadb"), "Apache, PHP-FPM "
+             "and MariaDB", {"apache.php_handler": "fpm"}, php_sapi="fpm-fcgi"),
+    StackDef("nginx+php-fpm+memcached", ("nginx", "php-fpm", "memcached"), "nginx and "
+             "PHP-FPM with sessions in memcached (S3)",
+             {"nginx.php": "fpm", "php.session_handler": "memcached"}, php_sapi="fpm-fcgi"),
 )}
 
 

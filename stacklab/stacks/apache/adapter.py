@@ -76,7 +76,7 @@ class Apache(Component):
                                                modules=MODULES,
                                                load_modules=self.modules(knobs))}
         if knobs["php_handler"] != "none":
-            files.update(render_php_config(ctx.run_dir, ctx.groups["php"]))
+            files.update(render_php_config(ctx.run_dir, ctx.groups["php"], ctx.upstreams))
         if knobs["php_handler"] == "fcgid":
             ipc = ctx.run_dir / "fcgid"     # mod_fcgid binds its sockets as the server user
             ipc.mkdir(exist_ok=True)

@@ -7,8 +7,10 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from ...errors import StackError
+
 # Load order where it matters (Debian's priorities): these first, the rest by name.
-_FIRST = ("opcache", "pdo", "mysqlnd", "xml")
+_FIRST = ("opcache", "pdo", "mysqlnd", "xml", "igbinary", "msgpack")  # memcached needs both
 _ZEND = ("opcache", "xdebug")
 _OPT_IN = ("opcache", "apcu")    # loaded only when their knob says so
 
@@ -25,9 +27,17 @@ def installed_extensions() -> list[str]:
     return sorted(names, key=lambda n: (_FIRST.index(n) if n in _FIRST else len(_FIRST), n))
 
 
-def _extension_lines(knobs: dict[str, Any]) -> list[str]:
+# What a backend needs even under extensions = "minimal".
+_FOR_MARIADB = ("mysqlnd", "mysqli", "pdo", "pdo_mysql")
+_FOR_MEMCACHED = ("igbinary", "msgpack", "memcached")
+
+
+def _extension_lines(knobs: dict[str, Any], upstreams: dict[str, Any]) -> list[str]:
     wanted = [] if knobs["extensions"] == "minimal" else [
         n for n in installed_extensions() if n not in _OPT_IN]
+    needed = [*(_FOR_MARIADB if "mariadb" in upstreams else ()),
+              *(_FOR_MEMCACHED if knobs["session_handler"] == "memcached" else ())]
+    wanted += [n for n in needed if n not in wanted]
     if knobs["opcache"]:
         wanted.insert(0, "opcache")
     if knobs["apcu"]:
@@ -37,13 +47,33 @@ def _extension_lines(knobs: dict[str, Any]) -> list[str]:
             for n in wanted if n in available]
 
 
-def render_php_config(run_dir: Path, knobs: dict[str, Any]) -> dict[str, str]:
+def _backend_lines(knobs: dict[str, Any], upstreams: dict[str, Any]) -> str:
+    """The database socket and the session store, from the components started behind."""
+    lines = []
+    if "mariadb" in upstreams:
+        sock = upstreams["mariadb"].unix
+        lines += [f'mysqli.default_socket = "{sock}"', f'pdo_mysql.default_socket = "{sock}"']
+    if knobs["session_handler"] == "memcached":
+        if "memcached" not in upstreams:
+            raise StackError("php.session_handler = memcached needs a stack with memcached "
+                             "(e.g. nginx+php-fpm+memcached)")
+        ep = upstreams["memcached"]
+        lines += ["session.save_handler = memcached",
+                  f'session.save_path = "{ep.host}:{ep.port}"']
+    return "".join(line + "\n" for line in lines)
+
+
+def render_php_config(run_dir: Path, knobs: dict[str, Any],
+                      upstreams: dict[str, Any] | None = None) -> dict[str, str]:
     """Files (relative to run_dir): php.ini and conf.d/extensions.ini."""
+    upstreams = upstreams or {}
     (run_dir / "conf.d").mkdir(parents=True, exist_ok=True)
     sessions = run_dir / "sessions"
     sessions.mkdir(exist_ok=True)
     sessions.chmod(0o1777)
     on = lambda v: "On" if v else "Off"  # noqa: E731
+    session_files = (f'session.save_handler = files\nsession.save_path = "{sessions}"\n'
+                     if knobs["session_handler"] == "files" else "")
     ini = f"""; Rendered by stacklab for one run; do not edit.
 memory_limit = 256M
 display_errors = Off
@@ -54,18 +84,16 @@ expose_php = {on(knobs["expose_php"])}
 register_argc_argv = {on(knobs["register_argc_argv"])}
 realpath_cache_size = {knobs["realpath_cache_size_kb"]}K
 session.auto_start = {1 if knobs["session_auto_start"] else 0}
-session.save_handler = files
-session.save_path = "{sessions}"
-zlib.output_compression = {on(knobs["zlib_output_compression"])}
+{session_files}zlib.output_compression = {on(knobs["zlib_output_compression"])}
 opcache.enable = {1 if knobs["opcache"] else 0}
 opcache.enable_cli = 0
 opcache.memory_consumption = {knobs["opcache_memory_mb"]}
 opcache.validate_timestamps = {1 if knobs["opcache_validate_timestamps"] else 0}
 opcache.revalidate_freq = 2
 apc.enabled = {1 if knobs["apcu"] else 0}
-"""
+{_backend_lines(knobs, upstreams)}"""
     return {"php.ini": ini,
-            "conf.d/extensions.ini": "\n".join(_extension_lines(knobs)) + "\n"}
+            "conf.d/extensions.ini": "\n".join(_extension_lines(knobs, upstreams)) + "\n"}
 
 
 def php_env(run_dir: Path) -> dict[str, str]:

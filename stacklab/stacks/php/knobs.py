@@ -22,4 +22,7 @@ KNOBS = [
          source="S5"),
     Knob(C, "zlib_output_compression", bool, False, "PHP compresses its own output "
          "(zlib.output_compression).", source="S2"),
+    Knob(C, "session_handler", str, "files", "Where sessions live: files (one file per "
+         "session) or memcached (needs a stack with memcached).",
+         choices=("files", "memcached"), source="S3"),
 ]

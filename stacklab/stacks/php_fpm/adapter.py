@@ -43,7 +43,7 @@ class PhpFpm(Component):
         ep = self.endpoint(ctx, knobs)
         listen = str(ep.unix) if ep.unix else f"{ep.host}:{ep.port}"
         ctx.run_dir.chmod(0o755)
-        files = render_php_config(ctx.run_dir, ctx.groups["php"])
+        files = render_php_config(ctx.run_dir, ctx.groups["php"], ctx.upstreams)
         files["php-fpm.conf"] = render_template(HERE / "php-fpm.conf.j2", ctx, knobs,
                                                 listen=listen)
         log = ctx.run_dir / "php-error.log"

@@ -1,0 +1,64 @@
+"""MariaDB (mariadbd) from our own my.cnf (`--defaults-file`, never /etc/mysql), on a unix
+socket in the run directory, over a datadir seeded once per experiment."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from ...errors import StackError
+from ...net import Endpoint, socket_ready
+from ..base import Component, RenderContext, Started
+from ..templates import render_template
+from .knobs import KNOBS
+from .seed import datadir_for, ensure_datadir
+from .verify import verify_mariadb
+
+HERE = Path(__file__).parent
+
+
+class MariaDB(Component):
+    name = "mariadb"
+    package = "mariadb-server"
+    binary = "/usr/sbin/mariadbd"
+    knobs = KNOBS
+
+    def endpoint(self, ctx: RenderContext, knobs: dict[str, Any]) -> Endpoint:
+        return Endpoint(ctx.host, ctx.port, ctx.run_dir / "mariadb.sock", scheme="mysql")
+
+    def datadir(self, ctx: RenderContext, knobs: dict[str, Any]) -> Path:
+        cache = ctx.cache_dir or ctx.run_dir / "cache"
+        return datadir_for(cache, self.version(), ctx.database, knobs["engine"])
+
+    def render(self, ctx: RenderContext, knobs: dict[str, Any]) -> dict[str, str]:
+        ctx.run_dir.chmod(0o755)     # the PHP user reaches the socket through it
+        (ctx.run_dir / "tmp").mkdir(exist_ok=True)
+        datadir = self.datadir(ctx, knobs)
+        ensure_datadir(datadir, ctx.database, knobs["engine"], ctx.run_dir, self.binary)
+        return {"my.cnf": render_template(
+            HERE / "my.cnf.j2", ctx, knobs, datadir=datadir,
+            socket=self.endpoint(ctx, knobs).unix,
+            server_user="root" if os.getuid() == 0 else None)}
+
+    def command(self, ctx: RenderContext, knobs: dict[str, Any]) -> list[str]:
+        return [self.binary, f"--defaults-file={ctx.run_dir / 'my.cnf'}"]
+
+    def ready(self, started: Started) -> bool:
+        return socket_ready(started.endpoint)
+
+    def verify(self, started: Started, front: Started) -> list:
+        return verify_mariadb(started, front)
+
+    def version(self) -> str:
+        try:
+            out = subprocess.run([self.binary, "--no-defaults", "--version"],
+                                 capture_output=True, text=True, timeout=10).stdout
+        except OSError as e:
+            raise StackError(f"mariadb: cannot run {self.binary}: {e}") from e
+        m = re.search(r"Ver (\d+\.\d+\.\d+)", out)
+        if not m:
+            raise StackError(f"mariadb: unexpected version output {out.strip()!r}")
+        return m.group(1)

@@ -1,0 +1,130 @@
+"""A seeded datadir, made once per experiment in the cache directory and reused.
+
+mariadb-install-db into a temporary directory, a private mariadbd on a socket there,
+the schema and LOAD DATA LOCAL of the generated rows, a clean shutdown, then a rename:
+a datadir either exists complete (with its stamp) or not at all.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import shutil
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+from ... import procs
+from ...errors import StackError
+from ...workloads.appdata import AppDatabase, write_tsv
+from .client import client_argv
+
+INSTALL_DB = "/usr/bin/mariadb-install-db"
+STAMP = ".stacklab-seeded"
+
+SCHEMA = """
+CREATE DATABASE `{db}` CHARACTER SET utf8mb4;
+CREATE USER '{user}'@'localhost' IDENTIFIED BY '{password}';
+GRANT SELECT ON `{db}`.* TO '{user}'@'localhost';
+USE `{db}`;
+CREATE TABLE authors (
+  id INT UNSIGNED NOT NULL PRIMARY KEY,
+  name VARCHAR(100) NOT NULL
+) ENGINE={engine};
+CREATE TABLE articles (
+  id INT UNSIGNED NOT NULL PRIMARY KEY,
+  title VARCHAR(255) NOT NULL,
+  summary TEXT NOT NULL,
+  body MEDIUMTEXT NOT NULL,
+  author INT UNSIGNED NOT NULL,
+  published DATETIME NOT NULL,
+  parent INT UNSIGNED NOT NULL,
+  `left` INT UNSIGNED NOT NULL,
+  `right` INT UNSIGNED NOT NULL,
+  KEY published (published),
+  KEY author (author),
+  KEY parent (parent)
+) ENGINE={engine};
+LOAD DATA LOCAL INFILE '{authors}' INTO TABLE authors;
+LOAD DATA LOCAL INFILE '{articles}' INTO TABLE articles;
+"""
+
+
+def datadir_for(cache_dir: Path, version: str, database: Any, engine: str) -> Path:
+    key = database.key if isinstance(database, AppDatabase) else "empty"
+    return cache_dir / f"mariadb-{version}-{key}-{engine}"
+
+
+def ensure_datadir(datadir: Path, database: Any, engine: str, log_dir: Path,
+                   binary: str, timeout_s: float = 120.0) -> bool:
+    """Make the seeded datadir unless it exists; True if it was made now."""
+    datadir.parent.mkdir(parents=True, exist_ok=True)
+    with open(datadir.parent / ".mariadb-seed.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if (datadir / STAMP).exists():
+            return False
+        work = datadir.with_name(datadir.name + ".tmp")
+        shutil.rmtree(work, ignore_errors=True)
+        work.mkdir()
+        _install(work, log_dir)
+        if isinstance(database, AppDatabase):
+            _load(work, database, engine, log_dir, binary, timeout_s)
+        (work / STAMP).write_text(f"{database!r} engine={engine}\n")
+        shutil.rmtree(datadir, ignore_errors=True)
+        work.rename(datadir)
+        return True
+
+
+def _root_args() -> list[str]:
+    return ["--user=root"] if os.getuid() == 0 else []
+
+
+def _install(work: Path, log_dir: Path) -> None:
+    argv = [INSTALL_DB, "--no-defaults", f"--datadir={work}", *_root_args(),
+            "--auth-root-authentication-method=normal", "--skip-test-db",
+            "--skip-name-resolve"]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    (log_dir / "install-db.log").write_text(done.stdout + done.stderr)
+    if done.returncode != 0:
+        raise StackError(f"mariadb: mariadb-install-db failed ({done.returncode})",
+                         done.stderr[-2000:])
+
+
+def _load(work: Path, db: AppDatabase, engine: str, log_dir: Path, binary: str,
+          timeout_s: float) -> None:
+    """Start a private server on the new datadir, create and fill the schema, stop it."""
+    socket = work / "seed.sock"
+    rows = work / "seed-rows"
+    rows.mkdir()
+    write_tsv(db, rows / "authors.tsv", rows / "articles.tsv")
+    argv = [binary, "--no-defaults", f"--datadir={work}", f"--socket={socket}",
+            f"--pid-file={work / 'seed.pid'}", f"--log-error={log_dir / 'seed-error.log'}",
+            "--skip-networking", "--skip-log-bin", "--innodb-flush-log-at-trx-commit=0",
+            "--innodb-buffer-pool-size=256M", "--local-infile=1",
+            "--innodb-buffer-pool-dump-at-shutdown=0", *_root_args()]
+    proc = procs.spawn("mariadb-seed", argv, log_dir, log_dir / "seed.out")
+    try:
+        _wait_socket(proc, socket, timeout_s)
+        sql = SCHEMA.format(db=db.name, user=db.user, password=db.password, engine=engine,
+                            authors=rows / "authors.tsv", articles=rows / "articles.tsv")
+        done = subprocess.run(client_argv(socket, "--local-infile=1"), input=sql,
+                              capture_output=True, text=True, timeout=timeout_s)
+        if done.returncode != 0:
+            raise StackError(f"mariadb: seeding failed: {done.stderr.strip()}")
+    finally:
+        procs.stop(proc, grace_s=60.0)
+    shutil.rmtree(rows)
+    for leftover in (socket, work / "seed.pid"):
+        leftover.unlink(missing_ok=True)
+
+
+def _wait_socket(proc: procs.Proc, socket: Path, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not socket.exists():
+        if not proc.alive():
+            raise StackError("mariadb: the seeding server exited",
+                             procs.log_tail(proc.log_path))
+        if time.monotonic() > deadline:
+            raise StackError(f"mariadb: the seeding server not ready after {timeout_s:g} s")
+        time.sleep(0.05)
