@@ -82,8 +82,13 @@ def print_plan(spec: ExperimentSpec, plan: Plan, out: Console) -> None:
                       " ".join(f"{k}={v}" for k, v in t.knobs) or "defaults")
     out.print(table)
     minutes, seconds = divmod(int(plan.estimated_s(spec)), 60)
-    out.print(f"{len(plan.trials)} trials × {spec.experiment.repetitions} repetitions = "
+    e = spec.experiment
+    out.print(f"{len(plan.trials)} trials × {e.first_repetitions} repetitions = "
               f"{len(plan.runs)} runs, estimated {minutes} min {seconds} s")
+    if e.auto:
+        out.print(f"repetitions = auto: more rounds until each trial's req/s CI half-width is "
+                  f"under {e.ci_target:.0%}, at most {e.max_repetitions} repetitions "
+                  f"({plan.max_runs(spec)} runs)")
 
 
 def show(experiment: str | None, db: Path, out: Console) -> None:
@@ -190,6 +195,10 @@ class RichProgress:
         self.task = self.bar.add_task("starting", total=total, completed=done)
         if done:
             self.out.print(f"resuming: {done} of {total} runs already stored")
+
+    def extend(self, more: int) -> None:
+        task = self.bar.tasks[0]
+        self.bar.update(self.task, total=(task.total or 0) + more)
 
     def run_started(self, run: PlannedRun) -> None:
         self.bar.update(self.task, description=f"{run.trial.label()} #{run.repetition}")

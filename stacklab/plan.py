@@ -58,6 +58,10 @@ class Plan:
         per_run = (e.duration or 5.0) + e.warmup + RUN_OVERHEAD_S
         return per_run * len(self.runs)
 
+    def max_runs(self, spec: ExperimentSpec) -> int:
+        e = spec.experiment
+        return len(self.trials) * (e.max_repetitions if e.auto else e.repetitions)
+
 
 class StackInfo(Protocol):
     knob_owners: tuple[str, ...]
@@ -108,4 +112,4 @@ def effective_knobs(registry: KnobRegistry, stack: StackInfo,
 
 def make_plan(spec: ExperimentSpec, stacks: Mapping[str, StackInfo]) -> Plan:
     trials = expand(spec, stacks)
-    return Plan(tuple(trials), tuple(interleave(trials, spec.experiment.repetitions)))
+    return Plan(tuple(trials), tuple(interleave(trials, spec.experiment.first_repetitions)))

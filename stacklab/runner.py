@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from . import __version__, lab
+from .analyze import Estimate
 from .drive import LoadPlan, engine_version, run_load
 from .errors import EngineError, StackError, StoreError, StacklabError
 from .hostinfo import git_commit, host_facts
@@ -42,6 +43,7 @@ class Interrupted(StacklabError):
 
 class Progress(Protocol):
     def begin(self, total: int, done: int) -> None: ...
+    def extend(self, more: int) -> None: ...
     def run_started(self, run: PlannedRun) -> None: ...
     def run_finished(self, run: PlannedRun, record: RunRecord) -> None: ...
     def end(self) -> None: ...
@@ -84,10 +86,11 @@ def run_experiment(spec: ExperimentSpec, plan: Plan, registry: KnobRegistry, sto
                          _versions(plan), make_certificate(session.dir))
         progress.begin(len(plan.runs), len(plan.runs) - len(todo))
         for run in todo:
-            progress.run_started(run)
-            record = execute_run(ctx, run)
-            store.add_run(record)
-            progress.run_finished(run, record)
+            _run_and_store(ctx, run, progress)
+        while spec.experiment.auto and (more := more_rounds(spec, plan, store, exp_id)):
+            progress.extend(len(more))
+            for run in more:
+                _run_and_store(ctx, run, progress)
         store.set_status(exp_id, "complete")
     except KeyboardInterrupt:
         store.set_status(exp_id, "interrupted")
@@ -98,6 +101,35 @@ def run_experiment(spec: ExperimentSpec, plan: Plan, registry: KnobRegistry, sto
         progress.end()
         session.close()
     return exp_id
+
+
+def _run_and_store(ctx: RunContext, run: PlannedRun, progress: Progress) -> None:
+    progress.run_started(run)
+    record = execute_run(ctx, run)
+    ctx.store.add_run(record)          # committed at once
+    progress.run_finished(run, record)
+
+
+def more_rounds(spec: ExperimentSpec, plan: Plan, store: Store, exp_id: int) -> list[PlannedRun]:
+    """repetitions = "auto": one more repetition of every trial whose req/s CI is still
+    wider than the target and that has not reached the maximum."""
+    e = spec.experiment
+    reps: dict[str, int] = {}
+    rps: dict[str, list[float]] = {}
+    for r in store.runs(exp_id):
+        reps[r.trial_id] = max(reps.get(r.trial_id, 0), r.repetition)
+        if r.outcome == "ok" and r.load:
+            rps.setdefault(r.trial_id, []).append(r.load["rps"])
+    out = []
+    for t in plan.trials:
+        if reps.get(t.id, 0) >= e.max_repetitions:
+            continue
+        if not rps.get(t.id) and reps.get(t.id, 0) >= e.first_repetitions:
+            continue                   # only failures: more runs would not narrow anything
+        hw = Estimate.of(rps.get(t.id, [])).half_width
+        if hw is None or hw > e.ci_target:
+            out.append(PlannedRun(t, reps.get(t.id, 0) + 1))
+    return out
 
 
 def _trap_sigterm():

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 import tomllib
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -37,11 +37,29 @@ class _Strict(BaseModel):
 class Experiment(_Strict):
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
     description: str = ""
-    repetitions: int = Field(3, ge=1, le=100)
+    repetitions: int | Literal["auto"] = 3
+    ci_target: float = Field(0.03, gt=0, lt=1)     # auto: stop at this CI half-width…
+    max_repetitions: int = Field(10, ge=3, le=100)  # …or at this many repetitions
     duration: float | None = None
     requests: int | None = Field(None, ge=1)
     warmup: float = 1.0
     seed: int = 1
+
+    @field_validator("repetitions", mode="before")
+    @classmethod
+    def _repetitions(cls, v: Any) -> Any:
+        if v == "auto" or (isinstance(v, int) and not isinstance(v, bool) and 1 <= v <= 100):
+            return v
+        raise ValueError('expected an integer 1..100 or "auto"')
+
+    @property
+    def auto(self) -> bool:
+        return self.repetitions == "auto"
+
+    @property
+    def first_repetitions(self) -> int:
+        """Repetitions planned up front (auto starts with 3 and adds rounds as needed)."""
+        return 3 if self.auto else self.repetitions
 
     @field_validator("duration", "warmup", mode="before")
     @classmethod

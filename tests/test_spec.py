@@ -39,7 +39,7 @@ def test_good_spec_parses(spec_args):
 @pytest.mark.parametrize("path, value, key, fragment", [
     (("experiment", "nmae"), "x", "experiment.nmae", "Extra inputs"),
     (("experiment", "repetitions"), "3", "experiment.repetitions", "integer"),
-    (("experiment", "repetitions"), 0, "experiment.repetitions", "greater than"),
+    (("experiment", "repetitions"), 0, "experiment.repetitions", "1..100"),
     (("experiment", "duration"), "fast", "experiment.duration", "duration"),
     (("experiment", "requests"), 100, "experiment.duration", "exactly one"),
     (("experiment", "name"), "a b", "experiment.name", "pattern"),

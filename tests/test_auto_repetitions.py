@@ -1,0 +1,68 @@
+"""repetitions = "auto": more interleaved rounds until the CI is narrow enough."""
+
+import pytest
+
+from stacklab.errors import SpecError
+from stacklab.plan import make_plan
+from stacklab.runner import more_rounds
+from stacklab.spec import parse_spec
+from stacklab.stacks import STACKS
+from stacklab.store import RunRecord, Store
+
+
+def auto_spec(spec_args, **experiment):
+    doc = {"experiment": {"name": "a", "repetitions": "auto", "requests": 10, **experiment},
+           "matrix": {"stack": ["nginx", "apache"], "workload": ["static-page"],
+                      "concurrency": [1]}}
+    return parse_spec(doc, "a.toml", *spec_args)
+
+
+def store_with(tmp_path, spec, plan, rps_by_stack):
+    store = Store.open(tmp_path / "a.db")
+    exp = store.new_experiment("a", "a.toml", "h", {}, [(t.id, t.label(), t.definition())
+                                                        for t in plan.trials], {}, "0", None, "t")
+    for t in plan.trials:
+        for rep, rps in enumerate(rps_by_stack[t.stack], 1):
+            load = {"rps": rps, "requests": {"completed": 1, "failed": 0}}
+            store.add_run(RunRecord(exp, t.id, rep, "ok" if rps else "failed", None, "t", "t",
+                                    {}, {}, {}, [], load if rps else None, {}, [], None, None))
+    return store, exp
+
+
+def test_auto_plans_three_rounds_first(spec_args):
+    spec = auto_spec(spec_args)
+    plan = make_plan(spec, STACKS)
+    assert len(plan.runs) == 3 * len(plan.trials)
+    assert plan.max_runs(spec) == 10 * len(plan.trials)
+
+
+def test_only_trials_with_a_wide_ci_get_another_round(tmp_path, spec_args):
+    spec = auto_spec(spec_args, ci_target=0.03)
+    plan = make_plan(spec, STACKS)
+    store, exp = store_with(tmp_path, spec, plan, {"nginx": [1000, 1001, 999],
+                                                   "apache": [1000, 1500, 700]})
+    more = more_rounds(spec, plan, store, exp)
+    assert [(r.trial.stack, r.repetition) for r in more] == [("apache", 4)]
+
+
+def test_no_round_beyond_the_maximum(tmp_path, spec_args):
+    spec = auto_spec(spec_args, max_repetitions=3)
+    plan = make_plan(spec, STACKS)
+    store, exp = store_with(tmp_path, spec, plan, {"nginx": [1, 50, 100],
+                                                   "apache": [1, 50, 100]})
+    assert more_rounds(spec, plan, store, exp) == []
+
+
+def test_trials_that_only_fail_are_not_repeated(tmp_path, spec_args):
+    spec = auto_spec(spec_args)
+    plan = make_plan(spec, STACKS)
+    store, exp = store_with(tmp_path, spec, plan, {"nginx": [0, 0, 0],
+                                                   "apache": [1000, 1000, 1000]})
+    assert more_rounds(spec, plan, store, exp) == []
+
+
+@pytest.mark.parametrize("value", ["often", 0, 101])
+def test_bad_repetitions_are_named(spec_args, value):
+    with pytest.raises(SpecError) as e:
+        auto_spec(spec_args, repetitions=value)
+    assert e.value.key == "experiment.repetitions"
