@@ -11,6 +11,7 @@ APT_PACKAGES=(
   php8.2-fpm php8.2-cgi php8.2-cli php8.2-opcache php-apcu
   libapache2-mod-php8.2 libapache2-mod-fcgid libapache2-mpm-itk libapache2-mod-perl2
   lighttpd lighttpd-mod-deflate lighttpd-mod-openssl mini-httpd webfs
+  mariadb-server mariadb-client memcached php8.2-mysql php8.2-memcached
 )
 
 missing=()
