@@ -77,6 +77,12 @@ pub struct Measurement {
 /// Run the load described by `options` until its stop condition or `interrupt`.
 pub fn run(options: &Options, interrupt: &AtomicBool) -> Result<Measurement, SetupError> {
     let plan = Plan::new(options, interrupt)?;
+    let wanted = options.connections as u64 + 64;
+    let limit = raise_fd_limit(wanted);
+    if limit < wanted {
+        let reason = format!("needs about {wanted} file descriptors but the limit is {limit} (raise ulimit -n)");
+        return Err(SetupError::new("--connections", options.connections.to_string(), reason));
+    }
     let threads = options.threads.clamp(1, options.connections);
     let sizes: Vec<usize> =
         (0..threads).map(|t| options.connections / threads + usize::from(t < options.connections % threads)).collect();
@@ -121,4 +127,24 @@ pub fn run(options: &Options, interrupt: &AtomicBool) -> Result<Measurement, Set
         duration: end.saturating_duration_since(measure_from),
         interrupted: interrupt.load(std::sync::atomic::Ordering::Relaxed),
     })
+}
+
+/// Each connection needs a descriptor: lift the soft limit toward the hard
+/// one so that `-c 5000` does not fail on the usual 1024 default. Returns
+/// the soft limit in force.
+fn raise_fd_limit(wanted: u64) -> u64 {
+    // SAFETY: getrlimit/setrlimit with a valid, initialised struct.
+    unsafe {
+        let mut limit: libc::rlimit = std::mem::zeroed();
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) != 0 {
+            return u64::MAX; // unknown: let the run find out
+        }
+        if (limit.rlim_cur as u64) < wanted {
+            limit.rlim_cur = (wanted as libc::rlim_t).min(limit.rlim_max);
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &limit) != 0 {
+                libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit);
+            }
+        }
+        limit.rlim_cur as u64
+    }
 }
