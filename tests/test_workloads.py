@@ -43,9 +43,10 @@ def test_same_seed_same_bytes_other_seed_other_bytes(tmp_path, name):
 
 
 def test_model_data_is_a_function_of_the_seed():
-    one, again, other = AppDatabase(1, articles=300), AppDatabase(1, articles=300), \
-        AppDatabase(2, articles=300)
-    rows = lambda db: hashlib.sha256(repr((authors(db), list(articles(db)))).encode()).digest()  # noqa: E731
+    one, again, other = (AppDatabase(seed, articles=300) for seed in (1, 1, 2))
+
+    def rows(db):
+        return hashlib.sha256(repr((authors(db), list(articles(db)))).encode()).digest()
     assert rows(one) == rows(again) != rows(other)
     assert one.key == again.key != other.key
 
@@ -88,6 +89,12 @@ def test_corpora_have_the_studies_sizes(tmp_path):
     mean = sum(sizes(photos).values()) / 60
     assert 300 * KB < mean < 350 * KB
     assert (tmp_path / "ph/photos/large/00.jpg").read_bytes()[:3] == b"\xff\xd8\xff"
+
+
+def test_workloads_name_the_urls_whose_length_varies(tmp_path):
+    assert deploy("app-mix", tmp_path / "a").varying_length == {"/showArticle.php?id=1"}
+    assert deploy("app-show", tmp_path / "s").varying_length == frozenset()
+    assert deploy("php-simple", tmp_path / "p").varying_length == {"/simple.php"}
 
 
 def test_large_files_keep_the_studys_proportions(tmp_path):

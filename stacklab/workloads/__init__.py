@@ -45,6 +45,9 @@ class Deployed:
     urls: tuple[tuple[str, int], ...]          # (path, weight)
     expected: dict[str, Expect]                # path -> what it must return
     database: Any = None                       # what a database component must hold
+    # URLs whose body length differs between requests by design (random rows, phpinfo):
+    # a length check like ab's "Failed requests: Length" must not count them as failures.
+    varying_length: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -56,6 +59,7 @@ class Workload:
     needs: str | None = None      # "php" or "perl": the stack must run it
     writable: tuple[str, ...] = ()  # directories (URL paths) the server user writes into
     database: Callable[[int], Any] | None = None   # seed -> the database it needs
+    varying_length: frozenset[str] = frozenset()  # URLs whose length varies by design
 
 
 from . import app, media, pages  # noqa: E402  (they use File)
@@ -91,7 +95,8 @@ WORKLOADS: dict[str, Workload] = {w.name: w for w in (
     Workload("php-blank", "<?php echo 1; (S3's blank page, S4's print)", pages.php_blank,
              _one("/blank.php"), needs="php"),
     Workload("php-simple", "S5's simple.php: a loop of 100 echoes, then phpinfo()",
-             pages.php_simple, _one("/simple.php"), needs="php"),
+             pages.php_simple, _one("/simple.php"), needs="php",
+             varying_length=frozenset({"/simple.php"})),
     Workload("php-session", "starts a session and counts visits: a new session per "
              "cookie-less request (S3's session case)", pages.php_session,
              _one("/session.php"), needs="php"),
@@ -110,12 +115,13 @@ WORKLOADS: dict[str, Workload] = {w.name: w for w in (
              _one("/showArticle.php?show=1"), needs="php", database=app.database),
     Workload("app-id", "the model application: 5 random articles, ids chosen in PHP "
              "(S1 test 3)", app.app_files, _one("/showArticle.php?id=1"), needs="php",
-             database=app.database),
+             database=app.database, varying_length=app.VARYING),
     Workload("app-tree", "the model application: the article tree to depth 2, fetched "
              "recursively (S1 test 4)", app.app_files, _one("/showArticle.php?tree=1"),
              needs="php", database=app.database),
     Workload("app-mix", "the model application's four URLs, equally likely (S1 tests 1-4)",
-             app.app_files, app.URLS, needs="php", database=app.database),
+             app.app_files, app.URLS, needs="php", database=app.database,
+             varying_length=app.VARYING),
 )}
 
 PROBE_PATH = "/_stacklab/probe.php"
@@ -158,7 +164,8 @@ def deploy(name: str, docroot: Path, seed: int = 1) -> Deployed:
         (directory / ".htaccess").chmod(0o644)
         os.utime(directory / ".htaccess", (MTIME, MTIME))
     database = workload.database(seed) if workload.database else None
-    return Deployed(name, docroot, workload.urls, expected, database)
+    return Deployed(name, docroot, workload.urls, expected, database,
+                    workload.varying_length)
 
 
 def _write(docroot: Path, f: File, key: str, manifest: dict) -> tuple[str, int]:

@@ -13,6 +13,7 @@ from .appdata import AppDatabase
 
 URLS = (("/index.php", 1), ("/showArticle.php?show=1", 1), ("/showArticle.php?id=1", 1),
         ("/showArticle.php?tree=1", 1))
+VARYING = frozenset({"/showArticle.php?id=1"})   # 5 random articles: a different length
 
 
 def marker(mode: str) -> bytes:

@@ -48,8 +48,9 @@ def _settings(socket, k) -> Verdict:
     if off:
         return Verdict(C, "settings", Status.FAIL, "not applied: " + ", ".join(
             f"{n} = {g} (wanted {w})" for n, (g, w) in off.items()))
-    return Verdict(C, "settings", Status.PASS, f"buffer pool {got['innodb_buffer_pool_size'] >> 20} "
-                   f"MB, key buffer {got['key_buffer_size'] >> 20} MB, as configured")
+    pool, keys = got["innodb_buffer_pool_size"] >> 20, got["key_buffer_size"] >> 20
+    return Verdict(C, "settings", Status.PASS,
+                   f"buffer pool {pool} MB, key buffer {keys} MB, as configured")
 
 
 def _data(socket, db: AppDatabase, engine: str) -> Verdict:
