@@ -149,7 +149,7 @@ impl Recorder {
             return;
         }
         second.completed += 1;
-        second.latency.saturating_record(latency);
+        second.record(latency);
         self.completed += 1;
         self.latency.saturating_record(latency);
         self.latency_uncorrected.saturating_record(micros(t.done.saturating_duration_since(t.start)));
@@ -234,6 +234,22 @@ mod tests {
         assert_eq!(a.latency.len(), 2);
         assert_eq!(a.series.seconds().len(), 2);
         assert_eq!((a.series.seconds()[1].completed, a.series.seconds()[1].errors), (1, 2));
+    }
+
+    #[test]
+    fn per_second_percentiles_match_the_run_histogram() {
+        let t0 = Instant::now();
+        let mut r = Recorder::new(t0);
+        for i in 0..2000u64 {
+            let done = t0 + Duration::from_micros(100 + (i * 37) % 40_000);
+            let t = Timing { intended: t0, start: t0, sent: t0, first_byte: done, done };
+            r.response(&t, 200, 1, 1, 1, None);
+        }
+        let second = &r.series.seconds()[0].latency;
+        for q in [0.5, 0.99] {
+            let (coarse, fine) = (second.value_at_quantile(q) as f64, r.latency.value_at_quantile(q) as f64);
+            assert!((coarse - fine).abs() / fine < 0.01, "q{q}: {coarse} vs {fine}");
+        }
     }
 
     #[test]

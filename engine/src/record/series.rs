@@ -18,6 +18,15 @@ impl Second {
     fn new() -> Second {
         Second { completed: 0, errors: 0, bytes: 0, latency: Histogram::new(2).expect("valid precision") }
     }
+
+    /// Record a latency, growing the histogram as needed (`saturating_record`
+    /// would clamp to its current, tiny range instead).
+    #[inline]
+    pub fn record(&mut self, us: u64) {
+        if self.latency.record(us).is_err() {
+            self.latency.saturating_record(us);
+        }
+    }
 }
 
 /// Seconds since `origin`, indexed by whole seconds.
