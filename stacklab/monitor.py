@@ -3,11 +3,12 @@
 Each component is one process group. Every `interval_s` (100 ms) the sampler reads
 /proc for the group's processes: CPU seconds (user, sys — a live process's own time
 plus that of the children it has reaped, so CPU of short-lived workers is not lost),
-RSS, process and thread counts, and the host's available memory; every
-`pss_every` samples also PSS and USS from smaps_rollup, which costs more. The
+RSS, process and thread counts; every `pss_every` samples also PSS and USS from
+smaps_rollup, which costs more, and the host's available memory. The
 sampler measures its own CPU so its cost can be checked (it must stay under 1% of a
-core). Membership is rescanned every `scan_every` samples; in between only known
-processes are read.
+core). Between full scans of /proc for the group (every `scan_every` samples: the dearest
+read), new workers are found through /proc/<pid>/task/<pid>/children of the processes
+already known, which is how server masters fork them.
 """
 
 from __future__ import annotations
@@ -93,6 +94,29 @@ def _smaps_rollup(pid: int) -> tuple[float, float] | None:
     return kb.get("Pss", 0) / 1024, uss / 1024
 
 
+def _with_children(pids: list[int]) -> list[int]:
+    """Known pids plus every descendant forked by a known process's main thread (how
+    server masters fork workers): cheaper than scanning all of /proc."""
+    seen, todo = set(pids), list(pids)
+    while todo:
+        pid = todo.pop()
+        try:
+            fd = os.open(f"/proc/{pid}/task/{pid}/children", os.O_RDONLY)
+        except OSError:
+            continue
+        try:
+            kids = [int(k) for k in os.read(fd, 65536).split()]
+        except OSError:
+            kids = []
+        finally:
+            os.close(fd)
+        for kid in kids:
+            if kid not in seen:
+                seen.add(kid)
+                todo.append(kid)
+    return sorted(seen)
+
+
 def host_available_mib() -> float | None:
     try:
         for line in Path("/proc/meminfo").read_text().splitlines():
@@ -107,7 +131,7 @@ class Monitor:
     """Samples process groups {component: pgid} from __enter__ until __exit__."""
 
     def __init__(self, groups: dict[str, int], interval_s: float = 0.1,
-                 pss_every: int = 10, scan_every: int = 5):
+                 pss_every: int = 10, scan_every: int = 50):
         self.groups = groups
         self.interval_s, self.pss_every, self.scan_every = interval_s, pss_every, scan_every
         self.traces = {name: ComponentTrace(name) for name in groups}
@@ -151,12 +175,14 @@ class Monitor:
         for name, pgid in self.groups.items():
             if rescan:
                 self._members[name] = group_members(pgid)
+            else:
+                self._members[name] = _with_children(self._members[name] or [pgid])
             user = sys = rss = 0.0
             threads = 0
             live = []
             for pid in self._members[name]:
                 f = proc_stat(pid)
-                if not f or f[0] == "Z":
+                if not f or f[0] == b"Z":
                     continue
                 live.append(pid)
                 user += (int(f[11]) + int(f[13])) / TICKS   # utime + cutime
@@ -175,7 +201,7 @@ class Monitor:
             trace.samples.append(Sample(round(t, 3), round(user - base[0], 4),
                                         round(sys - base[1], 4), round(rss, 2),
                                         _r(pss_total), _r(uss_total), len(live), threads))
-        mem = host_available_mib()
+        mem = host_available_mib() if pss else None
         if mem is not None:
             self.host_mib.append(mem)
 

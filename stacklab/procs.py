@@ -72,13 +72,20 @@ def _group_of(user: str | None) -> str | None:
     return grp.getgrgid(pwd.getpwnam(user).pw_gid).gr_name
 
 
-def proc_stat(pid: int) -> list[str] | None:
-    """Fields of /proc/<pid>/stat after the command name (state is [0], pgrp [2])."""
+def proc_stat(pid: int) -> list[bytes] | None:
+    """Fields of /proc/<pid>/stat after the command name (state is [0], pgrp [2]).
+    Plain os calls: the monitor reads this many times a second."""
     try:
-        raw = Path(f"/proc/{pid}/stat").read_text()
+        fd = os.open(f"/proc/{pid}/stat", os.O_RDONLY)
     except OSError:
         return None
-    return raw[raw.rfind(")") + 2:].split()
+    try:
+        raw = os.read(fd, 4096)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    return raw[raw.rfind(b")") + 2:].split()
 
 
 def group_members(pgid: int) -> list[int]:
@@ -87,7 +94,7 @@ def group_members(pgid: int) -> list[int]:
     for entry in os.listdir("/proc"):
         if entry.isdigit():
             fields = proc_stat(int(entry))
-            if fields and fields[0] != "Z" and int(fields[2]) == pgid:
+            if fields and fields[0] != b"Z" and int(fields[2]) == pgid:
                 members.append(int(entry))
     return members
 

@@ -24,9 +24,12 @@ class Headline:
             return f"{w}: {self.winner.rps.median:,.0f} req/s (nothing to compare with)"
         c, r = self.comparison, name(self.runner_up)
         if not c.significant:
+            n = min(len(self.winner.rps.values), len(self.runner_up.rps.values))
+            hint = (f"; {n} repetitions each cannot show a difference at the 5% level, use "
+                    "5 or more or repetitions = \"auto\"" if n <= 3 else "")
             return (f"{w} and {r} are not distinguishable "
                     f"({self.winner.rps.median:,.0f} vs {self.runner_up.rps.median:,.0f} req/s, "
-                    f"p = {c.p:.2f}): ~ no significant difference")
+                    f"p = {c.p:.2f}): ~ no significant difference{hint}")
         ci = f", 95% CI {c.ci[0]:.2f}–{c.ci[1]:.2f}×" if c.ci else ""
         return (f"{w} wins: {c.ratio:.2f}× the req/s of {r}{ci}, p = {c.p:.3f}")
 

@@ -1,0 +1,88 @@
+"""Synthetic stored runs with the engine's real report shape, for report and analysis
+tests that must not depend on a noisy machine."""
+
+import base64
+import random
+import struct
+import zlib
+
+from hdrh.histogram import HdrHistogram
+
+from stacklab.store import RunRecord, Store
+
+
+def engine_histogram(values) -> str:
+    """Latencies (µs) as the engine serializes them: uncompressed V2, base64."""
+    h = HdrHistogram(1, 3_600_000_000, 3)
+    for v in values:
+        h.record_value(int(v))
+    wrapped = base64.b64decode(h.encode())
+    _, length = struct.unpack(">ii", wrapped[:8])
+    return base64.b64encode(zlib.decompress(wrapped[8:8 + length])).decode()
+
+
+def fake_load(rps: float, latency_us: float, seed: int, duration_s: float = 2.0,
+              engine_cpu_s: float = 0.5, threads: int = 2) -> dict:
+    rng = random.Random(seed)
+    completed = int(rps * duration_s)
+    samples = [latency_us * rng.lognormvariate(0, 0.3) for _ in range(400)]
+    s = sorted(samples)
+    pct = lambda q: s[min(len(s) - 1, int(q * len(s)))]  # noqa: E731
+    stats = {"count": completed, "min": s[0], "mean": sum(s) / len(s), "stdev": 1.0,
+             "p50": pct(0.5), "p90": pct(0.9), "p99": pct(0.99), "p999": pct(0.999),
+             "max": s[-1]}
+    return {"schema_version": 1, "config": {"threads": threads, "warmup_s": 0.0, "rate": None},
+            "duration_s": duration_s, "rps": rps,
+            "requests": {"completed": completed, "failed": 0, "errors": {}},
+            "status": {"200": completed}, "bytes": {"total": completed * 3500,
+                                                    "body": completed * 3306},
+            "latency_us": stats, "latency_uncorrected_us": stats,
+            "engine": {"version": "0.1.0", "cpu_user_s": engine_cpu_s * 0.4,
+                       "cpu_sys_s": engine_cpu_s * 0.6},
+            "histogram": engine_histogram(samples), "timeseries": []}
+
+
+def fake_resources(component: str, cpu_s: float, rss: float) -> dict:
+    return {component: {"cpu_user_s": cpu_s / 2, "cpu_sys_s": cpu_s / 2, "cpu_s": cpu_s,
+                        "rss_mib_peak": rss, "rss_mib_mean": rss, "pss_mib_peak": rss,
+                        "uss_mib_peak": rss, "processes_max": 3, "threads_max": 3,
+                        "pss_mib_per_worker": rss / 3, "rss_mib_idle_before": rss,
+                        "rss_mib_after": rss, "samples": []},
+            "_monitor": {"sampler_cpu_s": 0.001, "sampler_core_share": 0.002}}
+
+
+VERDICTS = [{"component": "stack", "check": "content /index.html", "status": "PASS",
+             "detail": "200, 3306 B, sha256 5dcc74102e21"},
+            {"component": "nginx", "check": "gzip", "status": "PASS",
+             "detail": "not compressed (1740 B)"}]
+
+
+def fake_experiment(db, name="fixed", speed=None, flag_apache_256=True, reps=3) -> int:
+    """nginx vs apache at c = 1 and 16, `reps` repetitions each, deterministic figures."""
+    speed = speed or {"nginx": 20000.0, "apache": 10000.0}
+    store = Store.open(db)
+    trials = []
+    for stack in ("nginx", "apache"):
+        for c in (1, 16):
+            d = {"stack": stack, "workload": "static-page", "concurrency": c,
+                 "knobs": {"load.keepalive": True}, "measure": {"duration_s": 2.0}}
+            trials.append((f"{stack[:2]}{c:010d}", f"{stack} static-page c={c}", d))
+    exp = store.new_experiment(name, f"{name}.toml", "h", {"experiment": {
+        "description": "fixed figures for report tests"}}, trials,
+        {"cores": 2, "cpu_model": "Test CPU", "kernel": "6.1", "memory_mib": 1024},
+        "0.1.0", "abc123", "2026-01-01T00:00:00+00:00")
+    for rep in range(1, reps + 1):
+        for tid, _, d in trials:
+            base = speed[d["stack"]] * (1 + d["concurrency"] / 100)
+            rps = base * (1 + (rep - 2) * 0.01)
+            flags = (["generator-bound"] if flag_apache_256 and d["stack"] == "apache"
+                     and d["concurrency"] == 16 and rep == 1 else [])
+            store.add_run(RunRecord(
+                exp, tid, rep, "ok", None, "2026-01-01T00:00:00", "2026-01-01T00:00:03",
+                {d["stack"]: {}}, {d["stack"]: "1.0", "stacklab-load": "0.1.0"},
+                {f"{d['stack']}/x.conf": "listen 127.0.0.1:8080;"}, VERDICTS,
+                fake_load(rps, 1e6 * d["concurrency"] / rps, seed=rep),
+                fake_resources(d["stack"], 2.0 * rps * 2e-5, 10.0 + d["concurrency"]),
+                flags, None, "/tmp/x"))
+    store.close()
+    return exp

@@ -1,0 +1,132 @@
+"""Reports from a fixed database: text and CSV snapshots, the HTML page opened in headless
+Chromium (no console errors, every chart present, a screenshot kept), generator-bound
+runs flagged, and the headline's verdict."""
+
+import os
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from stacklab.analyze import load_view
+from stacklab.report.export import export_csv
+from stacklab.report.html import write_html
+from stacklab.report.text import print_summary
+from stacklab.runner import run_flags
+from stacklab.store import Store
+
+from fakes import fake_experiment, fake_load
+from helpers import ROOT
+
+GOLDEN = ROOT / "tests" / "golden"
+ARTIFACTS = ROOT / "tests" / "artifacts"
+
+
+@pytest.fixture
+def view(tmp_path):
+    fake_experiment(tmp_path / "r.db")
+    store = Store.open(tmp_path / "r.db")
+    yield load_view(store, "fixed")
+    store.close()
+
+
+def snapshot(name: str, text: str) -> None:
+    path = GOLDEN / name
+    if os.environ.get("STACKLAB_UPDATE_GOLDEN"):
+        path.write_text(text)
+    assert text == path.read_text()
+
+
+def test_text_summary_snapshot(view):
+    console = Console(width=120, record=True, color_system=None)
+    print_summary(view, console)
+    snapshot("report-summary.txt", console.export_text())
+
+
+def test_csv_export_snapshot(view):
+    snapshot("report-export.csv", export_csv(view))
+
+
+def test_statistics_of_the_fixed_runs(view):
+    nginx16 = next(s for s in view.summaries if s.stack == "nginx" and s.concurrency == 16)
+    assert nginx16.rps.median == pytest.approx(23200.0)
+    lo, hi = nginx16.rps.ci
+    assert lo <= 23200 <= hi
+    assert nginx16.latency_us["count"] == 1200        # 3 runs × 400 samples, merged
+    assert nginx16.cpu_us_per_request["nginx"].median == pytest.approx(
+        2.0 * 23200 * 2e-5 / (23200 * 2) * 1e6)
+
+
+def test_generator_bound_runs_are_flagged_everywhere(view, tmp_path):
+    flagged = [s for s in view.summaries if s.flagged]
+    assert [(s.stack, s.concurrency) for s in flagged] == [("apache", 16)]
+    console = Console(width=120, record=True, color_system=None)
+    print_summary(view, console)
+    assert "generator-bound" in console.export_text()
+    html = write_html(view, tmp_path / "r.html").read_text()
+    assert "generator-bound" in html
+
+
+@pytest.mark.parametrize("cpu_s, threads, flagged", [(1.9, 1, True), (1.0, 1, False),
+                                                      (3.7, 2, True), (2.0, 2, False)])
+def test_run_flags_generator_bound(cpu_s, threads, flagged):
+    load = fake_load(1000, 500, seed=1, duration_s=2.0, engine_cpu_s=cpu_s, threads=threads)
+    assert ("generator-bound" in run_flags(load)) == flagged
+
+
+def test_open_loop_rate_not_kept_is_flagged():
+    load = fake_load(700, 500, seed=1)
+    load["config"]["rate"] = 1000
+    assert "rate-not-kept" in run_flags(load)
+    load["config"]["rate"] = 720
+    assert "rate-not-kept" not in run_flags(load)
+
+
+def headline_of(view, path):
+    html = write_html(view, path).read_text()
+    return html[html.index('id="headline"'):html.index("</div>")]
+
+
+def test_three_repetitions_cannot_name_a_winner_and_the_headline_says_why(view, tmp_path):
+    headline = headline_of(view, tmp_path / "r.html")
+    assert "wins" not in headline
+    assert "not distinguishable" in headline and "p = 0.10" in headline
+    assert "3 repetitions" in headline       # and what to do about it
+
+
+def test_headline_names_the_winner_with_its_uncertainty(tmp_path):
+    fake_experiment(tmp_path / "five.db", reps=5)
+    store = Store.open(tmp_path / "five.db")
+    headline = headline_of(load_view(store, "fixed"), tmp_path / "r.html")
+    store.close()
+    assert "nginx static-page wins: 2.00× the req/s of apache static-page" in headline
+    assert "p = 0.008" in headline            # 2 / C(10, 5)
+
+
+def test_html_opens_in_headless_chromium_with_every_chart(view, tmp_path):
+    sync_playwright = pytest.importorskip("playwright.sync_api").sync_playwright
+    chromium = Path("/usr/bin/chromium")
+    assert chromium.exists(), "Debian's chromium is installed by scripts/install-deps.sh"
+    page_file = write_html(view, tmp_path / "report.html")
+    ARTIFACTS.mkdir(exist_ok=True)
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(chromium), args=[
+            "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+            "--disable-background-networking", "--disable-component-update",
+            "--disable-sync"])
+        try:
+            page = browser.new_page(viewport={"width": 1200, "height": 900})
+            errors, requests = [], []
+            page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+            page.on("pageerror", lambda e: errors.append(str(e)))
+            page.on("request", lambda r: requests.append(r.url))
+            page.goto(page_file.as_uri())
+            for chart in ("throughput", "latency", "cpu", "memory"):
+                assert page.locator(f"#chart-{chart} svg").count() == 1, chart
+            assert page.locator("#results tr").count() == 1 + len(view.summaries)
+            assert page.locator("#verdicts td.pass").count() >= 1
+            page.screenshot(path=str(ARTIFACTS / "report.png"), full_page=True)
+        finally:
+            browser.close()
+    assert errors == []
+    assert all(u.startswith(("file:", "data:")) for u in requests), requests  # offline
