@@ -165,6 +165,77 @@ class Store:
                 row["log_tail"], row["run_dir"])
 
 
+    # S1's overview and database methods (schema 2) ----------------------------
+
+    def add_breakdown(self, r: "BreakdownRecord") -> int:
+        """Commit one `stacklab breakdown` result at once; its id."""
+        with self.transaction():
+            cur = self.conn.execute(
+                "INSERT INTO breakdowns (created_at, stack, workload, knobs_json, result_json,"
+                " versions_json, host_json) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (r.created_at, r.stack, r.workload, json.dumps(r.knobs), json.dumps(r.result),
+                 json.dumps(r.versions), json.dumps(r.host)))
+        return cur.lastrowid
+
+    def breakdown(self, breakdown_id: int) -> "BreakdownRecord":
+        row = self.conn.execute("SELECT * FROM breakdowns WHERE id = ?",
+                                (breakdown_id,)).fetchone()
+        if row is None:
+            raise StoreError(f"no breakdown {breakdown_id} in the results database")
+        return BreakdownRecord(row["created_at"], row["stack"], row["workload"],
+                               json.loads(row["knobs_json"]), json.loads(row["result_json"]),
+                               json.loads(row["versions_json"]), json.loads(row["host_json"]),
+                               row["id"])
+
+    def add_dbbench(self, r: "DbBenchRecord") -> int:
+        """Commit one `stacklab dbbench` variant at once; its id."""
+        with self.transaction():
+            cur = self.conn.execute(
+                "INSERT INTO dbbenches (created_at, experiment, knobs_json, loops, result_json,"
+                " versions_json, host_json) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (r.created_at, r.experiment, json.dumps(r.knobs), r.loops,
+                 json.dumps(r.result), json.dumps(r.versions), json.dumps(r.host)))
+        return cur.lastrowid
+
+    def dbbenches(self, experiment: str) -> list["DbBenchRecord"]:
+        """Every stored dbbench variant of an experiment, oldest first."""
+        return [DbBenchRecord(row["created_at"], row["experiment"], json.loads(row["knobs_json"]),
+                              row["loops"], json.loads(row["result_json"]),
+                              json.loads(row["versions_json"]), json.loads(row["host_json"]),
+                              row["id"])
+                for row in self.conn.execute("SELECT * FROM dbbenches WHERE experiment = ? "
+                                             "ORDER BY id", (experiment,))]
+
+
+@dataclass(frozen=True)
+class BreakdownRecord:
+    """Where one request's time goes (S1's overview method); `result` is breakdown.py's
+    versioned JSON."""
+
+    created_at: str
+    stack: str
+    workload: str
+    knobs: dict[str, Any]        # explicit knob values, "component.name" -> value
+    result: dict
+    versions: dict[str, str]
+    host: dict
+    id: int | None = None
+
+
+@dataclass(frozen=True)
+class DbBenchRecord:
+    """One MariaDB variant under the model application's queries (S1's database method);
+    `result` is dbbench.py's versioned JSON."""
+
+    created_at: str
+    experiment: str
+    knobs: dict[str, Any]        # the mariadb.* knob values of the variant
+    loops: int
+    result: dict
+    versions: dict[str, str]
+    host: dict
+    id: int | None = None
+
 class _Tx:
     """BEGIN … COMMIT, or ROLLBACK on any exception (including KeyboardInterrupt)."""
 

@@ -55,4 +55,28 @@ MIGRATIONS: list[str] = [
         UNIQUE (experiment_id, trial_id, repetition)
     );
     """,
+    # 2: S1's overview method (`stacklab breakdown`) and database method (`stacklab dbbench`).
+    """
+    CREATE TABLE breakdowns (
+        id INTEGER PRIMARY KEY,
+        created_at TEXT NOT NULL,
+        stack TEXT NOT NULL,
+        workload TEXT NOT NULL,
+        knobs_json TEXT NOT NULL,
+        result_json TEXT NOT NULL,
+        versions_json TEXT NOT NULL,
+        host_json TEXT NOT NULL
+    );
+    CREATE TABLE dbbenches (
+        id INTEGER PRIMARY KEY,
+        created_at TEXT NOT NULL,
+        experiment TEXT NOT NULL,
+        knobs_json TEXT NOT NULL,
+        loops INTEGER NOT NULL,
+        result_json TEXT NOT NULL,
+        versions_json TEXT NOT NULL,
+        host_json TEXT NOT NULL
+    );
+    CREATE INDEX dbbenches_experiment ON dbbenches(experiment);
+    """,
 ]
