@@ -54,6 +54,7 @@ class LoadPlan:
     warmup_s: float
     load: dict[str, Any]                # the `load.*` knob values
     seed: int = 1
+    varies: frozenset[str] = frozenset()  # URLs whose body length changes by design
 
 
 @dataclass(frozen=True)
@@ -107,7 +108,8 @@ def engine_argv(plan: LoadPlan, urls_file: Path) -> list[str]:
 def run_load(plan: LoadPlan, work_dir: Path) -> LoadReport:
     """Run the engine to completion; a Ctrl-C reaching us stops it and is re-raised."""
     urls_file = work_dir / "urls.txt"
-    urls_file.write_text("".join(f"{u} {w}\n" for u, w in plan.urls))
+    urls_file.write_text("".join(f"{u} {w}{' varies' if u in plan.varies else ''}\n"
+                                 for u, w in plan.urls))
     argv = engine_argv(plan, urls_file)
     limit = (plan.duration_s or 600) + plan.warmup_s + 60
     with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,

@@ -250,7 +250,8 @@ def _load_plan(spec: ExperimentSpec, trial: Trial, load: dict, deployed: Deploye
     base = front.endpoint.base_url
     e = spec.experiment
     return LoadPlan(tuple((base + path, w) for path, w in deployed.urls), trial.concurrency,
-                    e.duration, e.requests, e.warmup, load, e.seed)
+                    e.duration, e.requests, e.warmup, load, e.seed,
+                    frozenset(base + path for path in deployed.varying_length))
 
 
 def _keep_logs(run_dir: Path, kept_dir: Path) -> None:

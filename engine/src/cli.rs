@@ -115,7 +115,7 @@ impl Cli {
         let mut urls = Vec::new();
         for text in &self.urls {
             let url = Url::parse(text).map_err(|e| SetupError::new("URL", text, e))?;
-            urls.push(WeightedUrl { url, weight: 1 });
+            urls.push(WeightedUrl { url, weight: 1, varies: false });
         }
         if let Some(path) = &self.url_file {
             let shown = path.display().to_string();

@@ -18,6 +18,8 @@ pub enum StopAfter {
 pub struct WeightedUrl {
     pub url: Url,
     pub weight: u32,
+    /// The body length varies by design (random rows, phpinfo): no length check.
+    pub varies: bool,
 }
 
 /// The report format.
@@ -55,7 +57,7 @@ impl Options {
     /// Options for one URL with the command line's defaults (handy in tests).
     pub fn for_url(url: Url) -> Options {
         Options {
-            urls: vec![WeightedUrl { url, weight: 1 }],
+            urls: vec![WeightedUrl { url, weight: 1, varies: false }],
             connections: 10,
             threads: 1,
             stop: StopAfter::Duration(Duration::from_secs(10)),

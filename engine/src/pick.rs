@@ -51,7 +51,9 @@ impl Chooser {
 }
 
 /// Parse a URL list: one URL per line, an optional integer weight after
-/// whitespace, `#` starts a comment. Errors name the line.
+/// whitespace, then optionally the word `varies` (the body length changes by design, so
+/// it is not checked against the first response); `#` starts a comment. Errors name
+/// the line.
 pub fn parse_url_list(text: &str) -> Result<Vec<WeightedUrl>, String> {
     let mut urls = Vec::new();
     for (i, line) in text.lines().enumerate() {
@@ -66,10 +68,15 @@ pub fn parse_url_list(text: &str) -> Result<Vec<WeightedUrl>, String> {
             None => 1,
             Some(w) => w.parse::<u32>().map_err(|_| format!("line {}: bad weight '{w}'", i + 1))?,
         };
+        let varies = match parts.next() {
+            None => false,
+            Some("varies") => true,
+            Some(extra) => return Err(format!("line {}: unexpected '{extra}' (only 'varies')", i + 1)),
+        };
         if let Some(extra) = parts.next() {
             return Err(format!("line {}: unexpected '{extra}'", i + 1));
         }
-        urls.push(WeightedUrl { url, weight });
+        urls.push(WeightedUrl { url, weight, varies });
     }
     if urls.is_empty() {
         return Err("no URLs in file".to_string());
@@ -118,6 +125,9 @@ mod tests {
         assert_eq!((urls[0].url.path.as_str(), urls[0].weight), ("/a", 3));
         assert_eq!((urls[1].url.path.as_str(), urls[1].weight), ("/b", 1));
         assert!(parse_url_list("http://x/ abc").unwrap_err().contains("line 1"));
+        let varied = parse_url_list("http://127.0.0.1/a 2 varies\nhttp://127.0.0.1/b\n").unwrap();
+        assert_eq!((varied[0].weight, varied[0].varies, varied[1].varies), (2, true, false));
+        assert!(parse_url_list("http://127.0.0.1/a 2 sometimes").unwrap_err().contains("only 'varies'"));
         assert!(parse_url_list("# nothing\n").is_err());
         assert!(parse_url_list("gopher://x/").unwrap_err().contains("line 1"));
     }

@@ -168,7 +168,7 @@ mod tests {
     }
 
     fn weighted(text: &str) -> WeightedUrl {
-        WeightedUrl { url: Url::parse(text).unwrap(), weight: 1 }
+        WeightedUrl { url: Url::parse(text).unwrap(), weight: 1, varies: false }
     }
 
     #[test]

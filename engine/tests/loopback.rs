@@ -109,6 +109,20 @@ fn length_mismatch_against_first_response() {
 }
 
 #[test]
+fn a_url_marked_varies_is_never_a_length_mismatch() {
+    let server = start(Behavior::Alternate(10, 20));
+    let dir = std::env::temp_dir().join(format!("stacklab-varies-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let list = dir.join("urls.txt");
+    std::fs::write(&list, format!("{} 1 varies\n", server.url("/x"))).unwrap();
+    let r = run_json(&["-c", "1", "-n", "10", "--urls", list.to_str().unwrap()]);
+    std::fs::remove_dir_all(&dir).ok();
+    assert_eq!(u(&r["requests"]["errors"]["length_mismatch"]), 0);
+    assert_eq!(u(&r["requests"]["completed"]), 10);
+    assert_eq!(r["config"]["urls"][0]["varies"], serde_json::json!(true));
+}
+
+#[test]
 fn coordinated_omission_is_corrected() {
     // 1000 req/s for 5 s; after 1500 requests the server freezes for 1 s once.
     let server = start(Behavior::FreezeOnce { body: 100, after: 1500, pause: Duration::from_secs(1) });

@@ -200,7 +200,8 @@ impl Worker<'_> {
                 Err(other) => other,
             };
         }
-        let failed = (known != p.body_bytes).then_some(ErrorClass::LengthMismatch);
+        let varies = self.plan.varies[c.url];
+        let failed = (!varies && known != p.body_bytes).then_some(ErrorClass::LengthMismatch);
         let timing =
             Timing { intended: c.intended, start: c.start, sent: c.sent_at, first_byte: c.first_byte, done: now };
         self.rec.response(&timing, p.status, p.wire_bytes, p.body_bytes, p.decoded_bytes, failed);

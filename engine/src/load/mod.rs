@@ -28,6 +28,8 @@ pub struct Plan<'a> {
     pub chooser: Chooser,
     /// Body length of the first response per URL (u64::MAX until known).
     pub first_lengths: Vec<AtomicU64>,
+    /// Per URL: its length varies by design, so it is never a length mismatch.
+    pub varies: Vec<bool>,
     pub tls: Option<TlsPlan>,
     pub connections: usize,
     pub rate: Option<f64>,
@@ -53,6 +55,7 @@ impl<'a> Plan<'a> {
             requests: options.urls.iter().map(|u| build_request(&u.url, options)).collect(),
             chooser: Chooser::new(options.urls.iter().map(|u| u.weight)),
             first_lengths: options.urls.iter().map(|_| AtomicU64::new(u64::MAX)).collect(),
+            varies: options.urls.iter().map(|u| u.varies).collect(),
             target,
             tls,
             connections: options.connections,

@@ -71,6 +71,7 @@ pub struct Config {
 pub struct UrlEntry {
     pub url: String,
     pub weight: u32,
+    pub varies: bool,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -177,7 +178,7 @@ pub fn print(report: &Report, output: Output) {
 
 fn config(o: &Options) -> Config {
     Config {
-        urls: o.urls.iter().map(|u| UrlEntry { url: u.url.text.clone(), weight: u.weight }).collect(),
+        urls: o.urls.iter().map(|u| UrlEntry { url: u.url.text.clone(), weight: u.weight, varies: u.varies }).collect(),
         connections: o.connections,
         threads: o.threads.clamp(1, o.connections.max(1)),
         requests: match o.stop {
