@@ -255,3 +255,42 @@ def export_config_cmd(trial: str, db: Path, experiment: str | None, output: Path
     if not runs:
         raise StacklabError(f"trial {summary.trial_id} has no successful run to export")
     return export_config(runs[-1], summary.label, output)
+
+
+def breakdown_cmd(stack: str, workload: str, requests: int, knobs: list[str], db: Path,
+                  out: Console) -> int:
+    """S1's overview method: where one request's time goes; stored, then printed."""
+    from .breakdown import breakdown_tables, plan_breakdown, run_breakdown, summary_line
+    from .runner import now
+    plan = plan_breakdown(stack, workload, knobs, requests)
+    store = Store.open(db)
+    try:
+        record = run_breakdown(plan, now())
+        breakdown_id = store.add_breakdown(record)
+    finally:
+        store.close()
+    title = f"breakdown {breakdown_id}: {stack} {workload}" + "".join(
+        f" {k}={v}" for k, v in sorted(plan.knobs.items()))
+    for table in breakdown_tables(record.result, title):
+        out.print(table)
+    for url in record.result["urls"]:
+        for m in url["measurements"]:
+            out.print(f"{url['path']} keep-alive {'on' if m['keepalive'] else 'off'}: "
+                      f"{summary_line(m)}", highlight=False)
+    return breakdown_id
+
+
+def dbbench_cmd(spec_path: Path, loops: int, db: Path, out: Console) -> None:
+    """S1's database method: the model application's SQL under each mariadb setting."""
+    from .dbbench import dbbench_table, plan_variants, run_dbbench
+    from .runner import now
+    spec, plan = load(spec_path)
+    variants = plan_variants(spec, plan)
+    out.print(f"dbbench {spec.experiment.name}: {len(variants)} variant(s) × {loops} loops")
+    store = Store.open(db)
+    try:
+        records = run_dbbench(spec, variants, loops, store, now, lambda r: out.print(
+            f"stored dbbench {r.id}: {r.result['variant']}", highlight=False))
+    finally:
+        store.close()
+    out.print(dbbench_table(records, f"dbbench: {spec.experiment.name}"))

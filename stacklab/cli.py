@@ -138,6 +138,29 @@ def export_config(trial: str = typer.Argument(..., help="Trial id (prefix), see 
 
 @cli.command()
 @guarded
+def breakdown(stack: str = typer.Argument(..., help="Stack, see `stacklab stacks`."),
+              workload: str = typer.Argument(..., help="Workload, e.g. app-show."),
+              requests: int = typer.Option(200, "--requests", "-n",
+                                           help="Engine requests per URL and keep-alive mode."),
+              knob: list[str] = typer.Option([], "--knob", help="component.name=value "
+                                             "(repeatable)."),
+              db: Path = DbOpt) -> None:
+    """Where one request's time goes (S1's overview method): database, PHP, web server."""
+    lab_app.breakdown_cmd(stack, workload, requests, knob, db, out)
+
+
+@cli.command()
+@guarded
+def dbbench(spec: Path = typer.Argument(..., help="Experiment file (TOML) with mariadb stacks."),
+            loops: int = typer.Option(5000, "--loops", help="Loops of the application's "
+                                      "queries per variant."),
+            db: Path = DbOpt) -> None:
+    """The model application's SQL looped on MariaDB alone, per mariadb.* setting (S1)."""
+    lab_app.dbbench_cmd(spec, loops, db, out)
+
+
+@cli.command()
+@guarded
 def stacks() -> None:
     """List stacks, components with their versions, and every knob."""
     lab_app.list_stacks(out)
