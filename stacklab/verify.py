@@ -7,7 +7,7 @@ import hashlib
 import http.client
 import ssl
 import zlib
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from enum import Enum
 
 from .net import Endpoint
@@ -29,6 +29,7 @@ class Verdict:
     check: str
     status: Status
     detail: str
+    data: dict = field(default_factory=dict)   # figures behind the verdict, for reports
 
     def to_dict(self) -> dict:
         d = asdict(self)
@@ -114,10 +115,24 @@ def check_content(front: Endpoint, expected: dict[str, Expect]) -> list[Verdict]
             problem = f"body ({len(body)} B) lacks {want.contains[:40]!r}"
         if problem:
             verdicts.append(Verdict("stack", check, Status.FAIL, problem))
-        else:
-            what = f"sha256 {want.sha256[:12]}" if want.sha256 else "marker found"
-            verdicts.append(Verdict("stack", check, Status.PASS, f"200, {len(body)} B, {what}"))
+            continue
+        what = f"sha256 {want.sha256[:12]}" if want.sha256 else "marker found"
+        data = {"path": path, "bytes": len(body), **_compressed_size(front, path, resp)}
+        verdicts.append(Verdict("stack", check, Status.PASS, f"200, {len(body)} B, {what}", data))
     return verdicts
+
+
+_TEXT_TYPES = ("text/", "application/json", "application/javascript", "image/svg")
+
+
+def _compressed_size(front: Endpoint, path: str, plain: Response) -> dict:
+    """For text responses: what the stack sends to a client that accepts gzip (the
+    reports' compression table). Binary responses are not asked twice."""
+    if not plain.headers.get("content-type", "").startswith(_TEXT_TYPES):
+        return {}
+    asked = fetch(front, path, {"Accept-Encoding": "gzip"})
+    return {"encoded_bytes": len(asked.body),
+            "content_encoding": asked.headers.get("content-encoding")}
 
 
 def check_keepalive(component: str, ep: Endpoint, path: str, on: bool) -> Verdict:

@@ -52,7 +52,9 @@ def fake_resources(component: str, cpu_s: float, rss: float) -> dict:
 
 
 VERDICTS = [{"component": "stack", "check": "content /index.html", "status": "PASS",
-             "detail": "200, 3306 B, sha256 5dcc74102e21"},
+             "detail": "200, 3306 B, sha256 5dcc74102e21",
+             "data": {"path": "/index.html", "bytes": 3306, "encoded_bytes": 1240,
+                      "content_encoding": "gzip"}},
             {"component": "nginx", "check": "gzip", "status": "PASS",
              "detail": "not compressed (1740 B)"}]
 

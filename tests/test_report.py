@@ -125,6 +125,8 @@ def test_html_opens_in_headless_chromium_with_every_chart(view, tmp_path):
                 assert page.locator(f"#chart-{chart} svg").count() == 1, chart
             assert page.locator("#results tr").count() == 1 + len(view.summaries)
             assert page.locator("#verdicts td.pass").count() >= 1
+            assert page.locator("#compression tr").count() == 1 + 2   # one per variant
+            assert "37.5%" in page.locator("#compression").inner_text()
             page.screenshot(path=str(ARTIFACTS / "report.png"), full_page=True)
         finally:
             browser.close()

@@ -32,6 +32,19 @@ def _ci(e: Estimate) -> str:
     return "—" if not e.ci else f"{e.ci[0]:,.0f}–{e.ci[1]:,.0f}"
 
 
+def _compression(view: ExperimentView, common: dict) -> list[tuple[str, dict]]:
+    """(variant, content-verdict data) for text URLs, once per variant (lowest c)."""
+    rows, seen = [], set()
+    for s in sorted(view.summaries, key=lambda s: s.concurrency):
+        name = series_name(s, common)
+        for v in s.verdicts:
+            data = v.get("data") or {}
+            if "encoded_bytes" in data and (name, data["path"]) not in seen:
+                seen.add((name, data["path"]))
+                rows.append((name, data))
+    return rows
+
+
 def render_html(view: ExperimentView) -> str:
     common = common_knobs(view.summaries)
     return _env.get_template("report.html.j2").render(
@@ -40,6 +53,7 @@ def render_html(view: ExperimentView) -> str:
         headlines=headlines(view),
         flagged=[s for s in view.summaries if s.flagged],
         first_concurrency=min((s.concurrency for s in view.summaries), default=None),
+        compression=_compression(view, common),
         charts={"throughput": charts.throughput_chart(view),
                 "latency": charts.latency_chart(view),
                 "cpu": charts.cpu_chart(view), "memory": charts.memory_chart(view)})
