@@ -169,7 +169,7 @@ def measure_breakdown(plan: BreakdownPlan, session: lab.Session) -> dict[str, An
             raise StacklabError(f"{plan.stack} with {plan.workload} failed verification, "
                                 "not measured: " + "; ".join(f"{v.check}: {v.detail}"
                                                              for v in failed))
-        urls = [_measure_url(plan, running, path, run_dir)
+        urls = [_measure_url(plan, running, path, path in deployed.varying_length, run_dir)
                 for path, _ in deployed.urls]
         if not running.alive():
             raise StacklabError(f"{plan.stack}: a server exited during the breakdown")
@@ -183,7 +183,7 @@ def measure_breakdown(plan: BreakdownPlan, session: lab.Session) -> dict[str, An
             "network_note": NETWORK_NOTE, "urls": urls}
 
 
-def _measure_url(plan: BreakdownPlan, running: RunningStack, path: str,
+def _measure_url(plan: BreakdownPlan, running: RunningStack, path: str, varies: bool,
                  run_dir: Path) -> dict[str, Any]:
     """Per keep-alive mode: a short warm-up, then ROUNDS rounds of the engine's requests
     each followed by a part of the Server-Timing sample under the same mode, so that both
@@ -196,8 +196,9 @@ def _measure_url(plan: BreakdownPlan, running: RunningStack, path: str,
         reports, timings = [], []
         for n, k in zip(_split(plan.requests, ROUNDS), _split(plan.timing_samples, ROUNDS)):
             if n:
-                lp = LoadPlan(((running.front.endpoint.base_url + path, 1),), 1, None, n,
-                              0.0, load, plan.seed)
+                url = running.front.endpoint.base_url + path
+                lp = LoadPlan(((url, 1),), 1, None, n, 0.0, load, plan.seed,
+                              frozenset({url}) if varies else frozenset())
                 reports.append(run_load(lp, run_dir).raw)
             timings += _fetch_timings(running, path, k, keepalive)
         measurements.append(_measurement(path, keepalive, reports, _median_timing(timings),

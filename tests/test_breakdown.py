@@ -1,6 +1,9 @@
 """S1's overview method: validation tables, the share arithmetic, and real stacks on
 loopback through the CLI in-process."""
 
+import os
+from pathlib import Path
+
 import pytest
 from typer.testing import CliRunner
 
@@ -11,7 +14,22 @@ from stacklab.errors import StacklabError, UsageError
 from stacklab.runner import now
 from stacklab.store import Store
 
-from helpers import require_engine, server_processes
+from helpers import require_engine
+
+
+def leftovers() -> list[str]:
+    """Processes still running from this test process's own lab sessions (other test runs
+    may share the lab directory, so server_processes() would see theirs)."""
+    mark = f"/s-{os.getpid()}-".encode()
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            continue
+        if mark in cmdline:
+            found.append(cmdline.replace(b"\0", b" ").decode(errors="replace"))
+    return found
 
 
 # pure ------------------------------------------------------------------------------
@@ -123,7 +141,7 @@ def test_breakdown_of_the_model_application_through_the_cli(tmp_path):
         assert parts["database"] > 0 and parts["php"] > 0
         assert m["server_timing"]["samples"] == 50
     assert m["connect_ms"] is None and url["measurements"][0]["connect_ms"] > 0
-    assert server_processes() == []
+    assert leftovers() == []
 
 
 @pytest.mark.integration

@@ -12,7 +12,8 @@ from stacklab.errors import SpecError, StacklabError
 from stacklab.runner import now
 from stacklab.workloads.app import SHOW as SHOW_PHP
 
-from helpers import server_processes
+from test_breakdown import leftovers
+
 
 QC = """
 [experiment]
@@ -105,7 +106,7 @@ def test_dbbench_stores_every_variant_through_the_cli(tmp_path):
         per_loop = sum(q[k]["statements_per_loop"] for k in KINDS)
         assert r.result["questions"] >= 50 * per_loop + 1
     assert off.result["qcache_hits"] == 0 and on.result["qcache_hits"] > 0
-    assert server_processes() == []
+    assert leftovers() == []
 
 
 @pytest.mark.integration
