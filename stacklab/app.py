@@ -276,7 +276,7 @@ def breakdown_cmd(stack: str, workload: str, requests: int, knobs: list[str], db
     for url in record.result["urls"]:
         for m in url["measurements"]:
             out.print(f"{url['path']} keep-alive {'on' if m['keepalive'] else 'off'}: "
-                      f"{summary_line(m)}", highlight=False)
+                      f"{summary_line(m)}", highlight=False, soft_wrap=True)
     return breakdown_id
 
 
