@@ -37,10 +37,7 @@ def spawn(name: str, argv: list[str], run_dir: Path, log_path: Path,
     """Start argv (never through a shell) in a new session; stdout/stderr go to log_path.
     `nofile` sets the open-files limit of the new process."""
     log = open(log_path, "ab")
-    preexec = None
-    if nofile:
-        def preexec():
-            resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
+    preexec = _nofile_limit(nofile) if nofile else None
     try:
         popen = subprocess.Popen(
             argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
@@ -52,6 +49,12 @@ def spawn(name: str, argv: list[str], run_dir: Path, log_path: Path,
     with open(run_dir / PGIDS_FILE, "a") as f:
         f.write(f"{popen.pid} {argv[0]}\n")
     return Proc(name, popen, log_path)
+
+
+def _nofile_limit(nofile: int):
+    def set_limit():
+        resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
+    return set_limit
 
 
 def limits_problem(knobs: dict) -> str | None:

@@ -15,7 +15,7 @@ import signal
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 from . import __version__, lab
 from .analyze import Estimate

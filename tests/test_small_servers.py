@@ -12,7 +12,6 @@ from stacklab.stacks.base import RenderContext
 from helpers import ROOT
 from test_stacks import assert_all_pass, knobs_for, statuses
 from test_stacks import run_stack as _run_stack
-from test_stacks import session  # noqa: F401 (the fixture)
 
 pytestmark = pytest.mark.integration
 GOLDEN = ROOT / "tests" / "golden"

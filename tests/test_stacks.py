@@ -13,20 +13,13 @@ from stacklab.stack import RunningStack, start_stack, stop_stack, verify_stack
 from stacklab.stacks import COMPONENTS, REGISTRY, STACKS
 from stacklab.stacks.base import RenderContext, free_port
 from stacklab.stacks.tls import make_certificate
-from stacklab.verify import Status, fetch
+from stacklab.verify import Status
 from stacklab.workloads import deploy
 
 from helpers import ROOT, server_processes
 
 pytestmark = pytest.mark.integration
 GOLDEN = ROOT / "tests" / "golden"
-
-
-@pytest.fixture
-def session():
-    s = lab.open_session()
-    yield s
-    s.close()
 
 
 def knobs_for(stack: str, **overrides):
