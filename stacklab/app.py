@@ -293,3 +293,12 @@ def dbbench_cmd(spec_path: Path, loops: int, db: Path, out: Console) -> None:
     finally:
         store.close()
     out.print(dbbench_table(records, f"dbbench: {spec.experiment.name}"))
+
+
+def list_workloads(out: Console) -> None:
+    table = Table(title="workloads")
+    for col in ("workload", "needs", "URLs", "description"):
+        table.add_column(col)
+    for w in WORKLOADS.values():
+        table.add_row(w.name, w.needs or "any server", str(len(w.urls)), w.description)
+    out.print(table)

@@ -161,6 +161,13 @@ def dbbench(spec: Path = typer.Argument(..., help="Experiment file (TOML) with m
 
 @cli.command()
 @guarded
+def workloads() -> None:
+    """List the workloads: what each deploys and which stacks can serve it."""
+    lab_app.list_workloads(out)
+
+
+@cli.command()
+@guarded
 def stacks() -> None:
     """List stacks, components with their versions, and every knob."""
     lab_app.list_stacks(out)
