@@ -121,8 +121,10 @@ def test_html_opens_in_headless_chromium_with_every_chart(view, tmp_path):
             page.on("pageerror", lambda e: errors.append(str(e)))
             page.on("request", lambda r: requests.append(r.url))
             page.goto(page_file.as_uri())
-            for chart in ("throughput", "latency", "cpu", "memory"):
-                assert page.locator(f"#chart-{chart} svg").count() == 1, chart
+            for chart in ("throughput", "latency", "transfer", "cpu", "memory"):
+                assert page.locator(f"#workload-static-page .chart-{chart} svg").count() == 1
+            assert page.locator("#recommendations tr").count() >= 2
+            assert page.locator("#best tr").count() == 1 + len(view.summaries)
             assert page.locator("#results tr").count() == 1 + len(view.summaries)
             assert page.locator("#verdicts td.pass").count() >= 1
             assert page.locator("#compression tr").count() == 1 + 2   # one per variant

@@ -70,12 +70,14 @@ def latency_chart(view: ExperimentView) -> str:
         xs = [p[0] for p in points]
         line, = ax.plot(xs, [p[1].p50_us / 1000 for p in points], marker="o",
                         label=f"{name} p50")
+        ax.plot(xs, [p[1].latency_us["p90"] / 1000 for p in points], linestyle=":",
+                color=line.get_color(), label=f"{name} p90")
         ax.plot(xs, [p[1].p99_us / 1000 for p in points], marker="^", linestyle="--",
                 color=line.get_color(), label=f"{name} p99")
     _concurrency_axis(ax, view)
     ax.set_yscale("log")
     ax.set_ylabel("latency, ms")
-    ax.set_title("Latency p50 (solid) and p99 (dashed), merged histograms")
+    ax.set_title("Latency p50 (solid), p90 (dotted), p99 (dashed), merged histograms")
     ax.grid(alpha=0.3, which="both")
     ax.legend(fontsize=8)
     return _svg(fig)
@@ -106,3 +108,23 @@ def cpu_chart(view: ExperimentView) -> str:
 def memory_chart(view: ExperimentView) -> str:
     return _component_chart(view, lambda s: s.rss_mib_peak, "peak RSS, MiB",
                             "Memory during the load, by component")
+
+
+def transfer_chart(view: ExperimentView) -> str:
+    fig, ax = plt.subplots(figsize=(8, 4))
+    for name, points in _series(view).items():
+        ax.plot([p[0] for p in points], [p[1].mbps.median for p in points], marker="o",
+                label=name)
+    _concurrency_axis(ax, view)
+    ax.set_ylabel("MB/s (HTTP bytes read by the client)")
+    ax.set_title("Transfer rate")
+    ax.set_ylim(bottom=0)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    return _svg(fig)
+
+
+def workload_charts(view: ExperimentView) -> dict[str, str]:
+    return {"throughput": throughput_chart(view), "latency": latency_chart(view),
+            "transfer": transfer_chart(view), "cpu": cpu_chart(view),
+            "memory": memory_chart(view)}

@@ -3,6 +3,7 @@ resources, so it opens offline."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import jinja2
@@ -10,6 +11,8 @@ import jinja2
 from .. import __version__
 from ..analyze import Estimate, ExperimentView
 from . import charts, common_knobs, series_name
+from ..recommend import CAUTIONS, best_combinations, effects
+from ..stacks import REGISTRY
 from .headline import headlines
 
 _env = jinja2.Environment(loader=jinja2.FileSystemLoader(Path(__file__).parent),
@@ -45,18 +48,35 @@ def _compression(view: ExperimentView, common: dict) -> list[tuple[str, dict]]:
     return rows
 
 
+def by_workload(view: ExperimentView) -> list[tuple[str, ExperimentView]]:
+    """One part of the experiment per workload, for that workload's charts."""
+    parts = []
+    for workload in dict.fromkeys(s.workload for s in view.summaries):
+        summaries = [s for s in view.summaries if s.workload == workload]
+        ids = {s.trial_id for s in summaries}
+        parts.append((workload, replace(view, summaries=summaries,
+                                        runs=[r for r in view.runs if r.trial_id in ids])))
+    return parts
+
+
+def _vs(c) -> str:
+    if c is None or c.ratio is None:
+        return "—"
+    return f"{c.ratio:.2f}× ({c.verdict})"
+
+
 def render_html(view: ExperimentView) -> str:
     common = common_knobs(view.summaries)
+    found = effects(view, REGISTRY)
     return _env.get_template("report.html.j2").render(
-        v=view, version=__version__, num=_num, ms=_ms, one=_one, ci=_ci,
+        v=view, version=__version__, num=_num, ms=_ms, one=_one, ci=_ci, vs=_vs,
         name=lambda s: series_name(s, common), common=common,
         headlines=headlines(view),
         flagged=[s for s in view.summaries if s.flagged],
         first_concurrency=min((s.concurrency for s in view.summaries), default=None),
         compression=_compression(view, common),
-        charts={"throughput": charts.throughput_chart(view),
-                "latency": charts.latency_chart(view),
-                "cpu": charts.cpu_chart(view), "memory": charts.memory_chart(view)})
+        sections=[(w, charts.workload_charts(part)) for w, part in by_workload(view)],
+        effects=found, bests=best_combinations(view, REGISTRY, found), cautions=CAUTIONS)
 
 
 def write_html(view: ExperimentView, path: Path) -> Path:

@@ -43,6 +43,10 @@ def print_summary(view: ExperimentView, console: Console) -> None:
         console.print("every trial: " + " ".join(f"{k}={v}" for k, v in sorted(common.items())))
     console.print("req/s: median of the repetitions with a bootstrap 95% CI; latency: "
                   "percentiles of all runs' merged histograms; srv CPU: every server process")
+    from .headline import headlines
+    for h in headlines(view):
+        console.print(f"• {h.workload}, {h.concurrency} connections: "
+                      f"{h.sentence(lambda s: series_name(s, common))}", markup=False)
     for s in view.summaries:
         if s.flagged:
             console.print(f"[yellow]⚑ {s.label}: {', '.join(s.flagged)}[/yellow] — the load "
