@@ -3,12 +3,14 @@
 Each component is one process group. Every `interval_s` (100 ms) the sampler reads
 /proc for the group's processes: CPU seconds (user, sys — a live process's own time
 plus that of the children it has reaped, so CPU of short-lived workers is not lost),
-RSS, process and thread counts; every `pss_every` samples also PSS and USS from
-smaps_rollup, which costs more, and the host's available memory. The
-sampler measures its own CPU so its cost can be checked (it must stay under 1% of a
-core). Between full scans of /proc for the group (every `scan_every` samples: the dearest
-read), new workers are found through /proc/<pid>/task/<pid>/children of the processes
-already known, which is how server masters fork them.
+RSS, process and thread counts; every `pss_every` samples (2 s) also PSS and USS
+from smaps_rollup — the kernel walks every page table for it, so it is read less
+often — and the host's available memory. The sampler measures its own CPU so its
+cost can be checked (it must stay under 1% of a core). Between full scans of /proc
+for the group (every `scan_every` samples: the dearest read), new workers are found
+every `children_every` samples through /proc/<pid>/task/<pid>/children of the
+processes already known, which is how server masters fork them; a worker's CPU is
+cumulative (and moves to its parent when reaped), so finding it late loses none.
 """
 
 from __future__ import annotations
@@ -131,9 +133,10 @@ class Monitor:
     """Samples process groups {component: pgid} from __enter__ until __exit__."""
 
     def __init__(self, groups: dict[str, int], interval_s: float = 0.1,
-                 pss_every: int = 10, scan_every: int = 50):
+                 pss_every: int = 20, scan_every: int = 50, children_every: int = 3):
         self.groups = groups
         self.interval_s, self.pss_every, self.scan_every = interval_s, pss_every, scan_every
+        self.children_every = children_every
         self.traces = {name: ComponentTrace(name) for name in groups}
         self.host_mib: list[float] = []
         self.sampler_cpu_s = 0.0
@@ -162,8 +165,12 @@ class Monitor:
     def _loop(self) -> None:
         cpu0 = time.thread_time()
         self.sample(pss=True)
-        while not self._stop.wait(self.interval_s):
-            self.sample(pss=self._count % self.pss_every == 0)
+        next_at = time.monotonic()
+        while not self._stop.is_set():
+            next_at += self.interval_s
+            time.sleep(max(0.0, next_at - time.monotonic()))   # cheaper than Event.wait
+            if not self._stop.is_set():
+                self.sample(pss=self._count % self.pss_every == 0)
         self.sample(pss=True)
         self.sampler_cpu_s = time.thread_time() - cpu0
         self.elapsed_s = self.now_s()
@@ -171,11 +178,12 @@ class Monitor:
     def sample(self, pss: bool = False) -> None:
         t = self.now_s()
         rescan = self._count % self.scan_every == 0
+        look_for_children = self._count % self.children_every == 0
         self._count += 1
         for name, pgid in self.groups.items():
             if rescan:
                 self._members[name] = group_members(pgid)
-            else:
+            elif look_for_children:
                 self._members[name] = _with_children(self._members[name] or [pgid])
             user = sys = rss = 0.0
             threads = 0
