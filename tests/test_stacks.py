@@ -81,6 +81,7 @@ def test_apache_mpms_really_run(session, mpm):
     assert_all_pass(verdicts)
     mpm_verdict = next(v for v in verdicts if v.check == "mpm")
     assert ("prefork" if mpm == "itk" else mpm) in mpm_verdict.detail
+    assert ("mpm-itk" in mpm_verdict.detail) == (mpm == "itk")
 
 
 @pytest.mark.parametrize("stack, knob", [("nginx", "nginx__gzip"), ("apache", "apache__deflate")])

@@ -110,9 +110,11 @@ class Apache(Component):
         fields = dict(line.split(": ", 1) for line in resp.body.decode().splitlines()
                       if ": " in line)
         running, want = fields.get("ServerMPM"), STATUS_MPM[mpm]
-        ok = running == want
+        itk = "mpm-itk/" in fields.get("ServerVersion", "")   # ITK announces itself there
+        ok = running == want and itk == (mpm == "itk")
+        seen = f"server reports MPM {running}" + (" with mpm-itk" if itk else "")
         return Verdict(self.name, "mpm", Status.PASS if ok else Status.FAIL,
-                       f"server reports MPM {running}" + ("" if ok else f", expected {want}"))
+                       seen + ("" if ok else f", expected {mpm}"))
 
     def version(self) -> str:
         try:
