@@ -25,6 +25,10 @@ class Estimate:
         return cls(median(values), bootstrap_ci(values), tuple(values))
 
     @property
+    def mean(self) -> float | None:
+        return sum(self.values) / len(self.values) if self.values else None
+
+    @property
     def half_width(self) -> float | None:
         """CI half-width relative to the median (0.03 = ±3%)."""
         if not self.ci or not self.median:
@@ -45,6 +49,7 @@ class TrialSummary:
     rps: Estimate
     mbps: Estimate                        # transfer rate, MB/s on the wire
     latency_us: dict | None               # pooled p50/p90/p99/p999/max from merged histograms
+    latency_runs_us: dict[str, Estimate]  # p50/p99 per run: their spread over repetitions
     cpu_us_per_request: dict[str, Estimate]   # component -> server CPU per request
     engine_cpu_us_per_request: Estimate
     rss_mib_peak: dict[str, Estimate]         # component -> peak RSS
@@ -119,6 +124,7 @@ def summarize(definition: dict, label: str, trial_id: str,
         Estimate.of([r.load["bytes"]["total"] / r.load["duration_s"] / 1e6 for r in ok
                      if r.load["duration_s"]]),
         merged_percentiles([r.load["histogram"] for r in ok if r.load.get("histogram")]),
+        {p: Estimate.of([r.load["latency_us"][p] for r in ok]) for p in ("p50", "p99")},
         per_component("cpu_s", per_request=True),
         Estimate.of([_per_request(r.load["engine"]["cpu_user_s"] + r.load["engine"]["cpu_sys_s"],
                                   r) for r in ok]),

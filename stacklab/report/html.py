@@ -31,6 +31,10 @@ def _ms(value_us: float | None) -> str:
     return "—" if value_us is None else f"{value_us / 1000:.2f}"
 
 
+def _ci_ms(e: Estimate) -> str:
+    return "—" if not e.ci else f"{e.ci[0] / 1000:.2f}–{e.ci[1] / 1000:.2f}"
+
+
 def _ci(e: Estimate) -> str:
     return "—" if not e.ci else f"{e.ci[0]:,.0f}–{e.ci[1]:,.0f}"
 
@@ -69,7 +73,7 @@ def render_html(view: ExperimentView) -> str:
     common = common_knobs(view.summaries)
     found = effects(view, REGISTRY)
     return _env.get_template("report.html.j2").render(
-        v=view, version=__version__, num=_num, ms=_ms, one=_one, ci=_ci, vs=_vs,
+        v=view, version=__version__, num=_num, ms=_ms, one=_one, ci=_ci, ci_ms=_ci_ms, vs=_vs,
         name=lambda s: series_name(s, common), common=common,
         headlines=headlines(view),
         flagged=[s for s in view.summaries if s.flagged],
