@@ -18,6 +18,7 @@ from .report.export import export_csv, export_json
 from .report.html import write_html
 from .report.text import print_summary
 from .procs import limits_problem
+from .systune import CpuAwake
 from .runner import run_experiment
 from .spec import ExperimentSpec, load_spec
 from .stacks import COMPONENTS, GROUPS, REGISTRY, STACKS
@@ -53,6 +54,10 @@ def run(spec_path: Path, db: Path, resume: bool, dry_run: bool, out: Console) ->
         print_plan(spec, plan, out)
         return
     _check_installed(plan)
+    if spec.experiment.keep_cpus_awake and not CpuAwake().available():
+        out.print("[yellow]note:[/yellow] cannot hold /dev/cpu_dma_latency (needs root): idle "
+                  "CPUs may sleep between requests, which slows low-concurrency runs; "
+                  "recorded with each run")
     store = Store.open(db)
     try:
         exp_id = run_experiment(spec, plan, REGISTRY, store, db.parent, resume,

@@ -33,6 +33,7 @@ from . import __version__, lab
 from .drive import LoadPlan, engine_path, engine_version, run_load
 from .errors import StacklabError, UsageError
 from .hostinfo import host_facts
+from .systune import CpuAwake
 from .plan import Trial, effective_knobs
 from .procs import limits_problem
 from .stack import RunningStack, start_stack, stop_stack, verify_stack
@@ -275,11 +276,13 @@ def run_breakdown(plan: BreakdownPlan, now: str) -> BreakdownRecord:
     versions["stacklab"] = __version__
     session = lab.open_session()
     try:
-        result = measure_breakdown(plan, session)
+        with CpuAwake() as cpus:   # one connection: idle-CPU wake-ups would dominate
+            system = cpus.state()
+            result = measure_breakdown(plan, session)
     finally:
         session.close()
     return BreakdownRecord(now, plan.stack, plan.workload, plan.knobs, result, versions,
-                           host_facts())
+                           {**host_facts(), **system})
 
 
 # output --------------------------------------------------------------------------

@@ -24,6 +24,7 @@ from rich.table import Table
 from . import __version__, lab
 from .errors import SpecError, StacklabError
 from .hostinfo import host_facts
+from .systune import CpuAwake
 from .net import free_port
 from .plan import Plan, effective_knobs
 from .spec import ExperimentSpec
@@ -98,9 +99,10 @@ def run_dbbench(spec: ExperimentSpec, variants: list[Variant], loops: int, store
         raise StacklabError(f"--loops {loops}: must be at least 1")
     versions = {C: COMPONENTS[C].version(), "pymysql": pymysql.__version__,
                 "stacklab": __version__}
-    host = host_facts()
     records = []
     session = lab.open_session()
+    cpus = CpuAwake().__enter__()   # one client connection: keep wake-ups out of it
+    host = {**host_facts(), **cpus.state()}
     try:
         for i, variant in enumerate(variants):
             result = bench_variant(variant, loops, session, f"dbbench-{i}",
@@ -111,6 +113,7 @@ def run_dbbench(spec: ExperimentSpec, variants: list[Variant], loops: int, store
             records.append(record)
             on_stored(record)
     finally:
+        cpus.__exit__(None, None, None)
         session.close()
     return records
 

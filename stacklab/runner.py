@@ -11,6 +11,7 @@ import hashlib
 import json
 import shutil
 import signal
+from contextlib import nullcontext
 
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -26,6 +27,7 @@ from .knobs import KnobRegistry
 from .monitor import Monitor
 from .plan import Plan, PlannedRun, Trial, effective_knobs
 from .spec import ExperimentSpec
+from .systune import CpuAwake
 from .stack import RunningStack, start_stack, stop_stack, verify_stack
 from .stacks import COMPONENTS, STACKS
 from .stacks.base import Started
@@ -61,6 +63,7 @@ class RunContext:
     results_dir: Path
     versions: dict[str, str]
     tls: tuple[Path, Path]          # the lab's certificate and key
+    system: dict                    # system settings held during the runs (systune)
     deployed: dict[str, Deployed] = field(default_factory=dict)
 
 
@@ -76,14 +79,22 @@ def now() -> str:
 def run_experiment(spec: ExperimentSpec, plan: Plan, registry: KnobRegistry, store: Store,
                    results_dir: Path, resume: bool, progress: Progress) -> int:
     """Run every planned run not yet stored; return the experiment id."""
-    exp_id = _experiment_for(spec, plan, store, resume)
+    with CpuAwake() if spec.experiment.keep_cpus_awake else nullcontext(CpuAwake()) as cpus:
+        system = cpus.state()
+        exp_id = _experiment_for(spec, plan, store, resume, system)
+        _run_all(spec, plan, registry, store, results_dir, progress, exp_id, system)
+    return exp_id
+
+
+def _run_all(spec: ExperimentSpec, plan: Plan, registry: KnobRegistry, store: Store,
+             results_dir: Path, progress: Progress, exp_id: int, system: dict) -> None:
     done = store.done(exp_id)
     todo = [r for r in plan.runs if (r.trial.id, r.repetition) not in done]
     session = lab.open_session()
     previous = _trap_sigterm()
     try:
         ctx = RunContext(exp_id, spec, registry, store, session, results_dir,
-                         _versions(plan), make_certificate(session.dir))
+                         _versions(plan), make_certificate(session.dir), system)
         progress.begin(len(plan.runs), len(plan.runs) - len(todo))
         for run in todo:
             _run_and_store(ctx, run, progress)
@@ -100,7 +111,6 @@ def run_experiment(spec: ExperimentSpec, plan: Plan, registry: KnobRegistry, sto
         signal.signal(signal.SIGTERM, previous)
         progress.end()
         session.close()
-    return exp_id
 
 
 def _run_and_store(ctx: RunContext, run: PlannedRun, progress: Progress) -> None:
@@ -138,7 +148,8 @@ def _trap_sigterm():
     return signal.signal(signal.SIGTERM, on_term)
 
 
-def _experiment_for(spec: ExperimentSpec, plan: Plan, store: Store, resume: bool) -> int:
+def _experiment_for(spec: ExperimentSpec, plan: Plan, store: Store, resume: bool,
+                    system: dict) -> int:
     name = spec.experiment.name
     digest = plan_hash(plan)
     if resume:
@@ -153,7 +164,8 @@ def _experiment_for(spec: ExperimentSpec, plan: Plan, store: Store, resume: bool
         return row["id"]
     trials = [(t.id, t.label(), t.definition()) for t in plan.trials]
     spec_doc = json.loads(spec.model_dump_json())
-    return store.new_experiment(name, spec.path, digest, spec_doc, trials, host_facts(),
+    return store.new_experiment(name, spec.path, digest, spec_doc, trials,
+                                {**host_facts(), **system},
                                 __version__, git_commit(), now())
 
 
@@ -193,6 +205,7 @@ def execute_run(ctx: RunContext, run: PlannedRun) -> RunRecord:
             resources = {name: trace.summary(began + plan.warmup_s, ended)
                          for name, trace in monitor.traces.items()}
             resources["_monitor"] = monitor.overhead()
+            resources["_system"] = ctx.system
             flags = run_flags(load)
             if not running.alive():
                 outcome, reason = "failed", "server exited during the load"

@@ -44,6 +44,7 @@ class Experiment(_Strict):
     requests: int | None = Field(None, ge=1)
     warmup: float = 1.0
     seed: int = 1
+    keep_cpus_awake: bool = True   # hold /dev/cpu_dma_latency at 0 (see systune.py)
 
     @field_validator("repetitions", mode="before")
     @classmethod

@@ -58,6 +58,8 @@ def test_tiny_experiment_end_to_end(tmp_path):
         assert load["requests"]["completed"] == 300 and load["requests"]["failed"] == 0
         assert load["status"] == {"200": 300}
         assert r["rps"] > 0 and r["p99_us"] >= r["p50_us"] > 0
+        system = json.loads(r["resources_json"])["_system"]
+        assert system["cpus_kept_awake"] == os.access("/dev/cpu_dma_latency", os.W_OK)
         verdicts = json.loads(r["verdicts_json"])
         assert {v["status"] for v in verdicts} == {"PASS"}
         assert "content /index.html" in {v["check"] for v in verdicts}
