@@ -5,6 +5,8 @@ from __future__ import annotations
 import http.client
 import os
 import pwd
+import re
+import subprocess
 import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
@@ -63,9 +65,21 @@ class Component(ABC):
     def command(self, ctx: RenderContext, knobs: dict[str, Any]) -> list[str]:
         """argv that starts the server in the foreground from the rendered configs."""
 
-    @abstractmethod
+    version_args: tuple[str, ...] = ("-v",)   # how the binary tells its version…
+    version_pattern: str = ""                 # …and where it is in what it prints
+
     def version(self) -> str:
         """The installed version, or raise StackError if it is missing."""
+        try:
+            out = subprocess.run([self.binary, *self.version_args], capture_output=True,
+                                 text=True, timeout=10)
+        except OSError as e:
+            raise StackError(f"{self.name}: cannot run {self.binary}: {e}") from e
+        m = re.search(self.version_pattern, out.stdout + out.stderr)
+        if not m:
+            raise StackError(f"{self.name}: unexpected version output "
+                             f"{(out.stdout + out.stderr).strip()[:200]!r}")
+        return m.group(1)
 
     def env(self, ctx: RenderContext, knobs: dict[str, Any]) -> dict[str, str] | None:
         """Environment of the server process (None: inherit stacklab's)."""

@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import re
 import shutil
-import subprocess
 from pathlib import Path
 from typing import Any
 
-from ...errors import StackError
 from ...net import Endpoint
 from ...verify import CHECK_PATH, Status, Verdict, check_gzip, check_keepalive, fetch
 from ..base import Component, RenderContext, Started
@@ -37,6 +34,8 @@ class Apache(Component):
     name = "apache"
     package = "apache2"
     binary = "/usr/sbin/apache2"
+    version_args = ("-v",)
+    version_pattern = r"Apache/(\S+)"
     knobs = KNOBS
     groups = ("php",)
 
@@ -115,14 +114,3 @@ class Apache(Component):
         seen = f"server reports MPM {running}" + (" with mpm-itk" if itk else "")
         return Verdict(self.name, "mpm", Status.PASS if ok else Status.FAIL,
                        seen + ("" if ok else f", expected {mpm}"))
-
-    def version(self) -> str:
-        try:
-            out = subprocess.run([self.binary, "-v"], capture_output=True, text=True,
-                                 timeout=10).stdout
-        except OSError as e:
-            raise StackError(f"apache: cannot run {self.binary}: {e}") from e
-        m = re.search(r"Apache/(\S+)", out)
-        if not m:
-            raise StackError(f"apache: unexpected version output {out.strip()!r}")
-        return m.group(1)

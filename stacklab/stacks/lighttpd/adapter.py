@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import re
 import shutil
-import subprocess
 from pathlib import Path
 from typing import Any
 
 from ... import procs
-from ...errors import StackError
 from ...net import Endpoint
 from ...verify import CHECK_PATH, Status, Verdict, check_gzip, check_keepalive
 from ..base import Component, RenderContext, Started
@@ -28,6 +25,8 @@ class Lighttpd(Component):
     name = "lighttpd"
     package = "lighttpd"
     binary = "/usr/sbin/lighttpd"
+    version_args = ("-v",)
+    version_pattern = r"lighttpd/(\S+)"
     knobs = KNOBS
 
     def check(self, knobs: dict[str, Any]) -> str | None:
@@ -72,14 +71,3 @@ class Lighttpd(Component):
         ok = running == want
         return Verdict(self.name, "workers", Status.PASS if ok else Status.FAIL,
                        f"{running} lighttpd processes" + ("" if ok else f", expected {want}"))
-
-    def version(self) -> str:
-        try:
-            out = subprocess.run([self.binary, "-v"], capture_output=True, text=True,
-                                 timeout=10).stdout
-        except OSError as e:
-            raise StackError(f"lighttpd: cannot run {self.binary}: {e}") from e
-        m = re.search(r"lighttpd/(\S+)", out)
-        if not m:
-            raise StackError(f"lighttpd: unexpected version output {out.strip()!r}")
-        return m.group(1)

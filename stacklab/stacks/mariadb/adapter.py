@@ -4,12 +4,9 @@ socket in the run directory, over a datadir seeded once per experiment."""
 from __future__ import annotations
 
 import os
-import re
-import subprocess
 from pathlib import Path
 from typing import Any
 
-from ...errors import StackError
 from ...net import Endpoint, socket_ready
 from ..base import Component, RenderContext, Started
 from ..templates import render_template
@@ -24,6 +21,8 @@ class MariaDB(Component):
     name = "mariadb"
     package = "mariadb-server"
     binary = "/usr/sbin/mariadbd"
+    version_args = ("--no-defaults", "--version")
+    version_pattern = r"Ver (\d+\.\d+\.\d+)"
     knobs = KNOBS
 
     def endpoint(self, ctx: RenderContext, knobs: dict[str, Any]) -> Endpoint:
@@ -51,14 +50,3 @@ class MariaDB(Component):
 
     def verify(self, started: Started, front: Started) -> list:
         return verify_mariadb(started, front)
-
-    def version(self) -> str:
-        try:
-            out = subprocess.run([self.binary, "--no-defaults", "--version"],
-                                 capture_output=True, text=True, timeout=10).stdout
-        except OSError as e:
-            raise StackError(f"mariadb: cannot run {self.binary}: {e}") from e
-        m = re.search(r"Ver (\d+\.\d+\.\d+)", out)
-        if not m:
-            raise StackError(f"mariadb: unexpected version output {out.strip()!r}")
-        return m.group(1)

@@ -3,12 +3,9 @@
 from __future__ import annotations
 
 import os
-import re
 import socket
-import subprocess
 from typing import Any
 
-from ...errors import StackError
 from ...net import Endpoint, socket_ready
 from ...verify import Status, Verdict, fetch
 from ..base import Component, RenderContext, Started
@@ -35,6 +32,8 @@ class Memcached(Component):
     name = "memcached"
     package = "memcached"
     binary = "/usr/bin/memcached"
+    version_args = ("-V",)
+    version_pattern = r"memcached (\S+)"
     knobs = KNOBS
 
     def endpoint(self, ctx: RenderContext, knobs: dict[str, Any]) -> Endpoint:
@@ -68,14 +67,3 @@ class Memcached(Component):
                             f"{resp.status} and stored {sets} items in memcached")]
         return [Verdict(self.name, "sessions", Status.PASS, f"a new session stored {sets} "
                         "item(s) in memcached")]
-
-    def version(self) -> str:
-        try:
-            out = subprocess.run([self.binary, "-V"], capture_output=True, text=True,
-                                 timeout=10).stdout
-        except OSError as e:
-            raise StackError(f"memcached: cannot run {self.binary}: {e}") from e
-        m = re.search(r"memcached (\S+)", out)
-        if not m:
-            raise StackError(f"memcached: unexpected version output {out.strip()!r}")
-        return m.group(1)

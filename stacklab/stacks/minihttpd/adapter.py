@@ -4,11 +4,8 @@ own arguments (its config file does not take every option, e.g. maxage); never
 
 from __future__ import annotations
 
-import re
-import subprocess
 from typing import Any
 
-from ...errors import StackError
 from ...verify import CHECK_PATH, Verdict, check_gzip, check_keepalive
 from ..base import Component, RenderContext, Started
 from .knobs import KNOBS
@@ -18,6 +15,8 @@ class MiniHttpd(Component):
     name = "mini-httpd"
     package = "mini-httpd"
     binary = "/usr/sbin/mini_httpd"
+    version_args = ("-V",)
+    version_pattern = r"mini_httpd/(\S+)"
     knobs = KNOBS
 
     def render(self, ctx: RenderContext, knobs: dict[str, Any]) -> dict[str, str]:
@@ -40,14 +39,3 @@ class MiniHttpd(Component):
         ep = started.endpoint
         return [check_keepalive(self.name, ep, CHECK_PATH, False),
                 check_gzip(self.name, ep, CHECK_PATH, False)]
-
-    def version(self) -> str:
-        try:
-            out = subprocess.run([self.binary, "-V"], capture_output=True, text=True,
-                                 timeout=10)
-        except OSError as e:
-            raise StackError(f"mini-httpd: cannot run {self.binary}: {e}") from e
-        m = re.search(r"mini_httpd/(\S+)", out.stdout + out.stderr)
-        if not m:
-            raise StackError(f"mini-httpd: unexpected version output {out.stdout.strip()!r}")
-        return m.group(1)

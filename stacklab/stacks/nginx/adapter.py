@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import re
-import subprocess
 from pathlib import Path
 from typing import Any
 
-from ...errors import StackError
 from ...net import Endpoint
 from ...verify import CHECK_PATH, Verdict, check_gzip, check_keepalive
 from ..base import Component, RenderContext, Started
@@ -44,6 +41,8 @@ class Nginx(Component):
     name = "nginx"
     package = "nginx"
     binary = "/usr/sbin/nginx"
+    version_args = ("-v",)
+    version_pattern = r"nginx/(\S+)"
     knobs = KNOBS
 
     def check(self, knobs: dict[str, Any]) -> str | None:
@@ -72,14 +71,3 @@ class Nginx(Component):
         if k["tls"]:
             verdicts += check_tls(self.name, ep, k)
         return verdicts
-
-    def version(self) -> str:
-        try:
-            out = subprocess.run([self.binary, "-v"], capture_output=True, text=True,
-                                 timeout=10).stderr
-        except OSError as e:
-            raise StackError(f"nginx: cannot run {self.binary}: {e}") from e
-        m = re.search(r"nginx/(\S+)", out)
-        if not m:
-            raise StackError(f"nginx: unexpected version output {out.strip()!r}")
-        return m.group(1)

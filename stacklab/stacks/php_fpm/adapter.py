@@ -3,12 +3,9 @@
 from __future__ import annotations
 
 import os
-import re
-import subprocess
 from pathlib import Path
 from typing import Any
 
-from ...errors import StackError
 from ...net import Endpoint, socket_ready
 from ..base import Component, RenderContext, Started
 from ..php import php_env, render_php_config
@@ -22,6 +19,8 @@ class PhpFpm(Component):
     name = "php-fpm"
     package = "php8.2-fpm"
     binary = "/usr/sbin/php-fpm8.2"
+    version_args = ("-n", "-v")
+    version_pattern = r"PHP (\S+)"
     knobs = KNOBS
     groups = ("php",)
 
@@ -61,14 +60,3 @@ class PhpFpm(Component):
 
     def ready(self, started: Started) -> bool:
         return socket_ready(started.endpoint)
-
-    def version(self) -> str:
-        try:
-            out = subprocess.run([self.binary, "-n", "-v"], capture_output=True, text=True,
-                                 timeout=10).stdout
-        except OSError as e:
-            raise StackError(f"php-fpm: cannot run {self.binary}: {e}") from e
-        m = re.search(r"PHP (\S+)", out)
-        if not m:
-            raise StackError(f"php-fpm: unexpected version output {out.strip()!r}")
-        return m.group(1)
