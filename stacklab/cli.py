@@ -31,12 +31,14 @@ def guarded(fn: Callable) -> Callable:
     def wrapper(*args, **kwargs):
         try:
             return fn(*args, **kwargs)
-        except StacklabError as e:
+        except (StacklabError, OSError) as e:
             if "--traceback" in sys.argv:
                 raise
-            err.print(f"stacklab: error: {e}", markup=False, highlight=False,
+            message = str(e) if isinstance(e, StacklabError) else (
+                f"{e.filename}: {e.strerror}" if e.filename else str(e))
+            err.print(f"stacklab: error: {message}", markup=False, highlight=False,
                       soft_wrap=True)
-            raise typer.Exit(e.exit_code) from None
+            raise typer.Exit(getattr(e, "exit_code", 1)) from None
     return wrapper
 
 

@@ -91,6 +91,10 @@ def load_spec(path: Path, registry: KnobRegistry, stacks: set[str],
         doc = tomllib.loads(path.read_text())
     except FileNotFoundError:
         raise SpecError(file, "(file)", file, "no such file") from None
+    except UnicodeDecodeError:
+        raise SpecError(file, "(file)", file, "not a text file") from None
+    except OSError as e:
+        raise SpecError(file, "(file)", file, e.strerror or str(e)) from None
     except tomllib.TOMLDecodeError as e:
         raise SpecError(file, "(syntax)", str(e), "not valid TOML") from None
     return parse_spec(doc, file, registry, stacks, workloads)

@@ -104,3 +104,10 @@ def test_presets_are_valid(spec_args):
     assert presets
     for p in presets:
         load_spec(p, *spec_args)
+
+
+def test_a_directory_instead_of_a_file_is_one_error(tmp_path, spec_args):
+    from stacklab.spec import load_spec
+    with pytest.raises(SpecError) as e:
+        load_spec(tmp_path, *spec_args)
+    assert str(tmp_path) in str(e.value) and "directory" in str(e.value).lower()
