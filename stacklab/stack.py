@@ -14,7 +14,7 @@ from .stacks import COMPONENTS, StackDef
 from .stacks.base import RenderContext, Started
 from .stacks.perl import verify_perl
 from .stacks.php import verify_php
-from .verify import Verdict, check_content
+from .verify import Verdict, check_content, check_nofile
 from .workloads import Deployed
 
 HOST = "127.0.0.1"
@@ -71,6 +71,8 @@ def verify_stack(running: RunningStack, deployed: Deployed) -> list[Verdict]:
     verdicts = check_content(front.endpoint, deployed.expected)
     for s in reversed(running.started):
         verdicts += COMPONENTS[s.name].verify(s, front)
+        if s.knobs.get("nofile"):
+            verdicts.append(check_nofile(s.name, s.proc.pgid, s.knobs["nofile"]))
     if running.stack.php_sapi:
         verdicts += verify_php(front.endpoint, front.ctx.groups["php"],
                                running.stack.php_sapi, running.stack.php_persistent)

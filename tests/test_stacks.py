@@ -237,3 +237,20 @@ def test_php_stacks_run_as_a_normal_user(session, stack):
     if os.getuid() != 0:
         pytest.skip("already running as a normal user: the other tests cover it")
     assert_all_pass(run_stack(session, stack, "php-page", run_as="nobody"))
+
+
+@pytest.mark.parametrize("stack, knob", [("nginx", "nginx__expires"), ("apache", "apache__expires")])
+def test_expires_header_is_sent_as_the_knob_says(session, stack, knob):
+    on = run_stack(session, stack, **{knob: "1d"})
+    assert_all_pass(on)
+    assert "max-age=86400" in next(v for v in on if v.check == "expires").detail
+    off = run_stack(session, stack)
+    assert_all_pass(off)
+    assert "(none)" in next(v for v in off if v.check == "expires").detail
+
+
+@pytest.mark.parametrize("stack", ["nginx", "apache"])
+def test_nofile_limit_reaches_every_server_process(session, stack):
+    verdicts = run_stack(session, stack, **{f"{stack}__nofile": 4096})
+    assert_all_pass(verdicts)
+    assert "[4096]" in next(v for v in verdicts if v.check == "nofile").detail

@@ -7,7 +7,8 @@ from pathlib import Path
 from typing import Any
 
 from ...net import Endpoint
-from ...verify import CHECK_PATH, Status, Verdict, check_gzip, check_keepalive, fetch
+from ...verify import (CHECK_PATH, Status, Verdict, check_expires, check_gzip, check_keepalive,
+                       fetch)
 from ..base import Component, RenderContext, Started
 from ..php import php_env, render_php_config
 from ..templates import render_template
@@ -99,6 +100,7 @@ class Apache(Component):
         k, ep = started.knobs, started.endpoint
         verdicts = [check_keepalive(self.name, ep, CHECK_PATH, k["keepalive"]),
                     check_gzip(self.name, ep, CHECK_PATH, k["deflate"]),
+                    check_expires(self.name, ep, CHECK_PATH, k["expires"]),
                     self._check_mpm(ep, k["mpm"])]
         if k["tls"]:
             verdicts += check_tls(self.name, ep, k)

@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from ...net import Endpoint
-from ...verify import CHECK_PATH, Verdict, check_gzip, check_keepalive
+from ...verify import CHECK_PATH, Verdict, check_expires, check_gzip, check_keepalive
 from ..base import Component, RenderContext, Started
 from ..templates import render_template
 from ..tlsverify import check_tls
@@ -67,7 +67,8 @@ class Nginx(Component):
     def verify(self, started: Started, front: Started) -> list[Verdict]:
         k, ep = started.knobs, started.endpoint
         verdicts = [check_keepalive(self.name, ep, CHECK_PATH, k["keepalive_timeout"] > 0),
-                    check_gzip(self.name, ep, CHECK_PATH, k["gzip"])]
+                    check_gzip(self.name, ep, CHECK_PATH, k["gzip"]),
+                    check_expires(self.name, ep, CHECK_PATH, k["expires"])]
         if k["tls"]:
             verdicts += check_tls(self.name, ep, k)
         return verdicts
