@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Install everything stacklab needs on Debian 12, idempotently:
 # Debian packages, the Python virtualenv (.venv) and the release build of the engine.
+# With --test, also what only the tests use (Chromium for the report's browser test).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -12,8 +13,11 @@ APT_PACKAGES=(
   libapache2-mod-php8.2 libapache2-mod-fcgid libapache2-mpm-itk libapache2-mod-perl2
   lighttpd lighttpd-mod-deflate lighttpd-mod-openssl mini-httpd webfs
   mariadb-server mariadb-client memcached php8.2-mysql php8.2-memcached
-  chromium
 )
+APT_TEST_PACKAGES=(chromium)
+if [ "${1:-}" = "--test" ]; then
+  APT_PACKAGES+=("${APT_TEST_PACKAGES[@]}")
+fi
 
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
