@@ -26,6 +26,17 @@ done
 if [ ${#missing[@]} -gt 0 ]; then
   echo "install-deps: apt packages: ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive
+  # The packaged services (nginx, apache2, mariadb, …) must not start: stacklab runs its
+  # own instances, and system ones would hold port 80 and take CPU from measurements.
+  # A policy-rc.d that says "no" keeps them stopped during the install, unless the
+  # machine already has one of its own.
+  guard=""
+  if [ ! -e /usr/sbin/policy-rc.d ]; then
+    printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d
+    chmod 755 /usr/sbin/policy-rc.d
+    guard=/usr/sbin/policy-rc.d
+  fi
+  trap '[ -n "$guard" ] && rm -f "$guard"' EXIT
   apt-get update -qq
   apt-get install -y --no-install-recommends "${missing[@]}"
 fi

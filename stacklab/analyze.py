@@ -25,6 +25,16 @@ class Estimate:
         return cls(median(values), bootstrap_ci(values), tuple(values))
 
     @property
+    def ci_level(self) -> float | None:
+        """The interval's real confidence. With n < 6 the bootstrap interval of a median
+        is [min, max], which covers the true median with probability 1 - 2^(1-n) only
+        (75% at n = 3, 94% at n = 5), so that is what it is called."""
+        n = len(self.values)
+        if n < 2:
+            return None
+        return 0.95 if n >= 6 else 1 - 2 ** (1 - n)
+
+    @property
     def mean(self) -> float | None:
         return sum(self.values) / len(self.values) if self.values else None
 
@@ -94,6 +104,14 @@ class ExperimentView:
     runs: list[RunRecord]
 
 
+def engine_cpu_measured_s(load: dict) -> float:
+    """The engine's CPU during the measured phase. It reports its whole process (warm-up
+    included), so the warm-up's share is taken out in proportion to time."""
+    total = load["engine"]["cpu_user_s"] + load["engine"]["cpu_sys_s"]
+    measured, warmup = load["duration_s"], load["config"].get("warmup_s") or 0.0
+    return total * measured / (measured + warmup) if measured + warmup > 0 else total
+
+
 def _per_request(cpu_s: float, run: RunRecord) -> float:
     return cpu_s / run.load["requests"]["completed"] * 1e6
 
@@ -126,8 +144,7 @@ def summarize(definition: dict, label: str, trial_id: str,
         merged_percentiles([r.load["histogram"] for r in ok if r.load.get("histogram")]),
         {p: Estimate.of([r.load["latency_us"][p] for r in ok]) for p in ("p50", "p99")},
         per_component("cpu_s", per_request=True),
-        Estimate.of([_per_request(r.load["engine"]["cpu_user_s"] + r.load["engine"]["cpu_sys_s"],
-                                  r) for r in ok]),
+        Estimate.of([_per_request(engine_cpu_measured_s(r.load), r) for r in ok]),
         per_component("rss_mib_peak"), per_component("pss_mib_per_worker"),
         sum(r.load["requests"]["failed"] for r in ok),
         tuple(sorted({f for r in ok for f in r.flags})),

@@ -12,7 +12,7 @@ from rich.table import Table
 
 from .analyze import load_view
 from .drive import engine_path, engine_version
-from .errors import SpecError, StacklabError
+from .errors import NotFound, SpecError, StacklabError
 from .plan import Plan, PlannedRun, effective_knobs, make_plan
 from .report.export import export_csv, export_json
 from .report.html import write_html
@@ -60,11 +60,16 @@ def run(spec_path: Path, db: Path, resume: bool, dry_run: bool, out: Console) ->
                   "recorded with each run")
     store = Store.open(db)
     try:
-        exp_id = run_experiment(spec, plan, REGISTRY, store, db.parent, resume,
+        exp_id = run_experiment(spec, plan, REGISTRY, store, logs_dir(db), resume,
                                 RichProgress(out))
         print_summary(load_view(store, exp_id), out)
     finally:
         store.close()
+
+
+def logs_dir(db: Path) -> Path:
+    """Where runs' server logs are kept: beside the database, one tree per database."""
+    return db.parent / "runs" / db.stem
 
 
 def _check_installed(plan: Plan) -> None:
@@ -232,9 +237,9 @@ def compare_cmd(a: str, b: str, db: Path, experiment: str | None, out: Console) 
 
 
 def _trial(view, prefix: str):
-    found = [s for s in view.summaries if s.trial_id.startswith(prefix)]
+    found = [s for s in view.summaries if prefix and s.trial_id.startswith(prefix)]
     if len(found) != 1:
-        raise StacklabError(f"{prefix!r}: {'no' if not found else 'more than one'} trial of "
+        raise NotFound(f"{prefix!r}: {'no' if not found else 'more than one'} trial of "
                             f"experiment {view.name!r} (id {view.id}) has that id; "
                             "`stacklab show` lists them")
     return found[0]

@@ -274,13 +274,9 @@ def run_breakdown(plan: BreakdownPlan, now: str) -> BreakdownRecord:
     versions = {name: COMPONENTS[name].version() for name in STACKS[plan.stack].components}
     versions["stacklab-load"] = engine_version()
     versions["stacklab"] = __version__
-    session = lab.open_session()
-    try:
-        with CpuAwake() as cpus:   # one connection: idle-CPU wake-ups would dominate
-            system = cpus.state()
-            result = measure_breakdown(plan, session)
-    finally:
-        session.close()
+    with lab.session_scope() as session, CpuAwake() as cpus:
+        system = cpus.state()   # one connection: idle-CPU wake-ups would dominate
+        result = measure_breakdown(plan, session)
     return BreakdownRecord(now, plan.stack, plan.workload, plan.knobs, result, versions,
                            {**host_facts(), **system})
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import os
 import sys
 from enum import Enum
 from pathlib import Path
@@ -31,6 +32,9 @@ def guarded(fn: Callable) -> Callable:
     def wrapper(*args, **kwargs):
         try:
             return fn(*args, **kwargs)
+        except BrokenPipeError:             # `stacklab show | head`: the reader left
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            raise typer.Exit(0) from None
         except (StacklabError, OSError) as e:
             if "--traceback" in sys.argv:
                 raise

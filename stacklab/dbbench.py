@@ -100,10 +100,8 @@ def run_dbbench(spec: ExperimentSpec, variants: list[Variant], loops: int, store
     versions = {C: COMPONENTS[C].version(), "pymysql": pymysql.__version__,
                 "stacklab": __version__}
     records = []
-    session = lab.open_session()
-    cpus = CpuAwake().__enter__()   # one client connection: keep wake-ups out of it
-    host = {**host_facts(), **cpus.state()}
-    try:
+    with lab.session_scope() as session, CpuAwake() as cpus:
+        host = {**host_facts(), **cpus.state()}   # one client connection: CPUs kept awake
         for i, variant in enumerate(variants):
             result = bench_variant(variant, loops, session, f"dbbench-{i}",
                                    spec.experiment.seed)
@@ -112,9 +110,6 @@ def run_dbbench(spec: ExperimentSpec, variants: list[Variant], loops: int, store
             record = replace(record, id=store.add_dbbench(record))
             records.append(record)
             on_stored(record)
-    finally:
-        cpus.__exit__(None, None, None)
-        session.close()
     return records
 
 

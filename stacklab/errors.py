@@ -28,6 +28,12 @@ class UsageError(StacklabError):
     exit_code = 2
 
 
+class NotFound(StacklabError):
+    """What the command line names (an experiment, a trial) does not exist."""
+
+    exit_code = 2
+
+
 class StackError(StacklabError):
     """A component could not be rendered, started or made ready."""
 

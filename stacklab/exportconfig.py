@@ -9,18 +9,27 @@ from pathlib import Path
 from .errors import StacklabError
 from .store import RunRecord
 
+# A lab session directory, wherever the temp dir is: <tmp>/stacklab-<uid>/s-<pid>-<hex>.
+_SESSION = r"(?:/[^/\s\"':;|]+)*/stacklab-\d+/s-\d+-[0-9a-f]{8}"
+_NAME = r"[^/\s\"':;|]+"
 # Lab paths become conventional places; ports become a placeholder to fill in.
-_RUN_DIR = re.compile(r"/tmp/stacklab-\d+/s-[^/\s\"']+/[0-9a-f]{12}-r\d+/(?P<comp>[^/\s\"']+)")
-_DOCROOT = re.compile(r"/tmp/stacklab-\d+/s-[^/\s\"']+/docroot-[^/\s\"']+")
-_CERTS = re.compile(r"/tmp/stacklab-\d+/s-[^/\s\"']+/lab-(?P<what>cert|key)\.pem")
-_PORT = re.compile(r"127\.0\.0\.1:\d{4,5}")
+_RULES = [
+    (re.compile(_SESSION + r"/lab-(?P<what>cert|key)\.pem"),
+     lambda m: f"/etc/ssl/stacklab/{m['what']}.pem"),
+    (re.compile(_SESSION + r"/docroot-" + _NAME), lambda m: "/var/www/html"),
+    (re.compile(_SESSION + r"/cache/(?P<rest>" + _NAME + ")"),
+     lambda m: f"/var/lib/stacklab/data/{m['rest'].split('-')[0]}"),
+    (re.compile(_SESSION + r"/[0-9a-f]{12}-r\d+/(?P<comp>" + _NAME + ")"),
+     lambda m: f"/var/lib/stacklab/{m['comp']}"),
+    (re.compile(_SESSION), lambda m: "/var/lib/stacklab"),
+    (re.compile(r"127\.0\.0\.1:\d{4,5}"), lambda m: "127.0.0.1:PORT"),
+]
 
 
 def clean(text: str) -> str:
-    text = _CERTS.sub(lambda m: f"/etc/ssl/stacklab/{m['what']}.pem", text)
-    text = _DOCROOT.sub("/var/www/html", text)
-    text = _RUN_DIR.sub(lambda m: f"/var/lib/stacklab/{m['comp']}", text)
-    return _PORT.sub("127.0.0.1:PORT", text)
+    for pattern, replacement in _RULES:
+        text = pattern.sub(replacement, text)
+    return text
 
 
 def export_config(run: RunRecord, label: str, out_dir: Path) -> list[Path]:
@@ -39,6 +48,7 @@ def export_config(run: RunRecord, label: str, out_dir: Path) -> list[Path]:
         "Rendered by stacklab for a lab run and cleaned of lab paths:\n"
         "  /var/www/html             the document root\n"
         "  /var/lib/stacklab/<name>  the component's run directory (pid, logs, sockets)\n"
+        "  /var/lib/stacklab/data/*  a database's data directory\n"
         "  /etc/ssl/stacklab/*.pem   the TLS certificate and key\n"
         "  127.0.0.1:PORT            the listening address: choose yours\n\n"
         "Knob values:\n" + json.dumps(run.knobs, indent=2, sort_keys=True) + "\n\n"

@@ -6,6 +6,7 @@ Components declare their knobs beside their templates (stacks/<component>/knobs.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,6 +37,8 @@ class Knob:
             ok = isinstance(value, (int, float)) and not isinstance(value, bool)
         else:
             ok = isinstance(value, self.type)
+        if ok and self.type is float and not math.isfinite(value):
+            raise ValueError(f"{self.key} must be a finite number")
         if not ok:
             raise ValueError(f"{self.key} takes a {self.type.__name__}")
         if self.choices and value not in self.choices:

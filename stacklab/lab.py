@@ -12,8 +12,10 @@ import fcntl
 import os
 import pwd
 import shutil
+import signal
 import tempfile
 import uuid
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -98,3 +100,26 @@ def cleanup_stale(root: Path) -> list[Path]:
 def _stop_recorded(directory: Path) -> None:
     for pgids in directory.rglob(procs.PGIDS_FILE):
         procs.cleanup_leftovers(pgids.parent)
+
+
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt
+
+
+@contextmanager
+def session_scope(root: Path | None = None):
+    """A lab session whose servers are stopped however the command ends: SIGTERM and
+    SIGHUP become KeyboardInterrupt (like Ctrl-C), and while the session is being
+    closed they are ignored, so cleanup always finishes."""
+    previous = {sig: signal.signal(sig, _interrupt) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        session = open_session(root)
+        try:
+            yield session
+        finally:
+            for sig in previous:
+                signal.signal(sig, signal.SIG_IGN)
+            session.close()
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 PGIDS_FILE = "pgids"
+MARK = "STACKLAB_RUN_DIR"
 
 
 @dataclass
@@ -38,6 +39,8 @@ def spawn(name: str, argv: list[str], run_dir: Path, log_path: Path,
     `nofile` sets the open-files limit of the new process."""
     log = open(log_path, "ab")
     preexec = _nofile_limit(nofile) if nofile else None
+    # Marks the process as this run's, for cleanup_leftovers after a crash.
+    env = {**(os.environ if env is None else env), MARK: str(run_dir)}
     try:
         popen = subprocess.Popen(
             argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
@@ -136,8 +139,9 @@ def stop(proc: Proc, grace_s: float = 5.0) -> None:
 def cleanup_leftovers(run_dir: Path) -> list[int]:
     """Stop process groups recorded in a run directory by an earlier, crashed stacklab.
 
-    A group is only signalled if its leader still runs the recorded binary, so a reused
-    pid is never touched. Returns the groups stopped.
+    A group is only signalled if one of its processes still runs the recorded binary
+    from that run directory (command line or working directory), so a reused pid — a
+    system daemon after a reboot, say — is never touched. Returns the groups stopped.
     """
     stopped = []
     pgids = run_dir / PGIDS_FILE
@@ -145,12 +149,30 @@ def cleanup_leftovers(run_dir: Path) -> list[int]:
         return stopped
     for line in pgids.read_text().splitlines():
         pid_s, _, binary = line.partition(" ")
+        if not pid_s.isdigit() or not binary:
+            continue                     # a line cut short by the crash
         pid = int(pid_s)
         members = group_members(pid)
-        if members and _runs_binary(members, binary):
+        if members and _runs_binary(members, binary) and _belongs_to(members, run_dir):
             stop_group(pid)
             stopped.append(pid)
     return stopped
+
+
+def _belongs_to(pids: list[int], run_dir: Path) -> bool:
+    """One of the processes was started by stacklab for this run directory (the mark
+    spawn() puts in its environment), or names that directory itself."""
+    where = str(run_dir)
+    mark = f"{MARK}={where}".encode()
+    for pid in pids:
+        try:
+            environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            continue
+        if mark in environ or where in cmdline:
+            return True
+    return False
 
 
 def _runs_binary(pids: list[int], binary: str) -> bool:

@@ -8,9 +8,10 @@ is stopped, and `--resume` later completes what is missing.
 from __future__ import annotations
 
 import hashlib
+import http.client
 import json
 import shutil
-import signal
+import zlib
 from contextlib import nullcontext
 
 from dataclasses import dataclass, field
@@ -21,7 +22,7 @@ from typing import Protocol
 from . import __version__, lab
 from .analyze import Estimate
 from .drive import LoadPlan, engine_version, run_load
-from .errors import EngineError, StackError, StoreError, StacklabError
+from .errors import EngineError, NotFound, StackError, StoreError, StacklabError
 from .hostinfo import git_commit, host_facts
 from .knobs import KnobRegistry
 from .monitor import Monitor
@@ -60,7 +61,7 @@ class RunContext:
     registry: KnobRegistry
     store: Store
     session: lab.Session
-    results_dir: Path
+    results_dir: Path               # where the runs' logs are kept (one per results DB)
     versions: dict[str, str]
     tls: tuple[Path, Path]          # the lab's certificate and key
     system: dict                    # system settings held during the runs (systune)
@@ -90,27 +91,28 @@ def _run_all(spec: ExperimentSpec, plan: Plan, registry: KnobRegistry, store: St
              results_dir: Path, progress: Progress, exp_id: int, system: dict) -> None:
     done = store.done(exp_id)
     todo = [r for r in plan.runs if (r.trial.id, r.repetition) not in done]
-    session = lab.open_session()
-    previous = _trap_sigterm()
     try:
-        ctx = RunContext(exp_id, spec, registry, store, session, results_dir,
-                         _versions(plan), make_certificate(session.dir), system)
-        progress.begin(len(plan.runs), len(plan.runs) - len(todo))
-        for run in todo:
-            _run_and_store(ctx, run, progress)
-        while spec.experiment.auto and (more := more_rounds(spec, plan, store, exp_id)):
-            progress.extend(len(more))
-            for run in more:
-                _run_and_store(ctx, run, progress)
+        with lab.session_scope() as session:
+            ctx = RunContext(exp_id, spec, registry, store, session, results_dir,
+                             _versions(plan), make_certificate(session.dir), system)
+            progress.begin(len(plan.runs), len(plan.runs) - len(todo))
+            try:
+                for run in todo:
+                    _run_and_store(ctx, run, progress)
+                while spec.experiment.auto and (more := more_rounds(spec, plan, store, exp_id)):
+                    progress.extend(len(more))
+                    for run in more:
+                        _run_and_store(ctx, run, progress)
+            finally:
+                progress.end()
         store.set_status(exp_id, "complete")
     except KeyboardInterrupt:
         store.set_status(exp_id, "interrupted")
         raise Interrupted("interrupted: finished runs are stored; "
                           f"`stacklab run {spec.path} --resume` completes the rest") from None
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-        progress.end()
-        session.close()
+    except BaseException:
+        store.set_status(exp_id, "interrupted")   # resumable; the error says why
+        raise
 
 
 def _run_and_store(ctx: RunContext, run: PlannedRun, progress: Progress) -> None:
@@ -142,12 +144,6 @@ def more_rounds(spec: ExperimentSpec, plan: Plan, store: Store, exp_id: int) -> 
     return out
 
 
-def _trap_sigterm():
-    def on_term(signum, frame):
-        raise KeyboardInterrupt
-    return signal.signal(signal.SIGTERM, on_term)
-
-
 def _experiment_for(spec: ExperimentSpec, plan: Plan, store: Store, resume: bool,
                     system: dict) -> int:
     name = spec.experiment.name
@@ -155,7 +151,7 @@ def _experiment_for(spec: ExperimentSpec, plan: Plan, store: Store, resume: bool
     if resume:
         try:
             row = store.experiment(name)
-        except StoreError:
+        except NotFound:
             raise StoreError(f"--resume: no earlier experiment {name!r} to resume") from None
         if row["spec_hash"] != digest:
             raise StoreError(f"--resume: experiment {name!r} (id {row['id']}) was planned "
@@ -183,7 +179,9 @@ def execute_run(ctx: RunContext, run: PlannedRun) -> RunRecord:
     knobs = effective_knobs(ctx.registry, STACKS[trial.stack], trial)
     name = f"{trial.id}-r{run.repetition}"
     run_dir = ctx.session.run_dir(name)
-    kept_dir = ctx.results_dir / "runs" / str(ctx.exp_id) / name
+    kept_dir = ctx.results_dir / str(ctx.exp_id) / name
+    if kept_dir.exists():    # a deleted and re-created database reuses ids: never overwrite
+        kept_dir = kept_dir.with_name(f"{name}-{datetime.now():%Y%m%dT%H%M%S%f}")
     started_at = now()
     running = RunningStack(STACKS[trial.stack])
     outcome, reason, verdicts, load, tail, resources, flags = "ok", None, [], None, None, {}, []
@@ -213,6 +211,9 @@ def execute_run(ctx: RunContext, run: PlannedRun) -> RunRecord:
         outcome, reason, tail = "failed", str(e), e.log_tail
     except EngineError as e:
         outcome, reason = "failed", str(e)
+    except (OSError, http.client.HTTPException, ValueError, zlib.error) as e:
+        # a server that dies, resets or answers garbage while being verified or loaded
+        outcome, reason = "failed", f"{type(e).__name__}: {e}"
     finally:
         stop_errors = stop_stack(running)
     if stop_errors and outcome == "ok":
@@ -239,7 +240,8 @@ def run_flags(load: dict) -> list[str]:
     threads = load["config"].get("threads") or 1
     engine_cpu = load["engine"]["cpu_user_s"] + load["engine"]["cpu_sys_s"]
     wall = load["duration_s"] + (load["config"].get("warmup_s") or 0)
-    if wall > 0 and engine_cpu / (wall * threads) >= GENERATOR_BOUND_SHARE:
+    # under a second, the engine's own start-up is too large a share to judge by
+    if wall >= 1.0 and engine_cpu / (wall * threads) >= GENERATOR_BOUND_SHARE:
         flags.append("generator-bound")
     rate = load["config"].get("rate")
     if rate and load["rps"] < 0.9 * rate:

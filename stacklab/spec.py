@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 import tomllib
 from pathlib import Path
@@ -25,6 +26,8 @@ def parse_duration(value: Any) -> float:
         seconds = float(m.group(1)) * _UNIT_S[m.group(2)]
     else:
         raise ValueError("expected a duration such as '500ms', '5s' or '2m'")
+    if not math.isfinite(seconds):
+        raise ValueError("a duration must be a finite number")
     if seconds < 0:
         raise ValueError("a duration cannot be negative")
     return seconds
@@ -46,6 +49,13 @@ class Experiment(_Strict):
     seed: int = 1
     keep_cpus_awake: bool = True   # hold /dev/cpu_dma_latency at 0 (see systune.py)
 
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        if v.isdigit():   # a number names an experiment by id on the command line
+            raise ValueError("a name cannot be only digits (those are experiment ids)")
+        return v
+
     @field_validator("repetitions", mode="before")
     @classmethod
     def _repetitions(cls, v: Any) -> Any:
@@ -59,8 +69,9 @@ class Experiment(_Strict):
 
     @property
     def first_repetitions(self) -> int:
-        """Repetitions planned up front (auto starts with 3 and adds rounds as needed)."""
-        return 3 if self.auto else self.repetitions
+        """Repetitions planned up front: auto starts with 6 (fewer cannot give a 95%
+        interval for a median) and adds rounds as needed."""
+        return 6 if self.auto else self.repetitions
 
     @field_validator("duration", "warmup", mode="before")
     @classmethod
@@ -79,9 +90,11 @@ class ExperimentSpec(_Strict):
 
     @property
     def measure(self) -> dict[str, Any]:
-        """What each run measures for: the same for every trial."""
+        """How each run measures, the same for every trial: part of each trial's
+        definition (and id), so runs measured differently are never mixed on --resume."""
         e = self.experiment
-        return {"duration_s": e.duration, "requests": e.requests, "warmup_s": e.warmup}
+        return {"duration_s": e.duration, "requests": e.requests, "warmup_s": e.warmup,
+                "seed": e.seed, "keep_cpus_awake": e.keep_cpus_awake}
 
 
 def load_spec(path: Path, registry: KnobRegistry, stacks: set[str],
@@ -191,6 +204,10 @@ def _axes(matrix: dict, file: str, registry: KnobRegistry, stacks: set[str],
     for axis in AXES:
         if axis not in axes:
             raise SpecError(file, f"matrix.{axis}", None, "missing axis")
+    for axis in ("stack", "workload"):
+        for v in axes[axis]:
+            if not isinstance(v, str):
+                raise SpecError(file, f"matrix.{axis}", v, "expected a name (a string)")
     for v in axes["stack"]:
         if v not in stacks:
             raise SpecError(file, "matrix.stack", v,
@@ -208,6 +225,10 @@ def _axes(matrix: dict, file: str, registry: KnobRegistry, stacks: set[str],
 def _axis_values(value: Any, file: str, where: str) -> tuple:
     if not isinstance(value, list):
         value = [value]
+    for v in value:
+        if isinstance(v, (list, dict)):
+            raise SpecError(file, where, v, "an axis value must be a single value, not a "
+                            "list or table")
     if not value:
         raise SpecError(file, where, value, "an axis needs at least one value")
     if len(set(map(repr, value))) != len(value):

@@ -15,15 +15,19 @@ def require_engine():
         pytest.fail(f"{REPO_ENGINE} is not built: run `make test` (it builds the engine)")
 
 
+SERVER_BINARIES = {"nginx", "apache2", "php-fpm8.2", "php-cgi8.2", "mariadbd", "memcached",
+                   "lighttpd", "mini_httpd", "webfsd", "stacklab-load"}
+
+
 def server_processes() -> list[str]:
-    """Command lines of running nginx/apache2 processes started from stacklab's lab dir."""
+    """Command lines of server (or engine) processes started from stacklab's lab dir."""
     from stacklab.lab import default_root
     lab_root = str(default_root())
     found = []
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
             exe = os.path.basename(os.readlink(f"/proc/{pid}/exe"))
-            if exe not in ("nginx", "apache2"):
+            if exe not in SERVER_BINARIES:
                 continue
             cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
             cwd = os.readlink(f"/proc/{pid}/cwd")

@@ -29,10 +29,10 @@ def store_with(tmp_path, spec, plan, rps_by_stack):
     return store, exp
 
 
-def test_auto_plans_three_rounds_first(spec_args):
+def test_auto_plans_six_rounds_first(spec_args):
     spec = auto_spec(spec_args)
     plan = make_plan(spec, STACKS)
-    assert len(plan.runs) == 3 * len(plan.trials)
+    assert len(plan.runs) == 6 * len(plan.trials)   # fewer cannot give a 95% interval
     assert plan.max_runs(spec) == 10 * len(plan.trials)
 
 
@@ -56,8 +56,8 @@ def test_no_round_beyond_the_maximum(tmp_path, spec_args):
 def test_trials_that_only_fail_are_not_repeated(tmp_path, spec_args):
     spec = auto_spec(spec_args)
     plan = make_plan(spec, STACKS)
-    store, exp = store_with(tmp_path, spec, plan, {"nginx": [0, 0, 0],
-                                                   "apache": [1000, 1000, 1000]})
+    store, exp = store_with(tmp_path, spec, plan, {"nginx": [0] * 6,
+                                                   "apache": [1000] * 6})
     assert more_rounds(spec, plan, store, exp) == []
 
 

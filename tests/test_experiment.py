@@ -129,7 +129,8 @@ def test_bad_spec_is_one_line_naming_file_key_value(tmp_path):
     assert str(spec) in lines[0] and "matrix.concurrency" in lines[0] and "'many'" in lines[0]
 
 
-def test_interrupt_stops_every_server_and_resume_finishes_the_rest(tmp_path):
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP], ids=["TERM", "HUP"])
+def test_interrupt_stops_every_server_and_resume_finishes_the_rest(tmp_path, sig):
     spec = tmp_path / "slow.toml"
     spec.write_text(TINY.replace("requests = 300", 'duration = "1s"'))
     db = tmp_path / "stacklab.db"
@@ -147,7 +148,7 @@ def test_interrupt_stops_every_server_and_resume_finishes_the_rest(tmp_path):
                 pass
     assert stored >= 2, "no runs stored in time"
     time.sleep(0.5)                     # into the next run: servers up, load running
-    proc.send_signal(signal.SIGTERM)
+    proc.send_signal(sig)
     _, err = proc.communicate(timeout=30)
     assert proc.returncode == 130, err
     assert "--resume" in err
@@ -193,3 +194,33 @@ def test_php_handlers_with_opcache_on_and_off_end_to_end(tmp_path):
         assert ("hits" in checks["opcache"]["detail"]) == d["knobs"]["php.opcache"]
         seen.add((d["stack"], d["knobs"]["php.opcache"]))
     assert len(seen) == 6
+
+
+def test_a_server_that_dies_during_verification_is_a_failed_run(tmp_path, monkeypatch):
+    """Verification talks to the server over the wire; a server that dies under it is a
+    recorded failed run, and the experiment goes on."""
+    import stacklab.runner as runner
+    from stacklab import procs
+    real_verify = runner.verify_stack
+
+    def verify_after_killing_nginx(running, deployed):
+        if running.stack.name == "nginx":
+            procs.stop_group(running.front.proc.pgid, grace_s=0.1)
+        return real_verify(running, deployed)
+
+    monkeypatch.setattr(runner, "verify_stack", verify_after_killing_nginx)
+    spec = tmp_path / "tiny.toml"
+    spec.write_text(TINY.replace("repetitions = 2", "repetitions = 1"))
+    db = tmp_path / "stacklab.db"
+    result = invoke("run", spec, "--db", db)
+    assert result.exit_code == 0, result.output
+    conn = sqlite3.connect(db)
+    rows = conn.execute("SELECT t.label, r.outcome, r.reason FROM runs r "
+                        "JOIN trials t USING (trial_id)").fetchall()
+    assert len(rows) == 4
+    assert {o for label, o, _ in rows if label.startswith("nginx")} == {"failed"}
+    assert {o for label, o, _ in rows if label.startswith("apache")} == {"ok"}
+    assert all("ConnectionRefusedError" in reason for label, _, reason in rows
+               if label.startswith("nginx"))
+    assert conn.execute("SELECT status FROM experiments").fetchone()[0] == "complete"
+    assert server_processes() == []

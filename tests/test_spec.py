@@ -111,3 +111,27 @@ def test_a_directory_instead_of_a_file_is_one_error(tmp_path, spec_args):
     with pytest.raises(SpecError) as e:
         load_spec(tmp_path, *spec_args)
     assert str(tmp_path) in str(e.value) and "directory" in str(e.value).lower()
+
+
+@pytest.mark.parametrize("path, value, key", [
+    (("experiment", "duration"), "nan", "experiment.duration"),
+    (("experiment", "duration"), float("inf"), "experiment.duration"),
+    (("experiment", "warmup"), float("nan"), "experiment.warmup"),
+    (("load", "timeout_s"), float("nan"), "load.timeout_s"),
+    (("experiment", "name"), "2024", "experiment.name"),
+    (("matrix", "stack"), [["nginx"]], "matrix.stack"),
+    (("matrix", "workload"), [{"a": 1}], "matrix.workload"),
+    (("matrix", "concurrency"), [[1, 2]], "matrix.concurrency"),
+])
+def test_odd_values_are_one_error_not_a_traceback(spec_args, path, value, key):
+    with pytest.raises(SpecError) as e:
+        parse_spec(with_(path, value), "x.toml", *spec_args)
+    assert e.value.key == key
+
+
+def test_a_different_seed_is_a_different_trial(spec_args):
+    from stacklab.plan import make_plan
+    from stacklab.stacks import STACKS
+    a = make_plan(parse_spec(GOOD, "x.toml", *spec_args), STACKS)
+    b = make_plan(parse_spec(with_(("experiment", "seed"), 7), "x.toml", *spec_args), STACKS)
+    assert {t.id for t in a.trials}.isdisjoint({t.id for t in b.trials})

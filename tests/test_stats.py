@@ -77,3 +77,12 @@ def test_merged_histograms_give_the_pooled_percentiles():
     assert merged["p50"] == pytest.approx(200, rel=0.01)    # the 100th of 200 values
     assert merged["p99"] == pytest.approx(1000, rel=0.01)
     # averaging the two runs' p99 (1000 and 200) would have said 600
+
+
+@pytest.mark.parametrize("n, level", [(3, 0.75), (4, 0.875), (5, 0.9375), (6, 0.95), (9, 0.95)])
+def test_small_samples_say_what_their_interval_really_covers(n, level):
+    from stacklab.analyze import Estimate
+    e = Estimate.of([100.0 + i for i in range(n)])
+    assert e.ci_level == pytest.approx(level)
+    if n < 6:
+        assert e.ci == (100.0, 100.0 + n - 1)          # the bootstrap gives [min, max]

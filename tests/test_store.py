@@ -4,7 +4,7 @@ import sqlite3
 
 import pytest
 
-from stacklab.errors import StoreError
+from stacklab.errors import NotFound, StoreError
 from stacklab.store import SCHEMA_VERSION, RunRecord, Store
 
 
@@ -53,7 +53,7 @@ def test_newest_experiment_of_a_name_wins(tmp_path):
     first, second = new_exp(store), new_exp(store)
     assert store.experiment("e")["id"] == second != first
     assert store.experiment(str(first))["id"] == first
-    with pytest.raises(StoreError, match="no experiment 'zzz'"):
+    with pytest.raises(NotFound, match="no experiment .zzz."):
         store.experiment("zzz")
 
 

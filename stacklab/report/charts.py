@@ -28,6 +28,14 @@ def _series(view: ExperimentView):
     return {name: sorted(points, key=lambda p: p[0]) for name, points in series.items()}
 
 
+def _legend(ax) -> None:
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=8)
+    else:
+        ax.text(0.5, 0.5, "no successful runs", ha="center", va="center",
+                transform=ax.transAxes, color="#888")
+
+
 def _svg(fig) -> str:
     buf = io.StringIO()
     fig.savefig(buf, format="svg", bbox_inches="tight")
@@ -60,7 +68,7 @@ def throughput_chart(view: ExperimentView) -> str:
     ax.set_title("Throughput: median, bootstrap 95% CI band, dots = repetitions")
     ax.set_ylim(bottom=0)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
+    _legend(ax)
     return _svg(fig)
 
 
@@ -79,7 +87,7 @@ def latency_chart(view: ExperimentView) -> str:
     ax.set_ylabel("latency, ms")
     ax.set_title("Latency p50 (solid), p90 (dotted), p99 (dashed), merged histograms")
     ax.grid(alpha=0.3, which="both")
-    ax.legend(fontsize=8)
+    _legend(ax)
     return _svg(fig)
 
 
@@ -96,7 +104,7 @@ def _component_chart(view: ExperimentView, metric, ylabel: str, title: str) -> s
     ax.set_title(title)
     ax.set_ylim(bottom=0)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
+    _legend(ax)
     return _svg(fig)
 
 
@@ -120,7 +128,7 @@ def transfer_chart(view: ExperimentView) -> str:
     ax.set_title("Transfer rate")
     ax.set_ylim(bottom=0)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
+    _legend(ax)
     return _svg(fig)
 
 

@@ -36,7 +36,10 @@ def _ci_ms(e: Estimate) -> str:
 
 
 def _ci(e: Estimate) -> str:
-    return "—" if not e.ci else f"{e.ci[0]:,.0f}–{e.ci[1]:,.0f}"
+    if not e.ci:
+        return "—"
+    level = "" if e.ci_level >= 0.95 else f" ({e.ci_level:.0%})"
+    return f"{e.ci[0]:,.0f}–{e.ci[1]:,.0f}{level}"
 
 
 def _compression(view: ExperimentView, common: dict) -> list[tuple[str, dict]]:

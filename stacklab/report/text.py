@@ -15,7 +15,10 @@ def fmt(value: float | None, spec: str = ",.0f") -> str:
 
 def ci_text(e: Estimate) -> str:
     hw = e.half_width
-    return "—" if hw is None else f"±{hw * 100:.0f}%"
+    if hw is None:
+        return "—"
+    level = e.ci_level
+    return f"±{hw * 100:.0f}%" + ("" if level >= 0.95 else f" ({level:.0%})")
 
 
 def summary_table(view: ExperimentView) -> Table:
@@ -41,7 +44,8 @@ def print_summary(view: ExperimentView, console: Console) -> None:
     common = common_knobs(view.summaries)
     if common:
         console.print("every trial: " + " ".join(f"{k}={v}" for k, v in sorted(common.items())))
-    console.print("req/s: median of the repetitions with a bootstrap 95% CI; latency: "
+    console.print("req/s: median of the repetitions with a bootstrap 95% CI (fewer than 6 "
+                  "repetitions: [min, max], at the level in brackets); latency: "
                   "percentiles of all runs' merged histograms; srv CPU: every server process")
     from .headline import headlines
     for h in headlines(view):

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
-from ..errors import StoreError
+from ..errors import NotFound, StoreError
 from .migrations import MIGRATIONS
 
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -105,7 +105,7 @@ class Store:
                                     "ORDER BY id DESC", (name_or_id,)).fetchone()
         if row is None:
             what = "no experiments" if name_or_id is None else f"no experiment {name_or_id!r}"
-            raise StoreError(f"{what} in the results database")
+            raise NotFound(f"{what} in the results database")
         return row
 
     def experiments(self) -> list[sqlite3.Row]:
