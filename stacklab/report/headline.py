@@ -30,7 +30,9 @@ class Headline:
             return (f"{w} and {r} are not distinguishable "
                     f"({self.winner.rps.median:,.0f} vs {self.runner_up.rps.median:,.0f} req/s, "
                     f"p = {c.p:.2f}): ~ no significant difference{hint}")
-        ci = f", 95% CI {c.ci[0]:.2f}–{c.ci[1]:.2f}×" if c.ci else ""
+        n = min(len(self.winner.rps.values), len(self.runner_up.rps.values))
+        level = "95% CI" if n >= 6 else f"CI (rough: {n} repetitions)"
+        ci = f", {level} {c.ci[0]:.2f}–{c.ci[1]:.2f}×" if c.ci else ""
         return (f"{w} wins: {c.ratio:.2f}× the req/s of {r}{ci}, p = {c.p:.3f}")
 
 
