@@ -36,3 +36,33 @@ def server_processes() -> list[str]:
         if lab_root in cmdline or cwd.startswith(lab_root):
             found.append(cmdline)
     return found
+
+
+def assert_golden(name: str, text: str) -> None:
+    """Compare with tests/golden/<name>; STACKLAB_UPDATE_GOLDEN=1 rewrites it."""
+    path = ROOT / "tests" / "golden" / name
+    if os.environ.get("STACKLAB_UPDATE_GOLDEN"):
+        path.write_text(text)
+    assert text == path.read_text()
+
+
+def rendered_stack(tmp_path, stack: str, knobs: dict, argv: bool = False) -> str:
+    """Every config file a stack renders (and, with argv, each command line), with the
+    temporary paths replaced by /LAB: what golden tests compare."""
+    from stacklab.stacks import COMPONENTS, STACKS
+    from stacklab.stacks.base import RenderContext
+    text, upstreams = "", {}
+    for name in reversed(STACKS[stack].components):
+        comp = COMPONENTS[name]
+        ctx = RenderContext(tmp_path / "RUN" / name, tmp_path / "DOCROOT", "127.0.0.1", 8080,
+                            "www-data", "www-data", dict(upstreams),
+                            {g: knobs[g] for g in STACKS[stack].groups},
+                            tmp_path / "cert.pem", tmp_path / "key.pem")
+        ctx.run_dir.mkdir(parents=True)
+        for rel, content in sorted(comp.render(ctx, knobs[name]).items()):
+            if rel != "conf.d/extensions.ini":    # depends on installed extensions
+                text += f"==> {name}/{rel}\n{content}"
+        if argv:
+            text += f"==> {name} argv\n" + " ".join(comp.command(ctx, knobs[name])) + "\n"
+        upstreams[name] = comp.endpoint(ctx, knobs[name])
+    return text.replace(str(tmp_path), "/LAB")

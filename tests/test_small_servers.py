@@ -2,47 +2,23 @@
 stop, no leftovers; their rendered configs against golden files."""
 
 import os
-from pathlib import Path
 
 import pytest
 
 from stacklab.stacks import COMPONENTS, REGISTRY, STACKS
-from stacklab.stacks.base import RenderContext
 
-from helpers import ROOT
+from helpers import assert_golden, rendered_stack
 from test_stacks import assert_all_pass, knobs_for, statuses
 from test_stacks import run_stack as _run_stack
 
 pytestmark = pytest.mark.integration
-GOLDEN = ROOT / "tests" / "golden"
-BINARIES = ("lighttpd", "mini_httpd", "webfsd")
-
-
-def lab_processes(run_dir_marker: str = "") -> list[str]:
-    """Command lines of lighttpd/mini_httpd/webfsd processes started from the lab dir
-    (helpers.server_processes only knows nginx and apache2)."""
-    from stacklab.lab import default_root
-    lab_root = str(default_root())
-    found = []
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            exe = os.path.basename(os.readlink(f"/proc/{pid}/exe"))
-            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
-            cwd = os.readlink(f"/proc/{pid}/cwd")
-        except OSError:
-            continue
-        if exe in BINARIES and (lab_root in cmdline or cwd.startswith(lab_root)):
-            found.append(cmdline)
-    return found
 
 
 def run_stack(session, stack, workload="static-page", run_as=None, **overrides):
     knobs = knobs_for(stack, **overrides)
     problems = [COMPONENTS[c].check(knobs[c]) for c in STACKS[stack].components]
     assert not any(problems), problems     # e.g. a Debian package of a lighttpd module
-    verdicts = _run_stack(session, stack, workload, run_as, **overrides)
-    assert lab_processes() == []
-    return verdicts
+    return _run_stack(session, stack, workload, run_as, **overrides)   # checks leftovers
 
 
 def verdict(verdicts, check):
@@ -128,26 +104,8 @@ def test_lighttpd_has_no_server_side_session_cache():
 ])
 def test_rendered_configs_match_golden_files(tmp_path, stack, overrides, golden):
     """Configs and argv (mini_httpd and webfsd take most settings as arguments)."""
-    knobs = knobs_for(stack, **overrides)
-    text = ""
-    upstreams = {}
-    for name in reversed(STACKS[stack].components):
-        comp = COMPONENTS[name]
-        ctx = RenderContext(tmp_path / "RUN" / name, tmp_path / "DOCROOT", "127.0.0.1", 8080,
-                            "www-data", "www-data", dict(upstreams),
-                            {g: knobs[g] for g in STACKS[stack].groups},
-                            tmp_path / "cert.pem", tmp_path / "key.pem")
-        ctx.run_dir.mkdir(parents=True)
-        for rel, content in sorted(comp.render(ctx, knobs[name]).items()):
-            if rel != "conf.d/extensions.ini":    # depends on installed extensions
-                text += f"==> {name}/{rel}\n{content}"
-        text += f"==> {name} argv\n" + " ".join(comp.command(ctx, knobs[name])) + "\n"
-        upstreams[name] = comp.endpoint(ctx, knobs[name])
-    text = text.replace(str(tmp_path), "/LAB")
-    path = GOLDEN / f"{golden}.txt"
-    if os.environ.get("STACKLAB_UPDATE_GOLDEN"):
-        path.write_text(text)
-    assert text == path.read_text()
+    assert_golden(f"{golden}.txt", rendered_stack(tmp_path, stack, knobs_for(stack, **overrides),
+                                                  argv=True))
 
 
 def test_lighttpd_names_the_package_of_a_missing_module(tmp_path, monkeypatch):

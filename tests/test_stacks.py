@@ -16,10 +16,9 @@ from stacklab.stacks.tls import make_certificate
 from stacklab.verify import Status
 from stacklab.workloads import deploy
 
-from helpers import ROOT, server_processes
+from helpers import assert_golden, rendered_stack, server_processes
 
 pytestmark = pytest.mark.integration
-GOLDEN = ROOT / "tests" / "golden"
 
 
 def knobs_for(stack: str, **overrides):
@@ -200,25 +199,7 @@ def test_leftovers_of_a_crashed_session_are_cleaned_up():
     ("apache+cgi", {"apache__mpm": "event"}, "apache-cgi"),
 ])
 def test_rendered_configs_match_golden_files(tmp_path, stack, overrides, golden):
-    knobs = knobs_for(stack, **overrides)
-    text = ""
-    upstreams = {}
-    for name in reversed(STACKS[stack].components):
-        comp = COMPONENTS[name]
-        ctx = RenderContext(tmp_path / "RUN" / name, tmp_path / "DOCROOT", "127.0.0.1", 8080,
-                            "www-data", "www-data", dict(upstreams),
-                            {g: knobs[g] for g in STACKS[stack].groups},
-                            tmp_path / "cert.pem", tmp_path / "key.pem")
-        ctx.run_dir.mkdir(parents=True)
-        for rel, content in sorted(comp.render(ctx, knobs[name]).items()):
-            if rel != "conf.d/extensions.ini":    # depends on installed extensions
-                text += f"==> {name}/{rel}\n{content}"
-        upstreams[name] = comp.endpoint(ctx, knobs[name])
-    text = text.replace(str(tmp_path), "/LAB")
-    path = GOLDEN / f"{golden}.txt"
-    if os.environ.get("STACKLAB_UPDATE_GOLDEN"):
-        path.write_text(text)
-    assert text == path.read_text()
+    assert_golden(f"{golden}.txt", rendered_stack(tmp_path, stack, knobs_for(stack, **overrides)))
 
 
 @pytest.mark.parametrize("stack", ["apache+perl-cgi", "apache+mod_perl", "apache+mod_perl-perlrun"])
