@@ -53,6 +53,17 @@ def _concurrency_axis(ax, view: ExperimentView) -> None:
     ax.set_xlabel("concurrent connections")
 
 
+def _finish(fig, ax, view: ExperimentView, ylabel: str, title: str, zero: bool = True) -> str:
+    _concurrency_axis(ax, view)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    if zero:
+        ax.set_ylim(bottom=0)
+    ax.grid(alpha=0.3, which="both")
+    _legend(ax)
+    return _svg(fig)
+
+
 def throughput_chart(view: ExperimentView) -> str:
     fig, ax = plt.subplots(figsize=(8, 4.5))
     for name, points in _series(view).items():
@@ -63,13 +74,8 @@ def throughput_chart(view: ExperimentView) -> str:
         ax.fill_between(xs, lo, hi, color=line.get_color(), alpha=0.15)
         for x, _, reps in points:
             ax.scatter([x] * len(reps), reps, s=10, color=line.get_color(), alpha=0.6)
-    _concurrency_axis(ax, view)
-    ax.set_ylabel("requests/s")
-    ax.set_title("Throughput: median, bootstrap 95% CI band, dots = repetitions")
-    ax.set_ylim(bottom=0)
-    ax.grid(alpha=0.3)
-    _legend(ax)
-    return _svg(fig)
+    return _finish(fig, ax, view, "requests/s",
+                   "Throughput: median, CI band, dots = repetitions")
 
 
 def latency_chart(view: ExperimentView) -> str:
@@ -82,13 +88,10 @@ def latency_chart(view: ExperimentView) -> str:
                 color=line.get_color(), label=f"{name} p90")
         ax.plot(xs, [p[1].p99_us / 1000 for p in points], marker="^", linestyle="--",
                 color=line.get_color(), label=f"{name} p99")
-    _concurrency_axis(ax, view)
     ax.set_yscale("log")
-    ax.set_ylabel("latency, ms")
-    ax.set_title("Latency p50 (solid), p90 (dotted), p99 (dashed), merged histograms")
-    ax.grid(alpha=0.3, which="both")
-    _legend(ax)
-    return _svg(fig)
+    return _finish(fig, ax, view, "latency, ms",
+                   "Latency p50 (solid), p90 (dotted), p99 (dashed), merged histograms",
+                   zero=False)
 
 
 def _component_chart(view: ExperimentView, metric, ylabel: str, title: str) -> str:
@@ -99,13 +102,7 @@ def _component_chart(view: ExperimentView, metric, ylabel: str, title: str) -> s
             xs = [x for x, s, _ in points if comp in metric(s)]
             ys = [metric(s)[comp].median for _, s, _ in points if comp in metric(s)]
             ax.plot(xs, ys, marker="o", label=f"{name}: {comp}")
-    _concurrency_axis(ax, view)
-    ax.set_ylabel(ylabel)
-    ax.set_title(title)
-    ax.set_ylim(bottom=0)
-    ax.grid(alpha=0.3)
-    _legend(ax)
-    return _svg(fig)
+    return _finish(fig, ax, view, ylabel, title)
 
 
 def cpu_chart(view: ExperimentView) -> str:
@@ -123,13 +120,7 @@ def transfer_chart(view: ExperimentView) -> str:
     for name, points in _series(view).items():
         ax.plot([p[0] for p in points], [p[1].mbps.median for p in points], marker="o",
                 label=name)
-    _concurrency_axis(ax, view)
-    ax.set_ylabel("MB/s (HTTP bytes read by the client)")
-    ax.set_title("Transfer rate")
-    ax.set_ylim(bottom=0)
-    ax.grid(alpha=0.3)
-    _legend(ax)
-    return _svg(fig)
+    return _finish(fig, ax, view, "MB/s (HTTP bytes read by the client)", "Transfer rate")
 
 
 def workload_charts(view: ExperimentView) -> dict[str, str]:
