@@ -1,7 +1,6 @@
 """lighttpd, mini_httpd and webfsd on loopback: start from our configs, verify, serve,
 stop, no leftovers; their rendered configs against golden files."""
 
-import os
 
 import pytest
 
@@ -23,16 +22,6 @@ def run_stack(session, stack, workload="static-page", run_as=None, **overrides):
 
 def verdict(verdicts, check):
     return next(v for v in verdicts if v.check == check)
-
-
-@pytest.mark.parametrize("stack", ["lighttpd", "mini-httpd", "webfs"])
-@pytest.mark.parametrize("as_nobody", [False, True], ids=["as-root-or-self", "as-nobody"])
-def test_small_servers_start_verify_serve_stop(session, stack, as_nobody):
-    if as_nobody and os.getuid() != 0:
-        pytest.skip("already running as a normal user: the other case covers it")
-    verdicts = run_stack(session, stack, run_as="nobody" if as_nobody else None)
-    assert_all_pass(verdicts)
-    assert statuses(verdicts)["stack:content /index.html"] == "PASS"
 
 
 def test_small_servers_fixed_behaviour_is_verified(session):

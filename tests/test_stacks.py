@@ -63,14 +63,14 @@ def assert_all_pass(verdicts):
     assert not bad, bad
 
 
-@pytest.mark.parametrize("stack", ["nginx", "apache"])
+@pytest.mark.parametrize("stack", ["nginx", "apache", "lighttpd", "mini-httpd", "webfs"])
 @pytest.mark.parametrize("as_nobody", [False, True], ids=["as-root-or-self", "as-nobody"])
 def test_static_servers_start_verify_serve_stop(session, stack, as_nobody):
     if as_nobody and os.getuid() != 0:
         pytest.skip("already running as a normal user: the other case covers it")
     verdicts = run_stack(session, stack, run_as="nobody" if as_nobody else None)
     assert_all_pass(verdicts)
-    assert "stack:content /index.html" in statuses(verdicts)
+    assert statuses(verdicts)["stack:content /index.html"] == "PASS"
 
 
 @pytest.mark.parametrize("mpm", ["prefork", "worker", "event", "itk"])

@@ -34,7 +34,7 @@ def digests(deployed: Deployed) -> dict[str, str]:
 def test_same_seed_same_bytes_other_seed_other_bytes(tmp_path, name):
     a = deploy(name, tmp_path / "a", seed=1)
     b = deploy(name, tmp_path / "b", seed=1)
-    c = deploy(name, tmp_path / "c", seed=2)
+    deploy(name, tmp_path / "c", seed=2)
     files = lambda d: {p.relative_to(d): hashlib.sha256(p.read_bytes()).hexdigest()  # noqa: E731
                        for p in d.rglob("*") if p.is_file() and p.name != ".stacklab-corpus.json"}
     assert files(tmp_path / "a") == files(tmp_path / "b")

@@ -2,7 +2,7 @@
 
 mod common;
 
-use std::io::{Read, Write};
+use std::io::Write;
 use std::net::TcpListener;
 use std::sync::Arc;
 
@@ -34,19 +34,9 @@ fn start_tls_server() -> u16 {
                 let conn = rustls::ServerConnection::new(config).unwrap();
                 let mut s = rustls::StreamOwned::new(conn, tcp);
                 let mut buf = Vec::new();
-                let mut chunk = [0u8; 4096];
                 loop {
-                    let end = loop {
-                        if let Some(p) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-                            break p + 4;
-                        }
-                        match s.read(&mut chunk) {
-                            Ok(0) | Err(_) => return,
-                            Ok(n) => buf.extend_from_slice(&chunk[..n]),
-                        }
-                    };
-                    let close = String::from_utf8_lossy(&buf[..end]).to_ascii_lowercase().contains("connection: close");
-                    buf.drain(..end);
+                    let Some(head) = common::read_head(&mut s, &mut buf) else { return };
+                    let close = head.contains("connection: close");
                     if s.write_all(&common::length_response(100)).is_err() || s.flush().is_err() {
                         return;
                     }

@@ -87,23 +87,29 @@ pub fn chunked_response(n: usize) -> Vec<u8> {
     r
 }
 
+/// Read one request head (tests send no bodies) into `buf`; returns the head, lowercased,
+/// and removes it from `buf`. None when the client closed or the read failed.
+pub fn read_head<S: Read>(s: &mut S, buf: &mut Vec<u8>) -> Option<String> {
+    let mut chunk = [0u8; 4096];
+    let end = loop {
+        if let Some(p) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            break p + 4;
+        }
+        match s.read(&mut chunk) {
+            Ok(0) | Err(_) => return None,
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+        }
+    };
+    let head = String::from_utf8_lossy(&buf[..end]).to_ascii_lowercase();
+    buf.drain(..end);
+    Some(head)
+}
+
 fn serve(mut s: TcpStream, behavior: Behavior, seen: &Seen, freeze: &Mutex<Option<Instant>>) {
     let _ = s.set_nodelay(true);
     let mut buf = Vec::new();
-    let mut chunk = [0u8; 4096];
     loop {
-        // Read one request head (tests send no bodies).
-        let end = loop {
-            if let Some(p) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-                break p + 4;
-            }
-            match s.read(&mut chunk) {
-                Ok(0) | Err(_) => return,
-                Ok(n) => buf.extend_from_slice(&chunk[..n]),
-            }
-        };
-        let head = String::from_utf8_lossy(&buf[..end]).to_ascii_lowercase();
-        buf.drain(..end);
+        let Some(head) = read_head(&mut s, &mut buf) else { return };
         let count = seen.requests.fetch_add(1, Ordering::SeqCst) + 1;
         let client_close = head.contains("connection: close");
         let (bytes, close) = match behavior {
