@@ -123,21 +123,32 @@ class Component(ABC):
             raise
         return started
 
+    def processes(self, knobs: dict[str, Any]) -> int:
+        """How many processes the config starts (master included) before it is ready:
+        StartServers, pm.start_servers, static children… Ready waits for them all, so
+        a run never begins while the server is still forking what its config asks for."""
+        return 1
+
     def wait_ready(self, started: Started, timeout_s: float) -> None:
-        """Poll until `ready` says yes, while checking the process is alive."""
+        """Poll until `ready` says yes and the configured processes exist, while checking
+        the process is alive."""
         deadline = time.monotonic() + timeout_s
+        want = self.processes(started.knobs)
         while True:
             if not started.proc.alive():
                 raise StackError(f"{self.name} exited with code {started.proc.popen.returncode} "
                                  "before becoming ready", self.log_tail(started))
             try:
-                if self.ready(started) and started.proc.alive():
+                if (self.ready(started) and started.proc.alive()
+                        and len(procs.group_members(started.proc.pgid)) >= want):
                     return
             except (OSError, http.client.HTTPException):
                 pass
             if time.monotonic() > deadline:
+                have = len(procs.group_members(started.proc.pgid))
                 raise StackError(f"{self.name} not ready on {started.endpoint.unix or ''}"
-                                 f"{started.ctx.host}:{started.ctx.port} after {timeout_s:g} s",
+                                 f"{started.ctx.host}:{started.ctx.port} after {timeout_s:g} s "
+                                 f"({have} of {want} configured processes)",
                                  self.log_tail(started))
             time.sleep(0.05)
 

@@ -29,6 +29,12 @@ HANDLER_MODULES = {"none": (), "mod_php": (), "fpm": ("proxy", "proxy_fcgi"),
                    "fcgid": ("fcgid",), "cgi": ("alias", "actions")}
 # The MPM name mod_status reports for each knob value (ITK runs on top of prefork).
 STATUS_MPM = {"prefork": "prefork", "itk": "prefork", "worker": "worker", "event": "event"}
+# StartServers as Debian's mpm_*.conf ship it, for apache.start_servers = 0.
+DEBIAN_START_SERVERS = {"prefork": 5, "itk": 5, "worker": 2, "event": 2}
+
+
+def start_servers(knobs: dict[str, Any]) -> int:
+    return knobs["start_servers"] or DEBIAN_START_SERVERS[knobs["mpm"]]
 
 
 class Apache(Component):
@@ -74,7 +80,8 @@ class Apache(Component):
         ctx.run_dir.chmod(0o755)
         files = {"httpd.conf": render_template(HERE / "httpd.conf.j2", ctx, knobs,
                                                modules=MODULES,
-                                               load_modules=self.modules(knobs))}
+                                               load_modules=self.modules(knobs),
+                                               start_servers=start_servers(knobs))}
         if knobs["php_handler"] != "none":
             files.update(render_php_config(ctx.run_dir, ctx.groups["php"], ctx.upstreams))
         if knobs["php_handler"] == "fcgid":
@@ -89,6 +96,15 @@ class Apache(Component):
                 f"PHPRC='{ctx.run_dir}/php.ini' PHP_INI_SCAN_DIR='{ctx.run_dir}/conf.d' "
                 f"exec {PHP_CGI}\n")
         return files
+
+    def processes(self, knobs: dict[str, Any]) -> int:
+        """The parent and StartServers children (capped, as Apache caps them, by what
+        MaxRequestWorkers allows)."""
+        if knobs["mpm"] in ("prefork", "itk"):
+            children = knobs["max_request_workers"]
+        else:
+            children = -(-knobs["max_request_workers"] // knobs["threads_per_child"])
+        return 1 + min(start_servers(knobs), children)
 
     def command(self, ctx: RenderContext, knobs: dict[str, Any]) -> list[str]:
         return [self.binary, "-f", str(ctx.run_dir / "httpd.conf"), "-DFOREGROUND"]

@@ -7,8 +7,9 @@ KNOBS = [
          "(threads), event (threads, idle keep-alive off the workers), itk (prefork with a "
          "user per vhost; libapache2-mpm-itk).", choices=("prefork", "worker", "event", "itk"),
          source="S1, S5"),
-    Knob(C, "start_servers", int, 2, "StartServers: child processes created at start.",
-         min=1, max=1024, source="S1"),
+    Knob(C, "start_servers", int, 0, "StartServers: child processes created at start (0 = "
+         "Debian's default for the MPM: 5 for prefork/itk, 2 for worker/event).",
+         min=0, max=1024, source="S1"),
     Knob(C, "min_spare_servers", int, 5, "MinSpareServers (prefork, itk).", min=1, max=1024,
          source="S1"),
     Knob(C, "max_spare_servers", int, 10, "MaxSpareServers (prefork, itk).", min=1, max=4096,

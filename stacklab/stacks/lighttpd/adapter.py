@@ -36,6 +36,10 @@ class Lighttpd(Component):
                         f"apt-get install {package}")
         return None
 
+    def processes(self, knobs: dict[str, Any]) -> int:
+        """One process, or a parent and server.max-worker forked workers."""
+        return 1 + knobs["max_worker"]
+
     def endpoint(self, ctx: RenderContext, knobs: dict[str, Any]) -> Endpoint:
         return Endpoint(ctx.host, ctx.port, scheme="https" if knobs["tls"] else "http")
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -59,6 +60,10 @@ class Nginx(Component):
         if knobs["php"] == "fpm":
             files["fastcgi_params"] = FASTCGI_PARAMS
         return files
+
+    def processes(self, knobs: dict[str, Any]) -> int:
+        """The master and its workers (auto: one per core)."""
+        return 1 + (knobs["worker_processes"] or (os.cpu_count() or 1))
 
     def command(self, ctx: RenderContext, knobs: dict[str, Any]) -> list[str]:
         return [self.binary, "-p", str(ctx.run_dir), "-c", str(ctx.run_dir / "nginx.conf"),

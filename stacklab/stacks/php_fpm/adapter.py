@@ -58,5 +58,11 @@ class PhpFpm(Component):
     def env(self, ctx: RenderContext, knobs: dict[str, Any]) -> dict[str, str]:
         return php_env(ctx.run_dir)
 
+    def processes(self, knobs: dict[str, Any]) -> int:
+        """The master and the children the process manager forks at start."""
+        children = {"static": knobs["max_children"], "dynamic": knobs["start_servers"],
+                    "ondemand": 0}[knobs["pm"]]
+        return 1 + children
+
     def ready(self, started: Started) -> bool:
         return socket_ready(started.endpoint)
