@@ -10,6 +10,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from .flags import LATENCY_DISTORTING, dispersion, run_flags
 from .stats import Comparison, bootstrap_ci, compare, median, merged_percentiles
 from .store import RunRecord, Store
 
@@ -33,6 +34,12 @@ class Estimate:
         if n < 2:
             return None
         return 0.95 if n >= 6 else 1 - 2 ** (1 - n)
+
+    @property
+    def is_range(self) -> bool:
+        """Fewer than 6 values: the interval is their [min, max], to be called a range,
+        never a 95% CI."""
+        return 2 <= len(self.values) < 6
 
     @property
     def mean(self) -> float | None:
@@ -68,6 +75,12 @@ class TrialSummary:
     flagged: tuple[str, ...]              # run flags seen (generator-bound, …)
     reasons: tuple[str, ...]              # why runs failed
     verdicts: tuple[dict, ...] = field(default=())   # of the latest run
+    flag_details: tuple[tuple[str, str], ...] = ()   # (flag, the numbers that raised it)
+
+    @property
+    def latency_distorted(self) -> bool:
+        """Its percentiles describe only part of the clients (starved, Little's law)."""
+        return any(f in LATENCY_DISTORTING for f in self.flagged)
 
     @property
     def rps_median(self) -> float | None:
@@ -124,6 +137,7 @@ def summarize(definition: dict, label: str, trial_id: str,
               runs: list[RunRecord]) -> TrialSummary:
     ok = [r for r in runs if r.outcome == "ok" and r.load and r.load["requests"]["completed"]]
     comps = _components(ok)
+    details = _flag_details(ok)
 
     def per_component(key: str, per_request: bool = False) -> dict[str, Estimate]:
         out = {}
@@ -147,9 +161,25 @@ def summarize(definition: dict, label: str, trial_id: str,
         Estimate.of([_per_request(engine_cpu_measured_s(r.load), r) for r in ok]),
         per_component("rss_mib_peak"), per_component("pss_mib_per_worker"),
         sum(r.load["requests"]["failed"] for r in ok),
-        tuple(sorted({f for r in ok for f in r.flags})),
+        tuple(name for name, _ in details),
         tuple(sorted({r.reason for r in runs if r.outcome != "ok" and r.reason})),
-        tuple(runs[-1].verdicts) if runs else ())
+        tuple(runs[-1].verdicts) if runs else (), tuple(details))
+
+
+def _flag_details(ok: list[RunRecord]) -> list[tuple[str, str]]:
+    """Each flag of the trial once, with how many runs carry it and one run's numbers
+    (the flags stored with the runs decide; their details are derived again)."""
+    out = []
+    for name in sorted({f for r in ok for f in r.flags}):
+        runs = [r for r in ok if name in r.flags]
+        details = {f.name: f.detail for f in run_flags(runs[0].load, runs[0].resources)}
+        detail = details.get(name, "")
+        out.append((name, f"{len(runs)} of {len(ok)} runs; run {runs[0].repetition}: "
+                    f"{detail}" if detail else f"{len(runs)} of {len(ok)} runs"))
+    spread = dispersion([r.load["rps"] for r in ok])
+    if spread:
+        out.append((spread.name, spread.detail))
+    return out
 
 
 def load_view(store: Store, experiment: str | int | None) -> ExperimentView:
@@ -168,18 +198,84 @@ def load_view(store: Store, experiment: str | int | None) -> ExperimentView:
                           row["stacklab_commit"], versions, summaries, runs)
 
 
-def compare_trials(a: TrialSummary, b: TrialSummary) -> list[tuple[str, Comparison]]:
-    """B against A on every metric both have, benchstat style."""
-    rows = [("req/s", compare(a.rps.values, b.rps.values)),
-            ("MB/s", compare(a.mbps.values, b.mbps.values)),
-            ("engine CPU µs/req", compare(a.engine_cpu_us_per_request.values,
-                                          b.engine_cpu_us_per_request.values))]
+# Run flags after which a trial's figures are a limit, not a measurement: a run held back
+# by the load engine or by other work on the host served less than the server could.
+BOUNDING_FLAGS = {"generator-bound": "was limited by the load engine",
+                  "host-busy": "ran while the host was busy with other work"}
+
+
+@dataclass(frozen=True)
+class Bound:
+    """A ratio B/A with a limited side is a bound: the true ratio is at least (≥) or at
+    most (≤) the measured one, or unknown both ways (?) when both sides were limited or
+    the metric has no known direction."""
+
+    relation: str     # "≥", "≤" or "?"
+    why: str          # "B (nginx static-page c=16) was limited by the load engine"
+
+
+def bound(a: TrialSummary, b: TrialSummary, limited_is_low: bool | None,
+          name=None) -> Bound | None:
+    """`limited_is_low`: a limited side's true value can only be higher than measured
+    (True: throughput), only lower (False: latency), or either way (None: CPU, memory).
+    `name` names a trial in `why` (default: "A (its label)", "B (its label)")."""
+    why_a = [BOUNDING_FLAGS[f] for f in a.flagged if f in BOUNDING_FLAGS]
+    why_b = [BOUNDING_FLAGS[f] for f in b.flagged if f in BOUNDING_FLAGS]
+    if not why_a and not why_b:
+        return None
+    why = "; ".join(f"{name(s) if name else f'{side} ({s.label})'} {' and '.join(w)}"
+                    for side, s, w in (("A", a, why_a), ("B", b, why_b)) if w)
+    if (why_a and why_b) or limited_is_low is None:
+        return Bound("?", why)
+    # A's true value beyond its measured one moves B/A one way, B's the other way
+    return Bound("≥" if bool(why_b) == limited_is_low else "≤", why)
+
+
+def bounded_verdict(c: Comparison, b: Bound | None) -> str:
+    """The verdict, unless a limited side leaves only a bound: then the verdict stands
+    only when the bound points the same way (B measured faster and only B was held back)."""
+    if b is None or c.ratio is None:
+        return c.verdict
+    if b.relation == "?":
+        return f"no verdict, not a measurement: {b.why}"
+    agrees = c.significant and (c.ratio > 1) == (b.relation == "≥")
+    return (f"{c.verdict if agrees else 'no verdict'}, a bound "
+            f"({b.relation} {c.ratio:.3g}×): {b.why}")
+
+
+@dataclass(frozen=True)
+class MetricComparison:
+    metric: str
+    comparison: Comparison
+    bound: Bound | None
+
+    @property
+    def verdict(self) -> str:
+        return bounded_verdict(self.comparison, self.bound)
+
+
+def compare_trials(a: TrialSummary, b: TrialSummary, name=None) -> list[MetricComparison]:
+    """B against A on every metric both have, benchstat style; latency from each run's
+    p50 and p99, in ms."""
+    def row(metric: str, va, vb, limited_is_low: bool | None) -> MetricComparison:
+        return MetricComparison(metric, compare(va, vb), bound(a, b, limited_is_low, name))
+
+    def ms(s: TrialSummary, p: str) -> list[float]:
+        e = s.latency_runs_us.get(p)
+        return [v / 1000 for v in e.values] if e else []
+
+    rows = [row("req/s", a.rps.values, b.rps.values, True),
+            row("p50 ms", ms(a, "p50"), ms(b, "p50"), False),
+            row("p99 ms", ms(a, "p99"), ms(b, "p99"), False),
+            row("MB/s", a.mbps.values, b.mbps.values, True),
+            row("engine CPU µs/req", a.engine_cpu_us_per_request.values,
+                b.engine_cpu_us_per_request.values, None)]
     for c in sorted(set(a.cpu_us_per_request) & set(b.cpu_us_per_request)):
-        rows.append((f"{c} CPU µs/req", compare(a.cpu_us_per_request[c].values,
-                                                b.cpu_us_per_request[c].values)))
+        rows.append(row(f"{c} CPU µs/req", a.cpu_us_per_request[c].values,
+                        b.cpu_us_per_request[c].values, None))
     for c in sorted(set(a.rss_mib_peak) & set(b.rss_mib_peak)):
-        rows.append((f"{c} RSS MiB", compare(a.rss_mib_peak[c].values,
-                                             b.rss_mib_peak[c].values)))
+        rows.append(row(f"{c} RSS MiB", a.rss_mib_peak[c].values, b.rss_mib_peak[c].values,
+                        None))
     return rows
 
 

@@ -119,6 +119,26 @@ def _with_children(pids: list[int]) -> list[int]:
     return sorted(seen)
 
 
+@dataclass(frozen=True)
+class HostSample:
+    """Whole-host CPU (from /proc/stat) and stacklab's own, at one sample."""
+
+    t_s: float
+    busy_s: float       # CPU seconds of all cores not idle, iowait or stolen
+    steal_s: float      # stolen by the hypervisor
+    total_s: float      # every state, all cores
+    self_s: float       # this process (the orchestrator and the sampler)
+
+
+def host_cpu() -> tuple[float, float, float]:
+    """(busy, steal, total) CPU seconds since boot, summed over cores."""
+    with open("/proc/stat", "rb") as f:
+        fields = [int(x) for x in f.readline().split()[1:]]
+    user, nice, system, idle, iowait, irq, softirq, steal = (fields + [0] * 8)[:8]
+    busy = user + nice + system + irq + softirq     # guest time is inside user
+    return busy / TICKS, steal / TICKS, (busy + idle + iowait + steal) / TICKS
+
+
 def host_available_mib() -> float | None:
     try:
         for line in Path("/proc/meminfo").read_text().splitlines():
@@ -139,6 +159,7 @@ class Monitor:
         self.children_every = children_every
         self.traces = {name: ComponentTrace(name) for name in groups}
         self.host_mib: list[float] = []
+        self.host: list[HostSample] = []
         self.sampler_cpu_s = 0.0
         self.elapsed_s = 0.0
         self._members: dict[str, list[int]] = {name: [] for name in groups}
@@ -209,9 +230,29 @@ class Monitor:
             trace.samples.append(Sample(round(t, 3), round(user - base[0], 4),
                                         round(sys - base[1], 4), round(rss, 2),
                                         _r(pss_total), _r(uss_total), len(live), threads))
+        own = os.times()
+        self.host.append(HostSample(round(t, 3), *host_cpu(), own.user + own.system))
         mem = host_available_mib() if pss else None
         if mem is not None:
             self.host_mib.append(mem)
+
+    def host_window(self, t0: float, t1: float, lab_cpu_s: float) -> dict:
+        """CPU used on the host between two moments by everything outside the lab:
+        all cores' busy time minus the components' (`lab_cpu_s`, which also holds the
+        load engine's) and this process's own."""
+        if len(self.host) < 2:
+            return {}
+        a = min(self.host, key=lambda h: abs(h.t_s - t0))
+        b = min(self.host, key=lambda h: abs(h.t_s - t1))
+        window = b.t_s - a.t_s
+        if window <= 0:
+            return {}
+        outside = (b.busy_s - a.busy_s) - lab_cpu_s - (b.self_s - a.self_s)
+        total = b.total_s - a.total_s
+        return {"window_s": round(window, 3),
+                "busy_cores": round((b.busy_s - a.busy_s) / window, 3),
+                "outside_cores": round(max(0.0, outside) / window, 3),
+                "steal_share": round((b.steal_s - a.steal_s) / total, 4) if total else 0.0}
 
     def overhead(self) -> dict:
         """The sampler's own cost, as a fraction of one core."""

@@ -20,9 +20,10 @@ from pathlib import Path
 from typing import Protocol
 
 from . import __version__, lab
-from .analyze import Estimate
+from .analyze import Estimate, engine_cpu_measured_s
 from .drive import LoadPlan, engine_version, run_load
 from .errors import EngineError, NotFound, StackError, StoreError, StacklabError
+from .flags import flag_names
 from .hostinfo import git_commit, host_facts
 from .knobs import KnobRegistry
 from .monitor import Monitor
@@ -200,11 +201,9 @@ def execute_run(ctx: RunContext, run: PlannedRun) -> RunRecord:
                 report = run_load(plan, run_dir)
                 ended = monitor.now_s()
             load = report.raw
-            resources = {name: trace.summary(began + plan.warmup_s, ended)
-                         for name, trace in monitor.traces.items()}
-            resources["_monitor"] = monitor.overhead()
+            resources = _resources(monitor, began + plan.warmup_s, ended, load)
             resources["_system"] = ctx.system
-            flags = run_flags(load)
+            flags = flag_names(load, resources)
             if not running.alive():
                 outcome, reason = "failed", "server exited during the load"
     except StackError as e:
@@ -226,27 +225,14 @@ def execute_run(ctx: RunContext, run: PlannedRun) -> RunRecord:
                      tail, str(kept_dir))
 
 
-GENERATOR_BOUND_SHARE = 0.9
-
-
-def run_flags(load: dict) -> list[str]:
-    """Flags that say a run does not describe the server's limit.
-
-    generator-bound: the engine's threads were busy ≥ 90% of the time (its CPU per
-    thread), so the load generator, not the server, may have set the pace.
-    rate-not-kept: an open-loop run completed < 90% of the asked-for rate.
-    """
-    flags = []
-    threads = load["config"].get("threads") or 1
-    engine_cpu = load["engine"]["cpu_user_s"] + load["engine"]["cpu_sys_s"]
-    wall = load["duration_s"] + (load["config"].get("warmup_s") or 0)
-    # under a second, the engine's own start-up is too large a share to judge by
-    if wall >= 1.0 and engine_cpu / (wall * threads) >= GENERATOR_BOUND_SHARE:
-        flags.append("generator-bound")
-    rate = load["config"].get("rate")
-    if rate and load["rps"] < 0.9 * rate:
-        flags.append("rate-not-kept")
-    return flags
+def _resources(monitor: Monitor, t0: float, t1: float, load: dict) -> dict:
+    """Each component's summary of the measured window, the sampler's cost, and the CPU
+    the rest of the host used meanwhile (components and the engine are the lab's)."""
+    out: dict = {name: trace.summary(t0, t1) for name, trace in monitor.traces.items()}
+    lab_cpu = sum(r["cpu_s"] for r in out.values()) + engine_cpu_measured_s(load)
+    out["_monitor"] = monitor.overhead()
+    out["_host"] = monitor.host_window(t0, t1, lab_cpu)
+    return out
 
 
 def any_fail_dicts(verdicts: list[dict]) -> bool:

@@ -13,12 +13,20 @@ def fmt(value: float | None, spec: str = ",.0f") -> str:
     return "—" if value is None else format(value, spec)
 
 
-def ci_text(e: Estimate) -> str:
+def ci_text(e: Estimate, spec: str = ",.0f") -> str:
+    """A 95% CI as ± its half-width relative to the median; with fewer than 6 values their
+    range, min–max, called so (it is not a 95% interval)."""
+    if e.is_range:
+        return f"range {min(e.values):{spec}}–{max(e.values):{spec}}"
     hw = e.half_width
-    if hw is None:
-        return "—"
-    level = e.ci_level
-    return f"±{hw * 100:.0f}%" + ("" if level >= 0.95 else f" ({level:.0%})")
+    return "—" if hw is None else f"±{hw * 100:.0f}%"
+
+
+def ci_header(estimates) -> str:
+    """The column's name: "95% CI" only when no cell is a range."""
+    ranges = [e.is_range for e in estimates if e.values]
+    return "range" if ranges and all(ranges) else (
+        "95% CI or range" if any(ranges) else "95% CI")
 
 
 def summary_table(view: ExperimentView) -> Table:
@@ -33,10 +41,14 @@ def summary_table(view: ExperimentView) -> Table:
         if s.flagged:
             runs += " ⚑"
         table.add_row(series_name(s, common), str(s.concurrency), runs, fmt(s.rps.median),
-                      ci_text(s.rps), fmt(s.p50_us and s.p50_us / 1000, ".2f"),
-                      fmt(s.p99_us and s.p99_us / 1000, ".2f"), fmt(s.mbps.median, ".1f"),
+                      ci_text(s.rps), _latency(s, s.p50_us), _latency(s, s.p99_us), fmt(s.mbps.median, ".1f"),
                       fmt(s.server_cpu_us, ".1f"), str(s.errors))
     return table
+
+
+def _latency(s: TrialSummary, value_us: float | None) -> str:
+    """A percentile in ms, marked ⚑ when the trial's clients were not all served alike."""
+    return fmt(value_us and value_us / 1000, ".2f") + (" ⚑" if s.latency_distorted else "")
 
 
 def print_summary(view: ExperimentView, console: Console) -> None:
@@ -53,9 +65,11 @@ def print_summary(view: ExperimentView, console: Console) -> None:
         console.print(f"• {h.workload}, {h.concurrency} connections: "
                       f"{h.sentence(lambda s: series_name(s, common))}", markup=False)
     for s in view.summaries:
-        if s.flagged:
-            console.print(f"[yellow]⚑ {s.label}: {', '.join(s.flagged)}[/yellow] — the load "
-                          "generator may have set the pace; not the server's limit")
+        for name, detail in s.flag_details:
+            console.print(f"⚑ {s.label}: {name} — {detail}", style="yellow", markup=False)
+        if s.latency_distorted:
+            console.print(f"⚑ {s.label}: its p50/p99 describe the clients that were served, "
+                          "not the trial's latency", style="yellow", markup=False)
         for reason in s.reasons:
             console.print(f"[red]failed[/red] {s.label}: {reason}")
 

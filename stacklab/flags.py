@@ -1,0 +1,149 @@
+"""Run flags: a measured run that does not describe what it seems to is flagged, with
+the numbers that say why.
+
+Pure functions of what a run stores (the engine's JSON report and the monitor's
+summary), so the runner decides the flags once and `show`, the report and the export
+explain them later from the same data. Every threshold is named here and documented
+in the README's "Flags" section.
+
+- generator-bound: the engine's threads were busy ≥ 90% of the time, so the load
+  generator, not the server, may have set the pace.
+- rate-not-kept: an open-loop run completed < 90% of the asked-for rate.
+- starved: in a closed loop some connections were hardly served while others were
+  (a server with fewer workers than connections leaves the rest in the accept queue;
+  a waiting connection sends nothing, so it leaves few samples and the percentiles
+  describe only the lucky ones).
+- littles-law: concurrency / throughput disagrees with the mean latency by more than
+  25% (requests lost from the latency record, or time spent outside requests).
+- host-busy: processes outside the lab used more than 10% of a core, or the
+  hypervisor stole more than 2% of the CPU time, during the measured window.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+GENERATOR_BOUND_SHARE = 0.9
+RATE_KEPT_SHARE = 0.9
+STARVED_SHARE = 0.10          # a connection served < 10% of the median connection's requests
+STARVED_WAIT_S = 1.0          # … or one response waited ≥ 1 s and ≥ a quarter of the run
+STARVED_WAIT_RUN_SHARE = 0.25
+LITTLE_TOLERANCE = 0.25       # |mean latency / (concurrency / req/s) - 1|
+HOST_BUSY_CORE_SHARE = 0.10   # CPU outside the lab, in cores
+HOST_STEAL_SHARE = 0.02       # steal time, share of all CPU time
+
+# Flags after which a run's percentiles are not the trial's latency.
+LATENCY_DISTORTING = ("starved", "littles-law")
+# Flags after which a ratio against the run is a bound, not a measurement.
+BOUNDING = ("generator-bound", "host-busy")
+
+
+@dataclass(frozen=True)
+class Flag:
+    name: str
+    detail: str      # the numbers that raised it, in one sentence
+
+
+def run_flags(load: dict, resources: dict) -> list[Flag]:
+    """Every flag a finished run earns, in a fixed order."""
+    checks = (_generator_bound, _rate_not_kept, _starved, _littles_law)
+    flags = [f for check in checks if (f := check(load))]
+    busy = host_busy(resources.get("_host") or {})
+    return flags + ([busy] if busy else [])
+
+
+def flag_names(load: dict, resources: dict) -> list[str]:
+    return [f.name for f in run_flags(load, resources)]
+
+
+DISPERSION_MAX_MIN = 1.5      # a trial's repetitions: max / min req/s
+
+
+def dispersion(rps: list[float]) -> Flag | None:
+    """A trial whose repetitions disagree this much measured different conditions
+    (a busy host, a cache filling, a server that sometimes stalls), not noise."""
+    if len(rps) < 2 or min(rps) <= 0 or max(rps) / min(rps) <= DISPERSION_MAX_MIN:
+        return None
+    return Flag("high-dispersion", f"req/s over {len(rps)} repetitions from "
+                f"{min(rps):,.0f} to {max(rps):,.0f} ({max(rps) / min(rps):.2f}× apart, "
+                f"limit {DISPERSION_MAX_MIN}×)")
+
+
+def _closed_loop(load: dict) -> bool:
+    return not load["config"].get("rate")
+
+
+def _generator_bound(load: dict) -> Flag | None:
+    threads = load["config"].get("threads") or 1
+    engine_cpu = load["engine"]["cpu_user_s"] + load["engine"]["cpu_sys_s"]
+    wall = load["duration_s"] + (load["config"].get("warmup_s") or 0)
+    # under a second, the engine's own start-up is too large a share to judge by
+    if wall < 1.0:
+        return None
+    busy = engine_cpu / (wall * threads)
+    if busy < GENERATOR_BOUND_SHARE:
+        return None
+    return Flag("generator-bound", f"the load engine's {threads} thread(s) were busy "
+                f"{busy:.0%} of the run: the generator, not the server, may have set the pace")
+
+
+def _rate_not_kept(load: dict) -> Flag | None:
+    rate = load["config"].get("rate")
+    if not rate or load["rps"] >= RATE_KEPT_SHARE * rate:
+        return None
+    return Flag("rate-not-kept", f"{load['rps']:,.0f} req/s completed of {rate:,.0f} asked for")
+
+
+def _starved(load: dict) -> Flag | None:
+    conns = load.get("connections")      # engine schema 2 and later
+    if not conns or not _closed_loop(load):
+        return None
+    per, idle = conns["requests_per_slot"], conns["idle_slots"]
+    slots, median = conns["slots"], per["median"]
+    wait_s = conns["longest_wait_us"]["max"] / 1e6
+    long_wait = (wait_s >= STARVED_WAIT_S
+                 and wait_s >= STARVED_WAIT_RUN_SHARE * (load["duration_s"] or 0))
+    few = per["min"] < STARVED_SHARE * median
+    if not (idle or few or long_wait):
+        return None
+    parts = []
+    if idle:
+        parts.append(f"{idle} of {slots} connections completed nothing")
+    if few:
+        parts.append(f"requests per connection: min {per['min']:,}, p1 {per['p1']:,}, "
+                     f"median {median:,}, max {per['max']:,}")
+    parts.append(f"longest wait {wait_s * 1000:,.0f} ms")
+    waiting = load.get("in_flight") or {}
+    if waiting.get("count"):
+        parts.append(f"{waiting['count']} requests still waiting at the end "
+                     f"({waiting.get('older_than_run', 0)} waited longer than the run)")
+    return Flag("starved", "; ".join(parts) +
+                ": most clients waited, the percentiles describe the served ones")
+
+
+def _littles_law(load: dict) -> Flag | None:
+    if not _closed_loop(load) or not load["rps"]:
+        return None
+    mean_us = (load.get("latency_us") or {}).get("mean")
+    connections = load["config"].get("connections")
+    if not mean_us or not connections:
+        return None
+    expected_us = connections / load["rps"] * 1e6
+    if abs(mean_us / expected_us - 1) <= LITTLE_TOLERANCE:
+        return None
+    return Flag("littles-law", f"mean latency {mean_us / 1000:,.3g} ms, but "
+                f"{load['config']['connections']} connections / {load['rps']:,.0f} req/s = "
+                f"{expected_us / 1000:,.3g} ms: some requests are missing from the latency "
+                "record (in flight at the end, failed) or time went outside requests")
+
+
+def host_busy(host: dict) -> Flag | None:
+    """`host` is the monitor's "_host" summary of the measured window."""
+    outside, steal = host.get("outside_cores"), host.get("steal_share")
+    if outside is None:
+        return None
+    if outside <= HOST_BUSY_CORE_SHARE and (steal or 0) <= HOST_STEAL_SHARE:
+        return None
+    return Flag("host-busy", f"processes outside the lab used {outside:.2f} of a core "
+                f"and steal was {(steal or 0):.1%} during the measured window "
+                f"(limits {HOST_BUSY_CORE_SHARE:.2f} core, {HOST_STEAL_SHARE:.0%} steal)")

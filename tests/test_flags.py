@@ -1,0 +1,80 @@
+"""Run flags as pure functions of a stored run: each threshold from both sides."""
+
+import pytest
+
+from stacklab.flags import dispersion, flag_names, host_busy, run_flags
+
+
+def load(rps=10_000.0, connections=64, mean_us=6_400.0, duration_s=3.0, rate=None,
+         per_slot=(900, 950, 1000, 1100), idle=0, wait_us=20_000, in_flight=0):
+    lo, p1, median, hi = per_slot
+    return {"config": {"connections": connections, "threads": 2, "warmup_s": 1.0,
+                       "rate": rate},
+            "duration_s": duration_s, "rps": rps,
+            "latency_us": {"mean": mean_us},
+            "engine": {"cpu_user_s": 0.1, "cpu_sys_s": 0.1},
+            "connections": {"slots": connections, "idle_slots": idle,
+                            "requests_per_slot": {"min": lo, "p1": p1, "median": median,
+                                                  "max": hi},
+                            "longest_wait_us": {"median": wait_us // 2, "max": wait_us}},
+            "in_flight": {"count": in_flight, "age_us_max": 0, "age_us_median": 0,
+                          "older_than_run": in_flight}}
+
+
+def test_an_evenly_served_run_has_no_flag():
+    assert flag_names(load(), {}) == []
+
+
+@pytest.mark.parametrize("kw, why", [
+    ({"connections": 256, "idle": 200, "per_slot": (0, 0, 0, 4000), "in_flight": 200},
+     "200 of 256 connections completed nothing"),
+    ({"per_slot": (50, 60, 1000, 1100)}, "min 50"),
+    ({"wait_us": 1_500_000}, "longest wait 1,500 ms"),
+])
+def test_starved_connections_are_flagged_with_their_numbers(kw, why):
+    flags = {f.name: f.detail for f in run_flags(load(**kw), {})}
+    assert "starved" in flags and why in flags["starved"]
+
+
+def test_a_long_wait_in_a_long_run_is_not_starvation():
+    """A 1.5 s wait is a quarter of a 3 s run but not of a 60 s one."""
+    assert "starved" not in flag_names(load(wait_us=1_500_000, duration_s=60.0), {})
+
+
+def test_starvation_is_judged_in_closed_loop_only():
+    assert "starved" not in flag_names(load(idle=5, rate=10_000), {})
+
+
+def test_reports_without_per_connection_figures_are_not_judged():
+    """Engine schema 1 (runs stored before it) has no per-connection figures."""
+    old = load(idle=5)
+    del old["connections"]
+    assert "starved" not in flag_names(old, {})
+
+
+@pytest.mark.parametrize("mean_us, flagged", [(6_400, False), (5_000, False),
+                                              (4_700, True), (8_100, True)])
+def test_littles_law(mean_us, flagged):
+    """64 connections at 10,000 req/s must spend 6.4 ms per request; ±25% tolerated."""
+    flags = {f.name: f.detail for f in run_flags(load(mean_us=mean_us), {})}
+    assert ("littles-law" in flags) == flagged
+    if flagged:
+        assert "6.4 ms" in flags["littles-law"]
+
+
+@pytest.mark.parametrize("host, flagged", [
+    ({"outside_cores": 0.02, "steal_share": 0.0}, False),
+    ({"outside_cores": 0.35, "steal_share": 0.0}, True),
+    ({"outside_cores": 0.02, "steal_share": 0.05}, True),
+    ({}, False),
+])
+def test_host_busy(host, flagged):
+    assert (host_busy(host) is not None) == flagged
+    assert ("host-busy" in flag_names(load(), {"_host": host})) == flagged
+
+
+def test_repetitions_far_apart_are_flagged():
+    """One trial's repetitions 3.7× apart must not pass silently."""
+    assert dispersion([10_000, 9_800, 10_300]) is None
+    spread = dispersion([10_000, 2_700, 9_900])
+    assert spread and "3.70×" in spread.detail
