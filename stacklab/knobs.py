@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 
 @dataclass(frozen=True)
@@ -22,6 +22,7 @@ class Knob:
     min: float | None = None
     max: float | None = None
     source: str = ""  # the study (see shared/reference/SEEDS.md) it comes from
+    validate: Callable[[Any], str | None] | None = None  # why a value is refused, or None
 
     @property
     def key(self) -> str:
@@ -47,6 +48,9 @@ class Knob:
             raise ValueError(f"{self.key} must be >= {self.min:g}")
         if self.max is not None and value > self.max:
             raise ValueError(f"{self.key} must be <= {self.max:g}")
+        problem = self.validate(value) if self.validate else None
+        if problem:
+            raise ValueError(f"{self.key}: {problem}")
         return value
 
 

@@ -14,6 +14,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from .placement import pin
+
 PGIDS_FILE = "pgids"
 MARK = "STACKLAB_RUN_DIR"
 
@@ -34,11 +36,11 @@ class Proc:
 
 def spawn(name: str, argv: list[str], run_dir: Path, log_path: Path,
           user: str | None = None, env: dict[str, str] | None = None,
-          nofile: int | None = None) -> Proc:
+          nofile: int | None = None, cpus: str = "") -> Proc:
     """Start argv (never through a shell) in a new session; stdout/stderr go to log_path.
-    `nofile` sets the open-files limit of the new process."""
+    `nofile` sets the open-files limit of the new process, `cpus` the CPUs it may use."""
     log = open(log_path, "ab")
-    preexec = _nofile_limit(nofile) if nofile else None
+    preexec = _in_child(_nofile_limit(nofile) if nofile else None, pin(cpus))
     # Marks the process as this run's, for cleanup_leftovers after a crash.
     env = {**(os.environ if env is None else env), MARK: str(run_dir)}
     try:
@@ -52,6 +54,18 @@ def spawn(name: str, argv: list[str], run_dir: Path, log_path: Path,
     with open(run_dir / PGIDS_FILE, "a") as f:
         f.write(f"{popen.pid} {argv[0]}\n")
     return Proc(name, popen, log_path)
+
+
+def _in_child(*steps):
+    """One preexec function running each step given (None when there is none)."""
+    steps = [s for s in steps if s]
+    if not steps:
+        return None
+
+    def run():
+        for step in steps:
+            step()
+    return run
 
 
 def _nofile_limit(nofile: int):

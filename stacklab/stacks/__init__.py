@@ -98,12 +98,13 @@ STACKS: dict[str, StackDef] = {s.name: s for s in (
 
 def build_registry() -> KnobRegistry:
     from ..drive import LOAD_KNOBS
+    from ..placement import cpus_knob
     registry = KnobRegistry()
-    registry.add(*LOAD_KNOBS)
+    registry.add(*LOAD_KNOBS, cpus_knob("load"))
     for knobs in GROUPS.values():
         registry.add(*knobs)
     for component in COMPONENTS.values():
-        registry.add(*component.knobs)
+        registry.add(*component.knobs, cpus_knob(component.name))
     return registry
 
 

@@ -114,7 +114,8 @@ class Component(ABC):
             _chown_tree(ctx.run_dir, run_as)
         proc = procs.spawn(self.name, self.command(ctx, knobs), ctx.run_dir,
                            ctx.run_dir / "server.out", user=run_as,
-                           env=self.env(ctx, knobs), nofile=knobs.get("nofile") or None)
+                           env=self.env(ctx, knobs), nofile=knobs.get("nofile") or None,
+                           cpus=knobs.get("cpus", ""))
         started = Started(self.name, ctx, proc, knobs, self.endpoint(ctx, knobs), files)
         try:
             self.wait_ready(started, ready_timeout_s)
