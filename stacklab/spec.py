@@ -40,7 +40,7 @@ class _Strict(BaseModel):
 class Experiment(_Strict):
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
     description: str = ""
-    repetitions: int | Literal["auto"] = 3
+    repetitions: int | Literal["auto"] = "auto"   # a spec may fix a count
     ci_target: float = Field(0.03, gt=0, lt=1)     # auto: stop at this CI half-width…
     max_repetitions: int = Field(10, ge=3, le=100)  # …or at this many repetitions
     duration: float | None = None

@@ -66,3 +66,13 @@ def test_bad_repetitions_are_named(spec_args, value):
     with pytest.raises(SpecError) as e:
         auto_spec(spec_args, repetitions=value)
     assert e.value.key == "experiment.repetitions"
+
+
+def test_auto_is_the_default_and_a_spec_may_still_fix_a_count(spec_args):
+    doc = {"experiment": {"name": "d", "requests": 10},
+           "matrix": {"stack": ["nginx"], "workload": ["static-page"], "concurrency": [1]}}
+    spec = parse_spec(doc, "d.toml", *spec_args)
+    assert spec.experiment.auto and spec.experiment.first_repetitions == 6
+    doc["experiment"]["repetitions"] = 4
+    fixed = parse_spec(doc, "d.toml", *spec_args)
+    assert not fixed.experiment.auto and len(make_plan(fixed, STACKS).runs) == 4
