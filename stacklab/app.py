@@ -233,7 +233,9 @@ def compare_cmd(a: str, b: str, db: Path, experiment: str | None, out: Console) 
             return
         view = load_view(store, experiment)
         ta, tb = _trial(view, a), _trial(view, b)
-    out.print(comparison_table(ta, tb, f"B = {tb.label}  vs  A = {ta.label}"))
+    out.print(comparison_table(ta, tb, f"trials of experiment {view.name} (id {view.id}):\n"
+                                       f"B = {tb.trial_id} {tb.label}\n"
+                                       f"A = {ta.trial_id} {ta.label}"))
 
 
 def _trial(view, prefix: str):
@@ -241,7 +243,7 @@ def _trial(view, prefix: str):
     if len(found) != 1:
         raise NotFound(f"{prefix!r}: {'no' if not found else 'more than one'} trial of "
                             f"experiment {view.name!r} (id {view.id}) has that id; "
-                            "`stacklab show` lists them")
+                            f"`stacklab show {view.id}` lists them in its id column")
     return found[0]
 
 

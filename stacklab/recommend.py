@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from .analyze import ExperimentView, TrialSummary
+from .analyze import Bound, ExperimentView, TrialSummary, bound, bounded_verdict
 from .knobs import KnobRegistry
 from .stats import Comparison, compare
 
@@ -22,6 +22,7 @@ class Effect:
     comparison: Comparison        # req/s of the changed trial against the baseline
     meaning: str
     source: str
+    bound: Bound | None = None    # a side was limited (load engine, busy host)
 
     @property
     def gain(self) -> float:
@@ -29,7 +30,11 @@ class Effect:
 
     @property
     def hurts(self) -> bool:
-        return self.comparison.significant and self.gain < 0
+        return self.comparison.significant and self.gain < 0 and self.bound is None
+
+    @property
+    def verdict(self) -> str:
+        return "hurts" if self.hurts else bounded_verdict(self.comparison, self.bound)
 
 
 @dataclass(frozen=True)
@@ -41,6 +46,22 @@ class Best:
     over_default: Comparison | None
     over_best_single: Comparison | None
     best_single: Effect | None
+    default: TrialSummary | None = None    # the all-defaults trial of the group
+
+    def label(self, name) -> str:
+        """The variant to recommend, named only when it beats the defaults significantly;
+        otherwise said plainly."""
+        top = name(self.trial)
+        if self.default is None:
+            return f"{top} (fastest measured; no all-defaults trial to test it against)"
+        if self.trial is self.default:
+            return "the defaults (no variant measured faster)"
+        c, limit = self.over_default, bound(self.default, self.trial, True)
+        if limit and limit.relation != "≥":
+            return f"no verdict ({limit.why}; fastest measured: {top})"
+        if c and c.significant and c.ratio is not None and c.ratio > 1:
+            return top
+        return f"no significant difference from the default (fastest measured: {top})"
 
 
 def _value(s: TrialSummary, key: str, registry: KnobRegistry) -> Any:
@@ -81,7 +102,7 @@ def effects(view: ExperimentView, registry: KnobRegistry) -> list[Effect]:
                     continue
                 out.append(Effect(key, value, knob.default, stack, workload, conc,
                                   compare(base.rps.values, t.rps.values), knob.meaning,
-                                  knob.source))
+                                  knob.source, bound(base, t, True)))
     return sorted(out, key=lambda e: (not e.comparison.significant, -e.gain))
 
 
@@ -103,7 +124,7 @@ def best_combinations(view: ExperimentView, registry: KnobRegistry,
         out.append(Best(stack, workload, conc, best,
                         compare(default.rps.values, best.rps.values) if default else None,
                         compare(top_trial.rps.values, best.rps.values) if top_trial else None,
-                        top))
+                        top, default))
     return out
 
 

@@ -1,4 +1,5 @@
-"""Statistics over repetitions: bootstrap confidence intervals, Mann-Whitney U, ratios.
+"""Statistics over repetitions: bootstrap confidence intervals, the comparison of two
+samples (Welch's t-test on logarithms), Mann-Whitney U, merged latency percentiles.
 
 Pure functions, seeded, no clock: the same samples always give the same answer.
 """
@@ -16,6 +17,7 @@ from dataclasses import dataclass
 from typing import Callable, Sequence
 
 from hdrh.histogram import HdrHistogram
+from scipy.special import stdtr, stdtrit   # Student's t CDF and quantile
 
 RESAMPLES = 4000
 ALPHA = 0.05
@@ -36,21 +38,6 @@ def bootstrap_ci(values: Sequence[float], stat: Callable = statistics.median,
     boots = sorted(stat([values[rng.randrange(n)] for _ in range(n)])
                    for _ in range(RESAMPLES))
     return _percentile_pair(boots, level)
-
-
-def ratio_ci(a: Sequence[float], b: Sequence[float], level: float = 0.95,
-             seed: int = 0) -> tuple[float, float] | None:
-    """Bootstrap CI of median(b) / median(a), resampling each side on its own."""
-    if len(a) < 2 or len(b) < 2:
-        return None
-    rng = random.Random(seed)
-    boots = []
-    for _ in range(RESAMPLES):
-        ma = statistics.median([a[rng.randrange(len(a))] for _ in a])
-        mb = statistics.median([b[rng.randrange(len(b))] for _ in b])
-        if ma:
-            boots.append(mb / ma)
-    return _percentile_pair(sorted(boots), level) if boots else None
 
 
 def _percentile_pair(sorted_values: list[float], level: float) -> tuple[float, float]:
@@ -110,35 +97,79 @@ def _tie_term(values: list[float]) -> float:
     return sum(t ** 3 - t for t in counts.values())
 
 
+RANK_TEST_MIN_N = 5   # Mann-Whitney is reported (never decisive) from 5 runs a side
+
+
+@dataclass(frozen=True)
+class Welch:
+    """Welch's t-test on log(values): one procedure gives the ratio of geometric means,
+    its confidence interval and the p-value, so p < alpha exactly when the interval
+    excludes 1."""
+
+    ratio: float                  # geomean(b) / geomean(a)
+    ci: tuple[float, float]       # at level 1 - alpha
+    p: float
+    df: float | None              # Welch-Satterthwaite; None when both sides are constant
+
+
+def welch_log(a: Sequence[float], b: Sequence[float], alpha: float = ALPHA) -> Welch | None:
+    """None with fewer than two values a side or a value that is not positive."""
+    if len(a) < 2 or len(b) < 2 or min(a) <= 0 or min(b) <= 0:
+        return None
+    la, lb = [math.log(x) for x in a], [math.log(x) for x in b]
+    diff = statistics.fmean(lb) - statistics.fmean(la)
+    ea, eb = statistics.variance(la) / len(la), statistics.variance(lb) / len(lb)
+    if ea + eb == 0:
+        # identical values on each side: the difference is exact, no noise to test against
+        return Welch(math.exp(diff), (math.exp(diff), math.exp(diff)),
+                     1.0 if diff == 0 else 0.0, None)
+    se = math.sqrt(ea + eb)
+    df = (ea + eb) ** 2 / (ea ** 2 / (len(la) - 1) + eb ** 2 / (len(lb) - 1))
+    q = float(stdtrit(df, 1 - alpha / 2))
+    p = float(2 * stdtr(df, -abs(diff) / se))
+    return Welch(math.exp(diff), (math.exp(diff - q * se), math.exp(diff + q * se)), p, df)
+
+
 @dataclass(frozen=True)
 class Comparison:
-    """B relative to A: ratio of medians with its CI, p-value, and a verdict that says
-    plainly when there is no significant difference."""
+    """B relative to A: the ratio of geometric means with its CI and p-value from Welch's
+    t-test on logarithms, and a verdict that says plainly when there is no significant
+    difference. The medians are for display; `p_rank` (Mann-Whitney, both sides ≥ 5
+    runs) is secondary information and never decides the verdict."""
 
     median_a: float | None
     median_b: float | None
-    ratio: float | None
+    ratio: float | None           # geomean(b) / geomean(a): what `ci` and `p` are about
     ci: tuple[float, float] | None
     p: float | None
     significant: bool
+    n: tuple[int, int] = (0, 0)
+    p_rank: float | None = None
 
     @property
     def verdict(self) -> str:
         if self.ratio is None:
             return "n/a"
+        if self.p is None:
+            return "no verdict: fewer than 2 runs a side"
         if not self.significant:
             return "~ no significant difference"
         return f"{(self.ratio - 1) * 100:+.1f}%"
 
 
 def compare(a: Sequence[float], b: Sequence[float], alpha: float = ALPHA) -> Comparison:
+    """The decision rule: B differs from A when Welch's t-test on log(values) gives
+    p < alpha, which is exactly when the (1 - alpha) CI of the ratio excludes 1."""
     ma, mb = median(a), median(b)
-    ratio = mb / ma if ma and mb is not None else None
-    ci = ratio_ci(a, b)
-    p = mann_whitney_p(a, b)
-    significant = (p is not None and p < alpha and ci is not None
-                   and not (ci[0] <= 1.0 <= ci[1]))
-    return Comparison(ma, mb, ratio, ci, p, significant)
+    n = (len(a), len(b))
+    p_rank = mann_whitney_p(a, b) if min(n) >= RANK_TEST_MIN_N else None
+    w = welch_log(a, b, alpha)
+    if w is None:
+        positive = bool(a) and bool(b) and min(a) > 0 and min(b) > 0
+        ratio = math.exp(statistics.fmean(map(math.log, b)) - statistics.fmean(
+            map(math.log, a))) if positive else None
+        return Comparison(ma, mb, ratio, None, None, False, n, p_rank)
+    return Comparison(ma, mb, w.ratio, w.ci, w.p, w.p < alpha, n, p_rank)
 
 
 def decode_histogram(b64: str) -> HdrHistogram:

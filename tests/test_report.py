@@ -38,7 +38,7 @@ def snapshot(name: str, text: str) -> None:
 
 
 def test_text_summary_snapshot(view):
-    console = Console(width=120, record=True, color_system=None)
+    console = Console(width=132, record=True, color_system=None)
     print_summary(view, console)
     snapshot("report-summary.txt", console.export_text())
 
@@ -87,20 +87,20 @@ def headline_of(view, path):
     return html[html.index('id="headline"'):html.index("</div>")]
 
 
-def test_three_repetitions_cannot_name_a_winner_and_the_headline_says_why(view, tmp_path):
+def test_three_repetitions_name_a_clear_winner_with_its_interval(view, tmp_path):
     headline = headline_of(view, tmp_path / "r.html")
-    assert "wins" not in headline
-    assert "not distinguishable" in headline and "p = 0.10" in headline
-    assert "3 repetitions" in headline       # and what to do about it
+    assert ("nginx static-page wins: 2.00× the req/s of apache static-page, "
+            "95% CI 1.96–2.05×, p &lt; 0.001") in headline
+    assert "Welch" in headline                # the rule, named
 
 
-def test_headline_names_the_winner_with_its_uncertainty(tmp_path):
-    fake_experiment(tmp_path / "five.db", reps=5)
-    store = Store.open(tmp_path / "five.db")
+def test_a_difference_within_the_noise_is_said_plainly(tmp_path):
+    fake_experiment(tmp_path / "close.db", speed={"nginx": 10050.0, "apache": 10000.0})
+    store = Store.open(tmp_path / "close.db")
     headline = headline_of(load_view(store, "fixed"), tmp_path / "r.html")
     store.close()
-    assert "nginx static-page wins: 2.00× the req/s of apache static-page" in headline
-    assert "p = 0.008" in headline            # 2 / C(10, 5)
+    assert "wins" not in headline and "not distinguishable" in headline
+    assert "~ no significant difference" in headline and "repetitions = " in headline
 
 
 def test_html_opens_in_headless_chromium_with_every_chart(view, tmp_path):

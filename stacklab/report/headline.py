@@ -6,8 +6,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from itertools import groupby
 
-from ..analyze import ExperimentView, TrialSummary
+from ..analyze import Bound, ExperimentView, TrialSummary, bound
 from ..stats import Comparison, compare
+
+
+def p_text(p: float | None) -> str:
+    return "—" if p is None else ("< 0.001" if p < 0.001 else f"{p:.3f}")
 
 
 @dataclass(frozen=True)
@@ -23,17 +27,36 @@ class Headline:
         if not self.runner_up or not self.comparison:
             return f"{w}: {self.winner.rps.median:,.0f} req/s (nothing to compare with)"
         c, r = self.comparison, name(self.runner_up)
+        n = min(c.n)
+        if c.p is None:
+            return (f"{w} and {r}: {self.winner.rps.median:,.0f} vs "
+                    f"{self.runner_up.rps.median:,.0f} req/s, no verdict: fewer than 2 "
+                    "successful runs a side")
+        p = f"p {p_text(c.p)}" if c.p < 0.001 else f"p = {p_text(c.p)}"
+        interval = f"95% CI {c.ci[0]:.2f}–{c.ci[1]:.2f}×, {p}"
+        limit = bound(self.runner_up, self.winner, True, name)
+        if limit:
+            return _bounded(w, r, c, limit, interval)
         if not c.significant:
-            n = min(len(self.winner.rps.values), len(self.runner_up.rps.values))
-            hint = (f"; {n} repetitions each cannot show a difference at the 5% level, use "
-                    "5 or more or repetitions = \"auto\"" if n <= 3 else "")
+            hint = ("; more repetitions narrow the interval (repetitions = \"auto\")"
+                    if n < 6 else "")
             return (f"{w} and {r} are not distinguishable "
                     f"({self.winner.rps.median:,.0f} vs {self.runner_up.rps.median:,.0f} req/s, "
-                    f"p = {c.p:.2f}): ~ no significant difference{hint}")
-        n = min(len(self.winner.rps.values), len(self.runner_up.rps.values))
-        level = "95% CI" if n >= 6 else f"CI (rough: {n} repetitions)"
-        ci = f", {level} {c.ci[0]:.2f}–{c.ci[1]:.2f}×" if c.ci else ""
-        return (f"{w} wins: {c.ratio:.2f}× the req/s of {r}{ci}, p = {c.p:.3f}")
+                    f"ratio {c.ratio:.2f}×, {interval}): ~ no significant difference{hint}")
+        return f"{w} wins: {c.ratio:.2f}× the req/s of {r}, {interval}"
+
+
+def _bounded(w: str, r: str, c: Comparison, limit: Bound, interval: str) -> str:
+    """A side limited by the load engine or a busy host: the ratio is a bound."""
+    if limit.relation == "≤":
+        return (f"no verdict: {w} measured {c.ratio:.2f}× the req/s of {r} ({interval}), "
+                f"but {limit.why}, so the true ratio could be smaller (≤ {c.ratio:.2f}×)")
+    if limit.relation == "?":
+        return (f"no verdict: {w} measured {c.ratio:.2f}× the req/s of {r} ({interval}), "
+                f"but {limit.why}: the ratio is not a measurement")
+    lead = f"{w} wins" if c.significant else f"no verdict: {w} measured"
+    return (f"{lead}: ≥ {c.ratio:.2f}× the req/s of {r} ({interval}); a bound: "
+            f"{limit.why}, so the true ratio could be larger")
 
 
 def headlines(view: ExperimentView) -> list[Headline]:
@@ -45,5 +68,10 @@ def headlines(view: ExperimentView) -> list[Headline]:
         best = ranked[0]
         second = ranked[1] if len(ranked) > 1 else None
         comp = compare(second.rps.values, best.rps.values) if second else None
+        if comp and comp.ratio is not None and comp.ratio < 1:
+            # medians and geometric means can rank two close trials differently: the
+            # winner is the one the compared ratio (geometric means) favours
+            best, second = second, best
+            comp = compare(second.rps.values, best.rps.values)
         out.append(Headline(workload, conc, best, second, comp))
     return out

@@ -32,14 +32,16 @@ def _ms(value_us: float | None) -> str:
 
 
 def _ci_ms(e: Estimate) -> str:
-    return "—" if not e.ci else f"{e.ci[0] / 1000:.2f}–{e.ci[1] / 1000:.2f}"
+    if not e.ci:
+        return "—"
+    return ("range " if e.is_range else "") + f"{e.ci[0] / 1000:.2f}–{e.ci[1] / 1000:.2f}"
 
 
 def _ci(e: Estimate) -> str:
+    """A 95% CI, or with fewer than 6 values their range (min–max), called so."""
     if not e.ci:
         return "—"
-    level = "" if e.ci_level >= 0.95 else f" ({e.ci_level:.0%})"
-    return f"{e.ci[0]:,.0f}–{e.ci[1]:,.0f}{level}"
+    return ("range " if e.is_range else "") + f"{e.ci[0]:,.0f}–{e.ci[1]:,.0f}"
 
 
 def _compression(view: ExperimentView, common: dict) -> list[tuple[str, dict]]:

@@ -13,26 +13,28 @@ def fmt(value: float | None, spec: str = ",.0f") -> str:
     return "—" if value is None else format(value, spec)
 
 
-def ci_text(e: Estimate, spec: str = ",.0f") -> str:
-    """A 95% CI as ± its half-width relative to the median; with fewer than 6 values their
-    range, min–max, called so (it is not a 95% interval)."""
-    if e.is_range:
-        return f"range {min(e.values):{spec}}–{max(e.values):{spec}}"
+def ci_text(e: Estimate) -> str:
+    """Relative to the median: a 95% CI as ± its half-width ("±3%"); with fewer than 6
+    values their range, min to max ("-4%…+2%"), which is no 95% interval (`ci_header`
+    names the column for what its cells are)."""
+    if e.is_range and e.median:
+        lo, hi = (min(e.values) / e.median - 1) * 100, (max(e.values) / e.median - 1) * 100
+        return f"{lo:+.0f}%…{hi:+.0f}%"
     hw = e.half_width
     return "—" if hw is None else f"±{hw * 100:.0f}%"
 
 
 def ci_header(estimates) -> str:
-    """The column's name: "95% CI" only when no cell is a range."""
+    """The column's name: "95% CI" only when no cell is a range, "range" when all are."""
     ranges = [e.is_range for e in estimates if e.values]
     return "range" if ranges and all(ranges) else (
-        "95% CI or range" if any(ranges) else "95% CI")
+        "95% CI / range" if any(ranges) else "95% CI")
 
 
 def summary_table(view: ExperimentView) -> Table:
     table = Table(title=f"{view.name} (experiment {view.id}, {view.status})")
-    for col in ("trial", "c", "runs", "req/s", "95% CI", "p50 ms", "p99 ms", "MB/s",
-                "srv CPU µs/req", "errors"):
+    for col in ("id", "trial", "c", "runs", "req/s", ci_header(s.rps for s in view.summaries),
+                "p50 ms", "p99 ms", "MB/s", "srv CPU µs/req", "errors"):
         table.add_column(col, justify="left" if col == "trial" else "right",
                          no_wrap=col != "trial", min_width=20 if col == "trial" else None)
     common = common_knobs(view.summaries)
@@ -40,7 +42,8 @@ def summary_table(view: ExperimentView) -> Table:
         runs = f"{s.runs_ok}" + (f" +{s.runs_failed} failed" if s.runs_failed else "")
         if s.flagged:
             runs += " ⚑"
-        table.add_row(series_name(s, common), str(s.concurrency), runs, fmt(s.rps.median),
+        table.add_row(s.trial_id, series_name(s, common), str(s.concurrency), runs,
+                      fmt(s.rps.median),
                       ci_text(s.rps), _latency(s, s.p50_us), _latency(s, s.p99_us), fmt(s.mbps.median, ".1f"),
                       fmt(s.server_cpu_us, ".1f"), str(s.errors))
     return table
@@ -74,45 +77,72 @@ def print_summary(view: ExperimentView, console: Console) -> None:
             console.print(f"[red]failed[/red] {s.label}: {reason}")
 
 
+COMPARISON_NOTE = ("A, B: medians of the runs (latency: each run's p50/p99); B/A: ratio of "
+                   "geometric means, with its 95% CI and p from Welch's t-test on log values "
+                   "(p < 0.05 exactly when the CI excludes 1); ≥/≤: a side was limited, the "
+                   "ratio is a bound")
+RANK_NOTE = "MW p: Mann-Whitney U (5 or more runs a side), for information, not the verdict"
+
+
+def _ratio(m) -> str:
+    c, b = m.comparison, m.bound
+    rel = f"{b.relation} " if b and b.relation != "?" else ""
+    return "—" if c.ratio is None else f"{rel}{c.ratio:.3f}"
+
+
+def _comparison_columns(table: Table, first: tuple[str, ...], rank: bool) -> None:
+    for col in (*first, "A", "B", "B/A", "95% CI", "p", *(("MW p",) if rank else ()),
+                "verdict"):
+        table.add_column(col, justify="right" if col not in ("id", "trial", "metric",
+                                                            "verdict") else "left",
+                         no_wrap=col in ("id", "95% CI"))
+
+
+def _comparison_cells(m, rank: bool) -> list[str]:
+    from .headline import p_text
+    c = m.comparison
+    return [fmt(c.median_a, ",.2f" if "ms" in m.metric else ",.1f"),
+            fmt(c.median_b, ",.2f" if "ms" in m.metric else ",.1f"), _ratio(m),
+            f"{c.ci[0]:.3f}–{c.ci[1]:.3f}" if c.ci else "—", p_text(c.p),
+            *((p_text(c.p_rank),) if rank else ()), m.verdict]
+
+
 def comparison_table(a: TrialSummary, b: TrialSummary, title: str) -> Table:
-    table = Table(title=title)
-    for col in ("metric", "A", "B", "B/A", "95% CI", "p", "verdict"):
-        table.add_column(col, justify="left" if col in ("metric", "verdict") else "right")
-    for metric, c in compare_trials(a, b):
-        table.add_row(metric, fmt(c.median_a, ",.1f"), fmt(c.median_b, ",.1f"),
-                      fmt(c.ratio, ".3f"),
-                      f"{c.ci[0]:.3f}–{c.ci[1]:.3f}" if c.ci else "—",
-                      fmt(c.p, ".3f"), c.verdict)
+    rows = compare_trials(a, b)
+    rank = any(m.comparison.p_rank is not None for m in rows)
+    table = Table(title=title, caption=COMPARISON_NOTE + ("; " + RANK_NOTE if rank else ""))
+    _comparison_columns(table, ("metric",), rank)
+    for m in rows:
+        table.add_row(m.metric, *_comparison_cells(m, rank))
     return table
 
 
 def experiments_table(a: ExperimentView, b: ExperimentView) -> Table:
-    """Trials present in both experiments (same definition), req/s B against A."""
-    from ..stats import compare
-    table = Table(title=f"B = {b.name} (id {b.id})  vs  A = {a.name} (id {a.id}): req/s")
-    for col in ("trial", "c", "A", "B", "B/A", "95% CI", "p", "verdict"):
-        table.add_column(col, justify="left" if col in ("trial", "verdict") else "right")
+    """Trials present in both experiments (same definition): req/s, p50 and p99, B
+    against A. The same definition gives the same trial id in both."""
     key = lambda s: (s.stack, s.workload, s.concurrency, tuple(sorted(s.knobs.items())))  # noqa
     b_by_key = {key(s): s for s in b.summaries}
     common = common_knobs(a.summaries)
-    matched = 0
-    for sa in a.summaries:
-        sb = b_by_key.get(key(sa))
-        if not sb or not sa.rps.values or not sb.rps.values:
-            continue
-        matched += 1
-        c = compare(sa.rps.values, sb.rps.values)
-        table.add_row(series_name(sa, common), str(sa.concurrency), fmt(c.median_a),
-                      fmt(c.median_b), fmt(c.ratio, ".3f"),
-                      f"{c.ci[0]:.3f}–{c.ci[1]:.3f}" if c.ci else "—", fmt(c.p, ".3f"),
-                      c.verdict)
-    if not matched:
+    pairs = [(sa, b_by_key[key(sa)]) for sa in a.summaries
+             if key(sa) in b_by_key and sa.rps.values and b_by_key[key(sa)].rps.values]
+    rows = [(sa, m) for sa, sb in pairs for m in compare_trials(sa, sb)
+            if m.metric in ("req/s", "p50 ms", "p99 ms")]
+    rank = any(m.comparison.p_rank is not None for _, m in rows)
+    table = Table(title=f"B = {b.name} (experiment {b.id})  vs  A = {a.name} "
+                        f"(experiment {a.id})",
+                  caption=COMPARISON_NOTE + ("; " + RANK_NOTE if rank else ""))
+    _comparison_columns(table, ("id", "trial", "c", "metric"), rank)
+    for sa, m in rows:
+        table.add_row(sa.trial_id, series_name(sa, common), str(sa.concurrency), m.metric,
+                      *_comparison_cells(m, rank))
+    if not pairs:
         table.caption = "no trial of A has the same definition as one of B"
     return table
 
 
 def recommendations_tables(view: ExperimentView, effects, bests) -> list[Table]:
     from ..recommend import CAUTIONS
+    from .headline import p_text
     t = Table(title=f"{view.name}: effect of each knob against its default, all else equal "
                     "(req/s)")
     for col in ("knob = value", "default", "stack / workload / c", "gain", "95% CI", "p",
@@ -126,7 +156,9 @@ def recommendations_tables(view: ExperimentView, effects, bests) -> list[Table]:
         t.add_row(f"{e.knob} = {e.value}", str(e.default),
                   f"{e.stack} / {e.workload} / {e.concurrency}",
                   f"{e.gain * 100:+.1f}%", f"{c.ci[0]:.2f}–{c.ci[1]:.2f}×" if c.ci else "—",
-                  fmt(c.p, ".3f"), ("hurts" if e.hurts else c.verdict), why)
+                  p_text(c.p), e.verdict, why)
+    t.caption = ("gain: ratio of geometric means - 1; its 95% CI and p from Welch's t-test "
+                 "on log req/s")
     if not effects:
         t.caption = ("no knob was varied against its default with everything else equal; "
                      "add a knob axis that includes the default value")
@@ -137,7 +169,7 @@ def recommendations_tables(view: ExperimentView, effects, bests) -> list[Table]:
     common = common_knobs(view.summaries)
     for best in bests:
         b.add_row(f"{best.stack} / {best.workload} / {best.concurrency}",
-                  series_name(best.trial, common), fmt(best.trial.rps.median),
+                  best.label(lambda s: series_name(s, common)), fmt(best.trial.rps.median),
                   _vs(best.over_default),
                   (_vs(best.over_best_single) + f" ({best.best_single.knob} = "
                    f"{best.best_single.value})") if best.best_single else "—")

@@ -1,0 +1,169 @@
+"""Verdicts agree with the numbers: compare shows latency beside req/s and the trial ids
+`show` prints; a side limited by the load engine or a busy host turns a ratio into a
+bound; few repetitions give a range, never a "95% CI"; recommend names no variant
+"best" without a significant difference from the default."""
+
+from dataclasses import replace
+
+import pytest
+from rich.console import Console
+
+from stacklab.analyze import Estimate, bound, bounded_verdict, compare_trials, load_view
+from stacklab.app import compare_cmd, show
+from stacklab.errors import NotFound
+from stacklab.recommend import best_combinations, effects
+from stacklab.report.headline import headlines
+from stacklab.report.text import ci_header, ci_text
+from stacklab.stacks import REGISTRY
+from stacklab.stats import compare
+from stacklab.store import Store
+
+from fakes import fake_experiment
+
+
+@pytest.fixture
+def db(tmp_path):
+    fake_experiment(tmp_path / "r.db", flag_apache_256=False)
+    return tmp_path / "r.db"
+
+
+@pytest.fixture
+def view(db):
+    store = Store.open(db)
+    yield load_view(store, "fixed")
+    store.close()
+
+
+def trial(view, stack, c):
+    return next(s for s in view.summaries if s.stack == stack and s.concurrency == c)
+
+
+def printed(fn, *args) -> str:
+    console = Console(width=250, record=True, color_system=None)
+    fn(*args, console)
+    return console.export_text()
+
+
+def test_compare_shows_latency_beside_throughput(view):
+    rows = {m.metric: m for m in compare_trials(trial(view, "apache", 1),
+                                                trial(view, "nginx", 1))}
+    assert list(rows)[:3] == ["req/s", "p50 ms", "p99 ms"]
+    assert rows["req/s"].comparison.ratio == pytest.approx(2.0)
+    assert rows["req/s"].comparison.significant          # 3 vs 3 can tell 2× apart
+    assert rows["p50 ms"].comparison.ratio < 1           # nginx answers sooner
+    assert all(m.bound is None for m in rows.values())
+
+
+def test_show_and_compare_print_the_same_trial_ids(db, view):
+    ids = [s.trial_id for s in view.summaries]
+    shown = printed(show, "fixed", db)
+    assert all(i in shown for i in ids)
+    a, b = trial(view, "apache", 1), trial(view, "nginx", 1)
+    out = printed(compare_cmd, a.trial_id, b.trial_id[:11], db, None)   # a prefix will do
+    assert a.trial_id in out and b.trial_id in out
+    assert f"trials of experiment fixed (id {view.id})" in out
+    for metric in ("req/s", "p50 ms", "p99 ms"):
+        assert metric in out
+
+
+def test_an_unknown_trial_id_points_at_show(db):
+    with pytest.raises(NotFound, match=r"`stacklab show 1` lists them"):
+        compare_cmd("zz", "ng", db, None, Console(record=True))
+
+
+def test_comparing_experiments_names_both_and_matches_trials_by_definition(tmp_path):
+    fake_experiment(tmp_path / "r.db", name="before", flag_apache_256=False)
+    fake_experiment(tmp_path / "r.db", name="after", flag_apache_256=False,
+                    speed={"nginx": 30000.0, "apache": 10000.0})
+    out = printed(compare_cmd, "before", "after", tmp_path / "r.db", None)
+    assert "B = after (experiment 2)  vs  A = before (experiment 1)" in out
+    assert out.count("p99 ms") == 4 and "+50.0%" in out      # nginx 1.5×, each c
+
+
+@pytest.mark.parametrize("flag_a, flag_b, limited_is_low, relation", [
+    ("generator-bound", None, True, "≤"),    # A could serve more: B/A could be smaller
+    (None, "generator-bound", True, "≥"),    # B could serve more: B/A could be larger
+    (None, "host-busy", True, "≥"),
+    ("host-busy", None, False, "≥"),         # A's latency could be lower: B/A larger
+    (None, "generator-bound", False, "≤"),
+    ("generator-bound", "host-busy", True, "?"),
+    (None, "generator-bound", None, "?"),    # CPU, memory: no known direction
+])
+def test_the_direction_of_a_bound(view, flag_a, flag_b, limited_is_low, relation):
+    a = replace(trial(view, "apache", 1), flagged=(flag_a,) if flag_a else ())
+    b = replace(trial(view, "nginx", 1), flagged=(flag_b,) if flag_b else ())
+    found = bound(a, b, limited_is_low)
+    assert found.relation == relation
+    assert ("load engine" in found.why) == ("generator-bound" in (flag_a, flag_b))
+
+
+def test_a_bound_keeps_a_verdict_only_when_it_points_the_same_way(view):
+    a, b = trial(view, "apache", 1), trial(view, "nginx", 1)
+    faster = compare(a.rps.values, b.rps.values)              # B = 2× A, significant
+    b_held = bound(a, replace(b, flagged=("generator-bound",)), True)
+    assert bounded_verdict(faster, b_held).startswith("+100.0%, a bound (≥ 2×): B (")
+    a_held = bound(replace(a, flagged=("generator-bound",)), b, True)
+    text = bounded_verdict(faster, a_held)
+    assert text.startswith("no verdict, a bound (≤ 2×): A (")
+    assert "was limited by the load engine" in text
+
+
+def test_the_headline_says_a_ratio_against_a_limited_run_is_a_bound(tmp_path):
+    fake_experiment(tmp_path / "f.db")               # apache c=16 is generator-bound
+    store = Store.open(tmp_path / "f.db")
+    view = load_view(store, "fixed")
+    store.close()
+    by_c = {h.concurrency: h.sentence(lambda s: s.label) for h in headlines(view)}
+    assert by_c[1].startswith("nginx static-page c=1 wins: 2.00× the req/s of apache")
+    assert by_c[16].startswith("no verdict: nginx static-page c=16 measured 2.00×")
+    assert "limited by the load engine" in by_c[16] and "≤ 2.00×" in by_c[16]
+
+
+@pytest.mark.parametrize("n, text", [(1, "—"), (3, "-1%…+1%"), (5, "-2%…+2%")])
+def test_few_repetitions_give_a_range_not_a_ci(n, text):
+    assert ci_text(Estimate.of([100.0 + i for i in range(n)])) == text
+
+
+def test_the_interval_column_is_called_what_its_cells_are():
+    few, many = Estimate.of([1.0, 2.0, 3.0]), Estimate.of([float(i) for i in range(1, 9)])
+    assert ci_header([few, few]) == "range"
+    assert ci_header([many]) == "95% CI"
+    assert ci_header([few, many]) == "95% CI / range"
+    assert ci_text(many).startswith("±")
+
+
+def knob_view(view, sendfile_speedup: float):
+    """nginx at c=1 with sendfile on (not the default) as a second trial."""
+    base = trial(view, "nginx", 1)
+    rps = Estimate.of([v * sendfile_speedup for v in base.rps.values])
+    other = replace(base, trial_id="sf", knobs={**base.knobs, "nginx.sendfile": True},
+                    rps=rps)
+    return replace(view, summaries=[base, other])
+
+
+def test_recommend_names_no_best_without_a_significant_difference(view):
+    v = knob_view(view, 1.001)
+    found = effects(v, REGISTRY)
+    assert [e.verdict for e in found] == ["~ no significant difference"]
+    (best,) = best_combinations(v, REGISTRY, found)
+    assert best.label(lambda s: s.label).startswith(
+        "no significant difference from the default")
+
+
+def test_recommend_names_a_significantly_faster_variant(view):
+    v = knob_view(view, 1.5)
+    found = effects(v, REGISTRY)
+    assert found[0].verdict == "+50.0%"
+    (best,) = best_combinations(v, REGISTRY, found)
+    assert best.label(lambda s: s.trial_id) == "sf"
+
+
+def test_recommend_carries_a_bound(view):
+    v = knob_view(view, 1.5)
+    v = replace(v, summaries=[replace(v.summaries[0], flagged=("host-busy",)),
+                              v.summaries[1]])
+    (effect,) = effects(v, REGISTRY)
+    assert effect.verdict.startswith("no verdict, a bound (≤ 1.5×)")
+    assert not effect.hurts
+    (best,) = best_combinations(v, REGISTRY, [effect])
+    assert best.label(lambda s: s.trial_id).startswith("no verdict")
