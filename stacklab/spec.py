@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from .errors import SpecError
 from .knobs import KnobRegistry
+from .workloads import canonical
 
 AXES = ("stack", "workload", "concurrency")
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
@@ -212,14 +213,29 @@ def _axes(matrix: dict, file: str, registry: KnobRegistry, stacks: set[str],
         if v not in stacks:
             raise SpecError(file, "matrix.stack", v,
                             f"unknown stack (known: {', '.join(sorted(stacks))})")
-    for v in axes["workload"]:
-        if v not in workloads:
-            raise SpecError(file, "matrix.workload", v,
-                            f"unknown workload (known: {', '.join(sorted(workloads))})")
+    axes["workload"] = _workloads(axes["workload"], file, workloads)
     for v in axes["concurrency"]:
         if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= 100_000:
             raise SpecError(file, "matrix.concurrency", v, "expected an integer 1..100000")
     return axes
+
+
+def _workloads(names: tuple, file: str, workloads: set[str]) -> tuple:
+    """Workload names, parameters validated and spelled one way ('portal-page:26624' ->
+    'portal-page:26k'); a bare name stays as it is, and so do its trial ids."""
+    out = []
+    for v in names:
+        if v.partition(":")[0] not in workloads:
+            raise SpecError(file, "matrix.workload", v,
+                            f"unknown workload (known: {', '.join(sorted(workloads))})")
+        try:
+            out.append(canonical(v))
+        except (KeyError, ValueError) as e:
+            raise SpecError(file, "matrix.workload", v, str(e).strip("'\"")) from None
+    if len(set(out)) != len(out):
+        raise SpecError(file, "matrix.workload", list(names),
+                        f"values repeat (as {', '.join(out)})")
+    return tuple(out)
 
 
 def _axis_values(value: Any, file: str, where: str) -> tuple:
@@ -245,6 +261,11 @@ def _exclude(rules: Any, file: str, axes: dict[str, tuple]) -> tuple[dict, ...]:
         rule = _flatten(_table(rule, file, where))
         if not rule:
             raise SpecError(file, where, rule, "an empty rule would exclude everything")
+        if isinstance(rule.get("workload"), str):
+            try:
+                rule["workload"] = canonical(rule["workload"])
+            except (KeyError, ValueError):
+                pass             # reported below: not a value of that axis
         for key, value in rule.items():
             if key not in axes:
                 raise SpecError(file, f"{where}.{key}", value, "not an axis of this matrix")

@@ -59,6 +59,14 @@ def test_good_spec_parses(spec_args):
     (("load", "rate"), -5, "load.rate", ">= 0"),
     (("knobs", "apache"), {"mpm": "prefork2"}, "knobs.apache.mpm", "one of"),
     (("benchmark",), {}, "benchmark", "unknown section"),
+    (("matrix", "workload"), ["video:600"], "matrix.workload", "unknown workload"),
+    (("matrix", "workload"), ["static-page:"], "matrix.workload", "such as 600, 26k"),
+    (("matrix", "workload"), ["static-page:6 KB"], "matrix.workload", "such as 600, 26k"),
+    (("matrix", "workload"), ["static-page:100"], "matrix.workload", "256..64m, not 100"),
+    (("matrix", "workload"), ["php-cpu:2k"], "matrix.workload", "whole number"),
+    (("matrix", "workload"), ["photos:60"], "matrix.workload", "takes no parameter"),
+    (("matrix", "workload"), ["portal-page:26k", "portal-page:26624"], "matrix.workload",
+     "values repeat"),
 ])
 def test_bad_spec_names_key_and_value(spec_args, path, value, key, fragment):
     with pytest.raises(SpecError) as e:
@@ -135,3 +143,22 @@ def test_a_different_seed_is_a_different_trial(spec_args):
     a = make_plan(parse_spec(GOOD, "x.toml", *spec_args), STACKS)
     b = make_plan(parse_spec(with_(("experiment", "seed"), 7), "x.toml", *spec_args), STACKS)
     assert {t.id for t in a.trials}.isdisjoint({t.id for t in b.trials})
+
+
+def test_workload_parameters_are_spelled_one_way_and_keep_bare_ids(spec_args):
+    from stacklab.plan import make_plan
+    from stacklab.stacks import STACKS
+    doc = with_(("matrix", "workload"), ["static-page", "static-page:600", "portal-page:26624",
+                                         "portal-page:126237"])
+    doc["matrix"]["exclude"] = [{"stack": "apache", "workload": "portal-page:26K"}]
+    spec = parse_spec(doc, "x.toml", *spec_args)
+    assert spec.axes["workload"] == ("static-page", "static-page:600", "portal-page:26k",
+                                     "portal-page")
+    assert spec.exclude[0]["workload"] == "portal-page:26k"
+    plan = make_plan(spec, STACKS)
+    bare = make_plan(parse_spec(GOOD, "x.toml", *spec_args), STACKS)
+    ids = {t.id for t in plan.trials}
+    assert {t.id for t in bare.trials} <= ids        # a bare name hashes as it always did
+    labels = {t.label().split()[1] for t in plan.trials}
+    assert labels == {"static-page", "static-page:600", "portal-page:26k", "portal-page"}
+    assert not any(t.stack == "apache" and t.workload == "portal-page:26k" for t in plan.trials)

@@ -91,6 +91,62 @@ def test_corpora_have_the_studies_sizes(tmp_path):
     assert (tmp_path / "ph/photos/large/00.jpg").read_bytes()[:3] == b"\xff\xd8\xff"
 
 
+@pytest.mark.parametrize("name, path, size", [
+    ("static-page:600", "/index.html", 600),
+    ("static-page:1m", "/index.html", 1024 * 1024),
+    ("portal-page:26k", "/portal.html", 26 * 1024),
+    ("php-page:680k", "/lib.php", 680 * 1024),
+])
+def test_sized_workloads_are_exactly_their_size_and_a_function_of_the_seed(tmp_path, name,
+                                                                          path, size):
+    a, b = deploy(name, tmp_path / "a", seed=1), deploy(name, tmp_path / "b", seed=1)
+    deploy(name, tmp_path / "c", seed=2)
+    read = lambda d: (d / path.lstrip("/")).read_bytes()  # noqa: E731
+    assert len(read(tmp_path / "a")) == size
+    assert read(tmp_path / "a") == read(tmp_path / "b") != read(tmp_path / "c")
+    assert digests(a) == digests(b)
+    assert all(want.sha256 for want in a.expected.values())     # checked byte for byte
+
+
+def test_a_bare_name_keeps_its_bytes_and_a_value_it_already_means_is_the_bare_name(tmp_path):
+    from stacklab.workloads import canonical
+    assert canonical("portal-page:126237") == "portal-page"
+    assert canonical("php-cpu:20000") == "php-cpu"
+    assert canonical("portal-page:26624") == canonical("portal-page:26K") == "portal-page:26k"
+    assert digests(deploy("portal-page:126237", tmp_path / "p")) == digests(
+        deploy("portal-page", tmp_path / "q"))
+    assert sizes_of(deploy("static-page", tmp_path / "s")) == {"/index.html": 3306}
+    assert "static-page:600" in WORKLOADS and "static-page:1" not in WORKLOADS
+    assert "photos:3" not in WORKLOADS and all(":" not in name for name in WORKLOADS)
+    assert WORKLOADS["php-page:680k"].needs == "php"
+
+
+def sizes_of(deployed: Deployed) -> dict[str, int]:
+    return {path: want.length for path, want in deployed.expected.items()}
+
+
+@pytest.mark.parametrize("name", ["php-page", "php-page:2k", "php-page:680k", "php-cpu:1000"])
+def test_php_pages_print_exactly_what_their_expect_says(tmp_path, name):
+    """The expected bytes are computed in Python; PHP itself (the CLI) must agree."""
+    import subprocess
+    deployed = deploy(name, tmp_path / "d", seed=3)
+    (path, want), = deployed.expected.items()
+    out = subprocess.run(["php", "-n", str(tmp_path / "d" / path.lstrip("/"))],
+                         capture_output=True, check=True, timeout=60).stdout
+    assert (len(out), hashlib.sha256(out).hexdigest()) == (want.length, want.sha256)
+
+
+def test_text_files_have_a_gzip_copy_beside_them(tmp_path):
+    import gzip
+    deploy("portal-page:26k", tmp_path / "p")
+    original = (tmp_path / "p/portal.html").read_bytes()
+    copy = (tmp_path / "p/portal.html.gz").read_bytes()
+    assert gzip.decompress(copy) == original and len(copy) < len(original) / 3
+    assert (tmp_path / "p/_stacklab/check.html.gz").is_file()
+    deploy("file-100k", tmp_path / "f")
+    assert not (tmp_path / "f/100k.bin.gz").exists()
+
+
 def test_workloads_name_the_urls_whose_length_varies(tmp_path):
     assert deploy("app-mix", tmp_path / "a").varying_length == {"/showArticle.php?id=1"}
     assert deploy("app-show", tmp_path / "s").varying_length == frozenset()

@@ -2,19 +2,21 @@
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import json
 import os
 import shutil
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable
 
 from ..verify import CHECK_PATH, Expect
 from .perl import PROBE as PERL_PROBE
 from .perl import perl_page
-from .php import PROBE, php_page
-from .static import check_page, static_page
+from .params import KIB, MIB, Param, split
+from .php import CPU_ITERATIONS, PROBE, php_cpu, php_page
+from .static import check_page, sized_page, static_page
 
 
 @dataclass(frozen=True)
@@ -60,21 +62,78 @@ class Workload:
     writable: tuple[str, ...] = ()  # directories (URL paths) the server user writes into
     database: Callable[[int], Any] | None = None   # seed -> the database it needs
     varying_length: frozenset[str] = frozenset()  # URLs whose length varies by design
+    param: Param | None = None    # what `name:value` sets (see params.py), if anything
+
+    def at(self, value: str) -> Workload:
+        """This workload with its parameter set: `static-page`.at("600")."""
+        if self.param is None:
+            raise ValueError(f"{self.name} takes no parameter (only the bare name)")
+        n = self.param.parse(value)
+        if n == self.param.default:
+            return self          # the bare name already means these bytes
+        param = self.param
+        return replace(self, name=f"{self.name}:{param.spell(n)}",
+                       build=lambda seed: param.build(seed, n), param=None,
+                       description=f"{self.name} at {param.spell(n)} ({param.what})")
+
+
+class Registry(dict):
+    """Workloads by name. Iterating gives the bare names; looking up `name:value` (in,
+    []) gives that workload at that value, so every stage takes a parameterised name."""
+
+    def __missing__(self, name: str) -> Workload:
+        base, value = split(name)
+        if value is None or not dict.__contains__(self, base):
+            raise KeyError(name)
+        try:
+            return self[base].at(value)
+        except ValueError:
+            raise KeyError(name) from None
+
+    def __contains__(self, name: object) -> bool:
+        try:
+            self[name]
+        except (KeyError, TypeError):
+            return False
+        return True
+
+
+def canonical(name: str) -> str:
+    """The one spelling of a workload name (raises KeyError if the workload is unknown,
+    ValueError if its parameter is not valid): 'portal-page:26624' -> 'portal-page:26k'."""
+    base, value = split(name)
+    workload = dict.__getitem__(WORKLOADS, base)
+    return name if value is None else workload.at(value).name
+
+
+def _usage(description: str, name: str, param: Param) -> str:
+    return f"{description} — {param.usage(name)}"
 
 
 from . import app, media, pages  # noqa: E402  (they use File)
-from .static import file_100k, portal_page  # noqa: E402
+from .static import PORTAL_BYTES, file_100k, portal_page  # noqa: E402
 
 
 def _one(path: str) -> tuple[tuple[str, int], ...]:
     return ((path, 1),)
 
 
-WORKLOADS: dict[str, Workload] = {w.name: w for w in (
-    Workload("static-page", "a few KB of lorem-ipsum HTML (index.html, as in S5)",
-             static_page, _one("/index.html")),
-    Workload("portal-page", "a 126,237-byte portal front page: navigation, teasers, tables "
-             "(S2's compression case)", portal_page, _one("/portal.html")),
+SIZED_PAGE = Param("size", 256, 64 * MIB, "the page's size", sized_page, "600")
+SIZED_PORTAL = Param("size", 4 * KIB, 64 * MIB, "the page's size", portal_page, "26k",
+                     default=PORTAL_BYTES)
+SIZED_LIBRARY = Param("size", 1 * KIB, 16 * MIB, "the size of the PHP code it requires",
+                      php_page, "680k")
+CPU_ROUNDS = Param("count", 1, 10_000_000, "the md5 rounds per request", php_cpu, "100000",
+                   default=CPU_ITERATIONS)
+
+WORKLOADS: Registry = Registry({w.name: w for w in (
+    Workload("static-page", _usage("a few KB of lorem-ipsum HTML (index.html, as in S5)",
+                                   "static-page", SIZED_PAGE), static_page,
+             _one("/index.html"), param=SIZED_PAGE),
+    Workload("portal-page", _usage("a 126,237-byte portal front page: navigation, teasers, "
+                                   "tables (S2's compression case)", "portal-page",
+                                   SIZED_PORTAL), portal_page, _one("/portal.html"),
+             param=SIZED_PORTAL),
     Workload("file-100k", "a 100 KiB static file of random bytes (S4's Apache vs lighttpd)",
              file_100k, _one("/100k.bin")),
     Workload("picture", "picture.png, ~565 KB (S5's picture object)", media.picture,
@@ -87,9 +146,13 @@ WORKLOADS: dict[str, Workload] = {w.name: w for w in (
     Workload("large-files-full", "S1's full large-file set: 250×1, 250×5, 250×10 and 60×25 MB "
              "(5.5 GB, more than most page caches hold); generated once per docroot",
              media.large_files(media.LARGE_FULL), media.large_urls(media.LARGE_FULL)),
-    Workload("php-page", "a PHP page that includes a ~60 KB generated library and renders "
-             "a table: PHP start-up plus compile, where OPcache matters",
-             php_page, _one("/index.php"), needs="php"),
+    Workload("php-page", _usage("a PHP page that requires a ~54 KB generated library and "
+                                "renders a table: PHP start-up plus compile, where OPcache "
+                                "matters", "php-page", SIZED_LIBRARY),
+             php_page, _one("/index.php"), needs="php", param=SIZED_LIBRARY),
+    Workload("php-cpu", _usage("CPU-bound PHP: an md5 chain of 20,000 rounds per request",
+                               "php-cpu", CPU_ROUNDS),
+             php_cpu, _one("/cpu.php"), needs="php", param=CPU_ROUNDS),
     Workload("php-index", "a near-empty index.php: PHP start-up cost only (S1 test 1)",
              pages.php_index, _one("/index.php"), needs="php"),
     Workload("php-blank", "<?php echo 1; (S3's blank page, S4's print)", pages.php_blank,
@@ -122,7 +185,7 @@ WORKLOADS: dict[str, Workload] = {w.name: w for w in (
     Workload("app-mix", "the model application's four URLs, equally likely (S1 tests 1-4)",
              app.app_files, app.URLS, needs="php", database=app.database,
              varying_length=app.VARYING),
-)}
+)})
 
 PROBE_PATH = "/_stacklab/probe.php"
 PERL_PROBE_PATH = "/_stacklab/probe.pl"
@@ -131,6 +194,9 @@ PERL_PROBE_PATH = "/_stacklab/probe.pl"
 MTIME = 1_577_836_800   # 2020-01-01T00:00:00Z
 # What the docroot already holds from earlier deployments: {path: [key, sha256, length]}.
 MANIFEST = ".stacklab-corpus.json"
+# Text files get a gzip -9 copy beside them (index.html.gz), as a site prepares them for
+# nginx.gzip_static and apache.precompressed; a server without those knobs never reads it.
+PRECOMPRESSED = (".html", ".htm", ".css", ".js", ".txt", ".json", ".svg")
 
 
 def deploy(name: str, docroot: Path, seed: int = 1) -> Deployed:
@@ -173,10 +239,12 @@ def _write(docroot: Path, f: File, key: str, manifest: dict) -> tuple[str, int]:
     target = docroot / f.path.lstrip("/")
     target.parent.mkdir(parents=True, exist_ok=True)
     target.parent.chmod(0o755)
+    text = target.suffix in PRECOMPRESSED
     if callable(f.content):
         known = manifest.get(f.path)
         if (known and known[0] == key and target.is_file()
-                and target.stat().st_size == known[2]):
+                and target.stat().st_size == known[2]
+                and (not text or _gz(target).is_file())):
             return known[1], known[2]
         content = f.content()
     else:
@@ -184,10 +252,18 @@ def _write(docroot: Path, f: File, key: str, manifest: dict) -> tuple[str, int]:
     target.write_bytes(content)
     target.chmod(f.mode)
     os.utime(target, (MTIME, MTIME))
+    if text:
+        _gz(target).write_bytes(gzip.compress(content, 9, mtime=0))
+        _gz(target).chmod(0o644)
+        os.utime(_gz(target), (MTIME, MTIME))
     digest = hashlib.sha256(content).hexdigest()
     if callable(f.content):
         manifest[f.path] = [key, digest, len(content)]
     return digest, len(content)
+
+
+def _gz(path: Path) -> Path:
+    return path.with_name(path.name + ".gz")
 
 
 def _writable_dir(path: Path) -> None:
@@ -198,4 +274,5 @@ def _writable_dir(path: Path) -> None:
     path.chmod(0o1777)
 
 
-__all__ = ["Deployed", "File", "PROBE_PATH", "Url", "WORKLOADS", "Workload", "deploy"]
+__all__ = ["Deployed", "File", "PROBE_PATH", "Param", "Registry", "Url", "WORKLOADS", "Workload",
+           "canonical", "deploy"]

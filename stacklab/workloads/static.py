@@ -29,6 +29,33 @@ def static_page(seed: int):
     return [File("/index.html", html_page(rng, "stacklab static page", 6, 80))]
 
 
+def sized_page(seed: int, size: int):
+    """`static-page:SIZE`: lorem-ipsum HTML of exactly `size` bytes (600 B as in the
+    classic small-file tests), its last paragraph cut to fit."""
+    from . import File
+    return [File("/index.html", sized_html(random.Random(seed), "stacklab static page", size))]
+
+
+def sized_html(rng: random.Random, title: str, size: int) -> bytes:
+    head = (f"<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>{title}</title>"
+            f"</head>\n<body>\n<h1>{title}</h1>\n")
+    tail = "</body></html>\n"
+    room = size - len(head) - len(tail)
+    if room < 0:
+        raise ValueError(f"{size} B is too small for an HTML page ({len(head + tail)} B)")
+    parts = []
+    while room > 0:
+        paragraph = f"<p>{lorem(rng, 80)}</p>\n"
+        if len(paragraph) > room:     # the last one: cut to fit (or newlines if tiny)
+            paragraph = (f"<p>{paragraph[3:3 + room - 8]}</p>\n" if room >= 8
+                         else "\n" * room)
+        parts.append(paragraph)
+        room -= len(paragraph)
+    page = (head + "".join(parts) + tail).encode()
+    assert len(page) == size, len(page)
+    return page
+
+
 def check_page() -> bytes:
     """stacklab's own small HTML page for knob checks (gzip, keep-alive), in every docroot."""
     return html_page(random.Random(0), "stacklab check page", 4, 60)
@@ -66,9 +93,10 @@ def portal(seed: int, size: int = PORTAL_BYTES) -> bytes:
     return page
 
 
-def portal_page(seed: int):
+def portal_page(seed: int, size: int = PORTAL_BYTES):
+    """`portal-page` (S2's 126,237 B) or `portal-page:SIZE`: the same design at that size."""
     from . import File
-    return [File("/portal.html", portal(seed))]
+    return [File("/portal.html", portal(seed, size))]
 
 
 def file_100k(seed: int):
