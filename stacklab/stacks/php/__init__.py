@@ -5,7 +5,7 @@ Not a process: a knob group (`php.*`) that every PHP handler renders the same wa
 """
 
 from .ini import render_php_config, php_env
-from .knobs import KNOBS
+from .knobs import KNOBS, php_inert
 from .verify import verify_php
 
-__all__ = ["KNOBS", "render_php_config", "php_env", "verify_php"]
+__all__ = ["KNOBS", "php_inert", "render_php_config", "php_env", "verify_php"]

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import StackError
+from .debian import PRODUCTION
 
 # Load order where it matters (Debian's priorities): these first, the rest by name.
 _FIRST = ("opcache", "pdo", "mysqlnd", "xml", "igbinary", "msgpack")  # memcached needs both
@@ -47,20 +48,52 @@ def _extension_lines(knobs: dict[str, Any], upstreams: dict[str, Any]) -> list[s
             for n in wanted if n in available]
 
 
-def _backend_lines(knobs: dict[str, Any], upstreams: dict[str, Any]) -> str:
+def _backend_values(knobs: dict[str, Any], upstreams: dict[str, Any]) -> dict[str, str]:
     """The database socket and the session store, from the components started behind."""
-    lines = []
+    values = {}
     if "mariadb" in upstreams:
-        sock = upstreams["mariadb"].unix
-        lines += [f'mysqli.default_socket = "{sock}"', f'pdo_mysql.default_socket = "{sock}"']
+        sock = f'"{upstreams["mariadb"].unix}"'
+        values.update({"mysqli.default_socket": sock, "pdo_mysql.default_socket": sock})
     if knobs["session_handler"] == "memcached":
         if "memcached" not in upstreams:
             raise StackError("php.session_handler = memcached needs a stack with memcached "
                              "(e.g. nginx+php-fpm+memcached)")
         ep = upstreams["memcached"]
-        lines += ["session.save_handler = memcached",
-                  f'session.save_path = "{ep.host}:{ep.port}"']
-    return "".join(line + "\n" for line in lines)
+        values.update({"session.save_handler": "memcached",
+                       "session.save_path": f'"{ep.host}:{ep.port}"'})
+    return values
+
+
+def knob_values(knobs: dict[str, Any]) -> dict[str, str]:
+    """php.ini as directive -> value: Debian's production file, then what the knobs say
+    (without the paths and backends of one run: what a running PHP must report)."""
+    on = lambda v: "On" if v else "Off"  # noqa: E731
+    values = dict(PRODUCTION)
+    values.update({
+        "expose_php": on(knobs["expose_php"]),
+        "register_argc_argv": on(knobs["register_argc_argv"]),
+        "realpath_cache_size": f"{knobs['realpath_cache_size_kb']}K",
+        "session.auto_start": "1" if knobs["session_auto_start"] else "0",
+        "session.gc_probability": str(knobs["session_gc_probability"]),
+        "zlib.output_compression": on(knobs["zlib_output_compression"]),
+        "opcache.enable": "1" if knobs["opcache"] and knobs["opcache_enable"] else "0",
+        "opcache.enable_cli": "0",
+        "opcache.memory_consumption": str(knobs["opcache_memory_mb"]),
+        "opcache.validate_timestamps": "1" if knobs["opcache_validate_timestamps"] else "0",
+        "opcache.revalidate_freq": "2",
+        "apc.enabled": "1" if knobs["apcu"] else "0",
+    })
+    return values
+
+
+def ini_values(knobs: dict[str, Any], sessions: Path,
+               upstreams: dict[str, Any] | None = None) -> dict[str, str]:
+    """Everything php.ini of one run says: knob_values, the session directory, backends."""
+    values = knob_values(knobs)
+    if knobs["session_handler"] == "files":
+        values["session.save_path"] = f'"{sessions}"'
+    values.update(_backend_values(knobs, upstreams or {}))
+    return values
 
 
 def render_php_config(run_dir: Path, knobs: dict[str, Any],
@@ -71,27 +104,10 @@ def render_php_config(run_dir: Path, knobs: dict[str, Any],
     sessions = run_dir / "sessions"
     sessions.mkdir(exist_ok=True)
     sessions.chmod(0o1777)
-    on = lambda v: "On" if v else "Off"  # noqa: E731
-    session_files = (f'session.save_handler = files\nsession.save_path = "{sessions}"\n'
-                     if knobs["session_handler"] == "files" else "")
-    ini = f"""; Rendered by stacklab for one run; do not edit.
-memory_limit = 256M
-display_errors = Off
-log_errors = On
-error_reporting = E_ALL
-max_execution_time = 30
-expose_php = {on(knobs["expose_php"])}
-register_argc_argv = {on(knobs["register_argc_argv"])}
-realpath_cache_size = {knobs["realpath_cache_size_kb"]}K
-session.auto_start = {1 if knobs["session_auto_start"] else 0}
-{session_files}zlib.output_compression = {on(knobs["zlib_output_compression"])}
-opcache.enable = {1 if knobs["opcache"] else 0}
-opcache.enable_cli = 0
-opcache.memory_consumption = {knobs["opcache_memory_mb"]}
-opcache.validate_timestamps = {1 if knobs["opcache_validate_timestamps"] else 0}
-opcache.revalidate_freq = 2
-apc.enabled = {1 if knobs["apcu"] else 0}
-{_backend_lines(knobs, upstreams)}"""
+    ini = ("; Rendered by stacklab for one run; do not edit. Debian's php.ini-production "
+           "values,\n; then the php.* knobs (stacklab/stacks/php/debian.py, ini.py).\n" +
+           "".join(f"{key} = {value}\n"
+                   for key, value in ini_values(knobs, sessions, upstreams).items()))
     return {"php.ini": ini,
             "conf.d/extensions.ini": "\n".join(_extension_lines(knobs, upstreams)) + "\n"}
 

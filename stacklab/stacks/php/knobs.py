@@ -1,9 +1,15 @@
+from typing import Any
+
 from ...knobs import Knob
 
 C = "php"
 KNOBS = [
     Knob(C, "opcache", bool, True, "OPcache: keep compiled scripts in shared memory "
-         "(today's successor of APC/eAccelerator/XCache).", source="S1, S5"),
+         "(today's successor of APC/eAccelerator/XCache). false: the extension is not "
+         "loaded at all.", source="S1, S5"),
+    Knob(C, "opcache_enable", bool, True, "opcache.enable with the extension loaded "
+         "(php.opcache = true): false loads OPcache but leaves it off, which is not the "
+         "same as not loading it (its hooks stay in every request).", source="S1, S5"),
     Knob(C, "opcache_memory_mb", int, 128, "opcache.memory_consumption in MB.", min=8,
          max=4096, source="S1"),
     Knob(C, "opcache_validate_timestamps", bool, True, "Check scripts' mtimes for changes "
@@ -13,7 +19,8 @@ KNOBS = [
     Knob(C, "extensions", str, "default", "default: every installed shared extension "
          "(Debian's set); minimal: only those the knobs ask for.", choices=("default", "minimal"),
          source="S1"),
-    Knob(C, "expose_php", bool, True, "Send X-Powered-By: PHP/….", source="S1"),
+    Knob(C, "expose_php", bool, False, "Send X-Powered-By: PHP/… (Off in Debian's "
+         "php.ini).", source="S1"),
     Knob(C, "register_argc_argv", bool, False, "Build $argv/$argc for every request.",
          source="S1"),
     Knob(C, "realpath_cache_size_kb", int, 4096, "realpath cache size in KiB.", min=0,
@@ -22,7 +29,27 @@ KNOBS = [
          source="S5"),
     Knob(C, "zlib_output_compression", bool, False, "PHP compresses its own output "
          "(zlib.output_compression).", source="S2"),
+    Knob(C, "session_gc_probability", int, 0, "session.gc_probability out of Debian's "
+         "gc_divisor 1000: the chance that a session start scans the session store for "
+         "expired sessions. Debian: 0, cleaned by cron instead; PHP's built-in default is "
+         "1 of 100 (10 here), which with file sessions makes every hundredth request read "
+         "a directory that grows by every session.", min=0, max=1000, source="S3"),
     Knob(C, "session_handler", str, "files", "Where sessions live: files (one file per "
          "session) or memcached (needs a stack with memcached).",
          choices=("files", "memcached"), source="S3"),
 ]
+
+
+def php_inert(k: dict[str, Any]) -> dict[str, str]:
+    """php.* knobs that cannot act with these values, and why (the plan notes them)."""
+    out = {}
+    if not k["opcache"]:
+        out["php.opcache_enable"] = "acts only with the extension loaded (php.opcache = true)"
+    if not (k["opcache"] and k["opcache_enable"]):
+        out.update({f"php.{n}": "acts only with OPcache on (php.opcache and "
+                    "php.opcache_enable true)"
+                    for n in ("opcache_memory_mb", "opcache_validate_timestamps")})
+    if k["session_handler"] != "files":
+        out["php.session_gc_probability"] = (f"memcached expires sessions itself "
+                                             f"(php.session_handler = {k['session_handler']!r})")
+    return out

@@ -1,4 +1,5 @@
-"""Verify PHP through the stack's front: the intended SAPI, OPcache and APCu really on/off."""
+"""Verify PHP through the stack's front: the intended SAPI, OPcache loaded and enabled as
+the knobs say, APCu, and php.ini as rendered (Debian's production values, then knobs)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from typing import Any
 
 from ...net import Endpoint
 from ...verify import Status, Verdict, fetch
+from .ini import knob_values
 
 PROBE_PATH = "/_stacklab/probe.php"
 
@@ -36,33 +38,51 @@ def verify_php(front: Endpoint, knobs: dict[str, Any], sapi: str,
     if not persistent and len(pids) < 3:
         out.append(Verdict("php", "process per request", Status.FAIL,
                            f"expected a new PHP process per request, saw pids {sorted(pids)}"))
-    enabled = second["opcache_enabled"]
-    if enabled != knobs["opcache"]:
-        out.append(Verdict("php", "opcache", Status.FAIL,
-                           f"opcache_enabled is {enabled}, knob says {knobs['opcache']}"))
-    elif enabled and persistent and third["opcache_hits"] <= first["opcache_hits"] \
-            and len(pids) == 1:
-        out.append(Verdict("php", "opcache", Status.FAIL, "OPcache is on but never hits"))
-    elif enabled and not persistent:
-        out.append(Verdict("php", "opcache", Status.WARN, "OPcache is on, but each request "
-                           "runs in a new process: its cache never survives to hit"))
-    else:
-        out.append(Verdict("php", "opcache", Status.PASS,
-                           f"enabled, {third['opcache_hits']} hits" if enabled else "off"))
+    out.append(_check_opcache(knobs, persistent, first, second, third, pids))
     if second["apcu_enabled"] != knobs["apcu"]:
         out.append(Verdict("php", "apcu", Status.FAIL,
                            f"apcu_enabled is {second['apcu_enabled']}, knob says {knobs['apcu']}"))
-    ini = second["ini"]
-    wrong = [f"{k}={ini[k]!r}" for k, want in (
-        ("expose_php", knobs["expose_php"]),
-        ("register_argc_argv", knobs["register_argc_argv"]),
-        ("session.auto_start", knobs["session_auto_start"]),
-        ("zlib.output_compression", knobs["zlib_output_compression"]))
-        if _ini_bool(ini[k]) != want]
+    ini, want = second["ini"], knob_values(knobs)
+    wrong = [f"{k}={got!r} (rendered {want[k]})" for k, got in ini.items()
+             if k in want and got is not False and not _same(got, want[k])]
     out.append(Verdict("php", "php.ini", Status.FAIL if wrong else Status.PASS,
-                       ("not as the knobs say: " + ", ".join(wrong)) if wrong else
-                       f"{len(second['extensions'])} extensions, ini as the knobs say"))
+                       ("not as rendered: " + ", ".join(wrong)) if wrong else
+                       f"{len(second['extensions'])} extensions; {len(ini)} directives as "
+                       "rendered (Debian's production values, then the knobs)",
+                       {k: v for k, v in ini.items() if k.startswith("session.gc")}))
     return out
+
+
+def _check_opcache(knobs: dict[str, Any], persistent: bool, first: dict, second: dict,
+                   third: dict, pids: set) -> Verdict:
+    """Loaded exactly when php.opcache says, enabled exactly when opcache_enable says too,
+    and hitting when it is on in a persistent process."""
+    loaded, enabled = second.get("opcache_loaded"), second["opcache_enabled"]
+    want_enabled = knobs["opcache"] and knobs["opcache_enable"]
+    if loaded != knobs["opcache"]:
+        return Verdict("php", "opcache", Status.FAIL, f"OPcache extension loaded is {loaded}, "
+                       f"php.opcache says {knobs['opcache']}")
+    if enabled != want_enabled:
+        return Verdict("php", "opcache", Status.FAIL,
+                       f"opcache_enabled is {enabled}, knobs say {want_enabled}")
+    if enabled and persistent and third["opcache_hits"] <= first["opcache_hits"] \
+            and len(pids) == 1:
+        return Verdict("php", "opcache", Status.FAIL, "OPcache is on but never hits")
+    if enabled and not persistent:
+        return Verdict("php", "opcache", Status.WARN, "OPcache is on, but each request runs "
+                       "in a new process: its cache never survives to hit")
+    if enabled:
+        return Verdict("php", "opcache", Status.PASS, f"enabled, {third['opcache_hits']} hits")
+    return Verdict("php", "opcache", Status.PASS,
+                   "loaded, opcache.enable = 0" if loaded else "not loaded")
+
+
+def _same(got: Any, rendered: str) -> bool:
+    """ini_get's string against the value written in php.ini (On/Off, quoted strings)."""
+    rendered = rendered.strip('"')
+    if rendered in ("On", "Off"):
+        return _ini_bool(got) == (rendered == "On")
+    return str(got) == rendered
 
 
 def _ini_bool(value: Any) -> bool:
