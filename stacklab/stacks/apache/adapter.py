@@ -10,8 +10,10 @@ from ...net import Endpoint
 from ...verify import (CHECK_PATH, Status, Verdict, check_expires, check_gzip, check_keepalive,
                        fetch)
 from ..base import Component, RenderContext, Started
-from ..php import php_env, render_php_config
+from ..php import php_env, php_inert, render_php_config
+from ..precompressed_verify import check_precompressed
 from ..templates import render_template
+from ..tlsrules import tls_inert
 from ..tlsverify import check_tls
 from .knobs import KNOBS
 
@@ -27,6 +29,9 @@ DEBIAN_MODULES = ("access_compat", "alias", "auth_basic", "authn_core", "authn_f
                   "reqtimeout", "setenvif")
 HANDLER_MODULES = {"none": (), "mod_php": (), "fpm": ("proxy", "proxy_fcgi"),
                    "fcgid": ("fcgid",), "cgi": ("alias", "actions")}
+# Knobs that act only under some MPMs.
+PROCESS_MPM_KNOBS = ("min_spare_servers", "max_spare_servers")
+THREAD_MPM_KNOBS = ("threads_per_child", "min_spare_threads", "max_spare_threads")
 # The MPM name mod_status reports for each knob value (ITK runs on top of prefork).
 STATUS_MPM = {"prefork": "prefork", "itk": "prefork", "worker": "worker", "event": "event"}
 # StartServers as Debian's mpm_*.conf ship it, for apache.start_servers = 0.
@@ -54,6 +59,24 @@ class Apache(Component):
                     f"apache.mpm = {knobs['mpm']!r}: Debian's PHP is not thread-safe")
         return None
 
+    def inert(self, knobs: dict[str, dict[str, Any]]) -> dict[str, str]:
+        """Knobs that cannot act with these values, and why (the plan notes them)."""
+        k, out = knobs[self.name], {}
+        threaded = k["mpm"] in ("worker", "event")
+        for name in THREAD_MPM_KNOBS if not threaded else PROCESS_MPM_KNOBS:
+            out[f"apache.{name}"] = (f"acts only under the "
+                                     f"{'prefork or itk' if threaded else 'worker or event'} "
+                                     f"MPM, not apache.mpm = {k['mpm']!r}")
+        if not k["keepalive"]:
+            out.update({f"apache.{n}": "acts only with apache.keepalive on"
+                        for n in ("keepalive_timeout", "max_keepalive_requests")})
+        if not k["deflate"]:
+            out["apache.deflate_level"] = "acts only with apache.deflate on"
+        out |= tls_inert(self.name, k)
+        if "php" in knobs:          # a stack that runs PHP: the php.* group too
+            out |= php_inert(knobs["php"])
+        return out
+
     def modules(self, knobs: dict[str, Any]) -> list[str]:
         mods = list(BASE_MODULES)
         if knobs["modules"] == "debian":
@@ -65,6 +88,8 @@ class Apache(Component):
             mods.append("perl")
         if knobs["deflate"]:
             mods += ("filter", "deflate")
+        if knobs["precompressed"]:
+            mods += ("rewrite", "headers")
         if knobs["expires"] != "off":
             mods.append("expires")
         if knobs["tls"]:
@@ -115,7 +140,9 @@ class Apache(Component):
     def verify(self, started: Started, front: Started) -> list[Verdict]:
         k, ep = started.knobs, started.endpoint
         verdicts = [check_keepalive(self.name, ep, CHECK_PATH, k["keepalive"]),
-                    check_gzip(self.name, ep, CHECK_PATH, k["deflate"]),
+                    check_gzip(self.name, ep, CHECK_PATH, k["deflate"] or k["precompressed"]),
+                    check_precompressed(self.name, ep, started.ctx.docroot, CHECK_PATH,
+                                        k["precompressed"]),
                     check_expires(self.name, ep, CHECK_PATH, k["expires"]),
                     self._check_mpm(ep, k["mpm"])]
         if k["tls"]:

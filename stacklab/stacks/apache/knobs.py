@@ -1,5 +1,6 @@
 from ...knobs import Knob
 from ..tls import tls_knobs
+from ..tlsrules import described
 
 C = "apache"
 KNOBS = [
@@ -49,7 +50,12 @@ KNOBS = [
          "(Debian's default enabled set besides).", choices=("minimal", "debian"),
          source="S1"),
     Knob(C, "deflate", bool, False, "mod_deflate: gzip text responses.", source="S1, S2"),
-    Knob(C, "deflate_level", int, 6, "DeflateCompressionLevel 1 (fast) to 9 (small).", min=1,
+    Knob(C, "precompressed", bool, False, "Serve the precompressed file.gz beside a text "
+         "file (every workload writes gzip -9 copies) to clients that accept gzip: "
+         "mod_rewrite picks the .gz, mod_mime labels it (AddEncoding gzip), mod_headers adds "
+         "Vary; nothing is compressed on the fly (nginx's gzip_static).", source="S2"),
+    Knob(C, "deflate_level", int, 6, "DeflateCompressionLevel 1 (fast) to 9 (small); acts "
+         "only with apache.deflate on.", min=1,
          max=9, source="S2"),
     Knob(C, "expires", str, "off", "mod_expires: max-age for every response.",
          choices=("off", "1h", "1d", "30d"), source="S1"),
@@ -64,5 +70,5 @@ KNOBS = [
          "registry (mod_perl ModPerl::Registry: compiled once per process), perlrun "
          "(ModPerl::PerlRun: compiled every request); set by the stack.",
          choices=("none", "cgi", "registry", "perlrun"), source="S2"),
-    *tls_knobs(C),
+    *map(described, tls_knobs(C)),
 ]

@@ -11,6 +11,7 @@ from ...net import Endpoint
 from ...verify import CHECK_PATH, Status, Verdict, check_gzip, check_keepalive
 from ..base import Component, RenderContext, Started
 from ..templates import render_template
+from ..tlsrules import tls_inert
 from ..tlsverify import check_tls
 from .knobs import KNOBS
 
@@ -39,6 +40,16 @@ class Lighttpd(Component):
     def processes(self, knobs: dict[str, Any]) -> int:
         """One process, or a parent and server.max-worker forked workers."""
         return 1 + knobs["max_worker"]
+
+    def inert(self, knobs: dict[str, dict[str, Any]]) -> dict[str, str]:
+        """Knobs that cannot act with these values, and why (the plan notes them)."""
+        k, out = knobs[self.name], {}
+        if not k["deflate"]:
+            out["lighttpd.deflate_level"] = "acts only with lighttpd.deflate on"
+        if k["max_keep_alive_requests"] == 0:
+            out["lighttpd.max_keep_alive_idle"] = ("acts only with keep-alive on "
+                                                   "(lighttpd.max_keep_alive_requests > 0)")
+        return out | tls_inert(self.name, k)
 
     def endpoint(self, ctx: RenderContext, knobs: dict[str, Any]) -> Endpoint:
         return Endpoint(ctx.host, ctx.port, scheme="https" if knobs["tls"] else "http")

@@ -2,6 +2,7 @@ from dataclasses import replace
 
 from ...knobs import Knob
 from ..tls import tls_knobs
+from ..tlsrules import described
 
 C = "lighttpd"
 
@@ -38,5 +39,5 @@ KNOBS = [
          min=0, max=1_048_576),
     Knob(C, "php", str, "none", "Where .php goes: none (served as files) or fpm (mod_fastcgi "
          "to PHP-FPM); set by the stack.", choices=("none", "fpm"), source="S1, S4"),
-    *map(_lighttpd_tls, tls_knobs(C)),
+    *(_lighttpd_tls(described(k)) for k in tls_knobs(C)),
 ]

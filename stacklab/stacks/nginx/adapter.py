@@ -10,6 +10,8 @@ from ...net import Endpoint
 from ...verify import CHECK_PATH, Verdict, check_expires, check_gzip, check_keepalive
 from ..base import Component, RenderContext, Started
 from ..templates import render_template
+from ..precompressed_verify import check_precompressed
+from ..tlsrules import tls_inert
 from ..tlsverify import check_tls
 from .knobs import KNOBS
 
@@ -46,10 +48,18 @@ class Nginx(Component):
     version_pattern = r"nginx/(\S+)"
     knobs = KNOBS
 
-    def check(self, knobs: dict[str, Any]) -> str | None:
-        if knobs["tcp_nopush"] and not knobs["sendfile"]:
-            return "nginx tcp_nopush only acts with sendfile on"
-        return None
+    def inert(self, knobs: dict[str, dict[str, Any]]) -> dict[str, str]:
+        """Knobs that cannot act with these values, and why (the plan notes them)."""
+        k, out = knobs[self.name], {}
+        if not k["sendfile"]:
+            out["nginx.tcp_nopush"] = "acts only with nginx.sendfile on"
+        if not k["gzip"]:
+            out.update({f"nginx.{n}": "acts only with nginx.gzip on (compression on the fly)"
+                        for n in ("gzip_comp_level", "gzip_types")})
+        if k["keepalive_timeout"] == 0:
+            out["nginx.keepalive_requests"] = "acts only with keep-alive on " \
+                                              "(nginx.keepalive_timeout > 0)"
+        return out | tls_inert(self.name, k)
 
     def endpoint(self, ctx: RenderContext, knobs: dict[str, Any]) -> Endpoint:
         return Endpoint(ctx.host, ctx.port, scheme="https" if knobs["tls"] else "http")
@@ -72,7 +82,9 @@ class Nginx(Component):
     def verify(self, started: Started, front: Started) -> list[Verdict]:
         k, ep = started.knobs, started.endpoint
         verdicts = [check_keepalive(self.name, ep, CHECK_PATH, k["keepalive_timeout"] > 0),
-                    check_gzip(self.name, ep, CHECK_PATH, k["gzip"]),
+                    check_gzip(self.name, ep, CHECK_PATH, k["gzip"] or k["gzip_static"]),
+                    check_precompressed(self.name, ep, started.ctx.docroot, CHECK_PATH,
+                                        k["gzip_static"]),
                     check_expires(self.name, ep, CHECK_PATH, k["expires"])]
         if k["tls"]:
             verdicts += check_tls(self.name, ep, k)

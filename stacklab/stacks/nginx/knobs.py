@@ -1,5 +1,6 @@
 from ...knobs import Knob
 from ..tls import tls_knobs
+from ..tlsrules import described
 
 C = "nginx"
 KNOBS = [
@@ -13,7 +14,8 @@ KNOBS = [
          min=1, max=10_000_000),
     Knob(C, "sendfile", bool, False, "Serve files with sendfile(2). Off by default here: on "
          "loopback it is slower on tiny files.", source="S1"),
-    Knob(C, "tcp_nopush", bool, False, "TCP_CORK headers with sendfile (needs sendfile on)."),
+    Knob(C, "tcp_nopush", bool, False, "TCP_CORK headers with sendfile (acts only with "
+         "nginx.sendfile on)."),
     Knob(C, "open_file_cache", int, 0, "Cache open file descriptors and metadata for this "
          "many files (0 = off).", min=0, max=1_000_000, source="S1"),
     Knob(C, "access_log", bool, True, "Write an access log (in the run directory).",
@@ -22,6 +24,9 @@ KNOBS = [
          source="S2"),
     Knob(C, "gzip_comp_level", int, 1, "gzip level 1 (fast) to 9 (small).", min=1, max=9,
          source="S2"),
+    Knob(C, "gzip_static", bool, False, "Serve the precompressed file.gz beside a file "
+         "(every workload writes gzip -9 copies of its text files) to clients that accept "
+         "gzip, instead of compressing on the fly (gzip_static, with Vary).", source="S2"),
     Knob(C, "gzip_types", str, "text", "Types compressed: text (HTML, CSS, JS, JSON, plain) "
          "or all (also images).", choices=("text", "all"), source="S2"),
     Knob(C, "expires", str, "off", "Expires/Cache-Control max-age for every response.",
@@ -32,5 +37,5 @@ KNOBS = [
          min=0, max=1_048_576),
     Knob(C, "php", str, "none", "Where .php goes: none (served as files) or fpm (FastCGI to "
          "PHP-FPM); set by the stack.", choices=("none", "fpm")),
-    *tls_knobs(C),
+    *map(described, tls_knobs(C)),
 ]

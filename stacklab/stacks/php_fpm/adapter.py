@@ -8,7 +8,7 @@ from typing import Any
 
 from ...net import Endpoint, socket_ready
 from ..base import Component, RenderContext, Started
-from ..php import php_env, render_php_config
+from ..php import php_env, php_inert, render_php_config
 from ..templates import render_template
 from .knobs import KNOBS
 
@@ -33,6 +33,14 @@ class PhpFpm(Component):
                         f"max_spare_servers <= max_children (got {lo}, {start}, {hi}, "
                         f"{knobs['max_children']})")
         return None
+
+    def inert(self, knobs: dict[str, dict[str, Any]]) -> dict[str, str]:
+        """Knobs that cannot act with these values, and why (the plan notes them)."""
+        pm = knobs[self.name]["pm"]
+        out = {} if pm == "dynamic" else {
+            f"php-fpm.{n}": f"acts only with php-fpm.pm = 'dynamic', not {pm!r}"
+            for n in ("start_servers", "min_spare_servers", "max_spare_servers")}
+        return out | php_inert(knobs["php"])
 
     def endpoint(self, ctx: RenderContext, knobs: dict[str, Any]) -> Endpoint:
         unix = ctx.run_dir / "php-fpm.sock" if knobs["listen"] == "unix" else None
