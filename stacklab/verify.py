@@ -136,41 +136,58 @@ def _compressed_size(front: Endpoint, path: str, plain: Response) -> dict:
 
 
 def check_keepalive(component: str, ep: Endpoint, path: str, on: bool) -> Verdict:
-    """Two requests on one connection: the connection really stays open or really closes."""
+    """Two requests on one connection: the detail says what the wire showed (the first
+    response's Connection header, whether the second request went over the same socket).
+    This checks the server's setting, not the run's: whether the load engine reuses
+    connections is load.keepalive, which verification does not see."""
     conn = connection(ep)
     try:
         first = request(conn, path)
-        sock = conn.sock
-        kept = not first.will_close
-        if kept:
-            second = request(conn, path)
-            kept = conn.sock is sock and second.status == first.status
+        sock, header = conn.sock, first.headers.get("connection", "(none)")
+        reused, how = False, "the server closed the connection after the first response"
+        if not first.will_close:
+            try:
+                second = request(conn, path)
+                reused = conn.sock is sock and second.status == first.status
+                how = ("the second request reused the connection" if reused else
+                       f"the second request got {second.status} on a new connection")
+            except (http.client.RemoteDisconnected, ConnectionError):
+                how = "the server dropped the connection before a second response"
     finally:
         conn.close()
-    if kept == on:
-        return Verdict(component, "keep-alive", Status.PASS,
-                       "connection stayed open" if on else "server closed the connection")
+    seen = f"Connection: {header}; {how}"
+    scope = " (the server's keep-alive; the load's is load.keepalive)"
+    data = {"connection_header": header, "second_request_reused": reused}
+    if reused == on:
+        return Verdict(component, "keep-alive", Status.PASS, seen + scope, data)
     return Verdict(component, "keep-alive", Status.FAIL,
-                   "keep-alive is on but the server closed the connection" if on else
-                   "keep-alive is off but the connection stayed open")
+                   f"keep-alive is {'on' if on else 'off'} but {seen}{scope}", data)
 
 
 def check_gzip(component: str, ep: Endpoint, path: str, on: bool) -> Verdict:
-    """Content-Encoding present exactly when compression is on and the client asks."""
+    """Content-Encoding present exactly when compression is on and the client asks; the
+    detail names the Content-Encoding and sizes seen."""
     asked = fetch(ep, path, {"Accept-Encoding": "gzip"})
     plain = fetch(ep, path)
-    encoded = asked.headers.get("content-encoding") == "gzip"
+    encoding = asked.headers.get("content-encoding")
+    encoded = encoding == "gzip"
+    seen = (f"with Accept-Encoding: gzip the response had Content-Encoding: "
+            f"{encoding or '(none)'}, {len(asked.body)} B (plain {len(plain.body)} B)")
+    # (not the content check's encoded_bytes: the report's compression table reads those)
+    data = {"accept_gzip_encoding": encoding, "accept_gzip_bytes": len(asked.body),
+            "plain_bytes": len(plain.body)}
     if plain.headers.get("content-encoding"):
-        return Verdict(component, "gzip", Status.FAIL, "compressed without being asked")
+        return Verdict(component, "gzip", Status.FAIL, "compressed without being asked: "
+                       f"Content-Encoding: {plain.headers['content-encoding']}", data)
     if encoded != on:
         return Verdict(component, "gzip", Status.FAIL,
-                       f"gzip is {'on' if on else 'off'} but the response was "
-                       f"{'' if encoded else 'not '}compressed")
+                       f"gzip is {'on' if on else 'off'} but {seen}", data)
     if encoded and asked.decoded() != plain.body:
-        return Verdict(component, "gzip", Status.FAIL, "decompressed body differs")
+        return Verdict(component, "gzip", Status.FAIL,
+                       f"decompressed body differs from the plain one; {seen}", data)
     detail = (f"compressed {len(plain.body)} → {len(asked.body)} B" if encoded
               else f"not compressed ({len(plain.body)} B)")
-    return Verdict(component, "gzip", Status.PASS, detail)
+    return Verdict(component, "gzip", Status.PASS, detail, data)
 
 
 EXPIRES_S = {"off": None, "1h": 3600, "1d": 86400, "30d": 30 * 86400}

@@ -33,7 +33,7 @@ def test_small_servers_fixed_behaviour_is_verified(session):
                       webfs__max_connections=256, webfs__expires=3600)
     assert_all_pass(mini + webfs)
     assert "closed" in verdict(mini, "keep-alive").detail
-    assert "stayed open" in verdict(webfs, "keep-alive").detail
+    assert "the second request reused the connection" in verdict(webfs, "keep-alive").detail
 
 
 def test_lighttpd_php_fpm_runs_php_under_fpm(session):

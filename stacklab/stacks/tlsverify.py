@@ -57,7 +57,8 @@ def check_tls(component: str, ep: Endpoint, k: dict[str, Any]) -> list[Verdict]:
             c = _handshake(ep, _context("TLSv1.2")).cipher()[0]
             ok = c == k["tls_ciphers"]
             out.append(Verdict(component, "tls cipher", Status.PASS if ok else Status.FAIL,
-                               f"TLS 1.2 cipher {c}"))
+                               f"TLS 1.2 cipher {c}" + ("" if ok else
+                                                        f"; expected {k['tls_ciphers']}")))
         except (OSError, ssl.SSLError) as e:
             out.append(Verdict(component, "tls cipher", Status.FAIL, f"TLS 1.2 failed: {e}"))
     session = first.session
