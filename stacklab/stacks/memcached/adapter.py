@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import socket
+import time
 from typing import Any
 
 from ...net import Endpoint, socket_ready
@@ -11,21 +12,47 @@ from ...verify import Status, Verdict, fetch
 from ..base import Component, RenderContext, Started
 from .knobs import KNOBS
 
-SESSION_PAGE = "/session.php"
+# A page that starts a session: stacklab's own if the docroot has one, else the workload's.
+SESSION_PAGES = ("/_stacklab/session.php", "/session.php")
+SESSION_PREFIX = "memc.sess.key."   # php-memcached's memcached.sess_prefix (its default)
 
 
-def stats(ep: Endpoint) -> dict[str, str]:
-    """The text protocol's `stats` (a machine protocol: STAT name value, then END)."""
+def _ask(ep: Endpoint, command: bytes, end: tuple[bytes, ...]) -> bytes:
+    """One text-protocol command; its whole answer (up to a line in `end`)."""
     with socket.create_connection((ep.host, ep.port), 2.0) as s:
-        s.sendall(b"stats\r\n")
+        s.sendall(command)
         data = b""
-        while not data.endswith(b"END\r\n"):
+        while not data.endswith(end):
             chunk = s.recv(65536)
             if not chunk:
                 break
             data += chunk
+    return data
+
+
+def stats(ep: Endpoint) -> dict[str, str]:
+    """The text protocol's `stats` (a machine protocol: STAT name value, then END)."""
+    data = _ask(ep, b"stats\r\n", (b"END\r\n",))
     return {parts[1]: parts[2] for parts in (line.split(" ", 2)
             for line in data.decode().splitlines()) if parts[0] == "STAT" and len(parts) == 3}
+
+
+def get(ep: Endpoint, key: str) -> bytes | None:
+    """The value stored under key (`get`: VALUE key flags bytes, data, END), or None."""
+    data = _ask(ep, f"get {key}\r\n".encode(), (b"END\r\n", b"ERROR\r\n"))
+    if not data.startswith(b"VALUE "):
+        return None
+    head, _, rest = data.partition(b"\r\n")
+    return rest[:int(head.split()[3])]
+
+
+def session_id(set_cookie: str | None) -> str | None:
+    """PHPSESSID from a Set-Cookie header (PHP's default session name)."""
+    for part in (set_cookie or "").replace(",", ";").split(";"):
+        name, _, value = part.strip().partition("=")
+        if name == "PHPSESSID" and value:
+            return value
+    return None
 
 
 class Memcached(Component):
@@ -51,19 +78,40 @@ class Memcached(Component):
         return socket_ready(started.endpoint)
 
     def verify(self, started: Started, front: Started) -> list[Verdict]:
-        """Sessions really land here: a new session through the front stores one item."""
+        """Sessions really land here: a new session through the front is then read back
+        from memcached under its key (`get` on the text protocol), and total_items grew."""
         ep = started.endpoint
-        before = int(stats(ep).get("cmd_set", 0))
-        try:
-            resp = fetch(front.endpoint, SESSION_PAGE)
-        except OSError as e:
-            return [Verdict(self.name, "sessions", Status.FAIL, f"{SESSION_PAGE}: {e}")]
-        sets = int(stats(ep).get("cmd_set", 0)) - before
-        if resp.status == 404:
-            return [Verdict(self.name, "sessions", Status.WARN,
-                            f"no {SESSION_PAGE} in this workload: session store not checked")]
-        if resp.status != 200 or sets < 1:
-            return [Verdict(self.name, "sessions", Status.FAIL, f"{SESSION_PAGE} answered "
-                            f"{resp.status} and stored {sets} items in memcached")]
-        return [Verdict(self.name, "sessions", Status.PASS, f"a new session stored {sets} "
-                        "item(s) in memcached")]
+        before = int(stats(ep).get("total_items", 0))
+        for path in SESSION_PAGES:
+            try:
+                resp = fetch(front.endpoint, path)
+            except OSError as e:
+                return [Verdict(self.name, "sessions", Status.FAIL, f"{path}: {e}")]
+            if resp.status != 404:
+                break
+        else:
+            return [Verdict(self.name, "sessions", Status.WARN, f"no {' or '.join(SESSION_PAGES)}"
+                            " in this docroot: session store not checked")]
+        sid = session_id(resp.headers.get("set-cookie"))
+        key = SESSION_PREFIX + (sid or "")
+        value = _wait_for(lambda: get(ep, key), 2.0) if sid else None
+        added = int(stats(ep).get("total_items", 0)) - before
+        data = {"page": path, "status": resp.status, "session_id": sid,
+                "found": value is not None, "total_items_added": added}
+        if resp.status != 200 or value is None:
+            where = (f"session {sid} is not in memcached (get {key}: not found)" if sid else
+                     "no PHPSESSID cookie was set")
+            return [Verdict(self.name, "sessions", Status.FAIL, f"{path} answered "
+                            f"{resp.status}; {where}; total_items +{added}", data)]
+        return [Verdict(self.name, "sessions", Status.PASS, f"session {sid[:8]}… stored in "
+                        f"memcached ({len(value)} B under {SESSION_PREFIX}…; total_items "
+                        f"+{added})", data)]
+
+
+def _wait_for(probe, timeout_s: float):
+    """probe() until it returns something other than None, or the deadline passes (PHP
+    writes the session as the request ends)."""
+    deadline = time.monotonic() + timeout_s
+    while (found := probe()) is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return found
