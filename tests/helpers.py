@@ -1,6 +1,8 @@
 """Helpers shared by the tests (fixtures live in conftest.py)."""
 
 import os
+import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -15,54 +17,127 @@ def require_engine():
         pytest.fail(f"{REPO_ENGINE} is not built: run `make test` (it builds the engine)")
 
 
+def wait_for(condition, timeout_s: float, what: str):
+    """Poll condition() until it returns something true, and return it; fail naming `what`
+    once timeout_s has passed (a wait on a condition, never a bare sleep)."""
+    deadline = time.monotonic() + timeout_s
+    while not (found := condition()):
+        if time.monotonic() > deadline:
+            pytest.fail(f"not within {timeout_s:g} s: {what}")
+        time.sleep(0.02)
+    return found
+
+
+def require_root(what: str) -> None:
+    """Fail (never skip) when not root: `make test` runs as root, as the README says."""
+    if os.getuid() != 0:
+        pytest.fail(f"needs root ({what}); run the tests as root, as `make test` does")
+
+
 SERVER_BINARIES = {"nginx", "apache2", "php-fpm8.2", "php-cgi8.2", "mariadbd", "memcached",
                    "lighttpd", "mini_httpd", "webfsd", "stacklab-load"}
 
 
 def server_processes() -> list[str]:
-    """Command lines of server (or engine) processes started from stacklab's lab dir."""
-    from stacklab.lab import default_root
-    lab_root = str(default_root())
-    found = []
+    """Command lines of server (or engine) processes this test run started, itself or
+    through a stacklab command it ran: descendants of this process (conftest makes it a
+    child subreaper, so orphans stay descendants). Other stacklab runs on the machine,
+    and their servers, are never counted."""
+    me, found = os.getpid(), []
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
             exe = os.path.basename(os.readlink(f"/proc/{pid}/exe"))
-            if exe not in SERVER_BINARIES:
+            if exe not in SERVER_BINARIES or not _descends_from(int(pid), me):
                 continue
-            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
-            cwd = os.readlink(f"/proc/{pid}/cwd")
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
         except OSError:
             continue
-        if lab_root in cmdline or cwd.startswith(lab_root):
-            found.append(cmdline)
+        found.append(cmdline.replace(b"\0", b" ").decode())
     return found
 
 
-def assert_golden(name: str, text: str) -> None:
-    """Compare with tests/golden/<name>; STACKLAB_UPDATE_GOLDEN=1 rewrites it."""
-    path = ROOT / "tests" / "golden" / name
+def _descends_from(pid: int, ancestor: int) -> bool:
+    from stacklab.procs import proc_stat
+    while pid > 1:
+        fields = proc_stat(pid)
+        if fields is None:
+            return False
+        pid = int(fields[1])             # the parent
+        if pid == ancestor:
+            return True
+    return False
+
+
+GOLDEN = ROOT / "tests" / "golden"
+
+
+def assert_golden(name: str, text: str, directory: Path = GOLDEN) -> None:
+    """Compare with tests/golden/<name>. STACKLAB_UPDATE_GOLDEN=1 rewrites the file and
+    then fails, saying so: an update can never turn the suite green by itself (review the
+    diff, then rerun without it)."""
+    path = directory / name
     if os.environ.get("STACKLAB_UPDATE_GOLDEN"):
+        same = path.exists() and path.read_text() == text
         path.write_text(text)
-    assert text == path.read_text()
+        pytest.fail(f"STACKLAB_UPDATE_GOLDEN is set: rewrote {path} "
+                    f"({'unchanged' if same else 'changed'}); review `git diff` and rerun "
+                    "without it", pytrace=False)
+    assert text == path.read_text(), (f"{path} differs from what is rendered now "
+                                      "(STACKLAB_UPDATE_GOLDEN=1 rewrites it, then fails)")
 
 
-def rendered_stack(tmp_path, stack: str, knobs: dict, argv: bool = False) -> str:
-    """Every config file a stack renders (and, with argv, each command line), with the
-    temporary paths replaced by /LAB: what golden tests compare."""
+# Each server's own config test, added to the command line it would be started with.
+CONFIG_TEST_FLAGS = {"nginx": ["-t"], "apache": ["-t"], "lighttpd": ["-tt"], "php-fpm": ["-t"]}
+
+
+def assert_rendered_golden(base: Path, stack: str, knobs: dict, golden: str,
+                           argv: bool = False) -> None:
+    """Render every component of `stack`, write the files where they were rendered for,
+    have each server check them with its own config test (nginx -t, apache2 -t,
+    lighttpd -tt, php-fpm -t), then compare them with tests/golden/<golden>.txt."""
+    from stacklab.stacks import COMPONENTS
+    text, rendered = rendered_stack(base, stack, knobs, argv)
+    for name, ctx in rendered:
+        flags = CONFIG_TEST_FLAGS.get(name)
+        if flags is None:
+            continue                      # configured by argv alone (mini_httpd, webfsd …)
+        comp = COMPONENTS[name]
+        env = comp.env(ctx, knobs[name])
+        result = subprocess.run([*comp.command(ctx, knobs[name]), *flags], cwd=ctx.run_dir,
+                                env=None if env is None else {**os.environ, **env},
+                                capture_output=True, text=True, timeout=30)
+        assert result.returncode == 0, (f"{name}'s config test rejects the rendered "
+                                        f"{golden} files:\n{result.stdout}{result.stderr}")
+    assert_golden(f"{golden}.txt", text)
+
+
+def rendered_stack(base: Path, stack: str, knobs: dict, argv: bool = False):
+    """Every config file a stack renders (and, with argv, each command line), with `base`
+    replaced by /LAB: what golden tests compare; and each component's context. The files
+    are written where they were rendered for, beside a docroot and a certificate, so that
+    the servers can test them: `base` must be reachable by the server user (a lab
+    session's directory is)."""
     from stacklab.stacks import COMPONENTS, STACKS
     from stacklab.stacks.base import RenderContext
-    text, upstreams = "", {}
+    from stacklab.stacks.tls import make_certificate
+    text, upstreams, rendered = "", {}, []
+    (base / "DOCROOT").mkdir(exist_ok=True)
+    for made, name in zip(make_certificate(base), ("cert.pem", "key.pem")):
+        made.rename(base / name)
     for name in reversed(STACKS[stack].components):
         comp = COMPONENTS[name]
-        ctx = RenderContext(tmp_path / "RUN" / name, tmp_path / "DOCROOT", "127.0.0.1", 8080,
+        ctx = RenderContext(base / "RUN" / name, base / "DOCROOT", "127.0.0.1", 8080,
                             "www-data", "www-data", dict(upstreams),
                             {g: knobs[g] for g in STACKS[stack].groups},
-                            tmp_path / "cert.pem", tmp_path / "key.pem")
+                            base / "cert.pem", base / "key.pem")
         ctx.run_dir.mkdir(parents=True)
         for rel, content in sorted(comp.render(ctx, knobs[name]).items()):
+            (ctx.run_dir / rel).parent.mkdir(parents=True, exist_ok=True)
+            (ctx.run_dir / rel).write_text(content)
             if rel != "conf.d/extensions.ini":    # depends on installed extensions
                 text += f"==> {name}/{rel}\n{content}"
         if argv:
             text += f"==> {name} argv\n" + " ".join(comp.command(ctx, knobs[name])) + "\n"
         upstreams[name] = comp.endpoint(ctx, knobs[name])
-    return text.replace(str(tmp_path), "/LAB")
+        rendered.append((name, ctx))
+    return text.replace(str(base), "/LAB"), rendered

@@ -2,7 +2,6 @@
 Chromium (no console errors, every chart present, a screenshot kept), generator-bound
 runs flagged, and the headline's verdict."""
 
-import os
 from pathlib import Path
 
 import pytest
@@ -16,9 +15,8 @@ from stacklab.flags import flag_names
 from stacklab.store import Store
 
 from fakes import fake_experiment, fake_load
-from helpers import ROOT
+from helpers import ROOT, assert_golden
 
-GOLDEN = ROOT / "tests" / "golden"
 ARTIFACTS = ROOT / "tests" / "artifacts"
 
 
@@ -30,21 +28,14 @@ def view(tmp_path):
     store.close()
 
 
-def snapshot(name: str, text: str) -> None:
-    path = GOLDEN / name
-    if os.environ.get("STACKLAB_UPDATE_GOLDEN"):
-        path.write_text(text)
-    assert text == path.read_text()
-
-
 def test_text_summary_snapshot(view):
     console = Console(width=132, record=True, color_system=None)
     print_summary(view, console)
-    snapshot("report-summary.txt", console.export_text())
+    assert_golden("report-summary.txt", console.export_text())
 
 
 def test_csv_export_snapshot(view):
-    snapshot("report-export.csv", export_csv(view))
+    assert_golden("report-export.csv", export_csv(view))
 
 
 def test_statistics_of_the_fixed_runs(view):
@@ -104,9 +95,16 @@ def test_a_difference_within_the_noise_is_said_plainly(tmp_path):
 
 
 def test_html_opens_in_headless_chromium_with_every_chart(view, tmp_path):
-    sync_playwright = pytest.importorskip("playwright.sync_api").sync_playwright
+    """`make test` installs Playwright and Debian's Chromium: without them this fails,
+    saying what is missing, rather than skipping."""
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError as e:
+        pytest.fail(f"Playwright is missing ({e}): `make test` installs it into .venv")
     chromium = Path("/usr/bin/chromium")
-    assert chromium.exists(), "Debian's chromium is installed by scripts/install-deps.sh"
+    if not chromium.exists():
+        pytest.fail(f"{chromium} is missing: `make test` installs Debian's chromium "
+                    "(scripts/install-deps.sh --test)")
     page_file = write_html(view, tmp_path / "report.html")
     ARTIFACTS.mkdir(exist_ok=True)
     with sync_playwright() as p:

@@ -6,7 +6,7 @@ import pytest
 
 from stacklab.stacks import COMPONENTS, REGISTRY, STACKS
 
-from helpers import assert_golden, rendered_stack
+from helpers import assert_rendered_golden
 from test_stacks import assert_all_pass, knobs_for, statuses
 from test_stacks import run_stack as _run_stack
 
@@ -91,10 +91,11 @@ def test_lighttpd_has_no_server_side_session_cache():
     ("mini-httpd", {"mini-httpd__max_age": 3600}, "mini-httpd"),
     ("webfs", {"webfs__timeout": 5, "webfs__max_connections": 256}, "webfs"),
 ])
-def test_rendered_configs_match_golden_files(tmp_path, stack, overrides, golden):
+def test_rendered_configs_pass_the_servers_config_test_and_match_golden_files(
+        session, stack, overrides, golden):
     """Configs and argv (mini_httpd and webfsd take most settings as arguments)."""
-    assert_golden(f"{golden}.txt", rendered_stack(tmp_path, stack, knobs_for(stack, **overrides),
-                                                  argv=True))
+    assert_rendered_golden(session.run_dir("golden"), stack, knobs_for(stack, **overrides),
+                           golden, argv=True)
 
 
 def test_lighttpd_names_the_package_of_a_missing_module(tmp_path, monkeypatch):

@@ -16,7 +16,7 @@ from stacklab.stacks.tls import make_certificate
 from stacklab.verify import Status
 from stacklab.workloads import deploy
 
-from helpers import assert_golden, rendered_stack, server_processes
+from helpers import assert_rendered_golden, require_root, server_processes
 
 pytestmark = pytest.mark.integration
 
@@ -29,9 +29,11 @@ def knobs_for(stack: str, **overrides):
     return effective_knobs(REGISTRY, STACKS[stack], trial)
 
 
-def run_stack(session, stack, workload="static-page", run_as=None, **overrides):
-    """Start, verify and stop a stack; return (verdicts, pgids) after checking cleanup."""
-    deployed = deploy(workload, session.run_dir(f"docroot-{workload}"))
+def run_stack(session, stack, workload="static-page", run_as=None, deployed=None,
+              **overrides):
+    """Start, verify and stop a stack (serving `deployed`, or `workload` deployed); return
+    the verdicts after checking cleanup."""
+    deployed = deployed or deploy(workload, session.run_dir(f"docroot-{workload}"))
     run_dir = session.run_dir(f"run-{len(list(session.dir.iterdir()))}")
     if run_as:
         entry = pwd.getpwnam(run_as)
@@ -66,8 +68,8 @@ def assert_all_pass(verdicts):
 @pytest.mark.parametrize("stack", ["nginx", "apache", "lighttpd", "mini-httpd", "webfs"])
 @pytest.mark.parametrize("as_nobody", [False, True], ids=["as-root-or-self", "as-nobody"])
 def test_static_servers_start_verify_serve_stop(session, stack, as_nobody):
-    if as_nobody and os.getuid() != 0:
-        pytest.skip("already running as a normal user: the other case covers it")
+    if as_nobody:
+        require_root("it starts the servers as nobody")
     verdicts = run_stack(session, stack, run_as="nobody" if as_nobody else None)
     assert_all_pass(verdicts)
     assert statuses(verdicts)["stack:content /index.html"] == "PASS"
@@ -198,8 +200,10 @@ def test_leftovers_of_a_crashed_session_are_cleaned_up():
     ("apache+mod_php", {"php__opcache": False}, "apache-mod_php"),
     ("apache+cgi", {"apache__mpm": "event"}, "apache-cgi"),
 ])
-def test_rendered_configs_match_golden_files(tmp_path, stack, overrides, golden):
-    assert_golden(f"{golden}.txt", rendered_stack(tmp_path, stack, knobs_for(stack, **overrides)))
+def test_rendered_configs_pass_the_servers_config_test_and_match_golden_files(
+        session, stack, overrides, golden):
+    assert_rendered_golden(session.run_dir("golden"), stack, knobs_for(stack, **overrides),
+                           golden)
 
 
 @pytest.mark.parametrize("stack", ["apache+perl-cgi", "apache+mod_perl", "apache+mod_perl-perlrun"])
@@ -215,8 +219,7 @@ def test_perl_cgi_under_a_threaded_mpm_uses_cgid(session):
 
 @pytest.mark.parametrize("stack", ["nginx+php-fpm", "apache+mod_php", "apache+php-fpm"])
 def test_php_stacks_run_as_a_normal_user(session, stack):
-    if os.getuid() != 0:
-        pytest.skip("already running as a normal user: the other tests cover it")
+    require_root("it starts the stack as nobody")
     assert_all_pass(run_stack(session, stack, "php-page", run_as="nobody"))
 
 
