@@ -230,8 +230,12 @@ fn parse_head_bytes(data: &[u8]) -> Result<Option<(usize, HeadInfo)>, ()> {
     for h in resp.headers.iter() {
         let name = h.name.as_bytes();
         if name.eq_ignore_ascii_case(b"content-length") {
-            let text = std::str::from_utf8(h.value).map_err(|_| ())?;
-            info.length = Some(text.trim().parse().map_err(|_| ())?);
+            // Two different lengths: the framing is unknowable (RFC 9112 §6.3), bad at once.
+            let length = content_length(h.value)?;
+            if info.length.is_some_and(|known| known != length) {
+                return Err(());
+            }
+            info.length = Some(length);
         } else if name.eq_ignore_ascii_case(b"transfer-encoding") {
             info.chunked = contains_token(h.value, b"chunked");
         } else if name.eq_ignore_ascii_case(b"connection") {
@@ -251,6 +255,24 @@ fn parse_head_bytes(data: &[u8]) -> Result<Option<(usize, HeadInfo)>, ()> {
         }
     }
     Ok(Some((used, info)))
+}
+
+/// A Content-Length value: digits only; a list of equal values ("42, 42")
+/// is that length (RFC 9110 §8.6), a list of different ones is an error.
+fn content_length(value: &[u8]) -> Result<u64, ()> {
+    let mut length = None;
+    for part in value.split(|&b| b == b',') {
+        let digits = part.trim_ascii();
+        if digits.is_empty() || !digits.iter().all(u8::is_ascii_digit) {
+            return Err(());
+        }
+        let n: u64 = std::str::from_utf8(digits).map_err(|_| ())?.parse().map_err(|_| ())?;
+        if length.is_some_and(|known| known != n) {
+            return Err(());
+        }
+        length = Some(n);
+    }
+    length.ok_or(())
 }
 
 fn contains_token(value: &[u8], token: &[u8]) -> bool {
@@ -348,6 +370,22 @@ mod tests {
 
         p.reset(false);
         assert_eq!(p.feed(b"garbage\r\n\r\n"), Feed::Bad);
+    }
+
+    #[test]
+    fn conflicting_content_lengths_are_bad_at_once() {
+        let table: &[(&[u8], Feed)] = &[
+            (b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nContent-Length: 50\r\n\r\nhello", Feed::Bad),
+            (b"HTTP/1.1 200 OK\r\nContent-Length: 5, 50\r\n\r\nhello", Feed::Bad),
+            (b"HTTP/1.1 200 OK\r\nContent-Length: +5\r\n\r\nhello", Feed::Bad),
+            (b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nContent-Length: 5\r\n\r\nhello", Feed::Done),
+            (b"HTTP/1.1 200 OK\r\nContent-Length: 5, 5\r\n\r\nhello", Feed::Done),
+        ];
+        for &(wire, want) in table {
+            let mut p = ResponseParser::new(false);
+            p.reset(false);
+            assert_eq!(p.feed(wire), want, "{}", String::from_utf8_lossy(wire));
+        }
     }
 
     #[test]
