@@ -20,9 +20,18 @@ pub enum Exit {
     Usage(String),
 }
 
+/// The exit statuses, for `--help` (the same list is in README.md).
+const EXIT_STATUSES: &str = "\
+Exit status (the report is printed in every case but 2):
+  0    the run did what was asked
+  2    bad arguments or setup error (one line on stderr, nothing run)
+  3    no request completed (e.g. every connect refused)
+  4    the failed share of measured requests exceeded --max-error-rate
+  130  interrupted by SIGINT, SIGTERM or SIGHUP (report has \"interrupted\": true)";
+
 /// HTTP load generator: closed loop (like ab/wrk) or open loop (like wrk2).
 #[derive(Parser, Debug)]
-#[command(name = "stacklab-load", version, color = ColorChoice::Never)]
+#[command(name = "stacklab-load", version, color = ColorChoice::Never, after_help = EXIT_STATUSES)]
 struct Cli {
     /// URLs to load (same scheme, host and port; different paths allowed).
     #[arg(value_name = "URL")]
@@ -83,6 +92,9 @@ struct Cli {
     /// Seed of the random URL choice.
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// Exit 4 when more than this share (0 to 1) of measured requests failed.
+    #[arg(long, value_name = "FRACTION", value_parser = fraction)]
+    max_error_rate: Option<f64>,
     /// Allow a target that is not loopback (127.0.0.0/8, ::1, localhost).
     #[arg(long)]
     allow_remote: bool,
@@ -157,6 +169,7 @@ impl Cli {
             tls_resume: !self.no_tls_resume,
             seed: self.seed,
             allow_remote: self.allow_remote,
+            max_error_rate: self.max_error_rate,
             output: if self.json { Output::Json } else { Output::Human },
         })
     }
@@ -170,6 +183,11 @@ fn positive_duration(text: &str) -> Result<Duration, String> {
 fn positive_rate(text: &str) -> Result<f64, String> {
     let r: f64 = text.parse().map_err(|_| "expected a number of requests per second".to_string())?;
     if r.is_finite() && r > 0.0 { Ok(r) } else { Err("must be greater than 0".to_string()) }
+}
+
+fn fraction(text: &str) -> Result<f64, String> {
+    let x: f64 = text.parse().map_err(|_| "expected a fraction like 0.01".to_string())?;
+    if (0.0..=1.0).contains(&x) { Ok(x) } else { Err("must be between 0 and 1".to_string()) }
 }
 
 fn parse_header(text: &str) -> Result<(String, String), String> {
@@ -217,6 +235,8 @@ mod tests {
             (&["-c", "0", "http://127.0.0.1/"], "--connections"),
             (&["--bogus", "http://127.0.0.1/"], "--bogus"),
             (&["-d", "10parsecs", "http://127.0.0.1/"], "--duration"),
+            (&["--max-error-rate", "5%", "http://127.0.0.1/"], "--max-error-rate"),
+            (&["--max-error-rate", "1.5", "http://127.0.0.1/"], "--max-error-rate"),
             (&[], "URL"),
         ];
         for (args, flag) in table {
@@ -235,5 +255,8 @@ mod tests {
         let o = parse(["x", "--no-tls-resume", "--tls-resume", "-n", "7", "http://127.0.0.1:8/"]).unwrap();
         assert!(o.tls_resume);
         assert_eq!(o.stop, StopAfter::Requests(7));
+        assert_eq!(o.max_error_rate, None);
+        let o = parse(["x", "--max-error-rate", "0.05", "http://127.0.0.1:8/"]).unwrap();
+        assert_eq!(o.max_error_rate, Some(0.05));
     }
 }

@@ -9,6 +9,7 @@ pub mod error;
 pub mod http;
 pub mod load;
 pub mod options;
+pub mod outcome;
 pub mod pick;
 pub mod record;
 pub mod report;
@@ -18,6 +19,7 @@ use std::sync::atomic::AtomicBool;
 
 pub use error::SetupError;
 pub use options::Options;
+pub use outcome::Outcome;
 pub use report::Report;
 
 /// Run a load test and build its report.

@@ -1,10 +1,11 @@
-//! `stacklab-load [OPTIONS] URL...`: parse, run, report.
+//! `stacklab-load [OPTIONS] URL...`: parse, run, report, exit status.
 
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
-use stacklab_load::{cli, report};
+use stacklab_load::outcome::EXIT_USAGE;
+use stacklab_load::{Outcome, cli, report};
 
 fn main() -> ExitCode {
     let options = match cli::parse(std::env::args_os()) {
@@ -15,25 +16,29 @@ fn main() -> ExitCode {
         }
         Err(cli::Exit::Usage(line)) => {
             eprintln!("{line}");
-            return ExitCode::from(2);
+            return ExitCode::from(EXIT_USAGE);
         }
     };
-    // Ctrl-C and SIGTERM end the run early; the report of what was measured still prints.
+    // Ctrl-C, SIGTERM and SIGHUP end the run early; the report of what was measured still prints.
     let interrupt = Arc::new(AtomicBool::new(false));
     // No "second signal kills" shortcut: tools like timeout(1) deliver the
     // same signal twice (to the child and to its group), and the report must
     // still print. Workers see the flag within 50 ms.
-    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM, signal_hook::consts::SIGHUP] {
         let _ = signal_hook::flag::register(signal, Arc::clone(&interrupt));
     }
     match stacklab_load::run(&options, &interrupt) {
         Ok(report) => {
             report::print(&report, options.output);
-            ExitCode::SUCCESS
+            let outcome = Outcome::of(&report, options.max_error_rate);
+            if let Some(line) = outcome.message() {
+                eprintln!("stacklab-load: {line}");
+            }
+            ExitCode::from(outcome.exit_code())
         }
         Err(e) => {
             eprintln!("error: {e}");
-            ExitCode::from(2)
+            ExitCode::from(EXIT_USAGE)
         }
     }
 }

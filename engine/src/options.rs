@@ -50,6 +50,8 @@ pub struct Options {
     pub tls_resume: bool,
     pub seed: u64,
     pub allow_remote: bool,
+    /// Exit non-zero when more than this share of measured requests failed.
+    pub max_error_rate: Option<f64>,
     pub output: Output,
 }
 
@@ -74,6 +76,7 @@ impl Options {
             tls_resume: true,
             seed: 1,
             allow_remote: false,
+            max_error_rate: None,
             output: Output::Human,
         }
     }

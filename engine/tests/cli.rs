@@ -2,7 +2,7 @@
 
 mod common;
 
-use common::{Behavior, run, run_json, start};
+use common::{Behavior, run, run_json, run_json_exit, start};
 
 #[test]
 fn bad_arguments_exit_2_with_one_line_naming_the_flag() {
@@ -31,7 +31,12 @@ fn bad_arguments_exit_2_with_one_line_naming_the_flag() {
 
 #[test]
 fn help_and_version_exit_0() {
-    assert_eq!(run(&["--help"]).status.code(), Some(0));
+    let help = run(&["--help"]);
+    assert_eq!(help.status.code(), Some(0));
+    let text = String::from_utf8_lossy(&help.stdout);
+    for needle in ["Exit status", "  3 ", "  4 ", "  130 ", "--max-error-rate"] {
+        assert!(text.contains(needle), "--help lacks {needle:?}:\n{text}");
+    }
     let v = run(&["--version"]);
     assert!(String::from_utf8_lossy(&v.stdout).contains(env!("CARGO_PKG_VERSION")));
 }
@@ -44,17 +49,34 @@ fn json_report_matches_the_schema() {
     let validator = jsonschema::validator_for(&schema).expect("schema compiles");
     let server = start(Behavior::Length(600));
     let refused = format!("http://127.0.0.1:{}/", common::closed_port());
-    for args in [
-        vec!["-c", "4", "-n", "500", "-H", "X-Test: 1", &server.url("/")],
-        vec!["-c", "2", "-d", "1s", "--rate", "200", "--warmup", "200ms", &server.url("/")],
-        vec!["-n", "5", &refused],
+    for (args, code) in [
+        (vec!["-c", "4", "-n", "500", "-H", "X-Test: 1", &server.url("/")], 0),
+        (vec!["-c", "2", "-d", "1s", "--rate", "200", "--warmup", "200ms", &server.url("/")], 0),
+        (vec!["-n", "5", &refused], 3),
+        (vec!["-c", "2", "-d", "5s", &refused], 3), // ends early: the optional key
     ] {
-        let report = run_json(&args);
+        let report = run_json_exit(&args, code);
         let errors: Vec<String> =
             validator.iter_errors(&report).map(|e| format!("{} at {}", e, e.instance_path())).collect();
         assert!(errors.is_empty(), "{args:?}: {errors:#?}");
-        assert_eq!(report["schema_version"], 1);
+        assert_eq!(report["schema_version"], 2);
     }
+}
+
+#[test]
+fn exit_status_says_how_the_run_went() {
+    // Bodies of 10 and 20 bytes alternate: half the responses are length mismatches.
+    let server = start(Behavior::Alternate(10, 20));
+    let r = run_json_exit(&["-c", "1", "-n", "10", "--max-error-rate", "0.4", &server.url("/")], 4);
+    assert_eq!((r["requests"]["failed"].as_u64(), r["config"]["max_error_rate"].as_f64()), (Some(5), Some(0.4)));
+    let r = run_json_exit(&["-c", "1", "-n", "10", "--max-error-rate", "0.5", &server.url("/")], 0);
+    assert_eq!(r["requests"]["failed"], 5);
+    run_json_exit(&["-c", "1", "-n", "10", &server.url("/")], 0); // not checked unless asked
+    let refused = format!("http://127.0.0.1:{}/", common::closed_port());
+    let out = run(&["-n", "3", &refused]);
+    assert_eq!(out.status.code(), Some(3));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("Complete requests:      0"), "the report still prints");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no request completed"));
 }
 
 #[test]
@@ -62,6 +84,9 @@ fn histograms_of_two_runs_merge_exactly() {
     let server = start(Behavior::Length(100));
     let a = run_json(&["-c", "2", "-n", "300", &server.url("/")]);
     let b = run_json(&["-c", "2", "-n", "500", &server.url("/")]);
+    use base64::Engine as _;
+    let bytes = base64::engine::general_purpose::STANDARD.decode(a["histogram"].as_str().unwrap()).unwrap();
+    assert_eq!(bytes[..4], 0x1c84_9314u32.to_be_bytes(), "the standard compressed V2 cookie");
     let ha = stacklab_load::report::deserialize_histogram(a["histogram"].as_str().unwrap()).unwrap();
     let hb = stacklab_load::report::deserialize_histogram(b["histogram"].as_str().unwrap()).unwrap();
     assert_eq!(ha.len(), 300);
@@ -88,6 +113,9 @@ fn human_summary_has_the_tables() {
         "99.9%",
         "(longest request)",
         "Status codes:           200: 100",
+        "Requests per client:    min ",
+        "over 2 clients, 0 idle",
+        "Longest wait (ms):",
     ] {
         assert!(text.contains(needle), "missing {needle:?} in\n{text}");
     }

@@ -90,7 +90,7 @@ fn keepalive_handshakes_once_per_connection() {
 fn untrusted_certificate_is_a_tls_error() {
     let port = start_tls_server();
     let url = format!("https://localhost:{port}/");
-    let r = common::run_json(&["-c", "1", "-n", "3", &url]);
+    let r = common::run_json_exit(&["-c", "1", "-n", "3", &url], 3);
     assert_eq!(u(&r["requests"]["errors"]["tls"]), 3);
     assert_eq!(u(&r["requests"]["completed"]), 0);
 }

@@ -14,7 +14,7 @@ use super::tls::negotiated;
 use super::transport::{Fail, TlsStream, Transport};
 use super::worker::{Phase, Worker};
 use crate::http::Feed;
-use crate::record::{ErrorClass, Timing};
+use crate::record::{ErrorClass, Timing, valid_status};
 
 impl Worker<'_> {
     pub(super) fn connect(&mut self, i: usize, now: Instant) {
@@ -57,6 +57,7 @@ impl Worker<'_> {
                 }
                 let c = &mut self.conns[i];
                 c.connected = now;
+                c.refusals.connected();
                 self.rec.connected(now.saturating_duration_since(c.start));
                 match c.transport {
                     Some(Transport::Tls(_)) => {
@@ -194,7 +195,8 @@ impl Worker<'_> {
         let p = &c.parser;
         let first = &self.plan.first_lengths[c.url];
         let mut known = first.load(Ordering::Relaxed);
-        if known == u64::MAX {
+        // A response with no valid status (a bad_response) sets no length.
+        if known == u64::MAX && valid_status(p.status) {
             known = match first.compare_exchange(u64::MAX, p.body_bytes, Ordering::Relaxed, Ordering::Relaxed) {
                 Ok(_) => p.body_bytes,
                 Err(other) => other,
@@ -204,7 +206,8 @@ impl Worker<'_> {
         let failed = (!varies && known != p.body_bytes).then_some(ErrorClass::LengthMismatch);
         let timing =
             Timing { intended: c.intended, start: c.start, sent: c.sent_at, first_byte: c.first_byte, done: now };
-        self.rec.response(&timing, p.status, p.wire_bytes, p.body_bytes, p.decoded_bytes, failed);
+        let completed = self.rec.response(&timing, p.status, p.wire_bytes, p.body_bytes, p.decoded_bytes, failed);
+        self.rec.slot_ended(i, now.saturating_duration_since(c.intended), completed);
         let keep = self.plan.keepalive && p.keep_alive;
         self.finish(i, keep);
         self.next(i, now);

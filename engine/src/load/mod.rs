@@ -3,6 +3,7 @@
 mod alarm;
 mod exchange;
 pub mod pacer;
+pub mod refused;
 pub mod stop;
 mod tls;
 mod transport;
@@ -75,6 +76,9 @@ pub struct Measurement {
     /// Wall time of the measured phase (after warm-up).
     pub duration: Duration,
     pub interrupted: bool,
+    /// A worker stopped before the stop condition because every one of its
+    /// slots had been refused for [`refused::GIVE_UP_AFTER`].
+    pub all_refused: bool,
 }
 
 /// Run the load described by `options` until its stop condition or `interrupt`.
@@ -108,7 +112,7 @@ pub fn run(options: &Options, interrupt: &AtomicBool) -> Result<Measurement, Set
             WorkerPlan { slots, stop, start, warmup_end, seed }
         })
         .collect();
-    let results: Vec<std::io::Result<(Recorder, Instant)>> = std::thread::scope(|scope| {
+    let results: Vec<std::io::Result<worker::WorkerEnd>> = std::thread::scope(|scope| {
         let handles: Vec<_> = plans
             .into_iter()
             .map(|wp| {
@@ -118,17 +122,20 @@ pub fn run(options: &Options, interrupt: &AtomicBool) -> Result<Measurement, Set
             .collect();
         handles.into_iter().map(|h| h.join().expect("worker thread panicked")).collect()
     });
-    let mut merged = Recorder::new(measure_from);
+    let mut merged = Recorder::new(measure_from, 0);
     let mut end = start;
+    let mut all_refused = false;
     for result in results {
-        let (rec, stopped) = result.map_err(|e| SetupError::new("event loop", "epoll", e.to_string()))?;
-        merged.merge(&rec);
-        end = end.max(stopped);
+        let worker = result.map_err(|e| SetupError::new("event loop", "epoll", e.to_string()))?;
+        merged.merge(&worker.rec);
+        end = end.max(worker.stopped);
+        all_refused |= worker.all_refused;
     }
     Ok(Measurement {
         recorder: merged,
         duration: end.saturating_duration_since(measure_from),
         interrupted: interrupt.load(std::sync::atomic::Ordering::Relaxed),
+        all_refused,
     })
 }
 

@@ -11,6 +11,7 @@ use mio::{Events, Poll};
 use super::Plan;
 use super::alarm::Alarm;
 use super::pacer::Pacer;
+use super::refused::Refusals;
 use super::stop::Stop;
 use super::transport::Transport;
 use crate::http::ResponseParser;
@@ -52,6 +53,9 @@ pub(super) struct Conn {
     pub first_byte: Instant,
     pub deadline: Instant,
     pub parser: ResponseParser,
+    /// Failed connects in a row, and no new connect before `retry_at`.
+    pub refusals: Refusals,
+    pub retry_at: Instant,
 }
 
 /// What one worker is told to do.
@@ -82,14 +86,26 @@ pub(super) struct Worker<'a> {
     pub ready: Vec<usize>,
     next_sweep: Instant,
     sweep_every: Duration,
+    /// Every slot was refused for a while: stop before the stop condition.
+    all_refused: bool,
 }
 
-/// Run one worker to its end; returns its recorder and when it stopped.
-pub fn run_worker(plan: &Plan<'_>, wp: WorkerPlan) -> std::io::Result<(Recorder, Instant)> {
+/// What one worker measured, and how it ended.
+pub struct WorkerEnd {
+    pub rec: Recorder,
+    pub stopped: Instant,
+    /// Ended early because every slot's connects were refused.
+    pub all_refused: bool,
+}
+
+/// Run one worker to its end.
+pub fn run_worker(plan: &Plan<'_>, wp: WorkerPlan) -> std::io::Result<WorkerEnd> {
     let mut events = Events::with_capacity(1024);
     let mut worker = Worker::new(plan, wp)?;
     worker.run(&mut events);
-    Ok((worker.rec, Instant::now()))
+    let stopped = Instant::now();
+    worker.record_in_flight(stopped);
+    Ok(WorkerEnd { rec: worker.rec, stopped, all_refused: worker.all_refused })
 }
 
 impl<'a> Worker<'a> {
@@ -112,6 +128,8 @@ impl<'a> Worker<'a> {
                 first_byte: wp.start,
                 deadline: wp.start,
                 parser: ResponseParser::new(plan.decode),
+                refusals: Refusals::default(),
+                retry_at: wp.start,
             })
             .collect();
         let poll = Poll::new()?;
@@ -125,7 +143,7 @@ impl<'a> Worker<'a> {
             poll,
             conns,
             buf: vec![0; READ_BUFFER],
-            rec: Recorder::new(wp.start),
+            rec: Recorder::new(wp.start, wp.slots.len()),
             rng: Rng::new(wp.seed),
             tls_config: plan.tls.as_ref().map(|t| t.client_config()),
             stop: wp.stop,
@@ -138,6 +156,7 @@ impl<'a> Worker<'a> {
             ready: Vec::new(),
             next_sweep: wp.start + sweep_every,
             sweep_every,
+            all_refused: false,
         })
     }
 
@@ -151,7 +170,7 @@ impl<'a> Worker<'a> {
             if self.warmup_end.is_some_and(|w| now >= w) {
                 self.end_warmup();
             }
-            if self.plan.interrupt.load(Ordering::Relaxed) || self.finished(now) {
+            if self.plan.interrupt.load(Ordering::Relaxed) || self.finished(now) || self.all_refused {
                 break;
             }
             self.fire_timers(now);
@@ -161,6 +180,7 @@ impl<'a> Worker<'a> {
             }
             if now >= self.next_sweep {
                 self.sweep_timeouts(now);
+                self.all_refused = self.conns.iter().all(|c| c.refusals.given_up(now));
                 self.next_sweep = now + self.sweep_every;
             }
             if let (Some(alarm), Some(Reverse((at, _)))) = (self.alarm.as_mut(), self.timers.peek()) {
@@ -203,19 +223,26 @@ impl<'a> Worker<'a> {
         self.started = self.in_flight as u64;
     }
 
-    /// The slot is free: start its next request now or when its pacer says.
+    /// The slot is free: start its next request now or when its pacer (and
+    /// its back-off after a failed connect) says.
     pub(super) fn next(&mut self, i: usize, now: Instant) {
         if !self.may_start(now) {
             return;
         }
-        let conn = &self.conns[i];
-        let pace = conn.pacer.pace(now.saturating_duration_since(self.start), conn.sent);
-        let intended = self.start + pace.intended;
-        if pace.wait <= EARLY {
+        let intended = self.intended(i, now);
+        let at = intended.max(self.conns[i].retry_at);
+        if at <= now + EARLY {
             self.begin(i, now, intended);
         } else {
-            self.timers.push(Reverse((intended, i)));
+            self.timers.push(Reverse((at, i)));
         }
+    }
+
+    /// When slot `i`'s next request should go: now in closed loop, its
+    /// scheduled time in open loop (latency counts from there).
+    fn intended(&self, i: usize, now: Instant) -> Instant {
+        let conn = &self.conns[i];
+        self.start + conn.pacer.pace(now.saturating_duration_since(self.start), conn.sent).intended
     }
 
     fn fire_timers(&mut self, now: Instant) {
@@ -225,7 +252,8 @@ impl<'a> Worker<'a> {
             }
             self.timers.pop();
             if self.may_start(now) {
-                self.begin(i, now, at);
+                let intended = self.intended(i, now).min(at);
+                self.begin(i, now, intended);
             }
         }
     }
@@ -288,11 +316,25 @@ impl<'a> Worker<'a> {
     }
 
     /// Count a failed request and retry the slot from the main loop (never
-    /// recursively, so a refusing server cannot blow the stack).
+    /// recursively, so a refusing server cannot blow the stack); after a
+    /// failed connect, not before the slot's back-off has passed.
     pub(super) fn fail(&mut self, i: usize, class: ErrorClass, now: Instant) {
-        let wire = self.conns[i].parser.wire_bytes;
-        self.rec.error(class, now, wire);
+        let c = &mut self.conns[i];
+        self.rec.error(class, now, c.parser.wire_bytes);
+        self.rec.slot_ended(i, now.saturating_duration_since(c.intended), false);
+        if class == ErrorClass::Connect {
+            c.retry_at = now + c.refusals.refused(now);
+        }
         self.finish(i, false);
         self.ready.push(i);
+    }
+
+    /// The run is over: requests still in flight count with their age.
+    fn record_in_flight(&mut self, now: Instant) {
+        for (i, c) in self.conns.iter().enumerate() {
+            if c.phase != Phase::Idle {
+                self.rec.slot_in_flight(i, now.saturating_duration_since(c.intended));
+            }
+        }
     }
 }

@@ -4,6 +4,7 @@ use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
 
+use super::progress::{Slot, micros};
 use super::series::Series;
 
 /// The fixed taxonomy of per-request failures.
@@ -51,6 +52,12 @@ pub struct TlsInfo {
     pub resumed: u64,
 }
 
+/// A status outside 100..=599 is no HTTP status (RFC 9110 §15): such a
+/// response is a `bad_response`, not a clamped status.
+pub fn valid_status(status: u16) -> bool {
+    (100..=599).contains(&status)
+}
+
 /// Latency histogram: 1 µs to 1 hour, 3 significant figures.
 pub fn new_latency_histogram() -> Histogram<u64> {
     Histogram::new_with_bounds(1, 3_600_000_000, 3).expect("valid histogram bounds")
@@ -85,10 +92,12 @@ pub struct Recorder {
     pub connections_opened: u64,
     pub tls_info: TlsInfo,
     pub series: Series,
+    /// Per connection slot of this worker, in slot order (merging appends).
+    pub slots: Vec<Slot>,
 }
 
 impl Recorder {
-    pub fn new(origin: Instant) -> Recorder {
+    pub fn new(origin: Instant, slots: usize) -> Recorder {
         Recorder {
             latency: new_latency_histogram(),
             latency_uncorrected: new_latency_histogram(),
@@ -104,13 +113,14 @@ impl Recorder {
             connections_opened: 0,
             tls_info: TlsInfo::default(),
             series: Series::new(origin),
+            slots: vec![Slot::default(); slots],
         }
     }
 
     /// Forget everything (end of warm-up); the time series restarts at `origin`.
     pub fn reset(&mut self, origin: Instant) {
         let negotiated = (self.tls_info.protocol.take(), self.tls_info.cipher.take());
-        *self = Recorder::new(origin);
+        *self = Recorder::new(origin, self.slots.len());
         (self.tls_info.protocol, self.tls_info.cipher) = negotiated;
     }
 
@@ -126,7 +136,8 @@ impl Recorder {
     }
 
     /// A response arrived whole. `failed` marks a length mismatch: its bytes
-    /// and status count, its latency does not.
+    /// and status count, its latency does not. A status outside 100..=599 is a
+    /// `bad_response`: its bytes count. Returns whether it counts as completed.
     pub fn response(
         &mut self,
         t: &Timing,
@@ -135,8 +146,13 @@ impl Recorder {
         body: u64,
         decoded: u64,
         failed: Option<ErrorClass>,
-    ) {
-        self.status[usize::from(status).min(599)] += 1;
+    ) -> bool {
+        let failed = if valid_status(status) {
+            self.status[usize::from(status)] += 1;
+            failed
+        } else {
+            Some(ErrorClass::BadResponse)
+        };
         self.bytes_total += wire;
         self.bytes_body += body;
         self.bytes_decoded += decoded;
@@ -146,7 +162,7 @@ impl Recorder {
         if let Some(class) = failed {
             second.errors += 1;
             self.errors[class as usize] += 1;
-            return;
+            return false;
         }
         second.completed += 1;
         second.record(latency);
@@ -154,6 +170,18 @@ impl Recorder {
         self.latency.saturating_record(latency);
         self.latency_uncorrected.saturating_record(micros(t.done.saturating_duration_since(t.start)));
         self.ttfb.saturating_record(micros(t.first_byte.saturating_duration_since(t.sent)));
+        true
+    }
+
+    /// A request on slot `slot` of this worker ended (completed or not) after
+    /// waiting `waited` since its start (its intended send time in open loop).
+    pub fn slot_ended(&mut self, slot: usize, waited: Duration, completed: bool) {
+        self.slots[slot].ended(waited, completed);
+    }
+
+    /// The run ended with a request of `age` in flight on `slot`.
+    pub fn slot_in_flight(&mut self, slot: usize, age: Duration) {
+        self.slots[slot].still_in_flight(age);
     }
 
     /// A request failed; `wire` is what had arrived of its response.
@@ -191,16 +219,13 @@ impl Recorder {
             self.tls_info.cipher.clone_from(&other.tls_info.cipher);
         }
         self.series.merge(&other.series);
+        // Each worker owns its slots: the merged list is every worker's, in order.
+        self.slots.extend_from_slice(&other.slots);
     }
 
     pub fn failed(&self) -> u64 {
         self.errors.iter().sum()
     }
-}
-
-#[inline]
-fn micros(d: Duration) -> u64 {
-    d.as_secs() * 1_000_000 + u64::from(d.subsec_micros())
 }
 
 #[cfg(test)]
@@ -221,8 +246,8 @@ mod tests {
     #[test]
     fn counts_and_merges() {
         let t0 = Instant::now();
-        let mut a = Recorder::new(t0);
-        let mut b = Recorder::new(t0);
+        let mut a = Recorder::new(t0, 1);
+        let mut b = Recorder::new(t0, 1);
         a.response(&timing(t0, 0, 10), 200, 100, 60, 60, None);
         b.response(&timing(t0, 1000, 1020), 404, 100, 60, 60, None);
         b.response(&timing(t0, 1000, 1030), 200, 90, 50, 50, Some(ErrorClass::LengthMismatch));
@@ -232,20 +257,20 @@ mod tests {
         assert_eq!((a.status[200], a.status[404]), (2, 1));
         assert_eq!(a.errors[ErrorClass::LengthMismatch as usize], 1);
         assert_eq!(a.latency.len(), 2);
-        assert_eq!(a.series.seconds().len(), 2);
-        assert_eq!((a.series.seconds()[1].completed, a.series.seconds()[1].errors), (1, 2));
+        assert_eq!(a.series.buckets().len(), 2);
+        assert_eq!((a.series.buckets()[1].completed, a.series.buckets()[1].errors), (1, 2));
     }
 
     #[test]
     fn per_second_percentiles_match_the_run_histogram() {
         let t0 = Instant::now();
-        let mut r = Recorder::new(t0);
+        let mut r = Recorder::new(t0, 1);
         for i in 0..2000u64 {
             let done = t0 + Duration::from_micros(100 + (i * 37) % 40_000);
             let t = Timing { intended: t0, start: t0, sent: t0, first_byte: done, done };
             r.response(&t, 200, 1, 1, 1, None);
         }
-        let second = &r.series.seconds()[0].latency;
+        let second = &r.series.buckets()[0].latency;
         for q in [0.5, 0.99] {
             let (coarse, fine) = (second.value_at_quantile(q) as f64, r.latency.value_at_quantile(q) as f64);
             assert!((coarse - fine).abs() / fine < 0.01, "q{q}: {coarse} vs {fine}");
@@ -253,13 +278,58 @@ mod tests {
     }
 
     #[test]
+    fn coordinated_omission_pinned_down() {
+        // Intended at 0 (open loop), started late at 900 ms, done at 1,000 ms.
+        let t0 = Instant::now();
+        let at = |ms| t0 + Duration::from_millis(ms);
+        let t = Timing { intended: at(0), start: at(900), sent: at(900), first_byte: at(1000), done: at(1000) };
+        let mut r = Recorder::new(t0, 1);
+        assert!(r.response(&t, 200, 10, 5, 5, None));
+        assert_eq!((r.latency.len(), r.latency.count_at(1_000_000)), (1, 1), "corrected: 1,000,000 us");
+        assert_eq!((r.latency_uncorrected.len(), r.latency_uncorrected.count_at(100_000)), (1, 1), "uncorrected");
+        assert!(r.latency.equivalent(r.latency.max(), 1_000_000));
+        assert!(r.latency_uncorrected.equivalent(r.latency_uncorrected.max(), 100_000));
+    }
+
+    #[test]
+    fn a_status_beyond_599_is_a_bad_response() {
+        let t0 = Instant::now();
+        let mut r = Recorder::new(t0, 1);
+        for status in [600, 999, 99] {
+            assert!(!r.response(&timing(t0, 0, 10), status, 100, 60, 60, None), "{status}");
+        }
+        assert!(r.response(&timing(t0, 0, 10), 599, 100, 60, 60, None));
+        assert_eq!((r.errors[ErrorClass::BadResponse as usize], r.completed, r.bytes_total), (3, 1, 400));
+        assert_eq!((r.status[599], r.status.iter().sum::<u64>()), (1, 1));
+        assert_eq!(r.latency.len(), 1);
+    }
+
+    #[test]
+    fn slots_merge_in_worker_order_and_reset_keeps_their_number() {
+        let t0 = Instant::now();
+        let (mut a, mut b) = (Recorder::new(t0, 2), Recorder::new(t0, 3));
+        a.slot_ended(1, Duration::from_millis(5), true);
+        b.slot_ended(0, Duration::from_millis(7), false);
+        b.slot_in_flight(2, Duration::from_millis(9));
+        let mut merged = Recorder::new(t0, 0);
+        merged.merge(&a);
+        merged.merge(&b);
+        let completed: Vec<u64> = merged.slots.iter().map(|s| s.completed).collect();
+        let waits: Vec<u64> = merged.slots.iter().map(|s| s.longest_wait_us).collect();
+        assert_eq!(completed, [0, 1, 0, 0, 0]);
+        assert_eq!(waits, [0, 5000, 7000, 0, 9000]);
+        a.reset(t0);
+        assert_eq!(a.slots, vec![crate::record::Slot::default(); 2]);
+    }
+
+    #[test]
     fn reset_forgets() {
         let t0 = Instant::now();
-        let mut r = Recorder::new(t0);
+        let mut r = Recorder::new(t0, 1);
         r.response(&timing(t0, 0, 10), 200, 100, 60, 60, None);
         r.connected(Duration::from_micros(50));
         r.reset(t0 + Duration::from_secs(2));
         assert_eq!((r.completed, r.latency.len(), r.connections_opened, r.bytes_total), (0, 0, 0, 0));
-        assert!(r.series.seconds().is_empty());
+        assert!(r.series.buckets().is_empty());
     }
 }

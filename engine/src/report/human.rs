@@ -30,6 +30,9 @@ pub fn render(r: &Report) -> String {
     if r.interrupted {
         let _ = writeln!(w, "Interrupted:            yes (partial results)");
     }
+    if let Some(reason) = &r.ended_early {
+        let _ = writeln!(w, "Ended early:            {reason}");
+    }
     let _ = writeln!(w, "Time taken for tests:   {:.3} seconds", r.duration_s);
     let _ = writeln!(w, "Complete requests:      {}", r.requests.completed);
     let _ = writeln!(w, "Failed requests:        {}", r.requests.failed);
@@ -50,6 +53,29 @@ pub fn render(r: &Report) -> String {
     let rate = if r.duration_s > 0.0 { r.bytes.total as f64 / 1024.0 / r.duration_s } else { 0.0 };
     let _ = writeln!(w, "Transfer rate:          {rate:.2} [Kbytes/sec] received");
     let _ = writeln!(w, "Connections opened:     {}", r.connections_opened);
+    let (k, per) = (&r.connections, &r.connections.requests_per_slot);
+    let _ = writeln!(
+        w,
+        "Requests per client:    min {} / p1 {} / median {} / max {} over {} clients, {} idle",
+        per.min, per.p1, per.median, per.max, k.slots, k.idle_slots
+    );
+    let _ = writeln!(
+        w,
+        "Longest wait (ms):      median {:.3}, max {:.3} (per client)",
+        ms(k.longest_wait_us.median as f64),
+        ms(k.longest_wait_us.max as f64)
+    );
+    if r.in_flight.count > 0 {
+        let f = &r.in_flight;
+        let _ = writeln!(
+            w,
+            "In flight at end:       {} (age median {:.3} ms, max {:.3} ms; {} older than the run)",
+            f.count,
+            ms(f.age_us_median as f64),
+            ms(f.age_us_max as f64),
+            f.older_than_run
+        );
+    }
     if let (Some(protocol), Some(cipher)) = (&r.tls.protocol, &r.tls.cipher) {
         let _ = writeln!(
             w,

@@ -6,18 +6,20 @@ mod json;
 use std::collections::BTreeMap;
 
 use base64::Engine as _;
-use hdrhistogram::serialization::{Serializer, V2Serializer};
+use hdrhistogram::serialization::{Serializer, V2DeflateSerializer};
 use serde::Serialize;
 
 use crate::load::Measurement;
 use crate::options::{Options, Output, StopAfter};
-use crate::record::{ErrorClass, Recorder, Stats};
+use crate::record::{ErrorClass, Recorder, Stats, summarize_in_flight, summarize_slots};
 
 pub use human::render as render_human;
 pub use json::render as render_json;
 
-/// Version of the JSON contract; bump on any incompatible change.
-pub const SCHEMA_VERSION: u32 = 1;
+/// Version of the JSON contract; bump on any incompatible change (changelog in README.md).
+pub const SCHEMA_VERSION: u32 = 2;
+/// The `ended_early` reason when every connect was refused.
+pub const ALL_REFUSED: &str = "all connections refused";
 /// Percentiles listed in `latency_percentiles_us` and the human table.
 pub const PERCENTILES: [f64; 10] = [50.0, 66.0, 75.0, 80.0, 90.0, 95.0, 98.0, 99.0, 99.9, 100.0];
 
@@ -39,10 +41,15 @@ pub struct Report {
     pub latency_percentiles_us: Vec<Percentile>,
     pub tls: Tls,
     pub connections_opened: u64,
+    pub connections: Connections,
+    pub in_flight: InFlight,
     pub timeseries: Vec<Point>,
     pub histogram: String,
     pub engine: Engine,
     pub interrupted: bool,
+    /// Why the run stopped before its stop condition (absent when it did not).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ended_early: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -65,6 +72,7 @@ pub struct Config {
     pub tls_resume: bool,
     pub seed: u64,
     pub allow_remote: bool,
+    pub max_error_rate: Option<f64>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -102,9 +110,45 @@ pub struct Tls {
     pub resumed: Option<u64>,
 }
 
+/// Per connection slot (one of the `-c` virtual clients) in the measured phase.
+#[derive(Debug, Clone, Serialize)]
+pub struct Connections {
+    pub slots: u64,
+    pub requests_per_slot: PerSlot,
+    pub idle_slots: u64,
+    pub longest_wait_us: Spread,
+}
+
+/// Requests completed per slot (nearest rank, as the latency percentiles).
+#[derive(Debug, Clone, Serialize)]
+pub struct PerSlot {
+    pub min: u64,
+    pub p1: u64,
+    pub median: u64,
+    pub max: u64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Spread {
+    pub median: u64,
+    pub max: u64,
+}
+
+/// Requests in flight when the run ended.
+#[derive(Debug, Clone, Serialize)]
+pub struct InFlight {
+    pub count: u64,
+    pub age_us_max: u64,
+    pub age_us_median: u64,
+    pub older_than_run: u64,
+}
+
 #[derive(Debug, Clone, Serialize)]
 pub struct Point {
+    /// Start of the bucket, seconds since the measured phase began.
     pub t_s: u64,
+    /// Bucket width: 1 s, coarser (2, 4, … s) in runs longer than an hour.
+    pub width_s: u64,
     pub completed: u64,
     pub errors: u64,
     pub p50_us: u64,
@@ -160,11 +204,39 @@ impl Report {
                 resumed: is_tls.then_some(r.tls_info.resumed),
             },
             connections_opened: r.connections_opened,
+            connections: connections(r),
+            in_flight: in_flight(r, m.duration),
             timeseries: timeseries(r),
             histogram: serialize_histogram(&r.latency),
             engine: engine(),
             interrupted: m.interrupted,
+            ended_early: m.all_refused.then(|| ALL_REFUSED.to_string()),
         }
+    }
+}
+
+fn connections(r: &Recorder) -> Connections {
+    let s = summarize_slots(&r.slots);
+    Connections {
+        slots: s.slots,
+        requests_per_slot: PerSlot {
+            min: s.requests_min,
+            p1: s.requests_p1,
+            median: s.requests_median,
+            max: s.requests_max,
+        },
+        idle_slots: s.idle_slots,
+        longest_wait_us: Spread { median: s.longest_wait_median_us, max: s.longest_wait_max_us },
+    }
+}
+
+fn in_flight(r: &Recorder, run: std::time::Duration) -> InFlight {
+    let f = summarize_in_flight(&r.slots, run);
+    InFlight {
+        count: f.count,
+        age_us_max: f.age_max_us,
+        age_us_median: f.age_median_us,
+        older_than_run: f.older_than_run,
     }
 }
 
@@ -202,6 +274,7 @@ fn config(o: &Options) -> Config {
         tls_resume: o.tls_resume,
         seed: o.seed,
         allow_remote: o.allow_remote,
+        max_error_rate: o.max_error_rate,
     }
 }
 
@@ -216,14 +289,16 @@ fn status_classes(status: &[u64]) -> BTreeMap<String, u64> {
 }
 
 fn timeseries(r: &Recorder) -> Vec<Point> {
+    let width_s = r.series.width_s();
     r.series
-        .seconds()
+        .buckets()
         .iter()
         .enumerate()
         .map(|(t, s)| {
             let q = |q: f64| if s.latency.is_empty() { 0 } else { s.latency.value_at_quantile(q) };
             Point {
-                t_s: t as u64,
+                t_s: t as u64 * width_s,
+                width_s,
                 completed: s.completed,
                 errors: s.errors,
                 p50_us: q(0.5),
@@ -234,14 +309,16 @@ fn timeseries(r: &Recorder) -> Vec<Point> {
         .collect()
 }
 
-/// The corrected latency histogram, V2-serialized (not deflated), standard base64.
+/// The corrected latency histogram in the standard compressed form every
+/// HdrHistogram library reads (V2 + deflate, cookie 0x1c849314), standard base64.
 pub fn serialize_histogram(h: &hdrhistogram::Histogram<u64>) -> String {
     let mut bytes = Vec::new();
-    V2Serializer::new().serialize(h, &mut bytes).expect("serializing to memory cannot fail");
+    V2DeflateSerializer::new().serialize(h, &mut bytes).expect("serializing to memory cannot fail");
     base64::engine::general_purpose::STANDARD.encode(bytes)
 }
 
-/// Read a histogram back from the report's `histogram` field.
+/// Read a histogram back from the report's `histogram` field (either V2 form:
+/// schema 1 reports hold the uncompressed one).
 pub fn deserialize_histogram(text: &str) -> Option<hdrhistogram::Histogram<u64>> {
     let bytes = base64::engine::general_purpose::STANDARD.decode(text).ok()?;
     hdrhistogram::serialization::Deserializer::new().deserialize(&mut bytes.as_slice()).ok()

@@ -27,6 +27,8 @@ pub enum Behavior {
     /// Like `Length`, but the whole server freezes once for `pause` after
     /// `after` requests (every response waits until the freeze ends).
     FreezeOnce { body: usize, after: u64, pause: Duration },
+    /// Answer these exact bytes to every request, keep the connection.
+    Raw(&'static [u8]),
 }
 
 /// Counters the tests compare with the report.
@@ -46,6 +48,25 @@ impl TestServer {
     pub fn url(&self, path: &str) -> String {
         format!("http://127.0.0.1:{}{path}", self.port)
     }
+}
+
+/// A server that serves one connection at a time, each until the client
+/// closes it (like a prefork server with one process and keep-alive): the
+/// other clients' connects complete in the kernel and wait in the accept queue.
+pub fn start_one_at_a_time(body: usize) -> TestServer {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let seen = Arc::new(Seen::default());
+    let seen2 = Arc::clone(&seen);
+    std::thread::spawn(move || {
+        let freeze = Mutex::new(None);
+        for stream in listener.incoming() {
+            let Ok(stream) = stream else { continue };
+            seen2.connections.fetch_add(1, Ordering::SeqCst);
+            serve(stream, Behavior::Length(body), &seen2, &freeze);
+        }
+    });
+    TestServer { port, seen }
 }
 
 pub fn start(behavior: Behavior) -> TestServer {
@@ -122,6 +143,7 @@ fn serve(mut s: TcpStream, behavior: Behavior, seen: &Seen, freeze: &Mutex<Optio
                 r.splice(at..at, b"Connection: close\r\n".iter().copied());
                 (r, true)
             }
+            Behavior::Raw(bytes) => (bytes.to_vec(), false),
             Behavior::Reset => {
                 linger_zero(&s);
                 return; // dropping `s` now sends the reset
@@ -180,10 +202,15 @@ pub fn run(args: &[&str]) -> Output {
 
 /// Run with `--json` and parse the report (asserting exit 0).
 pub fn run_json(args: &[&str]) -> serde_json::Value {
+    run_json_exit(args, 0)
+}
+
+/// Run with `--json`, assert the exit status and parse the report.
+pub fn run_json_exit(args: &[&str], code: i32) -> serde_json::Value {
     let mut all = vec!["--json"];
     all.extend_from_slice(args);
     let out = run(&all);
-    assert!(out.status.success(), "exit {:?}: {}", out.status, String::from_utf8_lossy(&out.stderr));
+    assert_eq!(out.status.code(), Some(code), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
     serde_json::from_slice(&out.stdout).expect("stdout is one JSON document")
 }
 
