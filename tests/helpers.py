@@ -34,6 +34,24 @@ def require_root(what: str) -> None:
         pytest.fail(f"needs root ({what}); run the tests as root, as `make test` does")
 
 
+def tamper(monkeypatch, component: str, file: str, pattern: str, replacement: str) -> None:
+    """From now on (for this test) `component` renders `file` with `pattern` (a regex that
+    must match) replaced: the server runs a config its knobs do not describe."""
+    import re
+
+    from stacklab.stacks import COMPONENTS
+    cls = type(COMPONENTS[component])
+    real = cls.render
+
+    def render(self, ctx, knobs):
+        files = real(self, ctx, knobs)
+        files[file], n = re.subn(pattern, replacement, files[file], flags=re.M)
+        assert n, f"{pattern!r} is not in {component}'s {file}: its template changed"
+        return files
+
+    monkeypatch.setattr(cls, "render", render)
+
+
 SERVER_BINARIES = {"nginx", "apache2", "php-fpm8.2", "php-cgi8.2", "mariadbd", "memcached",
                    "lighttpd", "mini_httpd", "webfsd", "stacklab-load"}
 

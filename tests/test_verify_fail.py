@@ -1,0 +1,320 @@
+"""Every verification FAIL, produced by a real server that does something other than its
+knobs say: the rendered config is altered after rendering (the knobs still claim the
+original), or the verifier is given an expectation that differs from what runs. Each
+FAIL's detail must name what was observed, so that a check that always said PASS, or
+that only echoed its knob, would fail here."""
+
+import json
+import re
+import sqlite3
+from dataclasses import replace
+
+import pytest
+from typer.testing import CliRunner
+
+from stacklab import lab, runner
+from stacklab.cli import cli
+from stacklab.stack import RunningStack, start_stack, stop_stack
+from stacklab.stacks import COMPONENTS, REGISTRY, STACKS
+from stacklab.stacks.base import RenderContext, free_port
+from stacklab.stacks.tls import make_certificate
+from stacklab.verify import Status
+from stacklab.workloads import deploy
+from stacklab.workloads.appdata import AppDatabase
+
+from helpers import require_engine, server_processes, tamper
+from test_stacks import knobs_for, run_stack
+
+pytestmark = pytest.mark.integration
+
+
+def failed(verdicts, check: str):
+    """The one verdict of `check`, asserted FAIL."""
+    found = [v for v in verdicts if v.check == check]
+    assert len(found) == 1, verdicts
+    assert found[0].status is Status.FAIL, found[0]
+    return found[0]
+
+
+# keep-alive --------------------------------------------------------------------------
+
+@pytest.mark.parametrize("stack, knobs, file, pattern, replacement, seen", [
+    ("nginx", {}, "nginx.conf", r"keepalive_timeout \d+;", "keepalive_timeout 0;",
+     "keep-alive is on but Connection: close; the server closed the connection"),
+    ("nginx", {"nginx__keepalive_timeout": 0}, "nginx.conf", r"keepalive_timeout 0;",
+     "keepalive_timeout 65;", "keep-alive is off but Connection: keep-alive; the second "
+     "request reused the connection"),
+    ("apache", {}, "httpd.conf", r"^KeepAlive On$", "KeepAlive Off",
+     "keep-alive is on but Connection: close; the server closed the connection"),
+    ("apache", {"apache__keepalive": False}, "httpd.conf", r"^KeepAlive Off$", "KeepAlive On",
+     "keep-alive is off but Connection: (none); the second request reused the connection"),
+    ("lighttpd", {}, "lighttpd.conf", r"^server.max-keep-alive-requests = \d+$",
+     "server.max-keep-alive-requests = 0",
+     "keep-alive is on but Connection: close; the server closed the connection"),
+], ids=["nginx-on-but-closes", "nginx-off-but-keeps", "apache-on-but-closes",
+        "apache-off-but-keeps", "lighttpd-on-but-closes"])
+def test_keepalive_fails_on_what_the_wire_shows(session, monkeypatch, stack, knobs, file,
+                                                pattern, replacement, seen):
+    tamper(monkeypatch, stack, file, pattern, replacement)
+    v = failed(run_stack(session, stack, **knobs), "keep-alive")
+    assert v.detail.startswith(seen), v.detail
+    assert "not the run's" in v.detail or "load.keepalive" in v.detail   # it checks the server
+    assert v.data["second_request_reused"] is ("reused" in seen)
+
+
+def test_keepalive_says_it_checks_the_server_not_the_load(session):
+    """load.keepalive = false: the engine closes its connections, but the verdict is about
+    the server, and says so."""
+    verdicts = run_stack(session, "nginx", load__keepalive=False)
+    v = next(v for v in verdicts if v.check == "keep-alive")
+    assert v.status is Status.PASS
+    assert "the second request reused the connection" in v.detail
+    assert "the server's keep-alive; the load's is load.keepalive" in v.detail
+
+
+# gzip --------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("stack, knobs, file, pattern, replacement, seen", [
+    ("nginx", {"nginx__gzip": True}, "nginx.conf", r"^(\s*)gzip on;", r"\1gzip off;",
+     "gzip is on but with Accept-Encoding: gzip the response had Content-Encoding: (none)"),
+    ("nginx", {}, "nginx.conf", r"^(\s*)(keepalive_requests \d+;)",
+     r"\1\2\n\1gzip on;\n\1gzip_min_length 20;",
+     "gzip is off but with Accept-Encoding: gzip the response had Content-Encoding: gzip"),
+    ("apache", {"apache__deflate": True}, "httpd.conf", r"^AddOutputFilterByType DEFLATE .*$",
+     "", "gzip is on but with Accept-Encoding: gzip the response had Content-Encoding: (none)"),
+    ("lighttpd", {"lighttpd__deflate": True}, "lighttpd.conf",
+     r"^deflate.mimetypes = .*$", 'deflate.mimetypes = ( "application/x-none" )',
+     "gzip is on but with Accept-Encoding: gzip the response had Content-Encoding: (none)"),
+], ids=["nginx-on-but-plain", "nginx-off-but-compressed", "apache-on-but-plain",
+        "lighttpd-on-but-plain"])
+def test_gzip_fails_on_the_content_encoding_seen(session, monkeypatch, stack, knobs, file,
+                                                pattern, replacement, seen):
+    tamper(monkeypatch, stack, file, pattern, replacement)
+    v = failed(run_stack(session, stack, **knobs), "gzip")
+    assert v.detail.startswith(seen), v.detail
+    assert re.search(r", \d+ B \(plain \d+ B\)$", v.detail), v.detail
+
+
+# expires -----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("stack, file, pattern, replacement", [
+    ("nginx", "nginx.conf", r"expires 1d;", "expires 1h;"),
+    ("apache", "httpd.conf", r'"access plus 1 day"', '"access plus 1 hour"'),
+])
+def test_expires_fails_on_the_max_age_sent(session, monkeypatch, stack, file, pattern,
+                                           replacement):
+    tamper(monkeypatch, stack, file, pattern, replacement)
+    v = failed(run_stack(session, stack, **{f"{stack}__expires": "1d"}), "expires")
+    assert "max-age=3600" in v.detail and "expected max-age=86400" in v.detail
+
+
+# TLS ---------------------------------------------------------------------------------
+
+TLS12 = {"tls": True, "tls_protocols": "TLSv1.2", "tls_ciphers": "ECDHE-RSA-AES128-GCM-SHA256"}
+
+
+@pytest.mark.parametrize("stack, file, pattern, replacement", [
+    ("nginx", "nginx.conf", r"ssl_protocols TLSv1.2;", "ssl_protocols TLSv1.2 TLSv1.3;"),
+    ("apache", "httpd.conf", r"^SSLProtocol -all \+TLSv1.2$", "SSLProtocol -all +TLSv1.2 +TLSv1.3"),
+    ("lighttpd", "lighttpd.conf", r'"MaxProtocol" => "TLSv1.2"', '"MaxProtocol" => "TLSv1.3"'),
+])
+def test_tls_fails_on_the_protocol_negotiated(session, monkeypatch, stack, file, pattern,
+                                              replacement):
+    tamper(monkeypatch, stack, file, pattern, replacement)
+    verdicts = run_stack(session, stack, **{f"{stack}__{k}": v for k, v in TLS12.items()})
+    protocol = failed(verdicts, "tls protocol")
+    assert protocol.detail.startswith("negotiated TLSv1.3"), protocol.detail
+    assert protocol.detail.endswith("expected TLSv1.2"), protocol.detail
+    refused = failed(verdicts, "tls refuses TLSv1.3")
+    assert "a handshake succeeded" in refused.detail
+
+
+def test_tls_fails_on_the_cipher_and_the_resumption_seen(session, monkeypatch):
+    tamper(monkeypatch, "nginx", "nginx.conf", r"ssl_ciphers ECDHE-RSA-AES128-GCM-SHA256;",
+           "ssl_ciphers ECDHE-RSA-AES256-GCM-SHA384;")
+    tamper(monkeypatch, "nginx", "nginx.conf", r"ssl_session_cache \S+;",
+           "ssl_session_cache off;")
+    tamper(monkeypatch, "nginx", "nginx.conf", r"ssl_session_tickets on;",
+           "ssl_session_tickets off;")
+    verdicts = run_stack(session, "nginx", **{f"nginx__{k}": v for k, v in TLS12.items()})
+    cipher = failed(verdicts, "tls cipher")
+    assert cipher.detail == ("TLS 1.2 cipher ECDHE-RSA-AES256-GCM-SHA384; expected "
+                             "ECDHE-RSA-AES128-GCM-SHA256")
+    resumption = failed(verdicts, "tls resumption")
+    assert resumption.detail.startswith("session not resumed, NOT expected")
+
+
+# the server's processes --------------------------------------------------------------
+
+MPM_LINE = r"^LoadModule mpm_{0}_module .*$"
+MPM_MODULE = "LoadModule mpm_{0}_module /usr/lib/apache2/modules/mod_mpm_{0}.so"
+ITK_MODULE = "LoadModule mpm_itk_module /usr/lib/apache2/modules/mpm_itk.so"
+
+
+@pytest.mark.parametrize("mpm, pattern, replacement, seen", [
+    ("event", MPM_LINE.format("event"), MPM_MODULE.format("worker"),
+     "server reports MPM worker, expected event"),
+    ("worker", MPM_LINE.format("worker"), MPM_MODULE.format("event"),
+     "server reports MPM event, expected worker"),
+    ("itk", MPM_LINE.format("itk"), "", "server reports MPM prefork, expected itk"),
+    ("prefork", MPM_LINE.format("prefork"), MPM_MODULE.format("prefork") + "\n" + ITK_MODULE,
+     "server reports MPM prefork with mpm-itk, expected prefork"),
+], ids=["event-runs-worker", "worker-runs-event", "itk-runs-prefork", "prefork-runs-itk"])
+def test_apache_mpm_fails_on_the_mpm_the_server_reports(session, monkeypatch, mpm, pattern,
+                                                        replacement, seen):
+    tamper(monkeypatch, "apache", "httpd.conf", pattern, replacement)
+    v = failed(run_stack(session, "apache", apache__mpm=mpm), "mpm")
+    assert v.detail == seen
+
+
+def test_lighttpd_workers_fail_on_the_processes_counted(session, monkeypatch):
+    tamper(monkeypatch, "lighttpd", "lighttpd.conf", r"^server.max-worker = 0$",
+           "server.max-worker = 2")
+    v = failed(run_stack(session, "lighttpd"), "workers")
+    assert re.fullmatch(r"[23] lighttpd processes, expected 1", v.detail), v.detail
+
+
+def test_nofile_fails_on_the_limits_the_processes_have(session, monkeypatch):
+    tamper(monkeypatch, "nginx", "nginx.conf", r"worker_rlimit_nofile 4096;",
+           "worker_rlimit_nofile 2048;")
+    v = failed(run_stack(session, "nginx", nginx__nofile=4096, nginx__worker_processes=1),
+               "nofile")
+    assert v.detail == "open-files limit of its processes: [2048, 4096], expected 4096"
+
+
+# PHP and Perl ------------------------------------------------------------------------
+
+def test_php_sapi_fails_when_another_sapi_runs(session, monkeypatch):
+    """The stack claims mod_php's SAPI; PHP-FPM is what answers."""
+    monkeypatch.setitem(STACKS, "nginx+php-fpm",
+                        replace(STACKS["nginx+php-fpm"], php_sapi="apache2handler"))
+    v = failed(run_stack(session, "nginx+php-fpm", "php-page"), "sapi")
+    assert v.detail == "PHP_SAPI is fpm-fcgi, expected apache2handler"
+
+
+def test_php_opcache_fails_when_the_ini_turns_it_off(session, monkeypatch):
+    tamper(monkeypatch, "php-fpm", "php.ini", r"^opcache.enable = 1$", "opcache.enable = 0")
+    v = failed(run_stack(session, "nginx+php-fpm", "php-page", php__opcache=True), "opcache")
+    assert "opcache_enabled is False" in v.detail
+
+
+def test_perl_handler_fails_when_another_handler_runs(session, monkeypatch):
+    """The stack claims ModPerl::Registry; plain CGI is what answers."""
+    monkeypatch.setitem(STACKS, "apache+perl-cgi",
+                        replace(STACKS["apache+perl-cgi"], perl="registry"))
+    v = failed(run_stack(session, "apache+perl-cgi", "perl-page"), "handler registry")
+    assert v.detail.startswith("no mod_perl")
+
+
+# MariaDB -----------------------------------------------------------------------------
+
+def small_app(session):
+    """The model application on 1,000 articles (quick to seed)."""
+    deployed = deploy("app-mix", session.run_dir("docroot-app-mix"), seed=5)
+    return replace(deployed, database=AppDatabase(5, articles=1000))
+
+
+def test_mariadb_settings_fail_on_the_values_the_server_reports(session, monkeypatch):
+    tamper(monkeypatch, "mariadb", "my.cnf", r"^innodb_buffer_pool_size = 128M$",
+           "innodb_buffer_pool_size = 64M")
+    verdicts = run_stack(session, "nginx+php-fpm+mariadb", deployed=small_app(session))
+    v = failed(verdicts, "settings")
+    assert v.detail == ("not applied: innodb_buffer_pool_size = 67108864 "
+                        "(wanted 134217728)")
+
+
+def test_mariadb_query_cache_fails_on_the_hits_counted(session, monkeypatch):
+    tamper(monkeypatch, "mariadb", "my.cnf", r"^query_cache_size = 16M$", "query_cache_size = 0M")
+    verdicts = run_stack(session, "nginx+php-fpm+mariadb", deployed=small_app(session),
+                         mariadb__query_cache_type="on")
+    v = failed(verdicts, "query cache")
+    assert v.detail == "query cache is on but a repeated page got 0 hits"
+
+
+# memcached ---------------------------------------------------------------------------
+
+def test_memcached_sessions_are_read_back_from_memcached(session):
+    verdicts = run_stack(session, "nginx+php-fpm+memcached", "php-session")
+    v = next(v for v in verdicts if v.check == "sessions")
+    assert v.status is Status.PASS, v
+    assert v.data["found"] and v.data["total_items_added"] >= 1
+    assert v.detail.startswith(f"session {v.data['session_id'][:8]}… stored in memcached")
+
+
+def test_memcached_sessions_fail_when_php_keeps_them_in_files(session):
+    """A real memcached beside nginx + PHP-FPM whose sessions go to files: the session
+    page works, but nothing lands in memcached, and the verdict says which key it missed."""
+    deployed = deploy("php-session", session.run_dir("docroot-php-session"))
+    running = RunningStack(STACKS["nginx+php-fpm"])
+    memcached = COMPONENTS["memcached"]
+    user, group = lab.server_user()
+    ctx = RenderContext(session.run_dir("memcached"), deployed.docroot, "127.0.0.1",
+                        free_port(), user, group)
+    store = memcached.start(ctx, REGISTRY.defaults("memcached"))
+    try:
+        start_stack(running, knobs_for("nginx+php-fpm"), deployed, session.run_dir("run"),
+                    make_certificate(session.dir))
+        [v] = memcached.verify(store, running.front)
+    finally:
+        assert stop_stack(running) == []
+        memcached.stop(store)
+    assert v.status is Status.FAIL, v
+    sid = v.data["session_id"]
+    assert sid and v.data["found"] is False
+    assert v.detail == (f"/session.php answered 200; session {sid} is not in memcached "
+                        f"(get memc.sess.key.{sid}: not found); total_items +0")
+
+
+# end to end --------------------------------------------------------------------------
+
+LYING = """
+[experiment]
+name = "lying"
+repetitions = 1
+requests = 200
+warmup = "0s"
+
+[knobs]
+nginx.gzip = true
+
+[matrix]
+stack = ["nginx", "apache"]
+workload = ["static-page"]
+concurrency = [1]
+"""
+
+
+def test_an_experiment_whose_verification_fails_stores_an_invalid_run_without_load(
+        tmp_path, monkeypatch):
+    """nginx's config has gzip off while nginx.gzip says on: its run is `invalid`, the load
+    engine never runs against it, `show` counts it; apache's run goes on and is measured."""
+    require_engine()
+    tamper(monkeypatch, "nginx", "nginx.conf", r"^(\s*)gzip on;", r"\1gzip off;")
+    loads = []
+    real_run_load = runner.run_load
+    monkeypatch.setattr(runner, "run_load", lambda plan, run_dir: loads.append(plan) or
+                        real_run_load(plan, run_dir))
+    spec, db = tmp_path / "lying.toml", tmp_path / "stacklab.db"
+    spec.write_text(LYING)
+    result = CliRunner().invoke(cli, ["run", str(spec), "--db", str(db)])
+    assert result.exit_code == 0, result.output
+    rows = {label.split()[0]: (outcome, reason, load, rps, json.loads(verdicts))
+            for label, outcome, reason, load, rps, verdicts in sqlite3.connect(db).execute(
+                "SELECT t.label, r.outcome, r.reason, r.load_json, r.rps, r.verdicts_json "
+                "FROM runs r JOIN trials t USING (trial_id)")}
+    outcome, reason, load, rps, verdicts = rows["nginx"]
+    assert outcome == "invalid"
+    assert load is None and rps is None                  # no engine report stored
+    assert reason.startswith("gzip: gzip is on but with Accept-Encoding: gzip the response "
+                             "had Content-Encoding: (none)")
+    assert {v["check"]: v["status"] for v in verdicts}["gzip"] == "FAIL"
+    assert rows["apache"][0] == "ok" and rows["apache"][2] is not None, rows["apache"][1]
+    assert len(loads) == 1                  # the engine ran for apache's run only
+
+    shown = CliRunner().invoke(cli, ["show", "lying", "--db", str(db)])
+    assert shown.exit_code == 0, shown.output
+    nginx_row = next(line for line in shown.output.splitlines() if "nginx" in line
+                     and "│" in line)
+    assert "+1 invalid" in nginx_row, shown.output
+    assert "Content-Encoding: (none)" in shown.output.replace("\n", " ")
+    assert server_processes() == []
