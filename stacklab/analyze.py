@@ -10,7 +10,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from .flags import LATENCY_DISTORTING, dispersion, run_flags
+from .flags import BOUNDING, LATENCY_DISTORTING, dispersion, run_flags
 from .stats import Comparison, bootstrap_ci, compare, median, merged_percentiles
 from .store import RunRecord, Store
 
@@ -76,6 +76,7 @@ class TrialSummary:
     reasons: tuple[str, ...]              # why runs failed
     verdicts: tuple[dict, ...] = field(default=())   # of the latest run
     flag_details: tuple[tuple[str, str], ...] = ()   # (flag, the numbers that raised it)
+    idle_pss_mib_per_worker: dict[str, Estimate] = field(default_factory=dict)  # before load
 
     @property
     def latency_distorted(self) -> bool:
@@ -163,7 +164,8 @@ def summarize(definition: dict, label: str, trial_id: str,
         sum(r.load["requests"]["failed"] for r in ok),
         tuple(name for name, _ in details),
         tuple(sorted({r.reason for r in runs if r.outcome != "ok" and r.reason})),
-        tuple(runs[-1].verdicts) if runs else (), tuple(details))
+        tuple(runs[-1].verdicts) if runs else (), tuple(details),
+        per_component("idle_pss_mib_per_worker"))
 
 
 def _flag_details(ok: list[RunRecord]) -> list[tuple[str, str]]:
@@ -202,6 +204,7 @@ def load_view(store: Store, experiment: str | int | None) -> ExperimentView:
 # by the load engine or by other work on the host served less than the server could.
 BOUNDING_FLAGS = {"generator-bound": "was limited by the load engine",
                   "host-busy": "ran while the host was busy with other work"}
+assert set(BOUNDING_FLAGS) == set(BOUNDING), "flags.BOUNDING and the words for it disagree"
 
 
 @dataclass(frozen=True)

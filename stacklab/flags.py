@@ -34,7 +34,8 @@ HOST_STEAL_SHARE = 0.02       # steal time, share of all CPU time
 
 # Flags after which a run's percentiles are not the trial's latency.
 LATENCY_DISTORTING = ("starved", "littles-law")
-# Flags after which a ratio against the run is a bound, not a measurement.
+# Flags after which a ratio against the run is a bound, not a measurement (analyze.py
+# words them in BOUNDING_FLAGS).
 BOUNDING = ("generator-bound", "host-busy")
 
 

@@ -45,6 +45,7 @@ class ComponentTrace:
     component: str
     samples: list[Sample] = field(default_factory=list)
     per_process_pss_mib: list[float] = field(default_factory=list)  # latest PSS reading
+    idle_pss_mib: list[float] | None = None   # per process, the reading before any load
 
     def cpu_between(self, t0: float, t1: float) -> tuple[float, float]:
         """(user, sys) CPU seconds used between two moments (nearest samples)."""
@@ -72,9 +73,21 @@ class ComponentTrace:
             "threads_max": max((s.threads for s in during), default=0),
             "pss_mib_per_worker": _r(statistics.fmean(workers) if workers else None),
             "rss_mib_idle_before": _r(self.samples[0].rss_mib if self.samples else None),
+            **self.idle(),
             "rss_mib_after": _r(self.samples[-1].rss_mib if self.samples else None),
             "samples": [asdict(s) for s in self.samples],
         }
+
+
+    def idle(self) -> dict:
+        """Memory after ready and before load (the monitor's first sample): what each
+        process costs at rest (S2, S4), measured, not inferred from a light load."""
+        if self.idle_pss_mib is None or not self.samples:
+            return {}
+        workers = self.idle_pss_mib[1:] or self.idle_pss_mib
+        return {"idle_processes": self.samples[0].processes,
+                "idle_pss_mib": _r(sum(self.idle_pss_mib)),
+                "idle_pss_mib_per_worker": _r(statistics.fmean(workers) if workers else None)}
 
 
 def _r(v: float | None) -> float | None:
@@ -172,7 +185,7 @@ class Monitor:
     def __enter__(self) -> "Monitor":
         self._t0 = time.monotonic()
         self._thread.start()
-        while not any(t.samples for t in self.traces.values()) and self._thread.is_alive():
+        while not self.host and self._thread.is_alive():
             time.sleep(0.005)   # the idle "before" sample exists before load starts
         return self
 
@@ -227,6 +240,8 @@ class Monitor:
                 pss_total = sum(r[0] for r in readings)
                 uss_total = sum(r[1] for r in readings)
                 trace.per_process_pss_mib = [round(r[0], 2) for r in readings]
+                if trace.idle_pss_mib is None:
+                    trace.idle_pss_mib = trace.per_process_pss_mib
             trace.samples.append(Sample(round(t, 3), round(user - base[0], 4),
                                         round(sys - base[1], 4), round(rss, 2),
                                         _r(pss_total), _r(uss_total), len(live), threads))

@@ -88,3 +88,77 @@ def test_a_cpu_list_that_cannot_be_used_is_refused_naming_it(value, why):
         REGISTRY.get("nginx.cpus").check(value)
     with pytest.raises(ValueError, match="load.cpus"):
         REGISTRY.get("load.cpus").check(value)
+
+
+HOLD = """
+import sys, time
+block = bytearray(int(sys.argv[1]) * 1024 * 1024)
+for i in range(0, len(block), 4096):
+    block[i] = 1
+print("ready", flush=True)
+end = time.monotonic() + float(sys.argv[2])
+while time.monotonic() < end:      # burn a core (0: just hold the memory)
+    pass
+time.sleep(30)
+"""
+
+
+def hold(mib: int, burn_s: float):
+    import subprocess
+    import sys
+    proc = subprocess.Popen([sys.executable, "-c", HOLD, str(mib), str(burn_s)],
+                            start_new_session=True, stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == "ready"
+    return proc
+
+
+def release(proc) -> None:
+    procs.stop_group(proc.pid)
+    proc.wait()
+
+
+def test_idle_memory_is_the_reading_before_load():
+    from stacklab.monitor import Monitor
+    idle = hold(120, 0)
+    try:
+        with Monitor({"holder": idle.pid}) as monitor:
+            pass
+        summary = monitor.traces["holder"].summary(0, monitor.now_s())
+        assert summary["idle_processes"] == 1
+        assert 120 <= summary["idle_pss_mib"] < 160
+    finally:
+        release(idle)
+
+
+def cpu_s(pid: int) -> float:
+    from stacklab.monitor import TICKS
+    f = procs.proc_stat(pid)
+    return (int(f[11]) + int(f[12])) / TICKS
+
+
+def test_cpu_outside_the_lab_is_measured_and_the_lab_own_is_not():
+    """A core burnt by a process the lab does not own counts as outside; the same burn
+    inside a monitored component does not (judged against the burner's own CPU, read
+    independently, so other work on the machine does not decide the test)."""
+    import time
+    from stacklab.monitor import Monitor
+    for owned in (False, True):
+        burner = hold(1, 1.5)
+        try:
+            with Monitor({"component": burner.pid} if owned else {}) as monitor:
+                time.sleep(0.1)
+                t0, before = monitor.now_s(), cpu_s(burner.pid)
+                time.sleep(1.0)
+                t1, burnt = monitor.now_s(), cpu_s(burner.pid) - before
+                time.sleep(0.15)
+            lab_cpu = (monitor.traces["component"].summary(t0, t1)["cpu_s"] if owned
+                       else 0.0)
+            host = monitor.host_window(t0, t1, lab_cpu)
+        finally:
+            release(burner)
+        share = burnt / (t1 - t0)
+        assert share > 0.2, "the burner hardly ran: the machine is overloaded"
+        if owned:
+            assert host["outside_cores"] <= host["busy_cores"] - share + 0.15, (host, share)
+        else:
+            assert host["outside_cores"] >= share - 0.15, (host, share)

@@ -60,9 +60,9 @@ def print_summary(view: ExperimentView, console: Console) -> None:
     if common:
         console.print("every trial: " + " ".join(f"{k}={v}" for k, v in sorted(common.items())))
     console.print("req/s: median of the repetitions with a bootstrap 95% CI (fewer than 6 "
-                  "repetitions: [min, max], at the level in brackets); latency: "
-                  "percentiles of all runs' merged histograms; srv CPU: every server process",
-                  markup=False)
+                  "repetitions: their range, min…max relative to the median, which is no "
+                  "95% interval); latency: percentiles of all runs' merged histograms; "
+                  "srv CPU: every server process", markup=False)
     from .headline import headlines
     for h in headlines(view):
         console.print(f"• {h.workload}, {h.concurrency} connections: "
