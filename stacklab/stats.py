@@ -21,7 +21,8 @@ from scipy.special import stdtr, stdtrit   # Student's t CDF and quantile
 
 RESAMPLES = 4000
 ALPHA = 0.05
-_V2_COMPRESSED_COOKIE = 0x1C849314
+_V2_COOKIE = 0x1C849313             # uncompressed V2: engine schema 1 (stored runs)
+_V2_COMPRESSED_COOKIE = 0x1C849314  # the standard compressed V2: engine schema 2 and later
 
 
 def median(values: Sequence[float]) -> float | None:
@@ -173,11 +174,36 @@ def compare(a: Sequence[float], b: Sequence[float], alpha: float = ALPHA) -> Com
 
 
 def decode_histogram(b64: str) -> HdrHistogram:
-    """The engine's histogram (HdrHistogram V2, uncompressed, base64) as an HdrHistogram."""
+    """The engine's histogram (HdrHistogram V2, base64) as an HdrHistogram. Schema 2
+    reports hold the standard compressed form, which hdrh decodes as it is; schema 1
+    reports (stored runs) hold the uncompressed form hdrh refuses, so it is wrapped in
+    the compressed one first. The cookie (first 4 bytes) says which."""
     raw = base64.b64decode(b64)
+    cookie = int.from_bytes(raw[:4], "big")
+    if cookie == _V2_COMPRESSED_COOKIE:
+        return HdrHistogram.decode(b64)
+    if cookie != _V2_COOKIE:
+        raise ValueError(f"not an HdrHistogram V2 encoding (cookie {cookie:#010x})")
     packed = zlib.compress(raw)
     wrapped = struct.pack(">ii", _V2_COMPRESSED_COOKIE, len(packed)) + packed
     return HdrHistogram.decode(base64.b64encode(wrapped))
+
+
+def tail_time_share(histogram: str, share: float) -> float:
+    """The fraction of all recorded time that the slowest `share` of values hold (0.01:
+    the slowest 1% of requests). A closed loop whose clients take turns in an accept
+    queue puts nearly all its time there while its percentiles stay small."""
+    h = decode_histogram(histogram)
+    steps = sorted(((it.value_iterated_to, it.count_added_in_this_iter_step)
+                    for it in h.get_recorded_iterator()), reverse=True)
+    total = sum(v * n for v, n in steps)
+    left, top = h.get_total_count() * share, 0.0
+    for value, count in steps:
+        if left <= 0:
+            break
+        take = min(count, left)
+        top, left = top + take * value, left - take
+    return top / total if total else 0.0
 
 
 def merged_percentiles(histograms: Sequence[str],

@@ -162,3 +162,46 @@ def test_cpu_outside_the_lab_is_measured_and_the_lab_own_is_not():
             assert host["outside_cores"] <= host["busy_cores"] - share + 0.15, (host, share)
         else:
             assert host["outside_cores"] >= share - 0.15, (host, share)
+
+
+PREFORK = """
+[experiment]
+name = "prefork-256"
+repetitions = 1
+duration = "2s"
+warmup = "1s"
+
+[knobs]
+apache.mpm = "prefork"
+
+[matrix]
+stack = ["apache"]
+workload = ["static-page"]
+concurrency = [256]
+apache.start_servers = [0, 256]
+apache.max_request_workers = [150, 256]
+exclude = [{ "apache.start_servers" = 256, "apache.max_request_workers" = 150 },
+           { "apache.start_servers" = 0, "apache.max_request_workers" = 256 }]
+"""
+
+
+def test_prefork_with_too_few_workers_for_its_connections_is_flagged_starved(tmp_path):
+    """Debian's prefork defaults (5 start servers, 150 workers) at 256 keep-alive
+    connections serve clients in turns: flagged, with the numbers, in show. With 256
+    servers started and allowed, every connection is served alike: no flag."""
+    import json
+    import sqlite3
+    from typer.testing import CliRunner
+    from stacklab.cli import cli
+    from helpers import require_engine
+    require_engine()
+    spec, db = tmp_path / "prefork.toml", tmp_path / "r.db"
+    spec.write_text(PREFORK)
+    result = CliRunner().invoke(cli, ["run", str(spec), "--db", str(db)])
+    assert result.exit_code == 0, result.output
+    rows = sqlite3.connect(db).execute("SELECT knobs_json, flags_json FROM runs").fetchall()
+    flags = {json.loads(k)["apache"]["max_request_workers"]: json.loads(f) for k, f in rows}
+    assert "starved" in flags[150]
+    assert "starved" not in flags[256]
+    shown = " ".join(CliRunner().invoke(cli, ["show", "--db", str(db)]).output.split())
+    assert "starved — 1 of 1 runs" in shown and "of the clients' time" in shown
