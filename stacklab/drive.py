@@ -15,7 +15,13 @@ from .knobs import Knob
 
 ENGINE_NAME = "stacklab-load"
 REPO_ENGINE = Path(__file__).resolve().parent.parent / "engine/target/release" / ENGINE_NAME
-SUPPORTED_SCHEMA = 1
+# Report versions this side reads: the engine prints 2; stored runs hold 1. Keys new in 2
+# (connections, in_flight, ended_early, timeseries width_s) are read with .get.
+SUPPORTED_SCHEMAS = (1, 2)
+# Exit statuses after which the engine has printed its full report (engine/README.md,
+# "Exit status"): a run that completed nothing or was interrupted is data, not a crash.
+REPORT_EXITS = {0: "ok", 3: "no request completed", 4: "error share above --max-error-rate",
+                130: "interrupted"}
 
 LOAD_KNOBS = [
     Knob("load", "keepalive", bool, True, "Reuse connections (HTTP/1.1 keep-alive); off opens "
@@ -68,15 +74,16 @@ class LoadReport:
     p50_us: float
     p99_us: float
     engine_cpu_s: float
+    exit_status: int = 0                # one of REPORT_EXITS
 
     @classmethod
-    def from_json(cls, doc: dict) -> "LoadReport":
-        if doc.get("schema_version") != SUPPORTED_SCHEMA:
+    def from_json(cls, doc: dict, exit_status: int = 0) -> "LoadReport":
+        if doc.get("schema_version") not in SUPPORTED_SCHEMAS:
             raise EngineError(f"engine report schema_version {doc.get('schema_version')!r}, "
-                              f"expected {SUPPORTED_SCHEMA}")
+                              f"expected one of {SUPPORTED_SCHEMAS}")
         lat, eng = doc["latency_us"], doc["engine"]
         return cls(doc, doc["requests"]["completed"], doc["requests"]["failed"], doc["rps"],
-                   lat["p50"], lat["p99"], eng["cpu_user_s"] + eng["cpu_sys_s"])
+                   lat["p50"], lat["p99"], eng["cpu_user_s"] + eng["cpu_sys_s"], exit_status)
 
 
 def engine_argv(plan: LoadPlan, urls_file: Path) -> list[str]:
@@ -123,14 +130,15 @@ def run_load(plan: LoadPlan, work_dir: Path) -> LoadReport:
             except subprocess.TimeoutExpired:
                 proc.kill()
             raise
-    if proc.returncode != 0:
+    if proc.returncode not in REPORT_EXITS:
         raise EngineError(f"{ENGINE_NAME} exited {proc.returncode}: "
                           f"{err.decode(errors='replace').strip()[-500:]}")
     try:
         doc = json.loads(out)
     except json.JSONDecodeError as e:
-        raise EngineError(f"{ENGINE_NAME} printed no JSON report: {e}") from e
-    return LoadReport.from_json(doc)
+        raise EngineError(f"{ENGINE_NAME} printed no JSON report (exit {proc.returncode}): "
+                          f"{e}") from e
+    return LoadReport.from_json(doc, proc.returncode)
 
 
 def engine_version() -> str:

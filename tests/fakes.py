@@ -11,35 +11,61 @@ from hdrh.histogram import HdrHistogram
 from stacklab.store import RunRecord, Store
 
 
-def engine_histogram(values) -> str:
-    """Latencies (µs) as the engine serializes them: uncompressed V2, base64."""
+def engine_histogram(values, schema: int = 2) -> str:
+    """Latencies (µs) as the engine serializes them, base64: the standard compressed V2
+    (schema 2), or the uncompressed V2 of schema 1 reports (stored runs)."""
     h = HdrHistogram(1, 3_600_000_000, 3)
     for v in values:
         h.record_value(int(v))
+    if schema >= 2:
+        return h.encode().decode()
     wrapped = base64.b64decode(h.encode())
     _, length = struct.unpack(">ii", wrapped[:8])
     return base64.b64encode(zlib.decompress(wrapped[8:8 + length])).decode()
 
 
+def _stats(s: list[float], count: int) -> dict:
+    pct = lambda q: s[min(len(s) - 1, int(q * len(s)))]  # noqa: E731
+    return {"count": count, "min": s[0], "mean": sum(s) / len(s), "stdev": 1.0,
+            "p50": pct(0.5), "p90": pct(0.9), "p99": pct(0.99), "p999": pct(0.999),
+            "max": s[-1]}
+
+
 def fake_load(rps: float, latency_us: float, seed: int, duration_s: float = 2.0,
-              engine_cpu_s: float = 0.5, threads: int = 2) -> dict:
+              engine_cpu_s: float = 0.5, threads: int = 2, warmup_s: float = 0.0,
+              schema: int = 2) -> dict:
+    """An engine report. Connections follow Little's law (latency × rate), every one
+    served evenly. The uncorrected latency is lower than the corrected one, as in an
+    open loop, so that code reading the wrong one shows in a test. `engine_cpu_s` is the
+    whole process's CPU, warm-up included, as the engine reports it."""
     rng = random.Random(seed)
     completed = int(rps * duration_s)
     samples = [latency_us * rng.lognormvariate(0, 0.3) for _ in range(400)]
     s = sorted(samples)
-    pct = lambda q: s[min(len(s) - 1, int(q * len(s)))]  # noqa: E731
-    stats = {"count": completed, "min": s[0], "mean": sum(s) / len(s), "stdev": 1.0,
-             "p50": pct(0.5), "p90": pct(0.9), "p99": pct(0.99), "p999": pct(0.999),
-             "max": s[-1]}
-    return {"schema_version": 1, "config": {"threads": threads, "warmup_s": 0.0, "rate": None},
-            "duration_s": duration_s, "rps": rps,
-            "requests": {"completed": completed, "failed": 0, "errors": {}},
-            "status": {"200": completed}, "bytes": {"total": completed * 3500,
-                                                    "body": completed * 3306},
-            "latency_us": stats, "latency_uncorrected_us": stats,
-            "engine": {"version": "0.1.0", "cpu_user_s": engine_cpu_s * 0.4,
-                       "cpu_sys_s": engine_cpu_s * 0.6},
-            "histogram": engine_histogram(samples), "timeseries": []}
+    connections = max(1, round(latency_us * rps / 1e6))
+    doc = {"schema_version": schema,
+           "config": {"threads": threads, "warmup_s": warmup_s, "rate": None,
+                      "connections": connections},
+           "duration_s": duration_s, "rps": rps,
+           "requests": {"completed": completed, "failed": 0, "errors": {}},
+           "status": {"200": completed}, "bytes": {"total": completed * 3500,
+                                                   "body": completed * 3306},
+           "latency_us": _stats(s, completed),
+           "latency_uncorrected_us": _stats([v * 0.8 for v in s], completed),
+           "engine": {"version": "0.1.0", "cpu_user_s": engine_cpu_s * 0.4,
+                      "cpu_sys_s": engine_cpu_s * 0.6},
+           "histogram": engine_histogram(samples, schema), "timeseries": []}
+    if schema >= 2:
+        per_slot = completed // connections
+        doc["connections"] = {
+            "slots": connections,
+            "requests_per_slot": {"min": per_slot * 95 // 100, "p1": per_slot * 95 // 100,
+                                  "median": per_slot, "max": per_slot * 105 // 100 + 1},
+            "idle_slots": 0,
+            "longest_wait_us": {"median": int(s[-1] * 0.8), "max": int(s[-1])}}
+        doc["in_flight"] = {"count": connections, "age_us_max": int(s[-1]),
+                            "age_us_median": int(s[len(s) // 2]), "older_than_run": 0}
+    return doc
 
 
 def fake_resources(component: str, cpu_s: float, rss: float) -> dict:

@@ -1,0 +1,140 @@
+"""The engine's JSON report as the Python side reads it: the real binary against a small
+loopback server, its histogram decoded by the independent `hdrh` decoder, the report
+checked against the engine's own schema; old (schema 1) and new (schema 2) reports and
+both histogram encodings read; the exit statuses after which a report is data."""
+
+import base64
+import json
+import subprocess
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import jsonschema
+import pytest
+from hdrh.histogram import HdrHistogram
+
+from stacklab.analyze import engine_cpu_measured_s
+from stacklab.drive import LOAD_KNOBS, REPO_ENGINE, LoadPlan, LoadReport, run_load
+from stacklab.errors import EngineError
+from stacklab.stats import decode_histogram, merged_percentiles
+
+from fakes import engine_histogram, fake_load
+from helpers import ROOT, require_engine
+
+SCHEMA = json.loads((ROOT / "engine" / "schema" / "report.schema.json").read_text())
+BODY = b"x" * 600
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"     # keep-alive, as the engine expects by default
+    disable_nagle_algorithm = True    # head and body go in two writes: no 40 ms stalls
+
+    def do_GET(self):
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(BODY)))
+        self.end_headers()
+        self.wfile.write(BODY)
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture(scope="module")
+def server_url():
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    httpd.daemon_threads = True
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}/"
+    httpd.shutdown()
+    httpd.server_close()
+
+
+@pytest.fixture
+def refused_url():
+    """A loopback port nothing listens on (bound, then closed)."""
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    return f"http://127.0.0.1:{port}/"
+
+
+def run_engine(*args: str) -> tuple[int, dict]:
+    require_engine()
+    out = subprocess.run([str(REPO_ENGINE), "--json", *args], capture_output=True,
+                         timeout=60, stdin=subprocess.DEVNULL)
+    return out.returncode, json.loads(out.stdout)
+
+
+def test_real_histogram_decodes_with_hdrh_and_matches_the_report(server_url):
+    # 1000 requests: 99% of them is a whole rank, where hdrh's rounded rank and the
+    # engine's ceiling agree (see engine/README.md, "Percentiles: one rank rule").
+    code, doc = run_engine("-c", "2", "--threads", "1", "-n", "1000", server_url)
+    assert code == 0
+    raw = base64.b64decode(doc["histogram"])
+    assert int.from_bytes(raw[:4], "big") == 0x1C849314     # standard compressed V2
+    h = HdrHistogram.decode(doc["histogram"])                # the independent decoder
+    assert h.get_total_count() == doc["requests"]["completed"] == 1000
+    assert h.get_value_at_percentile(99) == pytest.approx(doc["latency_us"]["p99"], rel=1e-3)
+    assert decode_histogram(doc["histogram"]).get_total_count() == 1000
+
+
+def test_real_report_follows_its_schema(server_url):
+    code, doc = run_engine("-c", "3", "-n", "300", server_url)
+    assert code == 0
+    jsonschema.Draft202012Validator(SCHEMA).validate(doc)
+    assert doc["schema_version"] == 2
+    assert doc["connections"]["slots"] == 3 and doc["connections"]["idle_slots"] == 0
+    assert doc["in_flight"]["count"] == 0
+    assert "ended_early" not in doc
+
+
+def test_a_run_that_completed_nothing_is_a_report_not_a_crash(refused_url, tmp_path):
+    load = {k.name: k.default for k in LOAD_KNOBS}
+    plan = LoadPlan(urls=((refused_url, 1),), connections=2, duration_s=None, requests=6,
+                    warmup_s=0.0, load=load)
+    require_engine()
+    report = run_load(plan, tmp_path)          # the engine exits 3 and prints its report
+    assert (report.exit_status, report.completed, report.failed) == (3, 0, 6)
+    assert report.raw["requests"]["errors"]["connect"] == 6
+
+
+def test_reports_of_both_schemas_load_and_others_are_refused():
+    for schema in (1, 2):
+        doc = fake_load(1000, 500, seed=1, schema=schema)
+        report = LoadReport.from_json(doc)
+        assert report.completed == 2000 and report.p99_us == doc["latency_us"]["p99"]
+    assert "connections" not in fake_load(1000, 500, seed=1, schema=1)
+    with pytest.raises(EngineError, match="schema_version 3"):
+        LoadReport.from_json(dict(fake_load(1000, 500, seed=1), schema_version=3))
+
+
+def test_both_histogram_encodings_decode_to_the_same_histogram():
+    values = [100 + (i * 7919) % 50_000 for i in range(500)]
+    old, new = engine_histogram(values, schema=1), engine_histogram(values, schema=2)
+    assert int.from_bytes(base64.b64decode(old)[:4], "big") == 0x1C849313
+    a, b = decode_histogram(old), decode_histogram(new)
+    for p in (50, 90, 99, 99.9, 100):
+        assert a.get_value_at_percentile(p) == b.get_value_at_percentile(p)
+    merged = merged_percentiles([old, new])
+    assert merged["count"] == 1000 and merged["p99"] == a.get_value_at_percentile(99)
+    with pytest.raises(ValueError, match="cookie"):
+        decode_histogram(base64.b64encode(b"\0" * 40).decode())
+
+
+def test_fakes_keep_the_contract():
+    doc = fake_load(10_000, 1600, seed=2)
+    props = SCHEMA["properties"]
+    for key in ("connections", "in_flight"):
+        jsonschema.Draft202012Validator(props[key]).validate(doc[key])
+    assert doc["connections"]["slots"] == doc["config"]["connections"] == 16
+    assert doc["latency_uncorrected_us"]["p99"] < doc["latency_us"]["p99"]
+
+
+def test_engine_cpu_of_the_measured_phase_leaves_out_the_warmup():
+    # The engine reports its whole process: 1.2 s over 1 s of warm-up + 2 s measured.
+    load = fake_load(1000, 500, seed=1, duration_s=2.0, engine_cpu_s=1.2, warmup_s=1.0)
+    assert engine_cpu_measured_s(load) == pytest.approx(0.8)
+    assert engine_cpu_measured_s(fake_load(1000, 500, seed=1, engine_cpu_s=1.2)) == \
+        pytest.approx(1.2)
