@@ -198,6 +198,22 @@ def test_php_opcache_fails_when_the_ini_turns_it_off(session, monkeypatch):
     assert "opcache_enabled is False" in v.detail
 
 
+def test_php_ini_fails_on_what_php_reports(session, monkeypatch):
+    tamper(monkeypatch, "php-fpm", "php.ini", r"^expose_php = Off$", "expose_php = On")
+    v = failed(run_stack(session, "nginx+php-fpm", "php-page", php__expose_php=False),
+               "php.ini")
+    assert "expose_php" in v.detail, v.detail
+
+
+def test_php_process_per_request_fails_when_processes_persist(session, monkeypatch):
+    """The stack claims a new PHP process per request (plain CGI); mod_fcgid keeps them."""
+    monkeypatch.setitem(STACKS, "apache+fcgid",
+                        replace(STACKS["apache+fcgid"], php_persistent=False))
+    v = failed(run_stack(session, "apache+fcgid", "php-page"), "process per request")
+    assert re.fullmatch(r"expected a new PHP process per request, saw pids \[\d+(, \d+)?\]",
+                        v.detail), v.detail
+
+
 def test_perl_handler_fails_when_another_handler_runs(session, monkeypatch):
     """The stack claims ModPerl::Registry; plain CGI is what answers."""
     monkeypatch.setitem(STACKS, "apache+perl-cgi",
