@@ -53,13 +53,17 @@ def _os_name() -> str:
 
 
 def git_commit() -> str | None:
-    """HEAD of the stacklab checkout, with '-dirty' if it has uncommitted changes."""
+    """HEAD of the stacklab checkout, with '-dirty' if it has uncommitted changes.
+
+    `--no-optional-locks`: `git status` would otherwise refresh .git/index, and run as
+    root in a user's checkout it would leave a root-owned index behind."""
+    git = ["git", "--no-optional-locks"]
     try:
-        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True,
+        head = subprocess.run([*git, "rev-parse", "HEAD"], cwd=REPO, capture_output=True,
                               text=True, timeout=10)
         if head.returncode != 0:
             return None
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
+        dirty = subprocess.run([*git, "status", "--porcelain", "--untracked-files=no"],
                                cwd=REPO, capture_output=True, text=True, timeout=10)
         return head.stdout.strip() + ("-dirty" if dirty.stdout.strip() else "")
     except (OSError, subprocess.TimeoutExpired):
