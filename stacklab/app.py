@@ -121,7 +121,7 @@ class _store:
         if not db.exists():
             raise StacklabError(f"--db {db}: no results database there yet "
                                 "(run an experiment first)")
-        self.store = Store.open(db)
+        self.store = Store.open(db, readonly=True)     # these commands only read
 
     def __enter__(self) -> Store:
         return self.store

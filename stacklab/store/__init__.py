@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
+from urllib.parse import quote
 
 from ..errors import NotFound, StoreError
 from .migrations import MIGRATIONS
@@ -41,7 +43,11 @@ class Store:
         self.conn = conn
 
     @classmethod
-    def open(cls, path: Path) -> "Store":
+    def open(cls, path: Path, readonly: bool = False) -> "Store":
+        """Open (and migrate) the database; `readonly` for commands that only read: such
+        a database is never written, so it may be on a read-only filesystem."""
+        if readonly:
+            return cls(_connect_readonly(path))
         path.parent.mkdir(parents=True, exist_ok=True)
         try:
             conn = sqlite3.connect(path, isolation_level=None)
@@ -235,6 +241,24 @@ class DbBenchRecord:
     versions: dict[str, str]
     host: dict
     id: int | None = None
+
+def _connect_readonly(path: Path) -> sqlite3.Connection:
+    """mode=ro. A WAL database whose directory cannot be written (a read-only mount) has
+    no -shm file to share with writers, and none can exist: it is then opened immutable."""
+    uri = f"file:{quote(str(path.resolve()))}?mode=ro"
+    if not os.access(path.parent, os.W_OK) and not Path(f"{path}-shm").exists():
+        uri += "&immutable=1"
+    try:
+        conn = sqlite3.connect(uri, uri=True, isolation_level=None)
+        conn.row_factory = sqlite3.Row
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+    except sqlite3.DatabaseError as e:
+        raise StoreError(f"{path}: not a usable SQLite database: {e}") from e
+    if version > SCHEMA_VERSION:
+        raise StoreError(f"{path}: schema version {version} is newer than this stacklab "
+                         f"({SCHEMA_VERSION}); upgrade stacklab")
+    return conn
+
 
 class _Tx:
     """BEGIN … COMMIT, or ROLLBACK on any exception (including KeyboardInterrupt)."""
