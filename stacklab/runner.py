@@ -90,6 +90,7 @@ def run_experiment(spec: ExperimentSpec, plan: Plan, registry: KnobRegistry, sto
 
 def _run_all(spec: ExperimentSpec, plan: Plan, registry: KnobRegistry, store: Store,
              results_dir: Path, progress: Progress, exp_id: int, system: dict) -> None:
+    store.replay_journal(exp_id)       # runs measured before the database refused them
     done = store.done(exp_id)
     todo = [r for r in plan.runs if (r.trial.id, r.repetition) not in done]
     try:
@@ -108,12 +109,21 @@ def _run_all(spec: ExperimentSpec, plan: Plan, registry: KnobRegistry, store: St
                 progress.end()
         store.set_status(exp_id, "complete")
     except KeyboardInterrupt:
-        store.set_status(exp_id, "interrupted")
+        _mark_interrupted(store, exp_id)
         raise Interrupted("interrupted: finished runs are stored; "
                           f"`stacklab run {spec.path} --resume` completes the rest") from None
     except BaseException:
-        store.set_status(exp_id, "interrupted")   # resumable; the error says why
+        _mark_interrupted(store, exp_id)   # resumable; the error says why
         raise
+
+
+def _mark_interrupted(store: Store, exp_id: int) -> None:
+    """Best effort: when the database itself is what failed, its error is the one to show
+    (`--resume` works whatever the status says)."""
+    try:
+        store.set_status(exp_id, "interrupted")
+    except StoreError:
+        pass
 
 
 def _run_and_store(ctx: RunContext, run: PlannedRun, progress: Progress) -> None:

@@ -3,18 +3,19 @@ flagged. Each test reproduces one failure of the issue "Reliability" with real s
 a real full disk, a real lock or a real signal."""
 
 import os
+import sqlite3
 import subprocess
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
-from stacklab import hostinfo
+import stacklab.store as store_module
+from stacklab import hostinfo, runner
 from stacklab.cli import cli
-from stacklab.store import Store
 
 from fakes import fake_experiment
-from helpers import require_root
+from helpers import require_engine, require_root, server_processes
 
 
 def invoke(*args):
@@ -79,3 +80,69 @@ def test_a_read_only_database_can_be_read(tmpfs):
     assert exported.exit_code == 0, exported.output
     assert len(exported.output.strip().splitlines()) == 5
     assert sorted(p.name for p in results.iterdir()) == ["stacklab.db"]
+
+
+ONE_RUN = """
+[experiment]
+name = "{name}"
+repetitions = 1
+{measure}
+warmup = "0s"
+{extra}
+[matrix]
+stack = ["nginx"]
+workload = ["static-page"]
+concurrency = [2]
+"""
+
+
+def one_run(tmp_path, name="one", measure="requests = 200", extra="") -> Path:
+    spec = tmp_path / f"{name}.toml"
+    spec.write_text(ONE_RUN.format(name=name, measure=measure, extra=extra))
+    return spec
+
+
+def rows(db, sql="SELECT outcome, reason, flags_json, resources_json FROM runs"):
+    conn = sqlite3.connect(db)
+    conn.row_factory = sqlite3.Row
+    try:
+        return conn.execute(sql).fetchall()
+    finally:
+        conn.close()
+
+
+def test_a_locked_database_keeps_the_measured_run_for_resume(tmp_path, monkeypatch):
+    """A write lock held past the busy timeout: one line, the run kept in the journal,
+    and `--resume` stores it without measuring it again."""
+    require_engine()
+    monkeypatch.setattr(store_module, "BUSY_TIMEOUT_S", 0.2)
+    spec, db = one_run(tmp_path), tmp_path / "stacklab.db"
+    measure = runner.execute_run
+    holder = []
+
+    def measure_then_lock(ctx, run):
+        record = measure(ctx, run)
+        holder.append(sqlite3.connect(db, isolation_level=None))
+        holder[0].execute("BEGIN IMMEDIATE")
+        return record
+
+    monkeypatch.setattr(runner, "execute_run", measure_then_lock)
+    result = invoke("run", spec, "--db", db)
+    assert result.exit_code == 1, result.output
+    assert "Traceback" not in result.output
+    [line] = [x for x in result.output.splitlines() if x.startswith("stacklab: error")]
+    assert "database is locked" in line and "--resume" in line
+    [kept] = Path(f"{db}.journal").glob("*.json")
+    holder[0].close()
+    assert not rows(db)
+
+    def must_not_measure(ctx, run):
+        pytest.fail(f"{run.trial.label()} measured again")
+
+    monkeypatch.setattr(runner, "execute_run", must_not_measure)
+    result = invoke("run", spec, "--db", db, "--resume")
+    assert result.exit_code == 0, result.output
+    [(outcome, *_)] = rows(db)
+    assert outcome == "ok" and not kept.exists()
+    assert rows(db, "SELECT status FROM experiments")[0][0] == "complete"
+    assert server_processes() == []

@@ -1,5 +1,7 @@
 """Store: round trip, migrations, never overwriting a run."""
 
+import dataclasses
+import json
 import sqlite3
 
 import pytest
@@ -87,3 +89,65 @@ def test_a_failed_migration_leaves_the_database_untouched(tmp_path, monkeypatch)
     conn = sqlite3.connect(db)
     assert conn.execute("PRAGMA user_version").fetchone()[0] == 0
     assert not conn.execute("SELECT name FROM sqlite_master").fetchall()
+
+
+def locked(db):
+    """Another connection holding the write lock (as a second stacklab or a sqlite3 shell
+    in a transaction would)."""
+    conn = sqlite3.connect(db, isolation_level=None)
+    conn.execute("BEGIN IMMEDIATE")
+    return conn
+
+
+def test_a_locked_database_is_one_error_and_the_run_waits_in_the_journal(tmp_path,
+                                                                         monkeypatch):
+    import stacklab.store as st
+    monkeypatch.setattr(st, "BUSY_TIMEOUT_S", 0.1)
+    db = tmp_path / "r.db"
+    store = Store.open(db)
+    exp = new_exp(store)
+    holder = locked(db)
+    with pytest.raises(StoreError) as raised:
+        store.add_run(record(exp))
+    message = str(raised.value)
+    assert "database is locked" in message and "--resume" in message
+    assert "\n" not in message
+    [kept] = (tmp_path / "r.db.journal").glob("*.json")
+    assert str(kept) in message
+    with pytest.raises(StoreError, match="database is locked"):
+        store.set_status(exp, "interrupted")
+    holder.close()
+    assert store.replay_journal(exp) == 1
+    assert list(store.runs(exp)) == [record(exp)]
+    assert not kept.exists()
+
+
+def test_a_journal_entry_already_stored_is_dropped_and_others_wait(tmp_path):
+    db = tmp_path / "r.db"
+    store = Store.open(db)
+    exp, other = new_exp(store), new_exp(store, "other")
+    journal = tmp_path / "r.db.journal"
+    store.add_run(record(exp))
+    assert not journal.exists() or not list(journal.iterdir())
+    created = store.experiment(str(exp))["created_at"]
+    journal.mkdir(exist_ok=True)
+    entry = {"experiment": {"id": exp, "created_at": created},
+             "run": dataclasses.asdict(record(exp))}
+    (journal / f"{exp}-abc123-r1.json").write_text(json.dumps(entry))   # committed, not removed
+    stale = {"experiment": {"id": exp, "created_at": "another database"},
+             "run": dataclasses.asdict(record(exp, rep=2))}
+    (journal / f"{exp}-abc123-r2.json").write_text(json.dumps(stale))
+    theirs = {"experiment": {"id": other, "created_at": created},
+              "run": dataclasses.asdict(record(other))}
+    (journal / f"{other}-abc123-r1.json").write_text(json.dumps(theirs))
+    assert store.replay_journal(exp) == 0
+    assert sorted(p.name for p in journal.iterdir()) == [f"{exp}-abc123-r2.json",
+                                                        f"{other}-abc123-r1.json"]
+    assert len(list(store.runs(exp))) == 1
+
+
+def test_writes_wait_for_the_busy_timeout(tmp_path):
+    import stacklab.store as st
+    store = Store.open(tmp_path / "r.db")
+    assert st.BUSY_TIMEOUT_S >= 30
+    assert store.conn.execute("PRAGMA busy_timeout").fetchone()[0] == st.BUSY_TIMEOUT_S * 1000

@@ -1,7 +1,16 @@
-"""SQLite store: every finished run is committed at once; nothing is overwritten."""
+"""SQLite store: every finished run is committed at once; nothing is overwritten.
+
+A run that cannot be committed (the database locked by another connection past the busy
+timeout, the disk full) is not lost: it was written to a journal beside the database
+(`<db>.journal/<experiment>-<trial>-r<repetition>.json`) before the insert, and stays
+there until `stacklab run SPEC --resume` stores it. Every SQLite error a command meets
+becomes one StoreError line.
+"""
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import json
 import os
 import sqlite3
@@ -14,6 +23,33 @@ from ..errors import NotFound, StoreError
 from .migrations import MIGRATIONS
 
 SCHEMA_VERSION = len(MIGRATIONS)
+# How long a write waits for another connection's write lock before it fails.
+BUSY_TIMEOUT_S = 30.0
+
+
+class AlreadyStored(StoreError):
+    """That run of that experiment is in the database: a run is never overwritten."""
+
+
+def _sqlite_errors(what: str):
+    """A method whose sqlite3 errors become one StoreError line naming the database."""
+    def wrap(method):
+        @functools.wraps(method)
+        def guarded(self, *args, **kwargs):
+            try:
+                return method(self, *args, **kwargs)
+            except sqlite3.Error as e:
+                raise StoreError(f"{self.path or 'results database'}: {what}: "
+                                 f"{_explained(e)}") from e
+        return guarded
+    return wrap
+
+
+def _explained(e: sqlite3.Error) -> str:
+    if "locked" in str(e):
+        return (f"{e} (another connection held its write lock for more than "
+                f"{BUSY_TIMEOUT_S:g} s)")
+    return str(e)
 
 
 @dataclass(frozen=True)
@@ -39,24 +75,25 @@ class RunRecord:
 
 
 class Store:
-    def __init__(self, conn: sqlite3.Connection):
+    def __init__(self, conn: sqlite3.Connection, path: Path | None = None):
         self.conn = conn
+        self.path = path            # None: no journal (an in-memory database)
 
     @classmethod
     def open(cls, path: Path, readonly: bool = False) -> "Store":
         """Open (and migrate) the database; `readonly` for commands that only read: such
         a database is never written, so it may be on a read-only filesystem."""
         if readonly:
-            return cls(_connect_readonly(path))
+            return cls(_connect_readonly(path), path)
         path.parent.mkdir(parents=True, exist_ok=True)
         try:
-            conn = sqlite3.connect(path, isolation_level=None)
+            conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
             conn.row_factory = sqlite3.Row
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA foreign_keys=ON")
         except sqlite3.DatabaseError as e:
             raise StoreError(f"{path}: not a usable SQLite database: {e}") from e
-        store = cls(conn)
+        store = cls(conn, path)
         store.migrate(path)
         return store
 
@@ -82,6 +119,7 @@ class Store:
 
     # experiments -----------------------------------------------------------
 
+    @_sqlite_errors("cannot record the experiment")
     def new_experiment(self, name: str, spec_path: str, spec_hash: str, spec: dict,
                        trials: list[tuple[str, str, dict]], host: dict, version: str,
                        commit: str | None, now: str) -> int:
@@ -99,6 +137,7 @@ class Store:
                  in enumerate(trials)])
         return exp_id
 
+    @_sqlite_errors("cannot read the experiments")
     def experiment(self, name_or_id: str | int | None = None) -> sqlite3.Row:
         """The newest experiment with that name (or that id; or the newest of all)."""
         if name_or_id is None:
@@ -114,14 +153,17 @@ class Store:
             raise NotFound(f"{what} in the results database")
         return row
 
+    @_sqlite_errors("cannot read the experiments")
     def experiments(self) -> list[sqlite3.Row]:
         return self.conn.execute(
             "SELECT e.*, (SELECT COUNT(*) FROM runs r WHERE r.experiment_id = e.id) AS n_runs "
             "FROM experiments e ORDER BY id").fetchall()
 
+    @_sqlite_errors("cannot set the experiment's status")
     def set_status(self, exp_id: int, status: str) -> None:
         self.conn.execute("UPDATE experiments SET status = ? WHERE id = ?", (status, exp_id))
 
+    @_sqlite_errors("cannot read the experiments")
     def trials(self, exp_id: int) -> list[sqlite3.Row]:
         return self.conn.execute("SELECT * FROM trials WHERE experiment_id = ? "
                                  "ORDER BY position", (exp_id,)).fetchall()
@@ -129,7 +171,25 @@ class Store:
     # runs ------------------------------------------------------------------
 
     def add_run(self, r: RunRecord) -> None:
-        """Commit one finished run at once (a run is never overwritten)."""
+        """Commit one finished run at once (a run is never overwritten); journaled first,
+        so that a run the database refuses is kept for `--resume`."""
+        journal = self._journal(r)
+        try:
+            self._insert_run(r)
+        except AlreadyStored:
+            if journal:
+                _remove(journal)
+            raise
+        except sqlite3.Error as e:
+            kept = (f"it is kept in {journal}; `stacklab run SPEC --resume` stores it"
+                    if journal else "and it could not be journaled either: it is lost")
+            raise StoreError(f"{self.path or 'results database'}: run {r.trial_id} "
+                             f"#{r.repetition} of experiment {r.experiment_id} not stored: "
+                             f"{_explained(e)}; {kept}") from e
+        if journal:
+            _remove(journal)
+
+    def _insert_run(self, r: RunRecord) -> None:
         load = r.load or {}
         lat = load.get("latency_us", {})
         eng = load.get("engine", {})
@@ -151,9 +211,71 @@ class Store:
                      req.get("completed"), req.get("failed"),
                      (eng.get("cpu_user_s", 0) + eng.get("cpu_sys_s", 0)) if eng else None))
         except sqlite3.IntegrityError as e:
-            raise StoreError(f"run {r.trial_id} #{r.repetition} of experiment "
-                             f"{r.experiment_id} is already stored: {e}") from e
+            raise AlreadyStored(f"run {r.trial_id} #{r.repetition} of experiment "
+                                f"{r.experiment_id} is already stored: {e}") from e
 
+    def journal_dir(self) -> Path | None:
+        return None if self.path is None else Path(f"{self.path}.journal")
+
+    def _journal(self, r: RunRecord) -> Path | None:
+        """Write the run beside the database before inserting it; None if it cannot be
+        written (no space): the insert is still tried."""
+        directory = self.journal_dir()
+        if directory is None:
+            return None
+        path = directory / f"{r.experiment_id}-{r.trial_id}-r{r.repetition}.json"
+        entry = {"experiment": {"id": r.experiment_id, "created_at": self._created(r)},
+                 "run": dataclasses.asdict(r)}
+        partial = path.with_suffix(".partial")
+        try:
+            directory.mkdir(exist_ok=True)
+            with open(partial, "w") as f:
+                json.dump(entry, f)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(partial, path)
+        except OSError:
+            partial.unlink(missing_ok=True)
+            return None
+        return path
+
+    def _created(self, r: RunRecord) -> str | None:
+        """The experiment's creation time: tells its journal entries from those of a
+        deleted database whose ids were reused."""
+        try:
+            row = self.conn.execute("SELECT created_at FROM experiments WHERE id = ?",
+                                    (r.experiment_id,)).fetchone()
+        except sqlite3.Error:
+            return None
+        return row[0] if row else None
+
+    @_sqlite_errors("cannot store the journaled runs")
+    def replay_journal(self, exp_id: int) -> int:
+        """Store the runs of this experiment that wait in the journal; how many. An entry
+        already stored (committed, then the process died) is dropped; one from another
+        database (same id, another creation time) is left alone."""
+        directory = self.journal_dir()
+        if directory is None or not directory.is_dir():
+            return 0
+        created = self.experiment(str(exp_id))["created_at"]
+        stored = 0
+        for path in sorted(directory.glob(f"{exp_id}-*.json")):
+            try:
+                entry = json.loads(path.read_text())
+                record = RunRecord(**entry["run"])
+            except (OSError, ValueError, KeyError, TypeError) as e:
+                raise StoreError(f"{path}: unreadable journal entry ({e}): move it away to "
+                                 "resume without it") from e
+            if entry["experiment"] != {"id": exp_id, "created_at": created}:
+                continue
+            try:
+                self.add_run(record)
+                stored += 1
+            except AlreadyStored:
+                _remove(path)
+        return stored
+
+    @_sqlite_errors("cannot read the stored runs")
     def done(self, exp_id: int) -> set[tuple[str, int]]:
         return {(row[0], row[1]) for row in self.conn.execute(
             "SELECT trial_id, repetition FROM runs WHERE experiment_id = ?", (exp_id,))}
@@ -173,6 +295,7 @@ class Store:
 
     # S1's overview and database methods (schema 2) ----------------------------
 
+    @_sqlite_errors("cannot store the breakdown")
     def add_breakdown(self, r: "BreakdownRecord") -> int:
         """Commit one `stacklab breakdown` result at once; its id."""
         with self.transaction():
@@ -193,6 +316,7 @@ class Store:
                                json.loads(row["versions_json"]), json.loads(row["host_json"]),
                                row["id"])
 
+    @_sqlite_errors("cannot store the dbbench result")
     def add_dbbench(self, r: "DbBenchRecord") -> int:
         """Commit one `stacklab dbbench` variant at once; its id."""
         with self.transaction():
@@ -242,6 +366,15 @@ class DbBenchRecord:
     host: dict
     id: int | None = None
 
+def _remove(entry: Path) -> None:
+    """Remove a journal entry, and the journal directory once it is empty."""
+    entry.unlink(missing_ok=True)
+    try:
+        entry.parent.rmdir()
+    except OSError:
+        pass                          # other entries wait there
+
+
 def _connect_readonly(path: Path) -> sqlite3.Connection:
     """mode=ro. A WAL database whose directory cannot be written (a read-only mount) has
     no -shm file to share with writers, and none can exist: it is then opened immutable."""
@@ -268,7 +401,7 @@ class _Tx:
 
     def __enter__(self):
         if not self.conn.in_transaction:
-            self.conn.execute("BEGIN")
+            self.conn.execute("BEGIN IMMEDIATE")   # the write lock now, waiting the busy timeout
             self.own = True
         else:
             self.own = False
