@@ -62,7 +62,7 @@ class TrialSummary:
     concurrency: int
     knobs: dict[str, Any]
     runs_ok: int
-    runs_failed: int                      # failed or invalid
+    runs_failed: int                      # failed: a server or the engine broke
     rps: Estimate
     mbps: Estimate                        # transfer rate, MB/s on the wire
     latency_us: dict | None               # pooled p50/p90/p99/p999/max from merged histograms
@@ -73,10 +73,11 @@ class TrialSummary:
     pss_mib_per_worker: dict[str, Estimate]   # component -> PSS of one worker process
     errors: int                           # failed requests over all ok runs
     flagged: tuple[str, ...]              # run flags seen (generator-bound, …)
-    reasons: tuple[str, ...]              # why runs failed
+    reasons: tuple[str, ...]              # "failed: why" / "invalid: which check FAILed"
     verdicts: tuple[dict, ...] = field(default=())   # of the latest run
     flag_details: tuple[tuple[str, str], ...] = ()   # (flag, the numbers that raised it)
     idle_pss_mib_per_worker: dict[str, Estimate] = field(default_factory=dict)  # before load
+    runs_invalid: int = 0                 # verification FAILed: not measured
 
     @property
     def latency_distorted(self) -> bool:
@@ -152,7 +153,8 @@ def summarize(definition: dict, label: str, trial_id: str,
 
     return TrialSummary(
         trial_id, label, definition["stack"], definition["workload"],
-        definition["concurrency"], definition["knobs"], len(ok), len(runs) - len(ok),
+        definition["concurrency"], definition["knobs"], len(ok),
+        len([r for r in runs if r.outcome != "invalid"]) - len(ok),
         Estimate.of([r.load["rps"] for r in ok]),
         Estimate.of([r.load["bytes"]["total"] / r.load["duration_s"] / 1e6 for r in ok
                      if r.load["duration_s"]]),
@@ -163,9 +165,11 @@ def summarize(definition: dict, label: str, trial_id: str,
         per_component("rss_mib_peak"), per_component("pss_mib_per_worker"),
         sum(r.load["requests"]["failed"] for r in ok),
         tuple(name for name, _ in details),
-        tuple(sorted({r.reason for r in runs if r.outcome != "ok" and r.reason})),
+        tuple(sorted({f"{r.outcome}: {r.reason}" for r in runs
+                      if r.outcome != "ok" and r.reason})),
         tuple(runs[-1].verdicts) if runs else (), tuple(details),
-        per_component("idle_pss_mib_per_worker"))
+        per_component("idle_pss_mib_per_worker"),
+        len([r for r in runs if r.outcome == "invalid"]))
 
 
 def _flag_details(ok: list[RunRecord]) -> list[tuple[str, str]]:

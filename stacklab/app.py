@@ -6,6 +6,7 @@ import shutil
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
                            TimeElapsedColumn, TimeRemainingColumn)
 from rich.table import Table
@@ -50,6 +51,8 @@ def load(spec_path: Path) -> tuple[ExperimentSpec, Plan]:
 
 def run(spec_path: Path, db: Path, resume: bool, dry_run: bool, out: Console) -> None:
     spec, plan = load(spec_path)
+    for note in plan.notes:     # knobs set where they cannot act in some trials
+        out.print(f"[yellow]note:[/yellow] {escape(note)}", soft_wrap=True)
     if dry_run:
         print_plan(spec, plan, out)
         return
@@ -168,7 +171,9 @@ def list_stacks(out: Console) -> None:
         stacks.add_row(s.name, " → ".join(s.components), s.description)
     out.print(stacks)
     knobs = Table(title="knobs")
-    for col in ("knob", "type", "default", "allowed", "meaning", "from"):
+    widest = max(len(k) for k in REGISTRY.knobs)
+    knobs.add_column("knob", no_wrap=True, min_width=widest)    # never cut a knob's name
+    for col in ("type", "default", "allowed", "meaning", "from"):
         knobs.add_column(col)
     for name in ["load", *GROUPS, *COMPONENTS]:
         version = ""

@@ -39,7 +39,8 @@ def summary_table(view: ExperimentView) -> Table:
                          no_wrap=col != "trial", min_width=20 if col == "trial" else None)
     common = common_knobs(view.summaries)
     for s in view.summaries:
-        runs = f"{s.runs_ok}" + (f" +{s.runs_failed} failed" if s.runs_failed else "")
+        runs = (f"{s.runs_ok}" + (f" +{s.runs_failed} failed" if s.runs_failed else "")
+                + (f" +{s.runs_invalid} invalid" if s.runs_invalid else ""))
         if s.flagged:
             runs += " ⚑"
         table.add_row(s.trial_id, series_name(s, common), str(s.concurrency), runs,
@@ -73,8 +74,9 @@ def print_summary(view: ExperimentView, console: Console) -> None:
         if s.latency_distorted:
             console.print(f"⚑ {s.label}: its p50/p99 describe the clients that were served, "
                           "not the trial's latency", style="yellow", markup=False)
-        for reason in s.reasons:
-            console.print(f"[red]failed[/red] {s.label}: {reason}")
+        for reason in s.reasons:     # "failed: …" or "invalid: …"
+            outcome, _, why = reason.partition(": ")
+            console.print(f"[red]{outcome}[/red] {s.label}: {why}")
 
 
 COMPARISON_NOTE = ("A, B: medians of the runs (latency: each run's p50/p99); B/A: ratio of "
