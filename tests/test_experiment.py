@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 from stacklab.cli import cli
 from stacklab.stacks.nginx import Nginx
 
-from helpers import ROOT, require_engine, server_processes
+from helpers import ROOT, require_engine, server_processes, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -137,17 +137,9 @@ def test_interrupt_stops_every_server_and_resume_finishes_the_rest(tmp_path, sig
     argv = [sys.executable, "-m", "stacklab.cli", "run", str(spec), "--db", str(db)]
     proc = subprocess.Popen(argv, cwd=tmp_path, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 60
-    stored = 0
-    while stored < 2 and time.monotonic() < deadline:
-        time.sleep(0.2)
-        if db.exists():
-            try:
-                stored = sqlite3.connect(db).execute("SELECT COUNT(*) FROM runs").fetchone()[0]
-            except sqlite3.OperationalError:
-                pass
-    assert stored >= 2, "no runs stored in time"
-    time.sleep(0.5)                     # into the next run: servers up, load running
+    wait_for(lambda: stored_runs(db) >= 2, 60, "two runs stored")
+    # into the next run: its servers up and the engine loading them
+    wait_for(lambda: engine_of(proc.pid), 30, "the engine running the next run")
     proc.send_signal(sig)
     _, err = proc.communicate(timeout=30)
     assert proc.returncode == 130, err
@@ -167,6 +159,27 @@ def test_interrupt_stops_every_server_and_resume_finishes_the_rest(tmp_path, sig
     assert conn.execute("SELECT COUNT(*) FROM experiments").fetchone()[0] == 1
     assert conn.execute("SELECT status FROM experiments").fetchone()[0] == "complete"
     assert server_processes() == []
+
+
+def stored_runs(db) -> int:
+    try:
+        return sqlite3.connect(db).execute("SELECT COUNT(*) FROM runs").fetchone()[0]
+    except sqlite3.Error:
+        return 0
+
+
+def engine_of(parent: int) -> list[int]:
+    """Pids of stacklab-load processes whose parent is `parent`."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            exe = os.path.basename(os.readlink(f"/proc/{pid}/exe"))
+            ppid = int(open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        if exe == "stacklab-load" and ppid == parent:
+            found.append(int(pid))
+    return found
 
 
 def test_php_handlers_with_opcache_on_and_off_end_to_end(tmp_path):

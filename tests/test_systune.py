@@ -2,13 +2,13 @@
 
 import os
 
-import pytest
-
 from stacklab.systune import DMA_LATENCY, CpuAwake
 
+from helpers import require_root
 
-@pytest.mark.skipif(not os.access(DMA_LATENCY, os.W_OK), reason="needs root")
+
 def test_cpu_dma_latency_is_held_only_inside():
+    require_root(f"writes {DMA_LATENCY}")
     awake = CpuAwake()
     assert awake.state()["cpus_kept_awake"] is False
     with awake:
