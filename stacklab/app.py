@@ -221,6 +221,9 @@ class RichProgress:
         if record.outcome != "ok":
             self.out.print(f"[red]{record.outcome}[/red] {run.trial.label()} "
                            f"#{run.repetition}: {record.reason}")
+        elif record.reason:      # a note on a measured run (logs not kept, …)
+            self.out.print(f"note: {run.trial.label()} #{run.repetition}: {record.reason}",
+                           markup=False, highlight=False)
         self.bar.advance(self.task)
 
     def end(self) -> None:

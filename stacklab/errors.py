@@ -48,3 +48,7 @@ class EngineError(StacklabError):
 
 class StoreError(StacklabError):
     """The results database cannot be used as asked."""
+
+
+class LabError(StacklabError):
+    """The lab directory cannot hold a run as it should (too little free space)."""

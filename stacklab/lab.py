@@ -24,6 +24,12 @@ from . import procs
 LOCK = "lock"
 
 
+def free_mib(path: Path) -> float:
+    """Space left for an unprivileged writer on the filesystem of `path`, in MiB."""
+    st = os.statvfs(path)
+    return st.f_bavail * st.f_frsize / 2**20
+
+
 def default_root() -> Path:
     return Path(tempfile.gettempdir()) / f"stacklab-{os.getuid()}"
 

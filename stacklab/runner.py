@@ -7,6 +7,7 @@ is stopped, and `--resume` later completes what is missing.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import http.client
 import json
@@ -22,7 +23,7 @@ from typing import Protocol
 from . import __version__, lab
 from .analyze import Estimate, engine_cpu_measured_s
 from .drive import LoadPlan, engine_version, run_load
-from .errors import EngineError, NotFound, StackError, StoreError, StacklabError
+from .errors import EngineError, LabError, NotFound, StackError, StoreError, StacklabError
 from .flags import flag_names
 from .hostinfo import git_commit, host_facts
 from .knobs import KnobRegistry
@@ -39,6 +40,11 @@ from .store import RunRecord, Store
 from .workloads import Deployed, deploy
 
 KEPT_LOG_LINES = 200
+# A run needs room in the lab directory for its servers' logs: on a full filesystem they
+# are cut silently (an access log stops growing; the error log saying so is cut too).
+# Below the minimum no run starts; under LAB_FULL_MIB left after a run, its logs were cut.
+LAB_MIN_FREE_MIB = 64
+LAB_FULL_MIB = 1
 
 
 class Interrupted(StacklabError):
@@ -127,6 +133,12 @@ def _mark_interrupted(store: Store, exp_id: int) -> None:
 
 
 def _run_and_store(ctx: RunContext, run: PlannedRun, progress: Progress) -> None:
+    free = lab.free_mib(ctx.session.dir)
+    if free < LAB_MIN_FREE_MIB:
+        raise LabError(f"lab directory {ctx.session.root} has {free:.1f} MiB free, below the "
+                       f"{LAB_MIN_FREE_MIB} MiB a run needs for its servers' logs (a full "
+                       "disk cuts them silently): free some space, then "
+                       f"`stacklab run {ctx.spec.path} --resume`")
     progress.run_started(run)
     record = execute_run(ctx, run)
     ctx.store.add_run(record)          # committed at once
@@ -227,12 +239,16 @@ def execute_run(ctx: RunContext, run: PlannedRun) -> RunRecord:
         stop_errors = stop_stack(running)
     if stop_errors and outcome == "ok":
         outcome, reason = "failed", "; ".join(stop_errors)
+    if outcome == "ok" and (free := lab.free_mib(run_dir)) < LAB_FULL_MIB:
+        outcome, reason = "failed", (f"the lab directory filled up during the run ({free:.2f} "
+                                     "MiB left): the servers' logs are cut")
     if outcome == "failed" and not tail:
         tail = running.log_tail()
-    _keep_logs(run_dir, kept_dir)
+    if note := _keep_logs(run_dir, kept_dir):        # the run is stored all the same
+        reason, kept_dir = (f"{reason}; {note}" if reason else note), None
     return RunRecord(ctx.exp_id, trial.id, run.repetition, outcome, reason, started_at, now(),
                      knobs, ctx.versions, running.files(), verdicts, load, resources, flags,
-                     tail, str(kept_dir))
+                     tail, kept_dir and str(kept_dir))
 
 
 def _resources(monitor: Monitor, t0: float, t1: float, load: dict) -> dict:
@@ -265,15 +281,24 @@ def _load_plan(spec: ExperimentSpec, trial: Trial, load: dict, deployed: Deploye
                     frozenset(base + path for path in deployed.varying_length))
 
 
-def _keep_logs(run_dir: Path, kept_dir: Path) -> None:
-    """Keep each server's logs with the run (long access logs: their last lines only)."""
-    for log in list(run_dir.rglob("*.log")) + list(run_dir.rglob("*.out")):
-        target = kept_dir / log.relative_to(run_dir)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        if log.stat().st_size > 1 << 20:
-            lines = log.read_text(errors="replace").splitlines()
-            target.write_text(f"# last {KEPT_LOG_LINES} of {len(lines)} lines\n" +
-                              "\n".join(lines[-KEPT_LOG_LINES:]) + "\n")
-        else:
-            shutil.copyfile(log, target)
-    shutil.rmtree(run_dir, ignore_errors=True)
+def _keep_logs(run_dir: Path, kept_dir: Path) -> str | None:
+    """Keep each server's logs with the run (long access logs: their last lines only).
+    Logs that cannot be kept (the results disk full) are a note, not an error: the run
+    was measured and is stored without them."""
+    try:
+        for log in list(run_dir.rglob("*.log")) + list(run_dir.rglob("*.out")):
+            target = kept_dir / log.relative_to(run_dir)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            if log.stat().st_size > 1 << 20:
+                lines = log.read_text(errors="replace").splitlines()
+                target.write_text(f"# last {KEPT_LOG_LINES} of {len(lines)} lines\n" +
+                                  "\n".join(lines[-KEPT_LOG_LINES:]) + "\n")
+            else:
+                shutil.copyfile(log, target)
+    except OSError as e:
+        shutil.rmtree(kept_dir, ignore_errors=True)   # its room is the run's row's
+        return (f"logs not kept: {errno.errorcode.get(e.errno, e.errno)} ({e.strerror}) "
+                f"in {kept_dir.parent}")
+    finally:
+        shutil.rmtree(run_dir, ignore_errors=True)
+    return None

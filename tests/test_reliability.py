@@ -3,8 +3,10 @@ flagged. Each test reproduces one failure of the issue "Reliability" with real s
 a real full disk, a real lock or a real signal."""
 
 import os
+import shutil
 import sqlite3
 import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -13,6 +15,7 @@ from typer.testing import CliRunner
 import stacklab.store as store_module
 from stacklab import hostinfo, runner
 from stacklab.cli import cli
+from stacklab.store import Store
 
 from fakes import fake_experiment
 from helpers import require_engine, require_root, server_processes
@@ -23,13 +26,16 @@ def invoke(*args):
 
 
 @pytest.fixture
-def tmpfs(tmp_path):
-    """mount(name, size) → a directory on a tmpfs of that size, unmounted afterwards."""
+def tmpfs():
+    """mount(name, size) → a directory on a tmpfs of that size, unmounted afterwards;
+    under a directory www-data can traverse (servers read their docroot from the lab)."""
     require_root("mount a tmpfs")
+    base = Path(tempfile.mkdtemp(prefix="stacklab-test-"))
+    base.chmod(0o755)
     mounted = []
 
     def mount(name: str, size: str) -> Path:
-        path = tmp_path / name
+        path = base / name
         path.mkdir()
         subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size},mode=755", "tmpfs",
                         str(path)], check=True)
@@ -39,6 +45,7 @@ def tmpfs(tmp_path):
     yield mount
     for path in reversed(mounted):
         subprocess.run(["umount", "-l", str(path)], check=True)
+    shutil.rmtree(base)
 
 
 def test_git_commit_leaves_a_users_index_alone(tmp_path, monkeypatch):
@@ -145,4 +152,77 @@ def test_a_locked_database_keeps_the_measured_run_for_resume(tmp_path, monkeypat
     [(outcome, *_)] = rows(db)
     assert outcome == "ok" and not kept.exists()
     assert rows(db, "SELECT status FROM experiments")[0][0] == "complete"
+    assert server_processes() == []
+
+
+def fill(directory: Path, leave: int) -> None:
+    """Fill the filesystem of `directory` until `leave` bytes are free."""
+    st = os.statvfs(directory)
+    (directory / "filler").write_bytes(b"\0" * max(0, st.f_bavail * st.f_frsize - leave))
+
+
+def test_a_full_results_disk_stores_the_run_without_its_logs(tmp_path, tmpfs):
+    """Keeping the logs meets ENOSPC after the run was measured: the run is stored with a
+    note, the experiment completes, and no traceback."""
+    require_engine()
+    results = tmpfs("results", "1m")
+    db = results / "stacklab.db"
+    Store.open(db).close()
+    fill(results, 160 << 10)
+    spec = one_run(tmp_path, measure="requests = 4000")   # ~350 KB of access log
+    result = invoke("run", spec, "--db", db)
+    assert result.exit_code == 0, result.output
+    [run] = rows(db, "SELECT outcome, reason, run_dir FROM runs")
+    assert run["outcome"] == "ok", run["reason"]
+    assert run["reason"].startswith("logs not kept: ENOSPC") and run["run_dir"] is None
+    assert "logs not kept" in result.output
+    assert rows(db, "SELECT status FROM experiments")[0][0] == "complete"
+    assert not any((results / "runs").rglob("*.log"))          # no partial copies
+    assert server_processes() == []
+
+
+@pytest.fixture
+def lab_on(tmpfs, monkeypatch):
+    """lab_on(size) → the lab directory (/tmp/stacklab-<uid>) on a tmpfs of that size."""
+    from stacklab import lab
+
+    def on(size: str) -> Path:
+        root = tmpfs("lab", size)
+        monkeypatch.setattr(lab, "default_root", lambda: root)
+        return root
+    return on
+
+
+def test_a_lab_directory_short_of_space_is_refused_before_measuring(tmp_path, lab_on):
+    """Below the minimum, servers would cut their logs silently: refused, resumable."""
+    require_engine()
+    lab_on("8m")
+    spec, db = one_run(tmp_path), tmp_path / "stacklab.db"
+    result = invoke("run", spec, "--db", db)
+    assert result.exit_code == 1, result.output
+    [line] = [x for x in result.output.splitlines() if x.startswith("stacklab: error")]
+    assert f"below the {runner.LAB_MIN_FREE_MIB} MiB" in line and "--resume" in line
+    assert not rows(db)
+    assert rows(db, "SELECT status FROM experiments")[0][0] == "interrupted"
+
+
+def test_a_lab_directory_that_fills_up_during_the_run_fails_the_run(tmp_path, lab_on,
+                                                                   monkeypatch):
+    """The access log filled the lab's filesystem: the server's log is cut, the run is
+    failed, not stored ok."""
+    require_engine()
+    monkeypatch.setattr(runner, "LAB_MIN_FREE_MIB", 1)
+    root = lab_on("3m")
+    real_run_load = runner.run_load
+
+    def fill_then_load(plan, work_dir):
+        fill(root, 1200 << 10)         # just above the minimum; the access log takes it
+        return real_run_load(plan, work_dir)
+
+    monkeypatch.setattr(runner, "run_load", fill_then_load)
+    spec, db = one_run(tmp_path, measure="requests = 20000"), tmp_path / "stacklab.db"
+    result = invoke("run", spec, "--db", db)
+    assert result.exit_code == 0, result.output
+    [run] = rows(db, "SELECT outcome, reason FROM runs")
+    assert run["outcome"] == "failed" and "filled up during the run" in run["reason"]
     assert server_processes() == []
