@@ -12,6 +12,7 @@ from typing import Any
 
 from .errors import EngineError
 from .knobs import Knob
+from .placement import pin
 
 ENGINE_NAME = "stacklab-load"
 REPO_ENGINE = Path(__file__).resolve().parent.parent / "engine/target/release" / ENGINE_NAME
@@ -120,7 +121,8 @@ def run_load(plan: LoadPlan, work_dir: Path) -> LoadReport:
     argv = engine_argv(plan, urls_file)
     limit = (plan.duration_s or 600) + plan.warmup_s + 60
     with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                          stdin=subprocess.DEVNULL) as proc:
+                          stdin=subprocess.DEVNULL,
+                          preexec_fn=pin(plan.load.get("cpus", ""))) as proc:
         try:
             out, err = proc.communicate(timeout=limit)
         except BaseException:

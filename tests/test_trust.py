@@ -205,3 +205,42 @@ def test_prefork_with_too_few_workers_for_its_connections_is_flagged_starved(tmp
     assert "starved" not in flags[256]
     shown = " ".join(CliRunner().invoke(cli, ["show", "--db", str(db)]).output.split())
     assert "starved — 1 of 1 runs" in shown and "of the clients' time" in shown
+
+
+PINNED = """
+[experiment]
+name = "pinned"
+repetitions = 1
+requests = 2000
+warmup = "0s"
+
+[knobs]
+nginx.cpus = "0"
+load.cpus = "{cpu}"
+
+[matrix]
+stack = ["nginx"]
+workload = ["static-page"]
+concurrency = [4]
+"""
+
+
+def test_the_classic_layout_server_on_one_cpu_client_on_another(tmp_path):
+    """The engine runs pinned too: with one CPU allowed it starts one thread (it sizes
+    its threads by the CPUs it may use), and the placement is stored with the run."""
+    import json
+    import sqlite3
+    from typer.testing import CliRunner
+    from stacklab.cli import cli
+    from helpers import require_engine
+    require_engine()
+    cpu = str(max(os.sched_getaffinity(0)))
+    spec, db = tmp_path / "pinned.toml", tmp_path / "r.db"
+    spec.write_text(PINNED.format(cpu=cpu))
+    result = CliRunner().invoke(cli, ["run", str(spec), "--db", str(db)])
+    assert result.exit_code == 0, result.output
+    knobs, load = sqlite3.connect(db).execute("SELECT knobs_json, load_json FROM runs").fetchone()
+    knobs, load = json.loads(knobs), json.loads(load)
+    assert knobs["nginx"]["cpus"] == "0" and knobs["load"]["cpus"] == cpu
+    assert load["config"]["threads"] == 1
+    assert load["requests"]["completed"] == 2000
