@@ -226,8 +226,7 @@ def execute_run(ctx: RunContext, run: PlannedRun) -> RunRecord:
             resources = _resources(monitor, began + plan.warmup_s, ended, load)
             resources["_system"] = ctx.system
             flags = flag_names(load, resources)
-            if not running.alive():
-                outcome, reason = "failed", "server exited during the load"
+            outcome, reason = _load_outcome(load, running.alive())
     except StackError as e:
         outcome, reason, tail = "failed", str(e), e.log_tail
     except EngineError as e:
@@ -249,6 +248,22 @@ def execute_run(ctx: RunContext, run: PlannedRun) -> RunRecord:
     return RunRecord(ctx.exp_id, trial.id, run.repetition, outcome, reason, started_at, now(),
                      knobs, ctx.versions, running.files(), verdicts, load, resources, flags,
                      tail, kept_dir and str(kept_dir))
+
+
+def _load_outcome(load: dict, alive: bool) -> tuple[str, str | None]:
+    """A report is not a measurement of the trial when the engine was stopped early by a
+    signal (stacklab sends none mid-run: it came from outside), when the server died, or
+    when no request completed; such runs are failed, out of every median."""
+    if load.get("interrupted"):
+        return "failed", (f"engine interrupted: a signal from outside stopped stacklab-load "
+                          f"after {load.get('duration_s') or 0:.2f} s of measured load")
+    if not alive:
+        return "failed", "server exited during the load"
+    if not load["requests"]["completed"]:
+        errors = ", ".join(f"{n} {kind}" for kind, n in
+                           (load["requests"].get("errors") or {}).items() if n)
+        return "failed", f"no request completed ({errors or 'no request was sent'})"
+    return "ok", None
 
 
 def _resources(monitor: Monitor, t0: float, t1: float, load: dict) -> dict:

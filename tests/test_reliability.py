@@ -2,11 +2,15 @@
 flagged. Each test reproduces one failure of the issue "Reliability" with real servers,
 a real full disk, a real lock or a real signal."""
 
+import json
 import os
 import shutil
+import signal
 import sqlite3
 import subprocess
 import tempfile
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -18,7 +22,7 @@ from stacklab.cli import cli
 from stacklab.store import Store
 
 from fakes import fake_experiment
-from helpers import require_engine, require_root, server_processes
+from helpers import require_engine, require_root, server_processes, wait_for
 
 
 def invoke(*args):
@@ -225,4 +229,46 @@ def test_a_lab_directory_that_fills_up_during_the_run_fails_the_run(tmp_path, la
     assert result.exit_code == 0, result.output
     [run] = rows(db, "SELECT outcome, reason FROM runs")
     assert run["outcome"] == "failed" and "filled up during the run" in run["reason"]
+    assert server_processes() == []
+
+
+def children(exe: str, parent: int) -> list[int]:
+    """Pids of live processes running `exe` (basename) whose parent is `parent`."""
+    from stacklab.procs import proc_stat
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            if os.path.basename(os.readlink(f"/proc/{pid}/exe")) != exe:
+                continue
+        except OSError:
+            continue
+        fields = proc_stat(int(pid))
+        if fields and int(fields[1]) == parent and fields[0] != b"Z":
+            found.append(int(pid))
+    return found
+
+
+def during_load(action) -> threading.Thread:
+    """Run action(engine_pid) in a thread once the engine has run for a moment."""
+    def watch():
+        pids = wait_for(lambda: children("stacklab-load", os.getpid()), 30, "the engine")
+        time.sleep(0.5)               # into the measured load
+        action(pids[0])
+    thread = threading.Thread(target=watch, daemon=True)
+    thread.start()
+    return thread
+
+
+def test_an_engine_stopped_by_a_signal_is_a_failed_run(tmp_path):
+    """kill -TERM of stacklab-load mid-run: the engine still reports (interrupted), but
+    0.5 s of a planned 2 s is no measurement of the trial: failed, out of the medians."""
+    require_engine()
+    spec, db = one_run(tmp_path, measure='duration = "2s"'), tmp_path / "stacklab.db"
+    thread = during_load(lambda pid: os.kill(pid, signal.SIGTERM))
+    result = invoke("run", spec, "--db", db)
+    thread.join(timeout=30)
+    assert result.exit_code == 0, result.output
+    [run] = rows(db, "SELECT outcome, reason, load_json FROM runs")
+    assert json.loads(run["load_json"])["interrupted"] is True       # the report is kept
+    assert run["outcome"] == "failed" and "engine interrupted" in run["reason"]
     assert server_processes() == []
