@@ -206,6 +206,23 @@ def tail_time_share(histogram: str, share: float) -> float:
     return top / total if total else 0.0
 
 
+def value_at_percentile(h: HdrHistogram, percentile: float) -> int:
+    """The engine's rank rule (its README, "Percentiles"): nearest rank, the value at
+    1-based rank max(1, ⌈q·n⌉) of the n values sorted ascending, never interpolated,
+    reported as the highest value equivalent to it in the histogram. hdrh's own
+    get_value_at_percentile rounds the rank instead, which can be one rank off."""
+    n = h.get_total_count()
+    if n == 0:
+        return 0
+    rank = max(1, math.ceil(round(percentile / 100 * n, 9)))
+    seen = 0
+    for index in range(h.counts_len):
+        seen += h.get_count_at_index(index)
+        if seen >= rank:
+            return h.get_highest_equivalent_value(h.get_value_from_index(index))
+    return h.get_max_value()
+
+
 def merged_percentiles(histograms: Sequence[str],
                        percentiles: Sequence[float] = (50, 90, 99, 99.9)) -> dict | None:
     """Latency percentiles of several runs from their merged histograms (never an
@@ -215,7 +232,7 @@ def merged_percentiles(histograms: Sequence[str],
     merged = decode_histogram(histograms[0])
     for h in histograms[1:]:
         merged.add(decode_histogram(h))
-    out = {f"p{p:g}".replace(".", ""): merged.get_value_at_percentile(p) for p in percentiles}
+    out = {f"p{p:g}".replace(".", ""): value_at_percentile(merged, p) for p in percentiles}
     out["count"] = merged.get_total_count()
     out["max"] = merged.get_max_value()
     return out

@@ -176,3 +176,18 @@ def test_small_samples_say_what_their_interval_really_covers(n, level):
     assert e.ci_level == pytest.approx(level)
     if n < 6:
         assert e.ci == (100.0, 100.0 + n - 1)          # the bootstrap gives [min, max]
+
+
+def test_percentiles_use_the_engines_nearest_rank_rule():
+    """Rank max(1, ⌈q·n⌉), as the engine computes its per-run percentiles: of 1..10,
+    p11 is the 2nd value (hdrh's own rounding would give the 1st)."""
+    from hdrh.histogram import HdrHistogram
+    from stacklab.stats import value_at_percentile
+    h = HdrHistogram(1, 3_600_000_000, 3)
+    for v in range(1, 11):
+        h.record_value(v)
+    assert value_at_percentile(h, 11) == 2
+    assert value_at_percentile(h, 10) == 1
+    assert value_at_percentile(h, 50) == 5
+    assert value_at_percentile(h, 100) == 10
+    assert value_at_percentile(h, 0) == 1
