@@ -62,6 +62,7 @@ class LoadPlan:
     load: dict[str, Any]                # the `load.*` knob values
     seed: int = 1
     varies: frozenset[str] = frozenset()  # URLs whose body length changes by design
+    timeout_s: float | None = None      # the engine's limit; None: engine_timeout_s(plan)
 
 
 @dataclass(frozen=True)
@@ -85,6 +86,28 @@ class LoadReport:
         lat, eng = doc["latency_us"], doc["engine"]
         return cls(doc, doc["requests"]["completed"], doc["requests"]["failed"], doc["rps"],
                    lat["p50"], lat["p99"], eng["cpu_user_s"] + eng["cpu_sys_s"], exit_status)
+
+
+# Beyond the planned load and one per-request timeout: start-up and the last responses.
+ENGINE_MARGIN_S = 60.0
+# A closed-loop `requests` run has no planned length: it may take this long.
+UNPACED_REQUESTS_S = 600.0
+
+
+def planned_s(plan: LoadPlan) -> float:
+    """How long the engine should run: warm-up plus the duration, or plus requests / rate
+    for a paced `requests` run."""
+    if plan.requests is None:
+        return plan.warmup_s + (plan.duration_s or 0.0)
+    rate = plan.load.get("rate")
+    return plan.warmup_s + (plan.requests / rate if rate else UNPACED_REQUESTS_S)
+
+
+def engine_timeout_s(plan: LoadPlan) -> float:
+    """After this long the engine has overrun its plan: it is stopped, the run failed."""
+    if plan.timeout_s is not None:
+        return plan.timeout_s
+    return planned_s(plan) + plan.load.get("timeout_s", 10.0) + ENGINE_MARGIN_S
 
 
 def engine_argv(plan: LoadPlan, urls_file: Path) -> list[str]:
@@ -119,18 +142,21 @@ def run_load(plan: LoadPlan, work_dir: Path) -> LoadReport:
     urls_file.write_text("".join(f"{u} {w}{' varies' if u in plan.varies else ''}\n"
                                  for u, w in plan.urls))
     argv = engine_argv(plan, urls_file)
-    limit = (plan.duration_s or 600) + plan.warmup_s + 60
+    limit = engine_timeout_s(plan)
     with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                           stdin=subprocess.DEVNULL,
                           preexec_fn=pin(plan.load.get("cpus", ""))) as proc:
         try:
             out, err = proc.communicate(timeout=limit)
-        except BaseException:
+        except BaseException as e:
             proc.send_signal(signal.SIGINT)
             try:
                 proc.communicate(timeout=5)
             except subprocess.TimeoutExpired:
                 proc.kill()
+            if isinstance(e, subprocess.TimeoutExpired):
+                raise EngineError(f"{ENGINE_NAME} overran its {limit:g} s limit (planned "
+                                  f"{planned_s(plan):g} s) and was stopped") from None
             raise
     if proc.returncode not in REPORT_EXITS:
         raise EngineError(f"{ENGINE_NAME} exited {proc.returncode}: "

@@ -54,9 +54,14 @@ class Plan:
     runs: tuple[PlannedRun, ...]
 
     def estimated_s(self, spec: ExperimentSpec) -> float:
+        """Every run's warm-up, load and overhead; a `requests` run paced by load.rate
+        takes requests / rate (an unpaced one is guessed at 5 s)."""
         e = spec.experiment
-        per_run = (e.duration or 5.0) + e.warmup + RUN_OVERHEAD_S
-        return per_run * len(self.runs)
+
+        def load_s(trial: Trial) -> float:
+            rate = dict(trial.knobs).get("load.rate")
+            return e.requests / rate if e.requests and rate else (e.duration or 5.0)
+        return sum(load_s(r.trial) + e.warmup + RUN_OVERHEAD_S for r in self.runs)
 
     def max_runs(self, spec: ExperimentSpec) -> int:
         e = spec.experiment

@@ -2,6 +2,7 @@
 flagged. Each test reproduces one failure of the issue "Reliability" with real servers,
 a real full disk, a real lock or a real signal."""
 
+import dataclasses
 import json
 import os
 import shutil
@@ -272,3 +273,34 @@ def test_an_engine_stopped_by_a_signal_is_a_failed_run(tmp_path):
     assert json.loads(run["load_json"])["interrupted"] is True       # the report is kept
     assert run["outcome"] == "failed" and "engine interrupted" in run["reason"]
     assert server_processes() == []
+
+
+def test_a_paced_requests_run_is_given_and_estimated_the_time_it_needs(tmp_path):
+    """1000 requests at load.rate 1 take 1000 s: neither a fixed 660 s engine limit nor a
+    5 s estimate."""
+    from stacklab.app import load
+    from stacklab.drive import LoadPlan, engine_timeout_s
+    spec_path = one_run(tmp_path, measure="requests = 1000", extra="[load]\nrate = 1\n")
+    spec, plan = load(spec_path)
+    assert 1000 <= plan.estimated_s(spec) < 1010
+    knobs = {"rate": 1, "timeout_s": 10.0}
+    paced = LoadPlan((("http://127.0.0.1:1/", 1),), 2, None, 1000, 1.0, knobs)
+    assert 1001 < engine_timeout_s(paced) < 1001 + 120
+    timed = LoadPlan((("http://127.0.0.1:1/", 1),), 2, 3.0, None, 1.0, knobs)
+    assert 4 < engine_timeout_s(timed) < 4 + 120
+
+
+def test_an_engine_that_overruns_its_limit_is_a_failed_run(tmp_path, monkeypatch):
+    """The engine stopped at its limit is a failed run; the experiment goes on."""
+    require_engine()
+    real = runner._load_plan
+    monkeypatch.setattr(runner, "_load_plan", lambda *a: dataclasses.replace(
+        real(*a), timeout_s=0.5))                  # 10 requests at 5/s take 2 s
+    spec = one_run(tmp_path, measure="requests = 10", extra="[load]\nrate = 5\n")
+    db = tmp_path / "stacklab.db"
+    result = invoke("run", spec, "--db", db)
+    assert result.exit_code == 0, result.output
+    [run] = rows(db, "SELECT outcome, reason FROM runs")
+    assert run["outcome"] == "failed" and "overran its 0.5 s limit" in run["reason"]
+    assert rows(db, "SELECT status FROM experiments")[0][0] == "complete"
+    assert server_processes() == [] and not children("stacklab-load", os.getpid())
