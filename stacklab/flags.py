@@ -20,6 +20,9 @@ in the README's "Flags" section.
   25% (requests lost from the latency record, or time spent outside requests).
 - host-busy: processes outside the lab used more than 10% of a core, or the
   hypervisor stole more than 2% of the CPU time, during the measured window.
+- server-child-killed: a server's child process died by a signal during the run (its
+  own error log says so; the runner records those lines), not the normal reaping of idle
+  children: the requests it held were lost and the server ran short of a worker.
 """
 
 from __future__ import annotations
@@ -55,7 +58,8 @@ def run_flags(load: dict, resources: dict) -> list[Flag]:
     checks = (_generator_bound, _rate_not_kept, _starved, _littles_law)
     flags = [f for check in checks if (f := check(load))]
     busy = host_busy(resources.get("_host") or {})
-    return flags + ([busy] if busy else [])
+    killed = server_child_killed(resources.get("_logs") or {})
+    return flags + ([busy] if busy else []) + ([killed] if killed else [])
 
 
 def flag_names(load: dict, resources: dict) -> list[str]:
@@ -154,3 +158,14 @@ def host_busy(host: dict) -> Flag | None:
     return Flag("host-busy", f"processes outside the lab used {outside:.2f} of a core "
                 f"and steal was {(steal or 0):.1%} during the measured window "
                 f"(limits {HOST_BUSY_CORE_SHARE:.2f} core, {HOST_STEAL_SHARE:.0%} steal)")
+
+
+def server_child_killed(logs: dict) -> Flag | None:
+    """`logs` is the runner's "_logs": the server log lines about children that died by
+    a signal."""
+    died = logs.get("child_signals") or []
+    if not died:
+        return None
+    return Flag("server-child-killed", f"{len(died)} server child process(es) died by a "
+                f"signal during the run ({died[0]}): requests were lost and the server ran "
+                "short of a worker")

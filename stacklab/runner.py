@@ -11,7 +11,9 @@ import errno
 import hashlib
 import http.client
 import json
+import re
 import shutil
+import signal
 import zlib
 from contextlib import nullcontext
 
@@ -45,6 +47,12 @@ KEPT_LOG_LINES = 200
 # Below the minimum no run starts; under LAB_FULL_MIB left after a run, its logs were cut.
 LAB_MIN_FREE_MIB = 64
 LAB_FULL_MIB = 1
+# A server child that died by a signal, in the servers' own error logs: nginx "worker
+# process 123 exited on signal 9", PHP-FPM "child 123 exited on signal 9 (SIGKILL)",
+# Apache "AH00052: child pid 123 exit signal Killed (9)". PHP-FPM ends idle children
+# with SIGQUIT (its pm's normal reaping), which is not a death.
+CHILD_SIGNAL = re.compile(r"exited on signal (\d+)|exit signal .*\((\d+)\)")
+REAPING_SIGNALS = {signal.SIGQUIT}
 
 
 class Interrupted(StacklabError):
@@ -225,6 +233,7 @@ def execute_run(ctx: RunContext, run: PlannedRun) -> RunRecord:
             load = report.raw
             resources = _resources(monitor, began + plan.warmup_s, ended, load)
             resources["_system"] = ctx.system
+            resources["_logs"] = {"child_signals": child_signals(run_dir)}   # before stop
             flags = flag_names(load, resources)
             outcome, reason = _load_outcome(load, running.alive())
     except StackError as e:
@@ -294,6 +303,25 @@ def _load_plan(spec: ExperimentSpec, trial: Trial, load: dict, deployed: Deploye
     return LoadPlan(tuple((base + path, w) for path, w in deployed.urls), trial.concurrency,
                     e.duration, e.requests, e.warmup, load, e.seed,
                     frozenset(base + path for path in deployed.varying_length))
+
+
+def child_signals(run_dir: Path, most: int = 20) -> list[str]:
+    """The lines of the servers' logs (access logs aside) saying a child process died by
+    a signal, each as "<log>: <line>". Read before the servers are stopped, so that
+    their own shutdown is not counted."""
+    found = []
+    for log in sorted(run_dir.rglob("*.log")):
+        if "access" in log.name:
+            continue
+        try:
+            with open(log, errors="replace") as f:
+                for line in f:
+                    m = CHILD_SIGNAL.search(line)
+                    if m and int(m[1] or m[2]) not in REAPING_SIGNALS:
+                        found.append(f"{log.relative_to(run_dir)}: {line.strip()[:300]}")
+        except OSError:
+            continue
+    return found[:most]
 
 
 def _keep_logs(run_dir: Path, kept_dir: Path) -> str | None:

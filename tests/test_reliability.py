@@ -304,3 +304,43 @@ def test_an_engine_that_overruns_its_limit_is_a_failed_run(tmp_path, monkeypatch
     assert run["outcome"] == "failed" and "overran its 0.5 s limit" in run["reason"]
     assert rows(db, "SELECT status FROM experiments")[0][0] == "complete"
     assert server_processes() == [] and not children("stacklab-load", os.getpid())
+
+
+def test_a_server_worker_killed_during_the_load_flags_the_run(tmp_path):
+    """SIGKILL of an nginx worker mid-load: the master respawns it and the run looks ok
+    with a few read errors; it is flagged server-child-killed, from nginx's own log."""
+    require_engine()
+    spec = one_run(tmp_path, measure='duration = "2s"',
+                   extra="[knobs]\nnginx.worker_processes = 2\n")
+    db = tmp_path / "stacklab.db"
+
+    def kill_a_worker(_engine):
+        [master] = children("nginx", os.getpid())
+        os.kill(children("nginx", master)[0], signal.SIGKILL)
+
+    thread = during_load(kill_a_worker)
+    result = invoke("run", spec, "--db", db)
+    thread.join(timeout=30)
+    assert result.exit_code == 0, result.output
+    [run] = rows(db)
+    assert "server-child-killed" in json.loads(run["flags_json"])
+    [line] = json.loads(run["resources_json"])["_logs"]["child_signals"]
+    assert line.startswith("nginx/error.log: ") and "exited on signal 9" in line
+    assert server_processes() == []
+
+
+def test_child_signals_are_told_from_the_reaping_of_idle_children(tmp_path):
+    (tmp_path / "php-fpm").mkdir()
+    (tmp_path / "php-fpm" / "error.log").write_text(
+        "NOTICE: [pool www] child 11 exited on signal 3 (SIGQUIT) after 10.5 seconds\n"
+        "NOTICE: [pool www] child 12 exited with code 0 after 3.1 seconds from start\n"
+        "WARNING: [pool www] child 13 exited on signal 9 (SIGKILL) after 2.0 seconds\n")
+    (tmp_path / "apache").mkdir()
+    (tmp_path / "apache" / "error.log").write_text(
+        "[mpm_event:notice] AH00052: child pid 14 exit signal Segmentation fault (11)\n")
+    (tmp_path / "apache" / "access.log").write_text('"GET /exited on signal 9" 404\n')
+    assert runner.child_signals(tmp_path) == [
+        "apache/error.log: [mpm_event:notice] AH00052: child pid 14 exit signal "
+        "Segmentation fault (11)",
+        "php-fpm/error.log: WARNING: [pool www] child 13 exited on signal 9 (SIGKILL) "
+        "after 2.0 seconds"]
