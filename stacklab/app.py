@@ -18,7 +18,7 @@ from .plan import Plan, PlannedRun, effective_knobs, make_plan
 from .report.export import export_csv, export_json
 from .report.html import write_html
 from .report.text import print_summary
-from .procs import limits_problem
+from .procs import connections_problem, limits_problem
 from .systune import CpuAwake
 from .runner import run_experiment
 from .spec import ExperimentSpec, load_spec
@@ -42,6 +42,9 @@ def load(spec_path: Path) -> tuple[ExperimentSpec, Plan]:
                             f"needs {needs}, which stack {trial.stack!r} does not run "
                             "(exclude the combination or pick another stack)")
         knobs = effective_knobs(REGISTRY, stack, trial)
+        problem = connections_problem(trial.concurrency)
+        if problem:
+            raise SpecError(spec.path, "matrix.concurrency", trial.concurrency, problem)
         for name in stack.components:
             problem = COMPONENTS[name].check(knobs[name]) or limits_problem(knobs[name])
             if problem:
@@ -209,6 +212,9 @@ class RichProgress:
         self.task = self.bar.add_task("starting", total=total, completed=done)
         if done:
             self.out.print(f"resuming: {done} of {total} runs already stored")
+
+    def note(self, text: str) -> None:
+        self.out.print(f"note: {text}", markup=False, highlight=False, soft_wrap=True)
 
     def extend(self, more: int) -> None:
         task = self.bar.tasks[0]

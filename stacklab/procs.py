@@ -84,6 +84,23 @@ def limits_problem(knobs: dict) -> str | None:
     return None
 
 
+# Descriptors the engine needs beyond one per connection (its own files, epoll, …);
+# the same margin the engine asks for when it raises its limit.
+ENGINE_FD_MARGIN = 64
+
+
+def connections_problem(connections: int) -> str | None:
+    """Why the engine cannot hold this many connections here (checked before anything
+    starts: the engine can raise its soft open-files limit only up to the hard one)."""
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    wanted = connections + ENGINE_FD_MARGIN
+    if hard != resource.RLIM_INFINITY and wanted > hard:
+        return (f"{connections} connections need about {wanted} open files, above this "
+                f"machine's hard open-files limit ({hard}); raise it (ulimit -Hn) or use at "
+                f"most {hard - ENGINE_FD_MARGIN}")
+    return None
+
+
 def _group_of(user: str | None) -> str | None:
     if user is None:
         return None

@@ -8,7 +8,8 @@ import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (BaseModel, ConfigDict, Field, ValidationError, ValidationInfo,
+                      field_validator)
 
 from .errors import SpecError
 from .knobs import KnobRegistry
@@ -47,7 +48,7 @@ class Experiment(_Strict):
     duration: float | None = None
     requests: int | None = Field(None, ge=1)
     warmup: float = 1.0
-    seed: int = 1
+    seed: int = Field(1, ge=0, le=2**63 - 1)   # the engine's URL choice and the corpora
     keep_cpus_awake: bool = True   # hold /dev/cpu_dma_latency at 0 (see systune.py)
 
     @field_validator("name")
@@ -63,6 +64,14 @@ class Experiment(_Strict):
         if v == "auto" or (isinstance(v, int) and not isinstance(v, bool) and 1 <= v <= 100):
             return v
         raise ValueError('expected an integer 1..100 or "auto"')
+
+    @field_validator("max_repetitions")
+    @classmethod
+    def _max_repetitions(cls, v: int, info: ValidationInfo) -> int:
+        if info.data.get("repetitions", "auto") == "auto" and v < 6:
+            raise ValueError('with repetitions = "auto" it must be at least 6 (auto '
+                             "starts with 6 rounds)")
+        return v
 
     @property
     def auto(self) -> bool:
@@ -111,7 +120,13 @@ def load_spec(path: Path, registry: KnobRegistry, stacks: set[str],
         raise SpecError(file, "(file)", file, e.strerror or str(e)) from None
     except tomllib.TOMLDecodeError as e:
         raise SpecError(file, "(syntax)", str(e), "not valid TOML") from None
-    return parse_spec(doc, file, registry, stacks, workloads)
+    except RecursionError:
+        raise SpecError(file, "(syntax)", "(nesting)", "values nested too deeply") from None
+    try:
+        return parse_spec(doc, file, registry, stacks, workloads)
+    except RecursionError:
+        raise SpecError(file, "(value)", "(nesting)", "a value or exclude nested too "
+                        "deeply: knob values are flat (a number, a string, a list)") from None
 
 
 def parse_spec(doc: dict, file: str, registry: KnobRegistry, stacks: set[str],
