@@ -103,6 +103,28 @@ def cleanup_stale(root: Path) -> list[Path]:
     return cleaned
 
 
+def other_labs(session: Session) -> list[dict]:
+    """Live stacklab sessions on this machine other than `session` (any user's lab
+    directory): two labs measuring at once measure each other."""
+    roots = {session.root, *Path(tempfile.gettempdir()).glob("stacklab-[0-9]*")}
+    found = []
+    for directory in sorted(d for root in roots for d in root.glob("s-*")):
+        if directory == session.dir:
+            continue
+        try:
+            fd = os.open(directory / LOCK, os.O_RDONLY)
+        except OSError:
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:       # held: a live stacklab's session
+            pid = directory.name.split("-")[1]
+            found.append({"pid": int(pid) if pid.isdigit() else None, "dir": str(directory)})
+        finally:
+            os.close(fd)
+    return found
+
+
 def _stop_recorded(directory: Path) -> None:
     for pgids in directory.rglob(procs.PGIDS_FILE):
         procs.cleanup_leftovers(pgids.parent)

@@ -61,6 +61,7 @@ class Interrupted(StacklabError):
 
 class Progress(Protocol):
     def begin(self, total: int, done: int) -> None: ...
+    def note(self, text: str) -> None: ...
     def extend(self, more: int) -> None: ...
     def run_started(self, run: PlannedRun) -> None: ...
     def run_finished(self, run: PlannedRun, record: RunRecord) -> None: ...
@@ -81,6 +82,7 @@ class RunContext:
     tls: tuple[Path, Path]          # the lab's certificate and key
     system: dict                    # system settings held during the runs (systune)
     deployed: dict[str, Deployed] = field(default_factory=dict)
+    other_labs: list[dict] = field(default_factory=list)   # live at the last check
 
 
 def plan_hash(plan: Plan) -> str:
@@ -95,7 +97,8 @@ def now() -> str:
 def run_experiment(spec: ExperimentSpec, plan: Plan, registry: KnobRegistry, store: Store,
                    results_dir: Path, resume: bool, progress: Progress) -> int:
     """Run every planned run not yet stored; return the experiment id."""
-    with CpuAwake() if spec.experiment.keep_cpus_awake else nullcontext(CpuAwake()) as cpus:
+    with (store.experiment_lock(spec.experiment.name),
+          CpuAwake() if spec.experiment.keep_cpus_awake else nullcontext(CpuAwake()) as cpus):
         system = cpus.state()
         exp_id = _experiment_for(spec, plan, store, resume, system)
         _run_all(spec, plan, registry, store, results_dir, progress, exp_id, system)
@@ -147,10 +150,23 @@ def _run_and_store(ctx: RunContext, run: PlannedRun, progress: Progress) -> None
                        f"{LAB_MIN_FREE_MIB} MiB a run needs for its servers' logs (a full "
                        "disk cuts them silently): free some space, then "
                        f"`stacklab run {ctx.spec.path} --resume`")
+    _check_other_labs(ctx, progress)
     progress.run_started(run)
     record = execute_run(ctx, run)
     ctx.store.add_run(record)          # committed at once
     progress.run_finished(run, record)
+
+
+def _check_other_labs(ctx: RunContext, progress: Progress) -> None:
+    """Another stacklab measuring on this machine competes for its CPUs: say so when one
+    appears; each run records those live around it."""
+    seen = {o["dir"] for o in ctx.other_labs}
+    ctx.other_labs = lab.other_labs(ctx.session)
+    for other in ctx.other_labs:
+        if other["dir"] not in seen:
+            progress.note(f"another stacklab (pid {other['pid']}) is running on this machine "
+                          f"({other['dir']}): the two measure each other; recorded with "
+                          "each run")
 
 
 def more_rounds(spec: ExperimentSpec, plan: Plan, store: Store, exp_id: int) -> list[PlannedRun]:
@@ -232,7 +248,8 @@ def execute_run(ctx: RunContext, run: PlannedRun) -> RunRecord:
                 ended = monitor.now_s()
             load = report.raw
             resources = _resources(monitor, began + plan.warmup_s, ended, load)
-            resources["_system"] = ctx.system
+            others = {o["dir"]: o for o in ctx.other_labs + lab.other_labs(ctx.session)}
+            resources["_system"] = {**ctx.system, "other_labs": list(others.values())}
             resources["_logs"] = {"child_signals": child_signals(run_dir)}   # before stop
             flags = flag_names(load, resources)
             outcome, reason = _load_outcome(load, running.alive())

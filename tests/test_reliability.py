@@ -9,6 +9,7 @@ import shutil
 import signal
 import sqlite3
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -249,10 +250,20 @@ def children(exe: str, parent: int) -> list[int]:
     return found
 
 
+def loads(parent: int) -> list[int]:
+    """The engines `parent` runs a load with (not `stacklab-load --version`)."""
+    def cmdline(pid: int) -> bytes:
+        try:
+            return Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            return b""
+    return [pid for pid in children("stacklab-load", parent) if b"--urls" in cmdline(pid)]
+
+
 def during_load(action) -> threading.Thread:
     """Run action(engine_pid) in a thread once the engine has run for a moment."""
     def watch():
-        pids = wait_for(lambda: children("stacklab-load", os.getpid()), 30, "the engine")
+        pids = wait_for(lambda: loads(os.getpid()), 30, "the engine")
         time.sleep(0.5)               # into the measured load
         action(pids[0])
     thread = threading.Thread(target=watch, daemon=True)
@@ -344,3 +355,32 @@ def test_child_signals_are_told_from_the_reaping_of_idle_children(tmp_path):
         "Segmentation fault (11)",
         "php-fpm/error.log: WARNING: [pool www] child 13 exited on signal 9 (SIGKILL) "
         "after 2.0 seconds"]
+
+
+def test_one_runner_per_experiment_and_other_labs_are_recorded(tmp_path):
+    """While `stacklab run` measures an experiment, a second runner of it is refused
+    naming the first's pid (they would measure each other, then collide on the same
+    runs), and a run of another experiment records the other lab and warns."""
+    require_engine()
+    spec, db = one_run(tmp_path, measure='duration = "4s"'), tmp_path / "stacklab.db"
+    first = subprocess.Popen([sys.executable, "-m", "stacklab.cli", "run", str(spec),
+                              "--db", str(db)], cwd=tmp_path, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for(lambda: loads(first.pid), 30, "the first runner's load")
+        second = invoke("run", spec, "--db", db, "--resume")
+        assert second.exit_code == 1, second.output
+        assert f"experiment 'one' (id 1) is being run by pid {first.pid}" in second.output
+        other_db = tmp_path / "other.db"
+        other = invoke("run", one_run(tmp_path, "other"), "--db", other_db)
+        assert other.exit_code == 0, other.output
+        assert f"another stacklab (pid {first.pid})" in other.output
+        [run] = rows(other_db)
+        labs = json.loads(run["resources_json"])["_system"]["other_labs"]
+        assert first.pid in [lab["pid"] for lab in labs]
+    finally:
+        _, err = first.communicate(timeout=60)
+    assert first.returncode == 0, err
+    [run] = rows(db)
+    assert run["outcome"] == "ok"
+    assert server_processes() == []

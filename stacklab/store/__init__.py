@@ -10,10 +10,13 @@ becomes one StoreError line.
 from __future__ import annotations
 
 import dataclasses
+import fcntl
 import functools
 import json
 import os
+import re
 import sqlite3
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
@@ -113,6 +116,37 @@ class Store:
 
     def transaction(self):
         return _Tx(self.conn)
+
+    @contextmanager
+    def experiment_lock(self, name: str):
+        """One runner per experiment: two would measure each other, then store the same
+        runs twice. An flock on `<db>.locks/<name>.lock`, which holds the runner's pid."""
+        if self.path is None:
+            yield
+            return
+        directory = Path(f"{self.path}.locks")
+        directory.mkdir(exist_ok=True)
+        fd = os.open(directory / (re.sub(r"[^\w.-]", "_", name) + ".lock"),
+                     os.O_CREAT | os.O_RDWR, 0o644)
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                pid = os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
+                raise StoreError(f"experiment {self._named(name)} is being run by pid {pid}: "
+                                 "one runner per experiment (two would measure each "
+                                 "other); wait for it to end or stop it") from None
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+            yield
+        finally:
+            os.close(fd)               # closing releases the lock
+
+    def _named(self, name: str) -> str:
+        try:
+            return f"{name!r} (id {self.experiment(name)['id']})"
+        except (NotFound, StoreError):
+            return repr(name)
 
     def close(self) -> None:
         self.conn.close()
