@@ -78,6 +78,7 @@ class TrialSummary:
     flag_details: tuple[tuple[str, str], ...] = ()   # (flag, the numbers that raised it)
     idle_pss_mib_per_worker: dict[str, Estimate] = field(default_factory=dict)  # before load
     runs_invalid: int = 0                 # verification FAILed: not measured
+    tls: dict | None = None               # what the engine negotiated, over the ok runs
 
     @property
     def latency_distorted(self) -> bool:
@@ -169,7 +170,19 @@ def summarize(definition: dict, label: str, trial_id: str,
                       if r.outcome != "ok" and r.reason})),
         tuple(runs[-1].verdicts) if runs else (), tuple(details),
         per_component("idle_pss_mib_per_worker"),
-        len([r for r in runs if r.outcome == "invalid"]))
+        len([r for r in runs if r.outcome == "invalid"]), _tls(ok))
+
+
+def _tls(ok: list[RunRecord]) -> dict | None:
+    """The protocol and cipher the engine negotiated, and how many handshakes resumed a
+    session, so "resumed" means what it did (TLS 1.3 resumption still runs ECDHE)."""
+    seen = [r.load["tls"] for r in ok if (r.load.get("tls") or {}).get("protocol")]
+    if not seen:
+        return None
+    return {"protocols": sorted({t["protocol"] for t in seen}),
+            "ciphers": sorted({t["cipher"] for t in seen if t.get("cipher")}),
+            "handshakes": sum(t.get("handshakes") or 0 for t in seen),
+            "resumed": sum(t.get("resumed") or 0 for t in seen)}
 
 
 def _flag_details(ok: list[RunRecord]) -> list[tuple[str, str]]:

@@ -244,3 +244,42 @@ def test_the_classic_layout_server_on_one_cpu_client_on_another(tmp_path):
     assert knobs["nginx"]["cpus"] == "0" and knobs["load"]["cpus"] == cpu
     assert load["config"]["threads"] == 1
     assert load["requests"]["completed"] == 2000
+
+
+TLS = """
+[experiment]
+name = "tls"
+repetitions = 1
+requests = 400
+warmup = "0s"
+
+[knobs]
+nginx.tls = true
+load.keepalive = false
+
+[matrix]
+stack = ["nginx"]
+workload = ["static-page"]
+concurrency = [2]
+"""
+
+
+def test_show_and_the_report_say_which_tls_protocol_was_negotiated(tmp_path):
+    from typer.testing import CliRunner
+    from stacklab.cli import cli
+    from helpers import require_engine
+    require_engine()
+    spec, db = tmp_path / "tls.toml", tmp_path / "r.db"
+    spec.write_text(TLS)
+    result = CliRunner().invoke(cli, ["run", str(spec), "--db", str(db)])
+    assert result.exit_code == 0, result.output
+    shown = " ".join(result.output.split())
+    assert "TLS nginx static-page c=2 nginx.tls=True: TLSv1.3" in shown
+    import re
+    resumed = re.search(r"400 handshakes, (\d+) resumed", shown)
+    assert resumed and int(resumed.group(1)) >= 390      # all but the first per connection
+    report = tmp_path / "r.html"
+    assert CliRunner().invoke(cli, ["report", "tls", "--db", str(db), "-o",
+                                    str(report)]).exit_code == 0
+    html = report.read_text()
+    assert '<table id="tls">' in html and "TLSv1.3" in html

@@ -74,6 +74,10 @@ def print_summary(view: ExperimentView, console: Console) -> None:
         if s.latency_distorted:
             console.print(f"⚑ {s.label}: its p50/p99 describe the clients that were served, "
                           "not the trial's latency", style="yellow", markup=False)
+        if s.tls:
+            console.print(f"TLS {s.label}: {', '.join(s.tls['protocols'])} "
+                          f"{', '.join(s.tls['ciphers'])}, {s.tls['handshakes']:,} handshakes, "
+                          f"{s.tls['resumed']:,} resumed", markup=False)
         for reason in s.reasons:     # "failed: …" or "invalid: …"
             outcome, _, why = reason.partition(": ")
             console.print(f"[red]{outcome}[/red] {s.label}: {why}")
