@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import os
+import sqlite3
 import sys
 from enum import Enum
 from pathlib import Path
@@ -35,10 +36,11 @@ def guarded(fn: Callable) -> Callable:
         except BrokenPipeError:             # `stacklab show | head`: the reader left
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
             raise typer.Exit(0) from None
-        except (StacklabError, OSError) as e:
+        except (StacklabError, OSError, sqlite3.Error) as e:
             if "--traceback" in sys.argv:
                 raise
             message = str(e) if isinstance(e, StacklabError) else (
+                f"results database: {e}" if isinstance(e, sqlite3.Error) else
                 f"{e.filename}: {e.strerror}" if e.filename else str(e))
             err.print(f"stacklab: error: {message}", markup=False, highlight=False,
                       soft_wrap=True)

@@ -47,6 +47,9 @@ KEPT_LOG_LINES = 200
 # Below the minimum no run starts; under LAB_FULL_MIB left after a run, its logs were cut.
 LAB_MIN_FREE_MIB = 64
 LAB_FULL_MIB = 1
+# Logs are kept only while this much stays free beside the database for the run's row
+# and its journal entry: the logs can go, the measurement must not.
+RESULTS_RESERVE_MIB = 4
 # A server child that died by a signal, in the servers' own error logs: nginx "worker
 # process 123 exited on signal 9", PHP-FPM "child 123 exited on signal 9 (SIGKILL)",
 # Apache "AH00052: child pid 123 exit signal Killed (9)". PHP-FPM ends idle children
@@ -343,8 +346,8 @@ def child_signals(run_dir: Path, most: int = 20) -> list[str]:
 
 def _keep_logs(run_dir: Path, kept_dir: Path) -> str | None:
     """Keep each server's logs with the run (long access logs: their last lines only).
-    Logs that cannot be kept (the results disk full) are a note, not an error: the run
-    was measured and is stored without them."""
+    Logs that cannot be kept (the results disk full, or the room the run's row needs
+    taken) are a note, not an error: the run was measured and is stored without them."""
     try:
         for log in list(run_dir.rglob("*.log")) + list(run_dir.rglob("*.out")):
             target = kept_dir / log.relative_to(run_dir)
@@ -355,6 +358,9 @@ def _keep_logs(run_dir: Path, kept_dir: Path) -> str | None:
                                   "\n".join(lines[-KEPT_LOG_LINES:]) + "\n")
             else:
                 shutil.copyfile(log, target)
+        if kept_dir.exists() and (free := lab.free_mib(kept_dir)) < RESULTS_RESERVE_MIB:
+            raise OSError(errno.ENOSPC, f"{free:.1f} MiB would be left, under the "
+                          f"{RESULTS_RESERVE_MIB} MiB kept for the run's row")
     except OSError as e:
         shutil.rmtree(kept_dir, ignore_errors=True)   # its room is the run's row's
         return (f"logs not kept: {errno.errorcode.get(e.errno, e.errno)} ({e.strerror}) "

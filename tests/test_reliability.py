@@ -167,20 +167,25 @@ def fill(directory: Path, leave: int) -> None:
     (directory / "filler").write_bytes(b"\0" * max(0, st.f_bavail * st.f_frsize - leave))
 
 
-def test_a_full_results_disk_stores_the_run_without_its_logs(tmp_path, tmpfs):
-    """Keeping the logs meets ENOSPC after the run was measured: the run is stored with a
-    note, the experiment completes, and no traceback."""
+@pytest.mark.parametrize("free_kib, why", [(160, "No space left on device"),
+                                           (4096 + 100, "under the 4 MiB kept")],
+                         ids=["full", "reserve"])
+def test_a_full_results_disk_stores_the_run_without_its_logs(tmp_path, tmpfs, free_kib, why):
+    """Keeping the logs meets ENOSPC after the run was measured (or would leave too little
+    room for the run's row): the run is stored with a note, the experiment completes, and
+    no traceback."""
     require_engine()
-    results = tmpfs("results", "1m")
+    results = tmpfs("results", "8m")
     db = results / "stacklab.db"
     Store.open(db).close()
-    fill(results, 160 << 10)
+    fill(results, free_kib << 10)
     spec = one_run(tmp_path, measure="requests = 4000")   # ~350 KB of access log
     result = invoke("run", spec, "--db", db)
     assert result.exit_code == 0, result.output
     [run] = rows(db, "SELECT outcome, reason, run_dir FROM runs")
     assert run["outcome"] == "ok", run["reason"]
     assert run["reason"].startswith("logs not kept: ENOSPC") and run["run_dir"] is None
+    assert why in run["reason"]
     assert "logs not kept" in result.output
     assert rows(db, "SELECT status FROM experiments")[0][0] == "complete"
     assert not any((results / "runs").rglob("*.log"))          # no partial copies
@@ -384,3 +389,18 @@ def test_one_runner_per_experiment_and_other_labs_are_recorded(tmp_path):
     [run] = rows(db)
     assert run["outcome"] == "ok"
     assert server_processes() == []
+
+
+def test_any_sqlite_error_is_one_line(tmp_path):
+    """Whatever SQLite says (here: a damaged database without its runs table) crosses
+    the CLI's boundary as one line, never a traceback."""
+    db = tmp_path / "stacklab.db"
+    fake_experiment(db, "damaged", reps=1)
+    conn = sqlite3.connect(db)
+    conn.execute("DROP TABLE runs")
+    conn.commit()
+    conn.close()
+    result = invoke("show", "damaged", "--db", db)
+    assert result.exit_code == 1
+    assert result.output.strip().splitlines() == [
+        "stacklab: error: results database: no such table: runs"]
