@@ -205,6 +205,10 @@ def test_prefork_with_too_few_workers_for_its_connections_is_flagged_starved(tmp
     assert "starved" not in flags[256]
     shown = " ".join(CliRunner().invoke(cli, ["show", "--db", str(db)]).output.split())
     assert "starved — 1 of 1 runs" in shown and "of the clients' time" in shown
+    ids = [t for (t,) in sqlite3.connect(db).execute("SELECT trial_id FROM runs")]
+    compared = CliRunner().invoke(cli, ["compare", *ids, "--db", str(db)])
+    assert compared.exit_code == 0, compared.output
+    assert "p50 ms ⚑" in compared.output and "req/s ⚑" not in compared.output
 
 
 PINNED = """

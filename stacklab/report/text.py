@@ -119,8 +119,17 @@ def comparison_table(a: TrialSummary, b: TrialSummary, title: str) -> Table:
     table = Table(title=title, caption=COMPARISON_NOTE + ("; " + RANK_NOTE if rank else ""))
     _comparison_columns(table, ("metric",), rank)
     for m in rows:
-        table.add_row(m.metric, *_comparison_cells(m, rank))
+        table.add_row(_metric(m.metric, a, b), *_comparison_cells(m, rank))
+    if a.latency_distorted or b.latency_distorted:
+        table.caption += ("; ⚑ latency: a starved or Little's-law-flagged side's percentiles "
+                          "describe only the clients it served")
     return table
+
+
+def _metric(metric: str, a: TrialSummary, b: TrialSummary) -> str:
+    """A latency metric is marked ⚑ when either side's percentiles are distorted."""
+    distorted = metric.startswith("p") and (a.latency_distorted or b.latency_distorted)
+    return metric + (" ⚑" if distorted else "")
 
 
 def experiments_table(a: ExperimentView, b: ExperimentView) -> Table:
@@ -139,7 +148,8 @@ def experiments_table(a: ExperimentView, b: ExperimentView) -> Table:
                   caption=COMPARISON_NOTE + ("; " + RANK_NOTE if rank else ""))
     _comparison_columns(table, ("id", "trial", "c", "metric"), rank)
     for sa, m in rows:
-        table.add_row(sa.trial_id, series_name(sa, common), str(sa.concurrency), m.metric,
+        table.add_row(sa.trial_id, series_name(sa, common), str(sa.concurrency),
+                      _metric(m.metric, sa, b_by_key[key(sa)]),
                       *_comparison_cells(m, rank))
     if not pairs:
         table.caption = "no trial of A has the same definition as one of B"
