@@ -46,10 +46,10 @@ def test_only_trials_with_a_wide_ci_get_another_round(tmp_path, spec_args):
 
 
 def test_no_round_beyond_the_maximum(tmp_path, spec_args):
-    spec = auto_spec(spec_args, max_repetitions=3)
+    spec = auto_spec(spec_args, max_repetitions=6)     # auto never stops below 6
     plan = make_plan(spec, STACKS)
-    store, exp = store_with(tmp_path, spec, plan, {"nginx": [1, 50, 100],
-                                                   "apache": [1, 50, 100]})
+    store, exp = store_with(tmp_path, spec, plan, {"nginx": [1, 50, 100] * 2,
+                                                   "apache": [1, 50, 100] * 2})
     assert more_rounds(spec, plan, store, exp) == []
 
 
