@@ -52,3 +52,10 @@ class StoreError(StacklabError):
 
 class LabError(StacklabError):
     """The lab directory cannot hold a run as it should (too little free space)."""
+
+
+class UnsafePathError(StacklabError):
+    """A path from outside (the lab root from TMPDIR, a config name from a results
+    database) that cannot be used safely: names the path and what is wrong with it."""
+
+    exit_code = 2

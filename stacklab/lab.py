@@ -20,8 +20,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import procs
+from .errors import UnsafePathError
 
 LOCK = "lock"
+# What a lab root may not hold: it is written into every server's config (where ';', '#',
+# quotes, '$' and globs mean something, '(' opens mod_ssl's cache size) and into
+# PHP_INI_SCAN_DIR, a ':'-separated list. Templates quote paths; this refuses them early.
+UNSAFE = set(';{}"\'#\\$|:()*?[]')
 
 
 def free_mib(path: Path) -> float:
@@ -64,8 +69,18 @@ class Session:
         os.close(self._lock_fd)
 
 
+def check_root(root: Path) -> Path:
+    """The lab root, or UnsafePathError naming it and the first character at fault."""
+    bad = next((c for c in str(root) if c in UNSAFE or c.isspace() or not c.isprintable()),
+               None)
+    if bad is not None:
+        raise UnsafePathError(f"lab root {str(root)!r} contains {bad!r}, which server configs "
+                              "cannot hold safely: set TMPDIR to a plain directory")
+    return root
+
+
 def open_session(root: Path | None = None) -> Session:
-    root = root or default_root()
+    root = check_root(root or default_root())
     root.mkdir(mode=0o755, parents=True, exist_ok=True)
     root.chmod(0o755)
     cleanup_stale(root)

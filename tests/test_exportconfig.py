@@ -17,6 +17,12 @@ from stacklab.exportconfig import clean
     ("listen 127.0.0.1:45678;", "listen 127.0.0.1:PORT;"),
     ("fastcgi_pass unix:/tmp/stacklab-0/s-1-abcdef12/0123456789ab-r2/php-fpm/php-fpm.sock;",
      "fastcgi_pass unix:/var/lib/stacklab/php-fpm/php-fpm.sock;"),
+    # paths as the templates quote them
+    ('pid "/tmp/stacklab-0/s-1-abcdef12/0123456789ab-r1/nginx/nginx.pid";',
+     'pid "/var/lib/stacklab/nginx/nginx.pid";'),
+    ('Mutex "file:/tmp/stacklab-0/s-1-abcdef12/0123456789ab-r1/apache" default',
+     'Mutex "file:/var/lib/stacklab/apache" default'),
+    ('chdir = "/tmp/stacklab-0/s-1-abcdef12/docroot-static-page"', 'chdir = "/var/www/html"'),
 ])
 def test_lab_paths_are_cleaned(text, want):
     assert clean(text) == want

@@ -12,7 +12,7 @@ from ...verify import (CHECK_PATH, Status, Verdict, check_expires, check_gzip, c
 from ..base import Component, RenderContext, Started
 from ..php import php_env, php_inert, render_php_config
 from ..precompressed_verify import check_precompressed
-from ..templates import render_template
+from ..templates import quote, render_template
 from ..tlsrules import tls_inert
 from ..tlsverify import check_tls
 from .knobs import KNOBS
@@ -118,8 +118,8 @@ class Apache(Component):
             (ctx.run_dir / "cgi-bin").mkdir(exist_ok=True)
             files["cgi-bin/php-cgi"] = (
                 "#!/bin/sh\n# Rendered by stacklab: php-cgi with the run's own php.ini.\n"
-                f"PHPRC='{ctx.run_dir}/php.ini' PHP_INI_SCAN_DIR='{ctx.run_dir}/conf.d' "
-                f"exec {PHP_CGI}\n")
+                f"PHPRC={quote(ctx.run_dir / 'php.ini', 'sh')} "
+                f"PHP_INI_SCAN_DIR={quote(ctx.run_dir / 'conf.d', 'sh')} exec {PHP_CGI}\n")
         return files
 
     def processes(self, knobs: dict[str, Any]) -> int:

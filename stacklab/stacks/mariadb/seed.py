@@ -18,6 +18,7 @@ from typing import Any
 from ... import procs
 from ...errors import StackError
 from ...workloads.appdata import AppDatabase, write_tsv
+from ..templates import quote
 from .client import client_argv
 
 INSTALL_DB = "/usr/bin/mariadb-install-db"
@@ -46,8 +47,8 @@ CREATE TABLE articles (
   KEY author (author),
   KEY parent (parent)
 ) ENGINE={engine};
-LOAD DATA LOCAL INFILE '{authors}' INTO TABLE authors;
-LOAD DATA LOCAL INFILE '{articles}' INTO TABLE articles;
+LOAD DATA LOCAL INFILE {authors} INTO TABLE authors;
+LOAD DATA LOCAL INFILE {articles} INTO TABLE articles;
 """
 
 
@@ -107,7 +108,8 @@ def _load(work: Path, db: AppDatabase, engine: str, log_dir: Path, binary: str,
     try:
         _wait_socket(proc, socket, timeout_s)
         sql = SCHEMA.format(db=db.name, user=db.user, password=db.password, engine=engine,
-                            authors=rows / "authors.tsv", articles=rows / "articles.tsv")
+                            authors=quote(rows / "authors.tsv", "sql"),
+                            articles=quote(rows / "articles.tsv", "sql"))
         done = subprocess.run(client_argv(socket, "--local-infile=1"), input=sql,
                               capture_output=True, text=True, timeout=timeout_s)
         if done.returncode != 0:

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import StackError
+from ..templates import quote
 from .debian import PRODUCTION
 
 # Load order where it matters (Debian's priorities): these first, the rest by name.
@@ -52,7 +53,7 @@ def _backend_values(knobs: dict[str, Any], upstreams: dict[str, Any]) -> dict[st
     """The database socket and the session store, from the components started behind."""
     values = {}
     if "mariadb" in upstreams:
-        sock = f'"{upstreams["mariadb"].unix}"'
+        sock = quote(upstreams["mariadb"].unix, "ini")
         values.update({"mysqli.default_socket": sock, "pdo_mysql.default_socket": sock})
     if knobs["session_handler"] == "memcached":
         if "memcached" not in upstreams:
@@ -91,7 +92,7 @@ def ini_values(knobs: dict[str, Any], sessions: Path,
     """Everything php.ini of one run says: knob_values, the session directory, backends."""
     values = knob_values(knobs)
     if knobs["session_handler"] == "files":
-        values["session.save_path"] = f'"{sessions}"'
+        values["session.save_path"] = quote(sessions, "ini")
     values.update(_backend_values(knobs, upstreams or {}))
     return values
 

@@ -1,0 +1,180 @@
+"""Nothing from outside reaches a config, a path or a terminal as it came.
+
+A lab root (TMPDIR) is written into every server's config. It is tried here with what
+an attacker or an accident would put there."""
+
+import json
+import os
+import subprocess
+import tempfile
+
+import pytest
+from typer.testing import CliRunner
+
+from stacklab import lab
+from stacklab.cli import cli
+from stacklab.errors import StackError, UnsafePathError
+from stacklab.stacks import COMPONENTS, REGISTRY, STACKS
+from stacklab.stacks.templates import quote, render_template
+
+from helpers import CONFIG_TEST_FLAGS, rendered_stack
+from test_stacks import knobs_for
+
+# A directory name that is a directive in nginx (and a command in sh), with a space,
+# both quotes, a comment sign, braces and a backslash.
+HOSTILE = "h ;include /etc/passwd;\" '#{x}\\y"
+# Knobs that bring more paths into a config (logs, certificates, caches).
+PATH_KNOBS = ("tls", "access_log", "deflate")
+
+
+def invoke(*args):
+    return CliRunner().invoke(cli, [str(a) for a in args])
+
+
+# 1. paths in configs ------------------------------------------------------------------
+
+def every_path_on(stack: str) -> dict:
+    """Overrides that make `stack` write every path its templates can hold."""
+    out = {f"{c}__{k}": True for c in STACKS[stack].components for k in PATH_KNOBS
+           if REGISTRY.get(f"{c}.{k}")}
+    if STACKS[stack].perl == "cgi":
+        out["apache__mpm"] = "event"         # cgid: ScriptSock
+    return out
+
+
+def _values(parsed):
+    """Every leaf value of a parsed ini file (sections and key[] arrays included)."""
+    if isinstance(parsed, dict):
+        for v in parsed.values():
+            yield from _values(v)
+    else:
+        yield str(parsed)
+
+
+def _assert_whole(values, base, where):
+    """Each value that names a path under the hostile directory names it whole: not cut
+    at the space, the ';', the '#' or a quote."""
+    outer = str(base.parent)
+    cut = [v for v in values if outer in v and str(base) not in v]
+    assert not cut, f"{where}: paths cut short: {cut}"
+
+
+@pytest.mark.parametrize("variant", ["defaults", "every-path"])
+@pytest.mark.parametrize("stack", sorted(STACKS))
+def test_every_stack_quotes_a_hostile_lab_path_in_every_config(session, monkeypatch, stack,
+                                                               variant):
+    """Each server's own config test accepts the files (no /etc/passwd parsed as config);
+    PHP's and MariaDB's parsers read every path back whole; a rendered script runs."""
+    monkeypatch.setattr("stacklab.stacks.mariadb.adapter.ensure_datadir",
+                        lambda *a, **k: False)        # a seeded datadir is not the point
+    monkeypatch.setattr("stacklab.stacks.apache.adapter.PHP_CGI", "/usr/bin/env")
+    base = session.dir / "hostile" / HOSTILE
+    base.mkdir(parents=True)
+    knobs = knobs_for(stack, **(every_path_on(stack) if variant == "every-path" else {}))
+    _, rendered = rendered_stack(base, stack, knobs)
+    for name, ctx in rendered:
+        comp = COMPONENTS[name]
+        env = comp.env(ctx, knobs[name])
+        env = None if env is None else {**os.environ, **env}
+        argv = comp.command(ctx, knobs[name])
+        _assert_whole(argv, base, f"{name} argv")
+        if name in CONFIG_TEST_FLAGS:
+            done = subprocess.run([*argv, *CONFIG_TEST_FLAGS[name]], cwd=ctx.run_dir, env=env,
+                                  capture_output=True, text=True, timeout=30)
+            output = (done.stdout + done.stderr).replace(str(base), "<base>")
+            assert done.returncode == 0 and "passwd" not in output, f"{name}: {output}"
+        for path in sorted(ctx.run_dir.rglob("*")):
+            if path.suffix == ".ini" or path.name == "php-fpm.conf":
+                _assert_whole(_php_ini(path), base, path.name)
+            elif path.name == "my.cnf":
+                _assert_whole(_my_print_defaults(path), base, path.name)
+            elif path.is_file() and path.read_text().startswith("#!/bin/sh"):
+                done = subprocess.run(["sh", path], capture_output=True, text=True,
+                                      timeout=10)
+                assert done.returncode == 0 and not done.stderr, done.stderr
+                _assert_whole(done.stdout.splitlines(), base, path.name)
+
+
+def _php_ini(path):
+    """The file as PHP's own ini parser reads it (the one php-fpm uses too)."""
+    code = "echo json_encode(parse_ini_file($argv[1], true, INI_SCANNER_NORMAL));"
+    done = subprocess.run(["php", "-n", "-r", code, str(path)], capture_output=True,
+                          text=True, timeout=10)
+    assert done.returncode == 0 and done.stdout != "false", f"{path.name}: {done.stderr}"
+    return list(_values(json.loads(done.stdout)))
+
+
+def _my_print_defaults(path):
+    done = subprocess.run(["my_print_defaults", f"--defaults-file={path}", "mariadbd"],
+                          capture_output=True, text=True, timeout=10)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.splitlines()
+
+
+@pytest.mark.parametrize("syntax, value, want", [
+    ("nginx", 'a b;"c\\', '"a b;\\"c\\\\"'),
+    ("apache", 'a b"c\\', '"a b\\"c\\\\"'),
+    ("lighttpd", 'a\\b"c', '"a\\b\\"c"'),         # lighttpd keeps a lone backslash
+    ("ini", 'a"${HOME}\\', '"a\\"\\${HOME}\\\\"'),
+    ("mycnf", "a'#\"\\", '"a\\\'#\\"\\\\"'),
+    ("sql", "a'\\", "'a\\'\\\\'"),
+    ("sh", "a' b", "'a'\"'\"' b'"),
+])
+def test_quote_writes_one_argument_per_language(syntax, value, want):
+    assert quote(value, syntax) == want
+
+
+@pytest.mark.parametrize("syntax, value", [
+    ("nginx", "/a$uri"), ("apache", "/a${HOME}"), ("php-fpm", "/a$pool"),
+    ("lighttpd", "/a\\"), ("nginx", "/a\nb"), ("ini", "/a\x00"), ("mycnf", "/a\x1b"),
+])
+def test_quote_refuses_what_a_language_cannot_hold(syntax, value):
+    with pytest.raises(StackError, match="cannot be written into"):
+        quote(value, syntax)
+
+
+def test_a_template_writing_a_path_without_q_is_refused(tmp_path):
+    from dataclasses import dataclass
+    from pathlib import Path
+
+    @dataclass
+    class Ctx:
+        run_dir: Path
+
+    raw, bare = tmp_path / "raw.conf.j2", tmp_path / "bare.conf.j2"
+    raw.write_text('{%- set syntax = "nginx" -%}\npid {{ run_dir }}/x.pid;\n')
+    bare.write_text('pid {{ run_dir | q("x.pid") }};\n')
+    for template, message in ((raw, "without `| q`"), (bare, "declare its syntax")):
+        with pytest.raises(StackError, match=message) as e:
+            render_template(template, Ctx(tmp_path / "a b"), {})
+        assert template.name in str(e.value)
+
+
+@pytest.mark.parametrize("name, bad", [("a;b", ";"), ("a b", " "), ('a"b', '"'),
+                                      ("a{b", "{"), ("a#b", "#"), ("a\\b", "\\"),
+                                      ("a\x1bb", "\x1b"), ("a$b", "$"), ("a:b", ":")])
+def test_a_lab_root_a_config_cannot_hold_is_refused_naming_it(tmp_path, name, bad):
+    root = tmp_path / name
+    with pytest.raises(UnsafePathError) as e:
+        lab.open_session(root)
+    message = str(e.value)
+    assert repr(bad)[1:-1] in message and "\n" not in message and "\x1b" not in message
+    assert str(tmp_path) in message
+    assert not root.exists()                  # refused before anything is made
+
+
+def test_a_tmpdir_with_a_semicolon_is_one_line_and_exit_2(tmp_path, monkeypatch):
+    hostile = tmp_path / "t;include"
+    hostile.mkdir()
+    monkeypatch.setenv("TMPDIR", str(hostile))
+    monkeypatch.setattr(tempfile, "tempdir", None)     # gettempdir() reads TMPDIR again
+    result = invoke("run", "presets/quick.toml", "--db", tmp_path / "r.db")
+    assert result.exit_code == 2, result.output
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and str(hostile) in lines[0] and "';'" in lines[0], lines
+    assert not any(hostile.iterdir())
+
+
+def test_a_plain_lab_root_still_opens(tmp_path):
+    session = lab.open_session(tmp_path / "stacklab-0")
+    session.close()
