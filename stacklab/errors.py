@@ -5,11 +5,38 @@ Per-request failures are never errors: they are counted data in load reports.
 
 from __future__ import annotations
 
+import unicodedata
+
+
+def printable(text: str) -> str:
+    """`text` with every character a terminal would act on (ESC, newline, NUL, bidi
+    overrides…) written as a Python repr writes it: one line that shows, never does."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
+def control_character(text: str, allowed: str = "\t\n") -> str | None:
+    """The first control character (C0, DEL, C1, a line or paragraph separator) in
+    `text` besides `allowed`, or None: what a text field from outside may not hold."""
+    return next((c for c in text if c not in allowed
+                 and unicodedata.category(c) in ("Cc", "Zl", "Zp")), None)
+
+
+def plain_text(value: str) -> str:
+    """A text field from outside (a spec's description), as a pydantic validator: tabs
+    and newlines are text; an ESC or a NUL would act on a terminal or end up in a report."""
+    if (c := control_character(value)) is not None:
+        raise ValueError(f"contains the control character {c!r}")
+    return value
+
 
 class StacklabError(Exception):
-    """Base of every error the CLI turns into one line and an exit code."""
+    """Base of every error the CLI turns into one line and an exit code. Its text is
+    always one printable line, whatever the values it names contain."""
 
     exit_code = 1
+
+    def __str__(self) -> str:
+        return printable(super().__str__())
 
 
 class SpecError(StacklabError):

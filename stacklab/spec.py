@@ -11,7 +11,7 @@ from typing import Any, Literal
 from pydantic import (BaseModel, ConfigDict, Field, ValidationError, ValidationInfo,
                       field_validator)
 
-from .errors import SpecError
+from .errors import SpecError, plain_text
 from .knobs import KnobRegistry
 from .workloads import canonical
 
@@ -42,6 +42,7 @@ class _Strict(BaseModel):
 class Experiment(_Strict):
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
     description: str = ""
+    _description = field_validator("description")(plain_text)
     repetitions: int | Literal["auto"] = "auto"   # a spec may fix a count
     ci_target: float = Field(0.03, gt=0, lt=1)     # auto: stop at this CI half-width…
     max_repetitions: int = Field(10, ge=3, le=100)  # …or at this many repetitions

@@ -1,7 +1,8 @@
 """Nothing from outside reaches a config, a path or a terminal as it came.
 
-A lab root (TMPDIR) is written into every server's config. It is tried here with what
-an attacker or an accident would put there."""
+A lab root (TMPDIR) is written into every server's config; a spec's keys and text
+reach the one-line error and the report. Each is tried here with what an attacker or an
+accident would put there."""
 
 import json
 import os
@@ -13,7 +14,8 @@ from typer.testing import CliRunner
 
 from stacklab import lab
 from stacklab.cli import cli
-from stacklab.errors import StackError, UnsafePathError
+from stacklab.errors import SpecError, StackError, UnsafePathError
+from stacklab.spec import load_spec
 from stacklab.stacks import COMPONENTS, REGISTRY, STACKS
 from stacklab.stacks.templates import quote, render_template
 
@@ -178,3 +180,75 @@ def test_a_tmpdir_with_a_semicolon_is_one_line_and_exit_2(tmp_path, monkeypatch)
 def test_a_plain_lab_root_still_opens(tmp_path):
     session = lab.open_session(tmp_path / "stacklab-0")
     session.close()
+
+
+# 3. control characters in errors and text fields ----------------------------------------
+
+SPEC = """[experiment]
+name = "x"
+description = "{description}"
+duration = "1s"
+[knobs]
+{key} = {value}
+[matrix]
+stack = ["nginx"]
+workload = ["static-page"]
+concurrency = [1]
+"""
+
+
+def write_spec(tmp_path, description="plain", key="nginx.sendfile", value="true"):
+    path = tmp_path / "s.toml"
+    path.write_text(SPEC.format(description=description, key=key, value=value))
+    return path
+
+
+def test_a_key_with_an_escape_sequence_is_one_escaped_line(tmp_path):
+    spec = write_spec(tmp_path, key='"\\u001b[31m"')
+    result = invoke("run", spec, "--dry-run", "--db", tmp_path / "r.db")
+    assert result.exit_code == 2
+    assert "\x1b" not in result.output and "\\x1b[31m" in result.output
+    assert len(result.output.strip().splitlines()) == 1, result.output
+
+
+def test_a_key_with_a_newline_does_not_split_the_line(tmp_path):
+    spec = write_spec(tmp_path, key='"a\\nstacklab: error: forged"')
+    result = invoke("run", spec, "--dry-run", "--db", tmp_path / "r.db")
+    assert result.exit_code == 2
+    assert len(result.output.strip().splitlines()) == 1, result.output
+    assert "a\\nstacklab: error: forged" in result.output
+
+
+@pytest.mark.parametrize("char", ["\\u0000", "\\u001b", "\\r", "\\u007f", "\\u0085"])
+def test_a_description_with_a_control_character_is_refused(tmp_path, spec_args, char):
+    with pytest.raises(SpecError) as e:
+        load_spec(write_spec(tmp_path, description=f"a{char}b"), *spec_args)
+    assert e.value.key == "experiment.description"
+    assert all(c.isprintable() for c in str(e.value))
+
+
+def test_a_description_may_span_lines(tmp_path, spec_args):
+    spec = load_spec(write_spec(tmp_path, description="line one\\n\\tline two"), *spec_args)
+    assert spec.experiment.description == "line one\n\tline two"
+
+
+def test_escape_key_and_nul_description_are_one_escaped_line_and_nothing_stored(tmp_path):
+    spec = write_spec(tmp_path, description="a\\u0000b", key='"\\u001b[31m"')
+    db = tmp_path / "r.db"
+    result = invoke("run", spec, "--db", db)
+    assert result.exit_code == 2
+    assert len(result.output.strip().splitlines()) == 1, result.output
+    assert "\x1b" not in result.output and "\x00" not in result.output
+    assert "\\x00" in result.output or "\\x1b" in result.output
+    assert not db.exists()              # refused before anything reached the database
+    report = invoke("report", "-o", tmp_path / "r.html", "--db", db)
+    assert report.exit_code != 0 and not (tmp_path / "r.html").exists()
+
+
+def test_every_error_message_is_one_printable_line():
+    from stacklab.errors import StackError, StacklabError
+    for e in (StacklabError("a\nb\x1b[2J\x00"), StackError("x\ry", "log\ntail"),
+              SpecError("f\x1b.toml", "k\n", "v\x00", "p\u202e")):
+        assert str(e).isprintable(), repr(str(e))
+    assert str(SpecError("s.toml", "knobs.\x1b[31m", 1, "expected a table")) == (
+        "s.toml: knobs.\\x1b[31m = 1: expected a table")
