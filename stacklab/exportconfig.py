@@ -6,7 +6,7 @@ import json
 import re
 from pathlib import Path
 
-from .errors import StacklabError
+from .errors import StacklabError, UnsafePathError, control_character
 from .store import RunRecord
 
 # A lab session directory, wherever the temp dir is: <tmp>/stacklab-<uid>/s-<pid>-<hex>.
@@ -32,12 +32,28 @@ def clean(text: str) -> str:
     return text
 
 
+def _target(out_dir: Path, name: str) -> Path:
+    """Where the stored config `name` is written: inside out_dir, or UnsafePathError. A
+    results database may be shared: its names are input, like a spec's keys."""
+    root = out_dir.resolve()
+    if Path(name).is_absolute():
+        why = "is absolute"
+    elif c := control_character(name, allowed=""):
+        why = f"contains {c!r}"
+    elif root not in (root / name).resolve().parents:     # ../, or through a symlink
+        why = f"names no file inside {str(out_dir)!r}"
+    else:
+        return out_dir / name
+    raise UnsafePathError(f"stored config name {name!r} {why}: nothing exported")
+
+
 def export_config(run: RunRecord, label: str, out_dir: Path) -> list[Path]:
     if not run.configs:
         raise StacklabError(f"run {run.trial_id} #{run.repetition} stored no configuration")
+    targets = {name: _target(out_dir, name) for name in sorted(run.configs)}
     written = []
     for name, text in sorted(run.configs.items()):
-        target = out_dir / name
+        target = targets[name]
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(clean(text))
         written.append(target)

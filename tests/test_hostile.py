@@ -1,8 +1,8 @@
 """Nothing from outside reaches a config, a path or a terminal as it came.
 
-A lab root (TMPDIR) is written into every server's config; a spec's keys and text
-reach the one-line error and the report. Each is tried here with what an attacker or an
-accident would put there."""
+A lab root (TMPDIR) is written into every server's config; a stored config name
+becomes a file name; a spec's keys and text reach the one-line error and the report.
+Each is tried here with what an attacker or an accident would put there."""
 
 import json
 import os
@@ -15,9 +15,11 @@ from typer.testing import CliRunner
 from stacklab import lab
 from stacklab.cli import cli
 from stacklab.errors import SpecError, StackError, UnsafePathError
+from stacklab.exportconfig import export_config
 from stacklab.spec import load_spec
 from stacklab.stacks import COMPONENTS, REGISTRY, STACKS
 from stacklab.stacks.templates import quote, render_template
+from stacklab.store import RunRecord
 
 from helpers import CONFIG_TEST_FLAGS, rendered_stack
 from test_stacks import knobs_for
@@ -180,6 +182,52 @@ def test_a_tmpdir_with_a_semicolon_is_one_line_and_exit_2(tmp_path, monkeypatch)
 def test_a_plain_lab_root_still_opens(tmp_path):
     session = lab.open_session(tmp_path / "stacklab-0")
     session.close()
+
+
+# 2. export-config names ---------------------------------------------------------------
+
+def stored_run(configs: dict) -> RunRecord:
+    return RunRecord(1, "ab0000000001", 1, "ok", None, "2026-01-01T00:00:00",
+                     "2026-01-01T00:00:03", {"nginx": {}}, {"nginx": "1.22.1"}, configs, [],
+                     {}, {}, [], None, "/tmp/x")
+
+
+@pytest.mark.parametrize("name", ["../outside.conf", "nginx/../../outside.conf",
+                                  "/ABS/outside.conf", "", ".", "nginx/\x1b[31m.conf",
+                                  "nginx/a\x00.conf"])
+def test_export_config_refuses_a_name_outside_the_output_directory(tmp_path, name):
+    out = tmp_path / "out" / "deeper"
+    name = name.replace("/ABS", str(tmp_path))
+    run = stored_run({"nginx/nginx.conf": "root /x;\n", name: "pwned\n"})
+    with pytest.raises(UnsafePathError) as e:
+        export_config(run, "nginx", out)
+    message = str(e.value)
+    assert repr(name) in message and "\n" not in message and "\x1b" not in message
+    assert not (tmp_path / "outside.conf").exists() and not (tmp_path / "out").exists()
+
+
+def test_export_config_refuses_a_name_through_a_symlink(tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "link").symlink_to(tmp_path)
+    run = stored_run({"link/outside.conf": "pwned\n"})
+    with pytest.raises(UnsafePathError):
+        export_config(run, "nginx", out)
+    assert not (tmp_path / "outside.conf").exists()
+
+
+def test_export_config_from_a_crafted_database_is_one_line_and_exit_2(tmp_path):
+    import sqlite3
+    from test_cli import knob_experiment
+    db = tmp_path / "k.db"
+    knob_experiment(db)
+    with sqlite3.connect(db) as conn:         # a shared database someone wrote into
+        conn.execute("UPDATE runs SET configs_json = ?",
+                     (json.dumps({"../../escaped.conf": "pwned\n"}),))
+    result = invoke("export-config", "sf1", "-o", tmp_path / "a" / "b", "--db", db)
+    assert result.exit_code == 2, result.output
+    assert len(result.output.strip().splitlines()) == 1 and "escaped.conf" in result.output
+    assert not (tmp_path / "escaped.conf").exists()
 
 
 # 3. control characters in errors and text fields ----------------------------------------
