@@ -11,6 +11,7 @@ from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
                            TimeElapsedColumn, TimeRemainingColumn)
 from rich.table import Table
 
+from . import lab
 from .analyze import load_view
 from .drive import engine_path, engine_version
 from .errors import NotFound, SpecError, StacklabError
@@ -60,6 +61,7 @@ def run(spec_path: Path, db: Path, resume: bool, dry_run: bool, out: Console) ->
         print_plan(spec, plan, out)
         return
     _check_installed(plan)
+    lab.check_root(lab.default_root())     # before the database holds an experiment
     if spec.experiment.keep_cpus_awake and not CpuAwake().available():
         out.print("[yellow]note:[/yellow] cannot hold /dev/cpu_dma_latency (needs root): idle "
                   "CPUs may sleep between requests, which slows low-concurrency runs; "

@@ -14,7 +14,7 @@ import typer
 from rich.console import Console
 
 from . import app as lab_app
-from .errors import StacklabError
+from .errors import StacklabError, printable
 
 DEFAULT_DB = Path("results/stacklab.db")
 
@@ -42,7 +42,7 @@ def guarded(fn: Callable) -> Callable:
             message = str(e) if isinstance(e, StacklabError) else (
                 f"results database: {e}" if isinstance(e, sqlite3.Error) else
                 f"{e.filename}: {e.strerror}" if e.filename else str(e))
-            err.print(f"stacklab: error: {message}", markup=False, highlight=False,
+            err.print(f"stacklab: error: {printable(message)}", markup=False, highlight=False,
                       soft_wrap=True)
             raise typer.Exit(getattr(e, "exit_code", 1)) from None
     return wrapper

@@ -177,6 +177,23 @@ def test_a_tmpdir_with_a_semicolon_is_one_line_and_exit_2(tmp_path, monkeypatch)
     lines = result.output.strip().splitlines()
     assert len(lines) == 1 and str(hostile) in lines[0] and "';'" in lines[0], lines
     assert not any(hostile.iterdir())
+    assert not (tmp_path / "r.db").exists()    # refused before an experiment is stored
+
+
+def test_the_report_never_carries_a_control_character(tmp_path):
+    """A database written elsewhere may hold a NUL or an ESC in a text field."""
+    import sqlite3
+    from fakes import fake_experiment
+    db = tmp_path / "r.db"
+    fake_experiment(db)
+    conn = sqlite3.connect(db)
+    conn.execute("UPDATE runs SET reason = ?, outcome = 'failed' WHERE id = 1",
+                 ("bad\x00news\x1b[31m",))
+    conn.commit()
+    out = tmp_path / "r.html"
+    assert invoke("report", "--db", db, "-o", out).exit_code == 0
+    html = out.read_text()
+    assert "badnews[31m" in html and "\x00" not in html and "\x1b" not in html
 
 
 def test_a_plain_lab_root_still_opens(tmp_path):

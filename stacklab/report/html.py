@@ -8,15 +8,28 @@ from pathlib import Path
 
 import jinja2
 
+from ..errors import control_character
+
 from .. import __version__
 from ..analyze import Estimate, ExperimentView
+from ..errors import control_character
 from . import charts, common_knobs, series_name
 from ..recommend import CAUTIONS, best_combinations, effects
 from ..stacks import REGISTRY
 from .headline import headlines
 
+def _shown(value):
+    """Every value the template prints, with the control characters a database written
+    elsewhere (or a server's answer in a verdict) could bring removed: no NUL, no ESC
+    ever reaches the page."""
+    if isinstance(value, str) and control_character(value):
+        return "".join(c for c in value if not control_character(c))
+    return value
+
+
 _env = jinja2.Environment(loader=jinja2.FileSystemLoader(Path(__file__).parent),
-                          autoescape=True, undefined=jinja2.StrictUndefined)
+                          autoescape=True, undefined=jinja2.StrictUndefined,
+                          finalize=_shown)
 
 
 def _num(value: float | None) -> str:
