@@ -1,4 +1,12 @@
-"""Plan: expand the matrix into trials with stable ids, then interleave repetitions."""
+"""Plan: expand the matrix into trials with stable ids, check every trial's knobs, then
+interleave repetitions.
+
+A knob the user sets may not act in every trial: `nginx.tcp_nopush` acts only with
+`nginx.sendfile` on, `apache.mpm` only where the stack has Apache. Set where it cannot act
+in *some* trials, it is kept (the config says it) and the plan carries a note; where it
+cannot act in *any* trial, the spec is refused. Which knobs act when is the components'
+knowledge: each says so with `inert(knobs)`.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +14,7 @@ import hashlib
 import itertools
 import json
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Protocol
+from typing import Any, Callable, Mapping, Protocol
 
 from .errors import SpecError
 from .knobs import KnobRegistry
@@ -52,6 +60,7 @@ class PlannedRun:
 class Plan:
     trials: tuple[Trial, ...]
     runs: tuple[PlannedRun, ...]
+    notes: tuple[str, ...] = ()   # knobs set where they cannot act in some trials
 
     def estimated_s(self, spec: ExperimentSpec) -> float:
         """Every run's warm-up, load and overhead; a `requests` run paced by load.rate
@@ -69,6 +78,8 @@ class Plan:
 
 
 class StackInfo(Protocol):
+    name: str
+    components: tuple[str, ...]
     knob_owners: tuple[str, ...]
     knobs: dict[str, Any]
     defaults: dict[str, Any]
@@ -95,6 +106,9 @@ def expand(spec: ExperimentSpec, stacks: Mapping[str, StackInfo]) -> list[Trial]
         trial = Trial(point["stack"], point["workload"], point["concurrency"],
                       tuple(sorted(knobs.items())), measure)
         trials.setdefault(trial.id, trial)
+    if not trials:
+        raise SpecError(spec.path, "matrix.exclude", list(spec.exclude),
+                        "excludes every point of the matrix: nothing would run")
     return list(trials.values())
 
 
@@ -115,6 +129,115 @@ def effective_knobs(registry: KnobRegistry, stack: StackInfo,
     return knobs
 
 
-def make_plan(spec: ExperimentSpec, stacks: Mapping[str, StackInfo]) -> Plan:
+# A component's rule: effective knobs (owner → {name: value}) → {knob key: why it is inert}.
+InertRule = Callable[[dict[str, dict[str, Any]]], dict[str, str]]
+
+
+def make_plan(spec: ExperimentSpec, stacks: Mapping[str, StackInfo],
+              registry: KnobRegistry | None = None,
+              rules: Mapping[str, InertRule] | None = None) -> Plan:
+    """Trials, runs and notes; raises SpecError for a plan that cannot run as written.
+    `registry` and `rules` default to the lab's own (stacks.REGISTRY, each component's
+    `inert`)."""
+    if registry is None or rules is None:
+        lab_registry, lab_rules = _lab()
+        registry = lab_registry if registry is None else registry
+        rules = lab_rules if rules is None else rules
     trials = expand(spec, stacks)
-    return Plan(tuple(trials), tuple(interleave(trials, spec.experiment.first_repetitions)))
+    check_stack_knobs(spec, stacks, trials, registry)
+    notes = inert_notes(spec, stacks, trials, registry, rules)
+    return Plan(tuple(trials), tuple(interleave(trials, spec.experiment.first_repetitions)),
+                tuple(notes))
+
+
+def check_stack_knobs(spec: ExperimentSpec, stacks: Mapping[str, StackInfo],
+                      trials: list[Trial], registry: KnobRegistry) -> None:
+    """A knob that stacks set themselves (nginx.php, apache.php_handler, …) may not be set
+    away from its default on a stack that does not: its config would lack the backend."""
+    setters: dict[str, list[str]] = {}
+    for stack in stacks.values():
+        for key in stack.knobs:
+            setters.setdefault(key, []).append(stack.name)
+    for trial in trials:
+        stack = stacks[trial.stack]
+        for key, value in trial.knobs:
+            knob = registry.get(key)
+            if key in setters and key not in stack.knobs and knob and value != knob.default:
+                use = [n for n in setters[key] if stacks[n].knobs[key] == value]
+                hint = (f"use a stack that sets it: {', '.join(use)}" if use else
+                        f"no stack sets it to {value!r}")
+                raise SpecError(spec.path, where(spec, key), value,
+                                f"set by the stack itself, and stack {trial.stack!r} does "
+                                f"not set it; {hint}")
+
+
+def inert_notes(spec: ExperimentSpec, stacks: Mapping[str, StackInfo], trials: list[Trial],
+                registry: KnobRegistry, rules: Mapping[str, InertRule]) -> list[str]:
+    """For every knob the spec sets: the trials where it cannot act. In all of them: a
+    SpecError saying why; in some: a note."""
+    keys = [*spec.fixed_knobs, *(k for k in spec.axes if "." in k)]
+    absent, inert = _where_inert(keys, stacks, trials, registry, rules)
+    notes, only = [], {}    # only: owner -> (knobs, stacks without it), one note each
+    for key in keys:
+        count = len(absent[key]) + len(inert[key])
+        if not count:
+            continue
+        value = list(spec.axes[key]) if key in spec.axes else spec.fixed_knobs[key]
+        owner = key.split(".", 1)[0]
+        reasons = list(dict.fromkeys(inert[key]))
+        if count == len(trials):
+            if absent[key]:
+                reasons.insert(0, f"no {owner} in stack "
+                                  f"{', '.join(dict.fromkeys(absent[key]))}")
+            said = (f"no stack in the matrix has {owner}" if not inert[key] else
+                    "; ".join(reasons))
+            raise SpecError(spec.path, where(spec, key), value,
+                            f"inert in every trial of the matrix: {said}")
+        if inert[key]:
+            with_owner = len(trials) - len(absent[key])
+            notes.append(f"{key} = {value!r} cannot act in {len(inert[key])} of {with_owner} "
+                         f"trials with {owner} ({'; '.join(reasons)}); it is applied where "
+                         "it can")
+        if absent[key]:
+            knobs_of, without = only.setdefault(owner, ([], []))
+            knobs_of.append(key)
+            without.extend(s for s in absent[key] if s not in without)
+    for owner, (knobs_of, without) in only.items():
+        notes.append(f"{', '.join(knobs_of)}: only in the trials with {owner} (not in "
+                     f"{', '.join(without)})")
+    return notes
+
+
+def _where_inert(keys: list[str], stacks: Mapping[str, StackInfo], trials: list[Trial],
+                 registry: KnobRegistry, rules: Mapping[str, InertRule]
+                 ) -> tuple[dict[str, list[str]], dict[str, list[str]]]:
+    """Per knob key: the stacks of the trials without its owner, and why it cannot act in
+    each other trial where it cannot."""
+    absent: dict[str, list[str]] = {key: [] for key in keys}
+    inert: dict[str, list[str]] = {key: [] for key in keys}
+    for trial in trials:
+        stack = stacks[trial.stack]
+        owners = set(stack.knob_owners) | {"load"}
+        knobs = effective_knobs(registry, stack, trial)
+        why: dict[str, str] = {}
+        for component in stack.components:
+            if component in rules:
+                why |= rules[component](knobs)
+        for key in keys:
+            if key.split(".", 1)[0] not in owners:
+                absent[key].append(trial.stack)
+            elif key in why:
+                inert[key].append(why[key])
+    return absent, inert
+
+
+def where(spec: ExperimentSpec, key: str) -> str:
+    """The key path in the experiment file that sets knob `key`."""
+    if key in spec.axes:
+        return f"matrix.{key}"
+    return key if key.startswith("load.") else f"knobs.{key}"
+
+
+def _lab() -> tuple[KnobRegistry, dict[str, InertRule]]:
+    from .stacks import COMPONENTS, REGISTRY
+    return REGISTRY, {name: c.inert for name, c in COMPONENTS.items() if hasattr(c, "inert")}

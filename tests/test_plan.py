@@ -1,5 +1,9 @@
-"""Planning: stable trial ids, exclusions, inapplicable knobs dropped, interleaving."""
+"""Planning: stable trial ids, exclusions, inapplicable knobs dropped, interleaving; knobs
+that cannot act noted or refused."""
 
+import pytest
+
+from stacklab.errors import SpecError
 from stacklab.plan import Trial, expand, interleave, make_plan
 from stacklab.spec import parse_spec
 from stacklab.stacks import STACKS
@@ -64,3 +68,88 @@ def test_interleave_alternates():
     b = Trial("apache", "w", 1, (), ())
     assert [(r.trial.stack, r.repetition) for r in interleave([a, b], 2)] == [
         ("nginx", 1), ("apache", 1), ("nginx", 2), ("apache", 2)]
+
+
+# --- knobs that cannot act everywhere; knobs a stack sets; an empty matrix -----------
+
+def planned(spec_args, knobs=None, **matrix):
+    doc = {"experiment": {"name": "p", "repetitions": 1, "requests": 100},
+           "matrix": {"stack": ["nginx"], "workload": ["static-page"], "concurrency": [1],
+                      **matrix}}
+    if knobs:
+        doc["knobs"] = knobs
+    return make_plan(parse_spec(doc, "p.toml", *spec_args), COMPONENTS)
+
+
+def refusal(spec_args, knobs=None, **matrix) -> SpecError:
+    with pytest.raises(SpecError) as e:
+        planned(spec_args, knobs, **matrix)
+    assert e.value.file == "p.toml" and "\n" not in str(e.value)
+    return e.value
+
+
+def test_a_knob_inert_in_some_trials_is_applied_and_noted(spec_args):
+    plan = planned(spec_args, {"nginx": {"tcp_nopush": True}}, nginx={"sendfile": [True, False]})
+    assert [dict(t.knobs)["nginx.tcp_nopush"] for t in plan.trials] == [True, True]
+    assert plan.notes == ("nginx.tcp_nopush = True cannot act in 1 of 2 trials with nginx "
+                          "(acts only with nginx.sendfile on); it is applied where it can",)
+    mixed = planned(spec_args, {"apache": {"mpm": "prefork", "keepalive": False}},
+                    stack=["nginx", "apache"])
+    assert mixed.notes == ("apache.mpm, apache.keepalive: only in the trials with apache "
+                           "(not in nginx)",)
+    assert planned(spec_args, {"nginx": {"sendfile": True, "tcp_nopush": True}}).notes == ()
+
+
+@pytest.mark.parametrize("knobs, matrix, key, fragment", [
+    ({"nginx": {"tcp_nopush": True}}, {}, "knobs.nginx.tcp_nopush",
+     "acts only with nginx.sendfile on"),
+    ({"nginx": {"tls_protocols": "TLSv1.2"}}, {}, "knobs.nginx.tls_protocols",
+     "acts only with nginx.tls on"),
+    ({"nginx": {"tls": True, "tls_ciphers": "ECDHE-RSA-AES128-GCM-SHA256"}}, {},
+     "knobs.nginx.tls_ciphers", "TLS 1.3 is negotiated"),
+    ({"apache": {"mpm": "prefork"}}, {}, "knobs.apache.mpm",
+     "no stack in the matrix has apache"),
+    ({}, {"apache": {"threads_per_child": [10, 20]}, "stack": ["apache+mod_php"]},
+     "matrix.apache.threads_per_child", "worker or event MPM"),
+    ({"php": {"opcache_memory_mb": 64, "opcache": False}}, {"stack": ["nginx+php-fpm"]},
+     "knobs.php.opcache_memory_mb", "acts only with OPcache on"),
+    ({"php-fpm": {"pm": "static", "start_servers": 4}}, {"stack": ["nginx+php-fpm"]},
+     "knobs.php-fpm.start_servers", "pm = 'dynamic'"),
+])
+def test_a_knob_inert_in_every_trial_is_one_error(spec_args, knobs, matrix, key, fragment):
+    e = refusal(spec_args, knobs, **matrix)
+    assert e.key == key and "inert in every trial" in e.problem and fragment in e.problem
+
+
+@pytest.mark.parametrize("knobs, stack, key, use", [
+    ({"nginx": {"php": "fpm"}}, "nginx", "knobs.nginx.php", "nginx+php-fpm"),
+    ({"apache": {"php_handler": "fpm"}}, "apache", "knobs.apache.php_handler",
+     "apache+php-fpm"),
+    ({"lighttpd": {"php": "fpm"}}, "lighttpd", "knobs.lighttpd.php", "lighttpd+php-fpm"),
+    ({"php": {"session_handler": "memcached"}}, "nginx+php-fpm", "knobs.php.session_handler",
+     "nginx+php-fpm+memcached"),
+])
+def test_a_knob_a_stack_sets_itself_names_the_stack_to_use(spec_args, knobs, stack, key, use):
+    e = refusal(spec_args, knobs, stack=[stack])
+    assert e.key == key and "set by the stack itself" in e.problem and use in e.problem
+    assert f"stack {stack!r} does not" in e.problem
+
+
+def test_a_stack_set_knob_at_its_default_or_on_its_own_stack_is_fine(spec_args):
+    assert planned(spec_args, {"nginx": {"php": "fpm"}}, stack=["nginx+php-fpm"]).trials
+    assert planned(spec_args, {"nginx": {"php": "none"}}, stack=["nginx"]).trials
+
+
+def test_a_matrix_that_exclude_empties_is_refused(spec_args):
+    e = refusal(spec_args, exclude=[{"stack": "nginx"}])
+    assert e.key == "matrix.exclude" and "nothing would run" in e.problem
+
+
+def test_every_preset_plans_without_errors():
+    from pathlib import Path
+    from stacklab.app import load
+    presets = sorted((Path(__file__).parent.parent / "presets").glob("*.toml"))
+    assert presets
+    for path in presets:
+        spec, plan = load(path)
+        assert plan.trials, path
