@@ -2,6 +2,10 @@
 
 use std::time::Duration;
 
+// `WeightedUrl` lives with `Url` in target.rs (which needs it to resolve a run's
+// host); it is re-exported here because it is part of what `Options` holds.
+// The dependency goes one way: options → target.
+pub use crate::target::WeightedUrl;
 use crate::target::Url;
 
 /// When a run ends (besides Ctrl-C).
@@ -11,15 +15,6 @@ pub enum StopAfter {
     Requests(u64),
     /// After this much measured time (warm-up not included).
     Duration(Duration),
-}
-
-/// One URL and its weight in the random choice.
-#[derive(Debug, Clone, PartialEq)]
-pub struct WeightedUrl {
-    pub url: Url,
-    pub weight: u32,
-    /// The body length varies by design (random rows, phpinfo): no length check.
-    pub varies: bool,
 }
 
 /// The report format.

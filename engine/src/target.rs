@@ -3,7 +3,6 @@
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
 
 use crate::error::SetupError;
-use crate::options::WeightedUrl;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Scheme {
@@ -56,6 +55,15 @@ impl Url {
         let default_port = if self.scheme == Scheme::Http { 80 } else { 443 };
         if self.port == default_port { host } else { format!("{host}:{}", self.port) }
     }
+}
+
+/// One URL and its weight in the random choice.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WeightedUrl {
+    pub url: Url,
+    pub weight: u32,
+    /// The body length varies by design (random rows, phpinfo): no length check.
+    pub varies: bool,
 }
 
 fn split_host_port(authority: &str, default_port: u16) -> Result<(String, u16), String> {
