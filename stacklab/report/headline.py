@@ -8,10 +8,7 @@ from itertools import groupby
 
 from ..analyze import Bound, ExperimentView, TrialSummary, bound
 from ..stats import Comparison, compare
-
-
-def p_text(p: float | None) -> str:
-    return "—" if p is None else ("< 0.001" if p < 0.001 else f"{p:.3f}")
+from .fmt import number, p_value, ratio_ci
 
 
 @dataclass(frozen=True)
@@ -25,15 +22,15 @@ class Headline:
     def sentence(self, name) -> str:
         w = name(self.winner)
         if not self.runner_up or not self.comparison:
-            return f"{w}: {self.winner.rps.median:,.0f} req/s (nothing to compare with)"
+            return f"{w}: {number(self.winner.rps.median)} req/s (nothing to compare with)"
         c, r = self.comparison, name(self.runner_up)
         n = min(c.n)
         if c.p is None:
-            return (f"{w} and {r}: {self.winner.rps.median:,.0f} vs "
-                    f"{self.runner_up.rps.median:,.0f} req/s, no verdict: fewer than 2 "
+            return (f"{w} and {r}: {number(self.winner.rps.median)} vs "
+                    f"{number(self.runner_up.rps.median)} req/s, no verdict: fewer than 2 "
                     "successful runs a side")
-        p = f"p {p_text(c.p)}" if c.p < 0.001 else f"p = {p_text(c.p)}"
-        interval = f"95% CI {c.ci[0]:.2f}–{c.ci[1]:.2f}×, {p}"
+        p = f"p {p_value(c.p)}" if c.p < 0.001 else f"p = {p_value(c.p)}"
+        interval = f"95% CI {ratio_ci(c.ci)}, {p}"
         limit = bound(self.runner_up, self.winner, True, name)
         if limit:
             return _bounded(w, r, c, limit, interval)
@@ -41,8 +38,9 @@ class Headline:
             hint = ("; more repetitions narrow the interval (repetitions = \"auto\")"
                     if n < 6 else "")
             return (f"{w} and {r} are not distinguishable "
-                    f"({self.winner.rps.median:,.0f} vs {self.runner_up.rps.median:,.0f} req/s, "
-                    f"ratio {c.ratio:.2f}×, {interval}): ~ no significant difference{hint}")
+                    f"({number(self.winner.rps.median)} vs "
+                    f"{number(self.runner_up.rps.median)} req/s, ratio {c.ratio:.2f}×, "
+                    f"{interval}): ~ no significant difference{hint}")
         return f"{w} wins: {c.ratio:.2f}× the req/s of {r}, {interval}"
 
 

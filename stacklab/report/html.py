@@ -8,15 +8,14 @@ from pathlib import Path
 
 import jinja2
 
-from ..errors import control_character
-
 from .. import __version__
-from ..analyze import Estimate, ExperimentView
+from ..analyze import ExperimentView
 from ..errors import control_character
-from . import charts, common_knobs, series_name
 from ..recommend import CAUTIONS, best_combinations, effects
 from ..stacks import REGISTRY
+from . import charts, common_knobs, fmt, series_name
 from .headline import headlines
+
 
 def _shown(value):
     """Every value the template prints, with the control characters a database written
@@ -30,31 +29,6 @@ def _shown(value):
 _env = jinja2.Environment(loader=jinja2.FileSystemLoader(Path(__file__).parent),
                           autoescape=True, undefined=jinja2.StrictUndefined,
                           finalize=_shown)
-
-
-def _num(value: float | None) -> str:
-    return "—" if value is None else f"{value:,.0f}"
-
-
-def _one(value: float | None) -> str:
-    return "—" if value is None else f"{value:,.1f}"
-
-
-def _ms(value_us: float | None) -> str:
-    return "—" if value_us is None else f"{value_us / 1000:.2f}"
-
-
-def _ci_ms(e: Estimate) -> str:
-    if not e.ci:
-        return "—"
-    return ("range " if e.is_range else "") + f"{e.ci[0] / 1000:.2f}–{e.ci[1] / 1000:.2f}"
-
-
-def _ci(e: Estimate) -> str:
-    """A 95% CI, or with fewer than 6 values their range (min–max), called so."""
-    if not e.ci:
-        return "—"
-    return ("range " if e.is_range else "") + f"{e.ci[0]:,.0f}–{e.ci[1]:,.0f}"
 
 
 def _compression(view: ExperimentView, common: dict) -> list[tuple[str, dict]]:
@@ -81,17 +55,11 @@ def by_workload(view: ExperimentView) -> list[tuple[str, ExperimentView]]:
     return parts
 
 
-def _vs(c) -> str:
-    if c is None or c.ratio is None:
-        return "—"
-    return f"{c.ratio:.2f}× ({c.verdict})"
-
-
 def render_html(view: ExperimentView) -> str:
     common = common_knobs(view.summaries)
     found = effects(view, REGISTRY)
     return _env.get_template("report.html.j2").render(
-        v=view, version=__version__, num=_num, ms=_ms, one=_one, ci=_ci, ci_ms=_ci_ms, vs=_vs,
+        v=view, version=__version__, fmt=fmt,
         name=lambda s: series_name(s, common), common=common,
         headlines=headlines(view),
         flagged=[s for s in view.summaries if s.flagged],

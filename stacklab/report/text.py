@@ -1,34 +1,16 @@
-"""Text output (Rich): the summary table and comparisons."""
+"""Text output (Rich) of stored results: the summary table, comparisons and
+recommendations."""
 
 from __future__ import annotations
 
 from rich.console import Console
 from rich.table import Table
 
-from ..analyze import Estimate, ExperimentView, TrialSummary, compare_trials
+from ..analyze import ExperimentView, TrialSummary, compare_trials
+from ..recommend import CAUTIONS
 from . import common_knobs, series_name
-
-
-def fmt(value: float | None, spec: str = ",.0f") -> str:
-    return "—" if value is None else format(value, spec)
-
-
-def ci_text(e: Estimate) -> str:
-    """Relative to the median: a 95% CI as ± its half-width ("±3%"); with fewer than 6
-    values their range, min to max ("-4%…+2%"), which is no 95% interval (`ci_header`
-    names the column for what its cells are)."""
-    if e.is_range and e.median:
-        lo, hi = (min(e.values) / e.median - 1) * 100, (max(e.values) / e.median - 1) * 100
-        return f"{lo:+.0f}%…{hi:+.0f}%"
-    hw = e.half_width
-    return "—" if hw is None else f"±{hw * 100:.0f}%"
-
-
-def ci_header(estimates) -> str:
-    """The column's name: "95% CI" only when no cell is a range, "range" when all are."""
-    ranges = [e.is_range for e in estimates if e.values]
-    return "range" if ranges and all(ranges) else (
-        "95% CI / range" if any(ranges) else "95% CI")
+from .fmt import DASH, ci_header, ci_text, change, ms, number, p_value, ratio_ci, vs
+from .headline import headlines
 
 
 def summary_table(view: ExperimentView) -> Table:
@@ -44,15 +26,15 @@ def summary_table(view: ExperimentView) -> Table:
         if s.flagged:
             runs += " ⚑"
         table.add_row(s.trial_id, series_name(s, common), str(s.concurrency), runs,
-                      fmt(s.rps.median),
-                      ci_text(s.rps), _latency(s, s.p50_us), _latency(s, s.p99_us), fmt(s.mbps.median, ".1f"),
-                      fmt(s.server_cpu_us, ".1f"), str(s.errors))
+                      number(s.rps.median), ci_text(s.rps), _latency(s, s.p50_us),
+                      _latency(s, s.p99_us), number(s.mbps.median, 1),
+                      number(s.server_cpu_us, 1), str(s.errors))
     return table
 
 
 def _latency(s: TrialSummary, value_us: float | None) -> str:
     """A percentile in ms, marked ⚑ when the trial's clients were not all served alike."""
-    return fmt(value_us and value_us / 1000, ".2f") + (" ⚑" if s.latency_distorted else "")
+    return ms(value_us) + (" ⚑" if s.latency_distorted else "")
 
 
 def print_summary(view: ExperimentView, console: Console) -> None:
@@ -64,7 +46,6 @@ def print_summary(view: ExperimentView, console: Console) -> None:
                   "repetitions: their range, min…max relative to the median, which is no "
                   "95% interval); latency: percentiles of all runs' merged histograms; "
                   "srv CPU: every server process", markup=False)
-    from .headline import headlines
     for h in headlines(view):
         console.print(f"• {h.workload}, {h.concurrency} connections: "
                       f"{h.sentence(lambda s: series_name(s, common))}", markup=False)
@@ -93,7 +74,7 @@ RANK_NOTE = "MW p: Mann-Whitney U (5 or more runs a side), for information, not 
 def _ratio(m) -> str:
     c, b = m.comparison, m.bound
     rel = f"{b.relation} " if b and b.relation != "?" else ""
-    return "—" if c.ratio is None else f"{rel}{c.ratio:.3f}"
+    return DASH if c.ratio is None else f"{rel}{c.ratio:.3f}"
 
 
 def _comparison_columns(table: Table, first: tuple[str, ...], rank: bool) -> None:
@@ -105,12 +86,11 @@ def _comparison_columns(table: Table, first: tuple[str, ...], rank: bool) -> Non
 
 
 def _comparison_cells(m, rank: bool) -> list[str]:
-    from .headline import p_text
     c = m.comparison
-    return [fmt(c.median_a, ",.2f" if "ms" in m.metric else ",.1f"),
-            fmt(c.median_b, ",.2f" if "ms" in m.metric else ",.1f"), _ratio(m),
-            f"{c.ci[0]:.3f}–{c.ci[1]:.3f}" if c.ci else "—", p_text(c.p),
-            *((p_text(c.p_rank),) if rank else ()), m.verdict]
+    decimals = 2 if "ms" in m.metric else 1
+    return [number(c.median_a, decimals), number(c.median_b, decimals), _ratio(m),
+            ratio_ci(c.ci, 3, ""), p_value(c.p), *((p_value(c.p_rank),) if rank else ()),
+            m.verdict]
 
 
 def comparison_table(a: TrialSummary, b: TrialSummary, title: str) -> Table:
@@ -157,8 +137,6 @@ def experiments_table(a: ExperimentView, b: ExperimentView) -> Table:
 
 
 def recommendations_tables(view: ExperimentView, effects, bests) -> list[Table]:
-    from ..recommend import CAUTIONS
-    from .headline import p_text
     t = Table(title=f"{view.name}: effect of each knob against its default, all else equal "
                     "(req/s)")
     for col in ("knob = value", "default", "stack / workload / c", "gain", "95% CI", "p",
@@ -171,8 +149,7 @@ def recommendations_tables(view: ExperimentView, effects, bests) -> list[Table]:
             why += f" — caution: {CAUTIONS[e.knob]}"
         t.add_row(f"{e.knob} = {e.value}", str(e.default),
                   f"{e.stack} / {e.workload} / {e.concurrency}",
-                  f"{e.gain * 100:+.1f}%", f"{c.ci[0]:.2f}–{c.ci[1]:.2f}×" if c.ci else "—",
-                  p_text(c.p), e.verdict, why)
+                  change(e.gain), ratio_ci(c.ci), p_value(c.p), e.verdict, why)
     t.caption = ("gain: ratio of geometric means - 1; its 95% CI and p from Welch's t-test "
                  "on log req/s")
     if not effects:
@@ -185,16 +162,9 @@ def recommendations_tables(view: ExperimentView, effects, bests) -> list[Table]:
     common = common_knobs(view.summaries)
     for best in bests:
         b.add_row(f"{best.stack} / {best.workload} / {best.concurrency}",
-                  best.label(lambda s: series_name(s, common)), fmt(best.trial.rps.median),
-                  _vs(best.over_default),
-                  (_vs(best.over_best_single) + f" ({best.best_single.knob} = "
-                   f"{best.best_single.value})") if best.best_single else "—")
+                  best.label(lambda s: series_name(s, common)), number(best.trial.rps.median),
+                  vs(best.over_default),
+                  (vs(best.over_best_single) + f" ({best.best_single.knob} = "
+                   f"{best.best_single.value})") if best.best_single else DASH)
     return [t, b]
 
-
-def _vs(c) -> str:
-    if c is None or c.ratio is None:
-        return "—"
-    if c.ratio == 1.0 and c.p == 1.0:
-        return "same variant"
-    return f"{c.ratio:.2f}× ({c.verdict})"
