@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import io
 from collections import defaultdict
+from dataclasses import dataclass
+from typing import Callable
 
 import matplotlib
 
@@ -123,7 +125,33 @@ def transfer_chart(view: ExperimentView) -> str:
     return _finish(fig, ax, view, "MB/s (HTTP bytes read by the client)", "Transfer rate")
 
 
-def workload_charts(view: ExperimentView) -> dict[str, str]:
-    return {"throughput": throughput_chart(view), "latency": latency_chart(view),
-            "transfer": transfer_chart(view), "cpu": cpu_chart(view),
-            "memory": memory_chart(view)}
+@dataclass(frozen=True)
+class Chart:
+    """One figure of a workload's section: one chart is one entry of CHARTS."""
+
+    name: str                                # the figure's class: chart-<name>
+    draw: Callable[[ExperimentView], str]    # the view of one workload → inline SVG
+    caption: str
+
+
+CHARTS = (
+    Chart("throughput", throughput_chart,
+          "Requests per second against concurrency: line = median of the repetitions, "
+          "band = bootstrap 95% CI of the median (with fewer than 6 repetitions it is "
+          "their min–max, a narrower level: see the table), dots = each repetition."),
+    Chart("latency", latency_chart,
+          "p50 / p90 / p99 against concurrency, from the merged HdrHistograms of all "
+          "repetitions (closed loop; open-loop runs are corrected for coordinated "
+          "omission)."),
+    Chart("transfer", transfer_chart,
+          "Transfer rate: HTTP bytes read by the client per second."),
+    Chart("cpu", cpu_chart,
+          "Server CPU per request, per component (median over repetitions)."),
+    Chart("memory", memory_chart,
+          "Peak resident memory per component during the load."),
+)
+
+
+def draw(view: ExperimentView) -> list[tuple[Chart, str]]:
+    """Every chart of CHARTS for one workload's view, in order, with its SVG."""
+    return [(chart, chart.draw(view)) for chart in CHARTS]

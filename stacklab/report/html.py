@@ -65,7 +65,7 @@ def render_html(view: ExperimentView) -> str:
         flagged=[s for s in view.summaries if s.flagged],
         first_concurrency=min((s.concurrency for s in view.summaries), default=None),
         compression=_compression(view, common),
-        sections=[(w, charts.workload_charts(part)) for w, part in by_workload(view)],
+        sections=[(w, charts.draw(part)) for w, part in by_workload(view)],
         effects=found, bests=best_combinations(view, REGISTRY, found), cautions=CAUTIONS)
 
 
