@@ -6,6 +6,17 @@ Per-request failures are never errors: they are counted data in load reports.
 from __future__ import annotations
 
 import unicodedata
+from enum import IntEnum
+
+
+class ExitStatus(IntEnum):
+    """What the `stacklab` process exits with: each error class names one (httpie's
+    ExitStatus), so a script can tell bad input from a failed command."""
+
+    OK = 0
+    ERROR = 1            # a command that could not do its work (a setup error)
+    BAD_INPUT = 2        # the spec, a flag or a name given is wrong: fix the input
+    INTERRUPTED = 130    # Ctrl-C, SIGTERM or SIGHUP (128 + SIGINT, as a shell reports it)
 
 
 def printable(text: str) -> str:
@@ -30,10 +41,20 @@ def plain_text(value: str) -> str:
 
 
 class StacklabError(Exception):
-    """Base of every error the CLI turns into one line and an exit code. Its text is
-    always one printable line, whatever the values it names contain."""
+    """Base of every error the CLI turns into one line and an exit status. Its text is
+    always one printable line, whatever the values it names contain.
 
-    exit_code = 1
+    A subclass names its status as `exit_status`; `exit_code` is the same number as an
+    int (a subclass that still sets only `exit_code` gets the matching status)."""
+
+    exit_status = ExitStatus.ERROR
+    exit_code = int(ExitStatus.ERROR)
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if "exit_code" in vars(cls) and "exit_status" not in vars(cls):
+            cls.exit_status = ExitStatus(cls.exit_code)
+        cls.exit_code = int(cls.exit_status)
 
     def __str__(self) -> str:
         return printable(super().__str__())
@@ -42,7 +63,7 @@ class StacklabError(Exception):
 class SpecError(StacklabError):
     """Bad input in an experiment file: names the file, the key path and the value."""
 
-    exit_code = 2
+    exit_status = ExitStatus.BAD_INPUT
 
     def __init__(self, file: str, key: str, value: object, problem: str):
         self.file, self.key, self.value, self.problem = file, key, value, problem
@@ -52,13 +73,13 @@ class SpecError(StacklabError):
 class UsageError(StacklabError):
     """Bad command-line input: names the flag or argument and the value."""
 
-    exit_code = 2
+    exit_status = ExitStatus.BAD_INPUT
 
 
 class NotFound(StacklabError):
     """What the command line names (an experiment, a trial) does not exist."""
 
-    exit_code = 2
+    exit_status = ExitStatus.BAD_INPUT
 
 
 class StackError(StacklabError):
@@ -81,8 +102,14 @@ class LabError(StacklabError):
     """The lab directory cannot hold a run as it should (too little free space)."""
 
 
+class Interrupted(StacklabError):
+    """Ctrl-C, SIGTERM or SIGHUP ended the command; what was finished is kept."""
+
+    exit_status = ExitStatus.INTERRUPTED
+
+
 class UnsafePathError(StacklabError):
     """A path from outside (the lab root from TMPDIR, a config name from a results
     database) that cannot be used safely: names the path and what is wrong with it."""
 
-    exit_code = 2
+    exit_status = ExitStatus.BAD_INPUT
