@@ -1,51 +1,74 @@
-"""The `stacklab` command: parse, call one library function, map errors to exit codes."""
+"""The `stacklab` command: parse, call one command (stacklab/commands), map what it
+returns or raises to an exit status, in one place."""
 
 from __future__ import annotations
 
-import functools
 import os
 import sqlite3
 import sys
 from enum import Enum
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Optional
 
+import pymysql
 import typer
-from rich.console import Console
+from typer.core import TyperGroup
 
-from . import app as lab_app
-from .errors import StacklabError, printable
-
-DEFAULT_DB = Path("results/stacklab.db")
-
-cli = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
-                  help="stacklab: a performance lab for web stacks.")
-# Piped output (make demo | tee, CI logs) gets room for the whole table.
-out = Console(width=None if sys.stdout.isatty() else 120)
-err = Console(stderr=True)
-
-DbOpt = typer.Option(DEFAULT_DB, "--db", help="Results database (SQLite).")
+from .commands import listing, measure, results
+from .commands import run as running
+from .env import DEFAULT_DB, Environment
+from .errors import ExitStatus, StacklabError, printable
 
 
-def guarded(fn: Callable) -> Callable:
-    """The one error boundary: a StacklabError becomes one line and its exit code."""
-    @functools.wraps(fn)
-    def wrapper(*args, **kwargs):
+def error_line(e: BaseException) -> tuple[ExitStatus, str] | None:
+    """What the boundary says about `e` (one line) and the status it exits with; None
+    for anything else, which is a bug and keeps its traceback."""
+    if isinstance(e, StacklabError):
+        return e.exit_status, str(e)
+    if isinstance(e, KeyboardInterrupt):
+        return ExitStatus.INTERRUPTED, "interrupted"
+    if isinstance(e, sqlite3.Error):
+        return ExitStatus.ERROR, printable(f"results database: {e}")
+    if isinstance(e, pymysql.MySQLError):        # dbbench and breakdown talk to MariaDB
+        code, message = e.args if len(e.args) == 2 else ("", e)
+        return ExitStatus.ERROR, printable(f"MariaDB: {message}" +
+                                           (f" (error {code})" if code else ""))
+    if isinstance(e, OSError):
+        return ExitStatus.ERROR, printable(f"{e.filename}: {e.strerror}" if e.filename
+                                           else str(e))
+    return None
+
+
+class Boundary(TyperGroup):
+    """The one error boundary, around every command: an error becomes one line on
+    stderr and its ExitStatus (`--traceback` shows the rest); what a command returns
+    is the exit status. The Environment is made here unless the caller gave one."""
+
+    def invoke(self, ctx):
+        env = ctx.obj = ctx.obj or Environment.default()
         try:
-            return fn(*args, **kwargs)
+            status = super().invoke(ctx)
         except BrokenPipeError:             # `stacklab show | head`: the reader left
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-            raise typer.Exit(0) from None
-        except (StacklabError, OSError, sqlite3.Error) as e:
-            if "--traceback" in sys.argv:
+            raise typer.Exit(ExitStatus.OK) from None
+        except (Exception, KeyboardInterrupt) as e:
+            said = error_line(e)
+            if said is None or ctx.params.get("traceback"):
                 raise
-            message = str(e) if isinstance(e, StacklabError) else (
-                f"results database: {e}" if isinstance(e, sqlite3.Error) else
-                f"{e.filename}: {e.strerror}" if e.filename else str(e))
-            err.print(f"stacklab: error: {printable(message)}", markup=False, highlight=False,
-                      soft_wrap=True)
-            raise typer.Exit(getattr(e, "exit_code", 1)) from None
-    return wrapper
+            env.stderr.print(f"stacklab: error: {said[1]}", markup=False, highlight=False,
+                             soft_wrap=True)
+            raise typer.Exit(said[0]) from None
+        if status:
+            raise typer.Exit(status)
+
+
+cli = typer.Typer(cls=Boundary, add_completion=False, no_args_is_help=True,
+                  pretty_exceptions_enable=False,
+                  help="stacklab: a performance lab for web stacks.")
+
+DbOpt = typer.Option(None, "--db", show_default=False,
+                     help=f"Results database (SQLite). [default: {DEFAULT_DB}]")
+ExperimentArg = typer.Argument(None, help="Name or id (default: newest).")
 
 
 @cli.callback()
@@ -55,41 +78,36 @@ def _options(traceback: bool = typer.Option(False, "--traceback",
 
 
 @cli.command()
-@guarded
-def doctor() -> None:
+def doctor(ctx: typer.Context) -> ExitStatus:
     """Check every component: found or not, version, the apt package to install."""
-    ok = lab_app.doctor(out)
-    raise typer.Exit(0 if ok else 1)
+    return listing.doctor(ctx.obj)
 
 
 @cli.command()
-@guarded
-def run(spec: Path = typer.Argument(..., help="Experiment file (TOML)."),
-        db: Path = DbOpt,
+def run(ctx: typer.Context,
+        spec: Path = typer.Argument(..., help="Experiment file (TOML)."),
+        db: Optional[Path] = DbOpt,
         resume: bool = typer.Option(False, "--resume", help="Complete the newest experiment "
                                     "of this name without redoing finished runs."),
         dry_run: bool = typer.Option(False, "--dry-run", help="Print the plan, start nothing.")
-        ) -> None:
+        ) -> ExitStatus:
     """Run an experiment: plan, start real stacks, verify, load, store each run."""
-    lab_app.run(spec, db, resume, dry_run, out)
+    return running.run(ctx.obj, spec, db, resume, dry_run)
 
 
 @cli.command()
-@guarded
-def show(experiment: Optional[str] = typer.Argument(None, help="Name or id (default: newest)."),
-         db: Path = DbOpt) -> None:
+def show(ctx: typer.Context, experiment: Optional[str] = ExperimentArg,
+         db: Optional[Path] = DbOpt) -> ExitStatus:
     """Text table of an experiment's results."""
-    lab_app.show(experiment, db, out)
+    return results.show(ctx.obj, experiment, db)
 
 
 @cli.command()
-@guarded
-def report(experiment: Optional[str] = typer.Argument(None, help="Name or id (default: newest)."),
+def report(ctx: typer.Context, experiment: Optional[str] = ExperimentArg,
            output: Path = typer.Option(Path("results/report.html"), "-o", "--output"),
-           db: Path = DbOpt) -> None:
+           db: Optional[Path] = DbOpt) -> ExitStatus:
     """Write the self-contained HTML report."""
-    path = lab_app.report(experiment, db, output)
-    out.print(f"report: {path.resolve()}")
+    return results.report(ctx.obj, experiment, db, output)
 
 
 class Format(str, Enum):
@@ -98,92 +116,88 @@ class Format(str, Enum):
 
 
 @cli.command()
-@guarded
-def export(experiment: Optional[str] = typer.Argument(None, help="Name or id (default: newest)."),
+def export(ctx: typer.Context, experiment: Optional[str] = ExperimentArg,
            format: Format = typer.Option(Format.csv, "--format"),
            output: Optional[Path] = typer.Option(None, "-o", "--output",
                                                  help="File (default: stdout)."),
-           db: Path = DbOpt) -> None:
+           db: Optional[Path] = DbOpt) -> ExitStatus:
     """Export every stored run of an experiment as CSV or JSON."""
-    text = lab_app.export(experiment, db, format.value)
-    if output:
-        output.write_text(text)
-    else:
-        sys.stdout.write(text)
+    return results.export(ctx.obj, experiment, db, format.value, output)
 
 
 @cli.command()
-@guarded
-def compare(a: str = typer.Argument(..., help="Experiment (name or id) or trial id (prefix)."),
+def compare(ctx: typer.Context,
+            a: str = typer.Argument(..., help="Experiment (name or id) or trial id (prefix)."),
             b: str = typer.Argument(..., help="Experiment (name or id) or trial id (prefix)."),
             experiment: Optional[str] = typer.Option(None, "--experiment", "-e",
                                                      help="Where the trials are (default: "
                                                      "newest)."),
-            db: Path = DbOpt) -> None:
+            db: Optional[Path] = DbOpt) -> ExitStatus:
     """Compare two experiments or two trials: ratio with a 95% CI, p-value, verdict."""
-    lab_app.compare_cmd(a, b, db, experiment, out)
+    return results.compare(ctx.obj, a, b, db, experiment)
 
 
 @cli.command()
-@guarded
-def recommend(experiment: Optional[str] = typer.Argument(None, help="Name or id (default: "
-                                                         "newest)."),
-              db: Path = DbOpt) -> None:
+def recommend(ctx: typer.Context, experiment: Optional[str] = ExperimentArg,
+              db: Optional[Path] = DbOpt) -> ExitStatus:
     """What each varied knob did, ranked by gain, and the best combination."""
-    lab_app.recommend_cmd(experiment, db, out)
+    return results.recommend(ctx.obj, experiment, db)
 
 
 @cli.command("export-config")
-@guarded
-def export_config(trial: str = typer.Argument(..., help="Trial id (prefix), see `show`."),
+def export_config(ctx: typer.Context,
+                  trial: str = typer.Argument(..., help="Trial id (prefix), see `show`."),
                   output: Path = typer.Option(..., "-o", "--output", help="Directory."),
                   experiment: Optional[str] = typer.Option(None, "--experiment", "-e"),
-                  db: Path = DbOpt) -> None:
+                  db: Optional[Path] = DbOpt) -> ExitStatus:
     """Write a measured variant's configuration files, cleaned of lab paths."""
-    for path in lab_app.export_config_cmd(trial, db, experiment, output):
-        out.print(str(path))
+    return results.export_config(ctx.obj, trial, db, experiment, output)
 
 
 @cli.command()
-@guarded
-def breakdown(stack: str = typer.Argument(..., help="Stack, see `stacklab stacks`."),
+def breakdown(ctx: typer.Context,
+              stack: str = typer.Argument(..., help="Stack, see `stacklab stacks`."),
               workload: str = typer.Argument(..., help="Workload, e.g. app-show."),
               requests: int = typer.Option(200, "--requests", "-n",
                                            help="Engine requests per URL and keep-alive mode."),
               knob: list[str] = typer.Option([], "--knob", help="component.name=value "
                                              "(repeatable)."),
-              db: Path = DbOpt) -> None:
+              db: Optional[Path] = DbOpt) -> ExitStatus:
     """Where one request's time goes (S1's overview method): database, PHP, web server."""
-    lab_app.breakdown_cmd(stack, workload, requests, knob, db, out)
+    return measure.breakdown(ctx.obj, stack, workload, requests, knob, db)
 
 
 @cli.command()
-@guarded
-def dbbench(spec: Path = typer.Argument(..., help="Experiment file (TOML) with mariadb stacks."),
+def dbbench(ctx: typer.Context,
+            spec: Path = typer.Argument(..., help="Experiment file (TOML) with mariadb stacks."),
             loops: int = typer.Option(5000, "--loops", help="Loops of the application's "
                                       "queries per variant."),
-            db: Path = DbOpt) -> None:
+            db: Optional[Path] = DbOpt) -> ExitStatus:
     """The model application's SQL looped on MariaDB alone, per mariadb.* setting (S1)."""
-    lab_app.dbbench_cmd(spec, loops, db, out)
+    return measure.dbbench(ctx.obj, spec, loops, db)
 
 
 @cli.command()
-@guarded
-def workloads() -> None:
+def workloads(ctx: typer.Context) -> ExitStatus:
     """List the workloads: what each deploys and which stacks can serve it."""
-    lab_app.list_workloads(out)
+    return listing.workloads(ctx.obj)
 
 
 @cli.command()
-@guarded
-def stacks() -> None:
+def stacks(ctx: typer.Context) -> ExitStatus:
     """List stacks, components with their versions, and every knob."""
-    lab_app.list_stacks(out)
+    return listing.stacks(ctx.obj)
 
 
-def main() -> None:
-    cli()
+def main(argv: list[str] | None = None, env: Environment | None = None) -> int:
+    """`stacklab ARGV…` in `env` (default: this terminal): the exit status. Tests call
+    it in-process with an Environment of their own."""
+    try:
+        cli(args=argv, obj=env)
+    except SystemExit as e:
+        return e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+    return ExitStatus.OK
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

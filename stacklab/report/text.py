@@ -106,6 +106,13 @@ def comparison_table(a: TrialSummary, b: TrialSummary, title: str) -> Table:
     return table
 
 
+def trials_table(view: ExperimentView, a: TrialSummary, b: TrialSummary) -> Table:
+    """Two trials of one experiment, B against A."""
+    return comparison_table(a, b, f"trials of experiment {view.name} (id {view.id}):\n"
+                                  f"B = {b.trial_id} {b.label}\n"
+                                  f"A = {a.trial_id} {a.label}")
+
+
 def _metric(metric: str, a: TrialSummary, b: TrialSummary) -> str:
     """A latency metric is marked ⚑ when either side's percentiles are distorted."""
     distorted = metric.startswith("p") and (a.latency_distorted or b.latency_distorted)

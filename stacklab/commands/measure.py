@@ -1,0 +1,49 @@
+"""breakdown and dbbench: S1's two methods, each stored as it finishes, then printed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..breakdown import breakdown_tables, plan_breakdown, run_breakdown, summary_line
+from ..dbbench import dbbench_table, plan_variants, run_dbbench
+from ..env import Environment
+from ..errors import ExitStatus
+from ..store import Store
+from .run import load
+
+
+def breakdown(env: Environment, stack: str, workload: str, requests: int, knobs: list[str],
+              db: Path | None) -> ExitStatus:
+    """S1's overview method: where one request's time goes."""
+    plan = plan_breakdown(stack, workload, knobs, requests)
+    store = Store.open(env.database(db))
+    try:
+        record = run_breakdown(plan, env.clock())
+        breakdown_id = store.add_breakdown(record)
+    finally:
+        store.close()
+    title = f"breakdown {breakdown_id}: {stack} {workload}" + "".join(
+        f" {k}={v}" for k, v in sorted(plan.knobs.items()))
+    for table in breakdown_tables(record.result, title):
+        env.stdout.print(table)
+    for url in record.result["urls"]:
+        for m in url["measurements"]:
+            env.stdout.print(f"{url['path']} keep-alive {'on' if m['keepalive'] else 'off'}: "
+                             f"{summary_line(m)}", highlight=False, soft_wrap=True)
+    return ExitStatus.OK
+
+
+def dbbench(env: Environment, spec_path: Path, loops: int, db: Path | None) -> ExitStatus:
+    """S1's database method: the model application's SQL under each mariadb setting."""
+    spec, plan = load(spec_path)
+    variants = plan_variants(spec, plan)
+    out = env.stdout
+    out.print(f"dbbench {spec.experiment.name}: {len(variants)} variant(s) × {loops} loops")
+    store = Store.open(env.database(db))
+    try:
+        records = run_dbbench(spec, variants, loops, store, env.clock, lambda r: out.print(
+            f"stored dbbench {r.id}: {r.result['variant']}", highlight=False))
+    finally:
+        store.close()
+    out.print(dbbench_table(records, f"dbbench: {spec.experiment.name}"))
+    return ExitStatus.OK

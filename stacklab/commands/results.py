@@ -1,0 +1,107 @@
+"""show, report, export, compare, recommend, export-config: what the results database
+holds. These only read: the database is opened read-only (an archive on a read-only
+mount can be read)."""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+from ..analyze import ExperimentView, TrialSummary, load_view
+from ..env import Environment
+from ..errors import ExitStatus, NotFound, StacklabError
+from ..exportconfig import export_config as write_config
+from ..recommend import best_combinations, effects
+from ..report.export import export_csv, export_json
+from ..report.html import write_html
+from ..report.text import (experiments_table, print_summary, recommendations_tables,
+                           trials_table)
+from ..stacks import REGISTRY
+from ..store import Store
+
+
+@contextmanager
+def stored(db: Path) -> Iterator[Store]:
+    """The results database, read-only; a missing one is said as such (never created)."""
+    if not db.exists():
+        raise StacklabError(f"--db {db}: no results database there yet "
+                            "(run an experiment first)")
+    store = Store.open(db, readonly=True)
+    try:
+        yield store
+    finally:
+        store.close()
+
+
+def view_of(env: Environment, db: Path | None, experiment: str | None) -> ExperimentView:
+    with stored(env.database(db)) as store:
+        return load_view(store, experiment)
+
+
+def show(env: Environment, experiment: str | None, db: Path | None) -> ExitStatus:
+    print_summary(view_of(env, db, experiment), env.stdout)
+    return ExitStatus.OK
+
+
+def report(env: Environment, experiment: str | None, db: Path | None,
+           output: Path) -> ExitStatus:
+    path = write_html(view_of(env, db, experiment), output)
+    env.stdout.print(f"report: {path.resolve()}")
+    return ExitStatus.OK
+
+
+def export(env: Environment, experiment: str | None, db: Path | None, fmt: str,
+           output: Path | None) -> ExitStatus:
+    view = view_of(env, db, experiment)
+    text = export_csv(view) if fmt == "csv" else export_json(view)
+    if output:
+        output.write_text(text)
+    else:
+        env.stdout.file.write(text)     # as is: no wrapping, no markup
+    return ExitStatus.OK
+
+
+def compare(env: Environment, a: str, b: str, db: Path | None,
+            experiment: str | None) -> ExitStatus:
+    """Two experiments (trial by trial, matched by definition) or two trials of one."""
+    with stored(env.database(db)) as store:
+        names = {str(r["id"]) for r in store.experiments()} | {
+            r["name"] for r in store.experiments()}
+        if a in names and b in names and experiment is None:
+            env.stdout.print(experiments_table(load_view(store, a), load_view(store, b)))
+            return ExitStatus.OK
+        view = load_view(store, experiment)
+    env.stdout.print(trials_table(view, find_trial(view, a), find_trial(view, b)))
+    return ExitStatus.OK
+
+
+def find_trial(view: ExperimentView, prefix: str) -> TrialSummary:
+    """The one trial whose id starts with `prefix`, or NotFound pointing at `show`."""
+    found = [s for s in view.summaries if prefix and s.trial_id.startswith(prefix)]
+    if len(found) != 1:
+        raise NotFound(f"{prefix!r}: {'no' if not found else 'more than one'} trial of "
+                       f"experiment {view.name!r} (id {view.id}) has that id; "
+                       f"`stacklab show {view.id}` lists them in its id column")
+    return found[0]
+
+
+def recommend(env: Environment, experiment: str | None, db: Path | None) -> ExitStatus:
+    view = view_of(env, db, experiment)
+    found = effects(view, REGISTRY)
+    for table in recommendations_tables(view, found, best_combinations(view, REGISTRY, found)):
+        env.stdout.print(table)
+    return ExitStatus.OK
+
+
+def export_config(env: Environment, trial: str, db: Path | None, experiment: str | None,
+                  output: Path) -> ExitStatus:
+    """The latest successful run's config files of one trial, one path a line."""
+    view = view_of(env, db, experiment)
+    summary = find_trial(view, trial)
+    runs = [r for r in view.runs if r.trial_id == summary.trial_id and r.outcome == "ok"]
+    if not runs:
+        raise StacklabError(f"trial {summary.trial_id} has no successful run to export")
+    for path in write_config(runs[-1], summary.label, output):
+        env.stdout.print(str(path))
+    return ExitStatus.OK

@@ -1,0 +1,96 @@
+"""Text output (Rich) of what the lab has and what it is about to do: doctor's
+inventory, the stacks with every knob, the workloads, and the dry-run plan. The data
+comes from stacklab/inventory.py and the plan; this only lays it out."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from ..inventory import KnobSection, Tool
+from ..plan import Plan
+from ..spec import ExperimentSpec
+
+
+def doctor_table(tools: list[Tool]) -> Table:
+    table = Table(title="stacklab doctor")
+    for col in ("component", "status", "version", "install with"):
+        table.add_column(col)
+    for t in tools:
+        status = ("[green]found[/green]" if t.found else
+                  "[yellow]missing[/yellow]" if t.optional else "[red]missing[/red]")
+        table.add_row(f"{t.name} (optional, cross-checks)" if t.optional else t.name, status,
+                      escape(t.version or ""), "" if t.found else t.install)
+    return table
+
+
+def print_doctor(tools: list[Tool], ready: bool, out: Console) -> None:
+    out.print(doctor_table(tools))
+    out.print("the default experiment can run" if ready else
+              "[red]the default experiment cannot run: install what is missing[/red]")
+
+
+def stacks_table(stacks) -> Table:
+    table = Table(title="stacks")
+    table.add_column("stack")
+    table.add_column("components (front first)")
+    table.add_column("description")
+    for s in stacks:
+        table.add_row(s.name, " → ".join(s.components), s.description)
+    return table
+
+
+def knobs_table(sections: list[KnobSection]) -> Table:
+    table = Table(title="knobs")
+    widest = max((len(k.key) for s in sections for k in s.knobs), default=4)
+    table.add_column("knob", no_wrap=True, min_width=widest)    # never cut a knob's name
+    for col in ("type", "default", "allowed", "meaning", "from"):
+        table.add_column(col)
+    for section in sections:
+        if section.heading is not None:
+            table.add_section()
+            table.add_row(f"[bold]{section.owner}[/bold] {escape(section.heading)}",
+                          "", "", "", "", "")
+        for k in section.knobs:
+            allowed = ", ".join(map(str, k.choices)) if k.choices else (
+                f"{k.min:g}..{k.max:g}" if k.min is not None and k.max is not None else "")
+            table.add_row(k.key, k.type.__name__, str(k.default), allowed, k.meaning, k.source)
+    return table
+
+
+def workloads_table(workloads) -> Table:
+    table = Table(title="workloads")
+    for col in ("workload", "needs", "URLs", "description"):
+        table.add_column(col)
+    for w in workloads:
+        table.add_row(w.name, w.needs or "any server", str(len(w.urls)), w.description)
+    return table
+
+
+def print_notes(notes: list[str], out: Console) -> None:
+    """Knobs set where they cannot act in some trials, said before anything runs."""
+    for note in notes:
+        out.print(f"[yellow]note:[/yellow] {escape(note)}", soft_wrap=True)
+
+
+def plan_table(spec: ExperimentSpec, plan: Plan) -> Table:
+    table = Table(title=f"plan: {spec.experiment.name}")
+    for col in ("trial", "stack", "workload", "c", "knobs"):
+        table.add_column(col)
+    for t in plan.trials:
+        table.add_row(t.id, t.stack, t.workload, str(t.concurrency),
+                      " ".join(f"{k}={v}" for k, v in t.knobs) or "defaults")
+    return table
+
+
+def print_plan(spec: ExperimentSpec, plan: Plan, out: Console) -> None:
+    out.print(plan_table(spec, plan))
+    minutes, seconds = divmod(int(plan.estimated_s(spec)), 60)
+    e = spec.experiment
+    out.print(f"{len(plan.trials)} trials × {e.first_repetitions} repetitions = "
+              f"{len(plan.runs)} runs, estimated {minutes} min {seconds} s")
+    if e.auto:
+        out.print(f"repetitions = auto: more rounds until each trial's req/s CI half-width is "
+                  f"under {e.ci_target:.0%}, at most {e.max_repetitions} repetitions "
+                  f"({plan.max_runs(spec)} runs)")
