@@ -1,14 +1,46 @@
 """Synthetic stored runs with the engine's real report shape, for report and analysis
-tests that must not depend on a noisy machine."""
+tests that must not depend on a noisy machine. Every fake engine report is checked
+against the engine's schema (engine/schema/report.schema.json) before a test uses it."""
 
 import base64
+import copy
+import json
 import random
 import struct
 import zlib
+from functools import cache
+from pathlib import Path
 
+import jsonschema
 from hdrh.histogram import HdrHistogram
 
 from stacklab.store import RunRecord, Store
+
+ENGINE_SCHEMA = Path(__file__).resolve().parent.parent / "engine/schema/report.schema.json"
+
+
+@cache
+def engine_schema(version: int = 2) -> dict:
+    """The engine's report schema: version 2 is the file; version 1 is derived from it by
+    the changelog (engine/README.md): no `connections`, `in_flight`, timeseries
+    `width_s` or `config.max_error_rate`."""
+    schema = json.loads(ENGINE_SCHEMA.read_text())
+    if version == 1:
+        schema = copy.deepcopy(schema)
+        props = schema["properties"]
+        props["schema_version"] = {"const": 1}
+        for key in ("connections", "in_flight"):
+            schema["required"].remove(key)
+            del props[key]
+        props["timeseries"]["items"]["required"].remove("width_s")
+        props["config"]["properties"].pop("max_error_rate", None)
+    return schema
+
+
+def checked(doc: dict) -> dict:
+    """`doc`, once it follows the engine's schema of its version (else the test fails)."""
+    jsonschema.Draft202012Validator(engine_schema(doc["schema_version"])).validate(doc)
+    return doc
 
 
 def engine_histogram(values, schema: int = 2) -> str:
@@ -25,10 +57,18 @@ def engine_histogram(values, schema: int = 2) -> str:
 
 
 def _stats(s: list[float], count: int) -> dict:
-    pct = lambda q: s[min(len(s) - 1, int(q * len(s)))]  # noqa: E731
-    return {"count": count, "min": s[0], "mean": sum(s) / len(s), "stdev": 1.0,
+    """As the engine summarizes latencies: whole µs, a mean and stdev with decimals."""
+    if not s:
+        return {"count": 0, "min": 0, "mean": 0.0, "stdev": 0.0, "p50": 0, "p90": 0,
+                "p99": 0, "p999": 0, "max": 0}
+    pct = lambda q: round(s[min(len(s) - 1, int(q * len(s)))])  # noqa: E731
+    return {"count": count, "min": round(s[0]), "mean": sum(s) / len(s), "stdev": 1.0,
             "p50": pct(0.5), "p90": pct(0.9), "p99": pct(0.99), "p999": pct(0.999),
-            "max": s[-1]}
+            "max": round(s[-1])}
+
+
+ERROR_CLASSES = ("connect", "read", "write", "timeout", "tls", "bad_response",
+                 "length_mismatch")
 
 
 def fake_load(rps: float, latency_us: float, seed: int, duration_s: float = 2.0,
@@ -43,18 +83,30 @@ def fake_load(rps: float, latency_us: float, seed: int, duration_s: float = 2.0,
     samples = [latency_us * rng.lognormvariate(0, 0.3) for _ in range(400)]
     s = sorted(samples)
     connections = max(1, round(latency_us * rps / 1e6))
-    doc = {"schema_version": schema,
-           "config": {"threads": threads, "warmup_s": warmup_s, "rate": None,
-                      "connections": connections},
+    config = {"urls": [{"url": "http://127.0.0.1:8080/index.html", "weight": 1}],
+              "connections": connections, "threads": threads, "requests": None,
+              "duration_s": duration_s, "rate": None, "warmup_s": warmup_s,
+              "keepalive": True, "method": "GET", "headers": [], "compressed": False,
+              "timeout_s": 10.0, "insecure": False, "tls_resume": True, "seed": seed}
+    if schema >= 2:
+        config["max_error_rate"] = None
+    doc = {"schema_version": schema, "config": config,
            "duration_s": duration_s, "rps": rps,
-           "requests": {"completed": completed, "failed": 0, "errors": {}},
-           "status": {"200": completed}, "bytes": {"total": completed * 3500,
-                                                   "body": completed * 3306},
+           "requests": {"completed": completed, "failed": 0,
+                        "errors": dict.fromkeys(ERROR_CLASSES, 0)},
+           "status": {"200": completed}, "status_classes": {"2xx": completed},
+           "bytes": {"total": completed * 3500, "body": completed * 3306,
+                     "decoded_body": None},
            "latency_us": _stats(s, completed),
            "latency_uncorrected_us": _stats([v * 0.8 for v in s], completed),
+           "connect_us": _stats([50.0] * connections, connections),
+           "tls_us": _stats([], 0), "ttfb_us": _stats([v * 0.9 for v in s], completed),
+           "tls": {"protocol": None, "cipher": None, "handshakes": None, "resumed": None},
+           "connections_opened": connections,
            "engine": {"version": "0.1.0", "cpu_user_s": engine_cpu_s * 0.4,
                       "cpu_sys_s": engine_cpu_s * 0.6},
-           "histogram": engine_histogram(samples, schema), "timeseries": []}
+           "histogram": engine_histogram(samples, schema), "timeseries": [],
+           "interrupted": False}
     if schema >= 2:
         per_slot = completed // connections
         doc["connections"] = {
@@ -65,7 +117,7 @@ def fake_load(rps: float, latency_us: float, seed: int, duration_s: float = 2.0,
             "longest_wait_us": {"median": int(s[-1] * 0.8), "max": int(s[-1])}}
         doc["in_flight"] = {"count": connections, "age_us_max": int(s[-1]),
                             "age_us_median": int(s[len(s) // 2]), "older_than_run": 0}
-    return doc
+    return checked(doc)
 
 
 def fake_resources(component: str, cpu_s: float, rss: float) -> dict:

@@ -18,7 +18,7 @@ from stacklab.drive import LOAD_KNOBS, REPO_ENGINE, LoadPlan, LoadReport, run_lo
 from stacklab.errors import EngineError
 from stacklab.stats import decode_histogram, merged_percentiles
 
-from fakes import engine_histogram, fake_load
+from fakes import engine_histogram, engine_schema, fake_load
 from helpers import ROOT, require_engine
 
 SCHEMA = json.loads((ROOT / "engine" / "schema" / "report.schema.json").read_text())
@@ -125,11 +125,23 @@ def test_both_histogram_encodings_decode_to_the_same_histogram():
 
 def test_fakes_keep_the_contract():
     doc = fake_load(10_000, 1600, seed=2)
-    props = SCHEMA["properties"]
-    for key in ("connections", "in_flight"):
-        jsonschema.Draft202012Validator(props[key]).validate(doc[key])
+    jsonschema.Draft202012Validator(SCHEMA).validate(doc)     # the whole report
+    assert engine_schema(2) == SCHEMA
     assert doc["connections"]["slots"] == doc["config"]["connections"] == 16
     assert doc["latency_uncorrected_us"]["p99"] < doc["latency_us"]["p99"]
+    old = fake_load(10_000, 1600, seed=2, schema=1)
+    jsonschema.Draft202012Validator(engine_schema(1)).validate(old)
+    with pytest.raises(jsonschema.ValidationError):   # schema 1 lacks what 2 requires
+        jsonschema.Draft202012Validator(SCHEMA).validate(old)
+
+
+def test_a_fake_that_breaks_the_contract_is_refused():
+    """fake_load checks what it returns: a report the engine could not print fails."""
+    from fakes import checked
+    doc = fake_load(1000, 500, seed=1)
+    doc["latency_us"]["p99"] = 812.5           # the engine's percentiles are whole µs
+    with pytest.raises(jsonschema.ValidationError):
+        checked(doc)
 
 
 def test_engine_cpu_of_the_measured_phase_leaves_out_the_warmup():
