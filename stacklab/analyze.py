@@ -12,7 +12,8 @@ from typing import Any
 
 from .flags import BOUNDING, LATENCY_DISTORTING, dispersion, run_flags
 from .stats import Comparison, bootstrap_ci, compare, median, merged_percentiles
-from .store import RunRecord, Store
+from .store import Outcome, RunRecord, Store
+from .verify import Verdict
 
 
 @dataclass(frozen=True)
@@ -53,7 +54,7 @@ class Estimate:
         return (self.ci[1] - self.ci[0]) / 2 / self.median
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class TrialSummary:
     trial_id: str
     label: str
@@ -74,7 +75,7 @@ class TrialSummary:
     errors: int                           # failed requests over all ok runs
     flagged: tuple[str, ...]              # run flags seen (generator-bound, …)
     reasons: tuple[str, ...]              # "failed: why" / "invalid: which check FAILed"
-    verdicts: tuple[dict, ...] = field(default=())   # of the latest run
+    verdicts: tuple[Verdict, ...] = ()    # of the latest run
     flag_details: tuple[tuple[str, str], ...] = ()   # (flag, the numbers that raised it)
     idle_pss_mib_per_worker: dict[str, Estimate] = field(default_factory=dict)  # before load
     runs_invalid: int = 0                 # verification FAILed: not measured
@@ -104,7 +105,7 @@ class TrialSummary:
         return median(values)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ExperimentView:
     """Everything a report shows: the experiment row, trials, summaries and runs."""
 
@@ -120,16 +121,8 @@ class ExperimentView:
     runs: list[RunRecord]
 
 
-def engine_cpu_measured_s(load: dict) -> float:
-    """The engine's CPU during the measured phase. It reports its whole process (warm-up
-    included), so the warm-up's share is taken out in proportion to time."""
-    total = load["engine"]["cpu_user_s"] + load["engine"]["cpu_sys_s"]
-    measured, warmup = load["duration_s"], load["config"].get("warmup_s") or 0.0
-    return total * measured / (measured + warmup) if measured + warmup > 0 else total
-
-
 def _per_request(cpu_s: float, run: RunRecord) -> float:
-    return cpu_s / run.load["requests"]["completed"] * 1e6
+    return cpu_s / run.load.completed * 1e6
 
 
 def _components(runs: list[RunRecord]) -> list[str]:
@@ -138,7 +131,7 @@ def _components(runs: list[RunRecord]) -> list[str]:
 
 def summarize(definition: dict, label: str, trial_id: str,
               runs: list[RunRecord]) -> TrialSummary:
-    ok = [r for r in runs if r.outcome == "ok" and r.load and r.load["requests"]["completed"]]
+    ok = [r for r in runs if r.outcome is Outcome.OK and r.load and r.load.completed]
     comps = _components(ok)
     details = _flag_details(ok)
 
@@ -152,37 +145,41 @@ def summarize(definition: dict, label: str, trial_id: str,
                 out[c] = Estimate.of(vals)
         return out
 
+    invalid = len([r for r in runs if r.outcome is Outcome.INVALID])
     return TrialSummary(
-        trial_id, label, definition["stack"], definition["workload"],
-        definition["concurrency"], definition["knobs"], len(ok),
-        len([r for r in runs if r.outcome != "invalid"]) - len(ok),
-        Estimate.of([r.load["rps"] for r in ok]),
-        Estimate.of([r.load["bytes"]["total"] / r.load["duration_s"] / 1e6 for r in ok
-                     if r.load["duration_s"]]),
-        merged_percentiles([r.load["histogram"] for r in ok if r.load.get("histogram")]),
-        {p: Estimate.of([r.load["latency_us"][p] for r in ok]) for p in ("p50", "p99")},
-        per_component("cpu_s", per_request=True),
-        Estimate.of([_per_request(engine_cpu_measured_s(r.load), r) for r in ok]),
-        per_component("rss_mib_peak"), per_component("pss_mib_per_worker"),
-        sum(r.load["requests"]["failed"] for r in ok),
-        tuple(name for name, _ in details),
-        tuple(sorted({f"{r.outcome}: {r.reason}" for r in runs
-                      if r.outcome != "ok" and r.reason})),
-        tuple(runs[-1].verdicts) if runs else (), tuple(details),
-        per_component("idle_pss_mib_per_worker"),
-        len([r for r in runs if r.outcome == "invalid"]), _tls(ok))
+        trial_id=trial_id, label=label, stack=definition["stack"],
+        workload=definition["workload"], concurrency=definition["concurrency"],
+        knobs=definition["knobs"], runs_ok=len(ok), runs_failed=len(runs) - invalid - len(ok),
+        rps=Estimate.of([r.load.rps for r in ok]),
+        mbps=Estimate.of([r.load.bytes_total / r.load.duration_s / 1e6 for r in ok
+                          if r.load.duration_s]),
+        latency_us=merged_percentiles([r.load.histogram for r in ok if r.load.histogram]),
+        latency_runs_us={"p50": Estimate.of([r.load.p50_us for r in ok]),
+                         "p99": Estimate.of([r.load.p99_us for r in ok])},
+        cpu_us_per_request=per_component("cpu_s", per_request=True),
+        engine_cpu_us_per_request=Estimate.of(
+            [_per_request(r.load.engine_cpu_measured_s, r) for r in ok]),
+        rss_mib_peak=per_component("rss_mib_peak"),
+        pss_mib_per_worker=per_component("pss_mib_per_worker"),
+        errors=sum(r.load.failed for r in ok),
+        flagged=tuple(name for name, _ in details),
+        reasons=tuple(sorted({f"{r.outcome}: {r.reason}" for r in runs
+                              if r.outcome is not Outcome.OK and r.reason})),
+        verdicts=runs[-1].verdicts if runs else (), flag_details=tuple(details),
+        idle_pss_mib_per_worker=per_component("idle_pss_mib_per_worker"),
+        runs_invalid=invalid, tls=_tls(ok))
 
 
 def _tls(ok: list[RunRecord]) -> dict | None:
     """The protocol and cipher the engine negotiated, and how many handshakes resumed a
     session, so "resumed" means what it did (TLS 1.3 resumption still runs ECDHE)."""
-    seen = [r.load["tls"] for r in ok if (r.load.get("tls") or {}).get("protocol")]
+    seen = [r.load.tls for r in ok if r.load.tls]
     if not seen:
         return None
-    return {"protocols": sorted({t["protocol"] for t in seen}),
-            "ciphers": sorted({t["cipher"] for t in seen if t.get("cipher")}),
-            "handshakes": sum(t.get("handshakes") or 0 for t in seen),
-            "resumed": sum(t.get("resumed") or 0 for t in seen)}
+    return {"protocols": sorted({t.protocol for t in seen}),
+            "ciphers": sorted({t.cipher for t in seen if t.cipher}),
+            "handshakes": sum(t.handshakes for t in seen),
+            "resumed": sum(t.resumed for t in seen)}
 
 
 def _flag_details(ok: list[RunRecord]) -> list[tuple[str, str]]:
@@ -195,7 +192,7 @@ def _flag_details(ok: list[RunRecord]) -> list[tuple[str, str]]:
         detail = details.get(name, "")
         out.append((name, f"{len(runs)} of {len(ok)} runs; run {runs[0].repetition}: "
                     f"{detail}" if detail else f"{len(runs)} of {len(ok)} runs"))
-    spread = dispersion([r.load["rps"] for r in ok])
+    spread = dispersion([r.load.rps for r in ok])
     if spread:
         out.append((spread.name, spread.detail))
     return out
@@ -212,9 +209,11 @@ def load_view(store: Store, experiment: str | int | None) -> ExperimentView:
                  for t in store.trials(row["id"])]
     versions = runs[-1].versions if runs else {}
     spec = json.loads(row["spec_json"])
-    return ExperimentView(row["id"], row["name"], spec["experiment"].get("description", ""),
-                          row["created_at"], row["status"], json.loads(row["host_json"]),
-                          row["stacklab_commit"], versions, summaries, runs)
+    return ExperimentView(id=row["id"], name=row["name"],
+                          description=spec["experiment"].get("description", ""),
+                          created_at=row["created_at"], status=row["status"],
+                          host=json.loads(row["host_json"]), commit=row["stacklab_commit"],
+                          versions=versions, summaries=summaries, runs=runs)
 
 
 # Run flags after which a trial's figures are a limit, not a measurement: a run held back

@@ -6,7 +6,7 @@ import json
 import shutil
 import signal
 import subprocess
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -65,27 +65,143 @@ class LoadPlan:
     timeout_s: float | None = None      # the engine's limit; None: engine_timeout_s(plan)
 
 
-@dataclass(frozen=True)
-class LoadReport:
-    """The engine's JSON report with the figures the orchestrator uses most."""
+@dataclass(frozen=True, kw_only=True)
+class Latency:
+    """One of the engine's latency summaries, in µs (its `*_us` objects)."""
 
-    raw: dict
+    p50: float
+    p90: float
+    p99: float
+    max: float
+    mean: float | None = None
+
+    @classmethod
+    def from_json(cls, doc: dict) -> "Latency":
+        return cls(p50=doc["p50"], p90=doc["p90"], p99=doc["p99"], max=doc["max"],
+                   mean=doc.get("mean"))
+
+
+@dataclass(frozen=True, kw_only=True)
+class Slots:
+    """Per connection ("slot") figures of a closed loop (engine schema 2 on): how evenly
+    the clients were served."""
+
+    slots: int
+    idle: int                        # connections that completed nothing
+    requests_min: int                # requests per connection: min, p1, median, max
+    requests_p1: int
+    requests_median: int
+    requests_max: int
+    longest_wait_median_us: int      # each connection's longest wait for one response
+    longest_wait_max_us: int
+
+    @classmethod
+    def from_json(cls, doc: dict) -> "Slots":
+        per, wait = doc["requests_per_slot"], doc["longest_wait_us"]
+        return cls(slots=doc["slots"], idle=doc["idle_slots"], requests_min=per["min"],
+                   requests_p1=per["p1"], requests_median=per["median"],
+                   requests_max=per["max"], longest_wait_median_us=wait["median"],
+                   longest_wait_max_us=wait["max"])
+
+
+@dataclass(frozen=True, kw_only=True)
+class InFlight:
+    """Requests still in flight when the run ended (engine schema 2 on)."""
+
+    count: int
+    age_us_max: int
+    older_than_run: int              # of them, waiting longer than the run lasted
+
+    @classmethod
+    def from_json(cls, doc: dict) -> "InFlight":
+        return cls(count=doc["count"], age_us_max=doc["age_us_max"],
+                   older_than_run=doc["older_than_run"])
+
+
+@dataclass(frozen=True, kw_only=True)
+class TlsSession:
+    """What the engine negotiated over TLS, and how many handshakes resumed a session."""
+
+    protocol: str
+    cipher: str | None
+    handshakes: int
+    resumed: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class LoadReport:
+    """The engine's JSON report, read once: the figures the orchestrator uses, typed.
+
+    `raw` is the report whole, for storage and exports only; nothing reads figures from
+    it but `from_json`, the one place that knows the engine's JSON layout (versions 1
+    and 2, engine/README.md "Schema changelog")."""
+
+    raw: dict = field(repr=False)
     completed: int
     failed: int
+    errors: dict[str, int]             # failed requests by class (connect, read, …)
     rps: float
-    p50_us: float
-    p99_us: float
-    engine_cpu_s: float
-    exit_status: int = 0                # one of REPORT_EXITS
+    duration_s: float                  # the measured phase
+    warmup_s: float
+    threads: int
+    connections: int | None            # asked for (config)
+    rate: float | None                 # open loop: the asked-for rate; None: closed loop
+    bytes_total: int                   # read from the socket, HTTP heads included
+    latency_us: Latency                # from the intended send time
+    histogram: str | None              # corrected latency, base64 HdrHistogram
+    engine_cpu_s: float                # the engine's whole process, warm-up included
+    tls: TlsSession | None             # None: no TLS negotiated
+    slots: Slots | None                # None: engine schema 1
+    in_flight: InFlight | None         # None: engine schema 1
+    interrupted: bool                  # stopped early by a signal from outside
+    exit_status: int = field(default=0, compare=False)   # one of REPORT_EXITS; not stored
 
     @classmethod
     def from_json(cls, doc: dict, exit_status: int = 0) -> "LoadReport":
         if doc.get("schema_version") not in SUPPORTED_SCHEMAS:
             raise EngineError(f"engine report schema_version {doc.get('schema_version')!r}, "
                               f"expected one of {SUPPORTED_SCHEMAS}")
-        lat, eng = doc["latency_us"], doc["engine"]
-        return cls(doc, doc["requests"]["completed"], doc["requests"]["failed"], doc["rps"],
-                   lat["p50"], lat["p99"], eng["cpu_user_s"] + eng["cpu_sys_s"], exit_status)
+        config, req, eng = doc["config"], doc["requests"], doc["engine"]
+        tls = doc.get("tls") or {}
+        return cls(
+            raw=doc, completed=req["completed"], failed=req["failed"],
+            errors=req.get("errors") or {}, rps=doc["rps"], duration_s=doc["duration_s"],
+            warmup_s=config.get("warmup_s") or 0.0, threads=config.get("threads") or 1,
+            connections=config.get("connections"), rate=config.get("rate") or None,
+            bytes_total=doc["bytes"]["total"], latency_us=Latency.from_json(doc["latency_us"]),
+            histogram=doc.get("histogram") or None,
+            engine_cpu_s=eng["cpu_user_s"] + eng["cpu_sys_s"],
+            tls=TlsSession(protocol=tls["protocol"], cipher=tls.get("cipher"),
+                           handshakes=tls.get("handshakes") or 0,
+                           resumed=tls.get("resumed") or 0) if tls.get("protocol") else None,
+            slots=Slots.from_json(doc["connections"]) if doc.get("connections") else None,
+            in_flight=InFlight.from_json(doc["in_flight"]) if doc.get("in_flight") else None,
+            interrupted=bool(doc.get("interrupted")), exit_status=exit_status)
+
+    @property
+    def p50_us(self) -> float:
+        return self.latency_us.p50
+
+    @property
+    def p99_us(self) -> float:
+        return self.latency_us.p99
+
+    @property
+    def closed_loop(self) -> bool:
+        return not self.rate
+
+    @property
+    def wall_s(self) -> float:
+        """Warm-up and measured phase: the time the engine's CPU was spent over."""
+        return self.duration_s + self.warmup_s
+
+    @property
+    def engine_cpu_measured_s(self) -> float:
+        """The engine's CPU during the measured phase. It reports its whole process
+        (warm-up included), so the warm-up's share is taken out in proportion to time."""
+        if self.wall_s <= 0:
+            return self.engine_cpu_s
+        return self.engine_cpu_s * self.duration_s / self.wall_s
 
 
 # Beyond the planned load and one per-request timeout: start-up and the last responses.

@@ -1,8 +1,8 @@
 """Run flags: a measured run that does not describe what it seems to is flagged, with
 the numbers that say why.
 
-Pure functions of what a run stores (the engine's JSON report and the monitor's
-summary), so the runner decides the flags once and `show`, the report and the export
+Pure functions of what a run stores (the engine's report, as drive.LoadReport reads
+it, and the monitor's summary), so the runner decides the flags once and `show`, the report and the export
 explain them later from the same data. Every threshold is named here and documented
 in the README's "Flags" section.
 
@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .drive import LoadReport
 from .stats import tail_time_share
 
 GENERATOR_BOUND_SHARE = 0.9
@@ -53,7 +54,7 @@ class Flag:
     detail: str      # the numbers that raised it, in one sentence
 
 
-def run_flags(load: dict, resources: dict) -> list[Flag]:
+def run_flags(load: LoadReport, resources: dict) -> list[Flag]:
     """Every flag a finished run earns, in a fixed order."""
     checks = (_generator_bound, _rate_not_kept, _starved, _littles_law)
     flags = [f for check in checks if (f := check(load))]
@@ -62,7 +63,7 @@ def run_flags(load: dict, resources: dict) -> list[Flag]:
     return flags + ([busy] if busy else []) + ([killed] if killed else [])
 
 
-def flag_names(load: dict, resources: dict) -> list[str]:
+def flag_names(load: LoadReport, resources: dict) -> list[str]:
     return [f.name for f in run_flags(load, resources)]
 
 
@@ -79,71 +80,62 @@ def dispersion(rps: list[float]) -> Flag | None:
                 f"limit {DISPERSION_MAX_MIN}×)")
 
 
-def _closed_loop(load: dict) -> bool:
-    return not load["config"].get("rate")
-
-
-def _generator_bound(load: dict) -> Flag | None:
-    threads = load["config"].get("threads") or 1
-    engine_cpu = load["engine"]["cpu_user_s"] + load["engine"]["cpu_sys_s"]
-    wall = load["duration_s"] + (load["config"].get("warmup_s") or 0)
+def _generator_bound(load: LoadReport) -> Flag | None:
+    threads, wall = load.threads, load.wall_s
     # under a second, the engine's own start-up is too large a share to judge by
     if wall < 1.0:
         return None
-    busy = engine_cpu / (wall * threads)
+    busy = load.engine_cpu_s / (wall * threads)
     if busy < GENERATOR_BOUND_SHARE:
         return None
     return Flag("generator-bound", f"the load engine's {threads} thread(s) were busy "
                 f"{busy:.0%} of the run: the generator, not the server, may have set the pace")
 
 
-def _rate_not_kept(load: dict) -> Flag | None:
-    rate = load["config"].get("rate")
-    if not rate or load["rps"] >= RATE_KEPT_SHARE * rate:
+def _rate_not_kept(load: LoadReport) -> Flag | None:
+    rate = load.rate
+    if not rate or load.rps >= RATE_KEPT_SHARE * rate:
         return None
-    return Flag("rate-not-kept", f"{load['rps']:,.0f} req/s completed of {rate:,.0f} asked for")
+    return Flag("rate-not-kept", f"{load.rps:,.0f} req/s completed of {rate:,.0f} asked for")
 
 
-def _starved(load: dict) -> Flag | None:
-    conns = load.get("connections")      # engine schema 2 and later
-    if not conns or not _closed_loop(load):
+def _starved(load: LoadReport) -> Flag | None:
+    conns = load.slots                   # engine schema 2 and later
+    if not conns or not load.closed_loop:
         return None
-    per, idle = conns["requests_per_slot"], conns["idle_slots"]
-    slots, median = conns["slots"], per["median"]
-    wait_s = conns["longest_wait_us"]["max"] / 1e6
-    few = per["min"] < STARVED_SHARE * median
-    tail = tail_time_share(load["histogram"], STARVED_TAIL) if load.get("histogram") else 0.0
+    idle, slots, median = conns.idle, conns.slots, conns.requests_median
+    wait_s = conns.longest_wait_max_us / 1e6
+    few = conns.requests_min < STARVED_SHARE * median
+    tail = tail_time_share(load.histogram, STARVED_TAIL) if load.histogram else 0.0
     if not (idle or few or tail >= STARVED_TAIL_TIME):
         return None
-    waits = conns["longest_wait_us"]
     parts = [f"the slowest {STARVED_TAIL:.0%} of requests took {tail:.0%} of the clients' "
-             f"time; half the connections waited ≥ {waits['median'] / 1000:,.0f} ms for one "
-             f"response, one {wait_s * 1000:,.0f} ms"]
+             f"time; half the connections waited ≥ {conns.longest_wait_median_us / 1000:,.0f} "
+             f"ms for one response, one {wait_s * 1000:,.0f} ms"]
     if idle:
         parts.append(f"{idle} of {slots} connections completed nothing")
     if few or idle:
-        parts.append(f"requests per connection: min {per['min']:,}, p1 {per['p1']:,}, "
-                     f"median {median:,}, max {per['max']:,}")
-    waiting = load.get("in_flight") or {}
-    if waiting.get("older_than_run"):
-        parts.append(f"{waiting['older_than_run']} requests waited longer than the run "
-                     f"(oldest {waiting['age_us_max'] / 1000:,.0f} ms)")
+        parts.append(f"requests per connection: min {conns.requests_min:,}, p1 "
+                     f"{conns.requests_p1:,}, median {median:,}, max {conns.requests_max:,}")
+    waiting = load.in_flight
+    if waiting and waiting.older_than_run:
+        parts.append(f"{waiting.older_than_run} requests waited longer than the run "
+                     f"(oldest {waiting.age_us_max / 1000:,.0f} ms)")
     return Flag("starved", "; ".join(parts) +
                 ": clients waited in turn, the percentiles describe the served requests")
 
 
-def _littles_law(load: dict) -> Flag | None:
-    if not _closed_loop(load) or not load["rps"]:
+def _littles_law(load: LoadReport) -> Flag | None:
+    if not load.closed_loop or not load.rps:
         return None
-    mean_us = (load.get("latency_us") or {}).get("mean")
-    connections = load["config"].get("connections")
+    mean_us, connections = load.latency_us.mean, load.connections
     if not mean_us or not connections:
         return None
-    expected_us = connections / load["rps"] * 1e6
+    expected_us = connections / load.rps * 1e6
     if abs(mean_us / expected_us - 1) <= LITTLE_TOLERANCE:
         return None
     return Flag("littles-law", f"mean latency {mean_us / 1000:,.3g} ms, but "
-                f"{load['config']['connections']} connections / {load['rps']:,.0f} req/s = "
+                f"{connections} connections / {load.rps:,.0f} req/s = "
                 f"{expected_us / 1000:,.3g} ms: some requests are missing from the latency "
                 "record (in flight at the end, failed) or time went outside requests")
 

@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Protocol
 
 from . import __version__, lab
-from .analyze import Estimate, engine_cpu_measured_s
-from .drive import LoadPlan, engine_version, run_load
+from .analyze import Estimate
+from .drive import LoadPlan, LoadReport, engine_version, run_load
 from .errors import EngineError, LabError, NotFound, StackError, StoreError, StacklabError
 from .flags import flag_names
 from .hostinfo import git_commit, host_facts
@@ -37,7 +37,8 @@ from .stack import RunningStack, start_stack, stop_stack, verify_stack
 from .stacks import COMPONENTS, STACKS
 from .stacks.base import Started
 from .stacks.tls import make_certificate
-from .store import RunRecord, Store
+from .store import Outcome, RunRecord, Store
+from .verify import Status, Verdict, any_fail
 
 from .workloads import Deployed, deploy
 
@@ -180,8 +181,8 @@ def more_rounds(spec: ExperimentSpec, plan: Plan, store: Store, exp_id: int) -> 
     rps: dict[str, list[float]] = {}
     for r in store.runs(exp_id):
         reps[r.trial_id] = max(reps.get(r.trial_id, 0), r.repetition)
-        if r.outcome == "ok" and r.load:
-            rps.setdefault(r.trial_id, []).append(r.load["rps"])
+        if r.outcome is Outcome.OK and r.load:
+            rps.setdefault(r.trial_id, []).append(r.load.rps)
     out = []
     for t in plan.trials:
         if reps.get(t.id, 0) >= e.max_repetitions:
@@ -234,79 +235,81 @@ def execute_run(ctx: RunContext, run: PlannedRun) -> RunRecord:
         kept_dir = kept_dir.with_name(f"{name}-{datetime.now():%Y%m%dT%H%M%S%f}")
     started_at = now()
     running = RunningStack(STACKS[trial.stack])
-    outcome, reason, verdicts, load, tail, resources, flags = "ok", None, [], None, None, {}, []
+    outcome, reason, tail = Outcome.OK, None, None
+    verdicts: tuple[Verdict, ...] = ()
+    load: LoadReport | None = None
+    resources: dict = {}
+    flags: tuple[str, ...] = ()
     try:
         deployed = _deployed(ctx, trial.workload)
         start_stack(running, knobs, deployed, run_dir, ctx.tls,
                     ctx.session.run_dir("cache"))
-        verdicts = [v.to_dict() for v in verify_stack(running, deployed)]
-        if any_fail_dicts(verdicts):
-            outcome, reason = "invalid", "; ".join(
-                f"{v['check']}: {v['detail']}" for v in verdicts if v["status"] == "FAIL")
+        verdicts = tuple(verify_stack(running, deployed))
+        if any_fail(verdicts):
+            outcome, reason = Outcome.INVALID, "; ".join(
+                f"{v.check}: {v.detail}" for v in verdicts if v.status is Status.FAIL)
         else:
             plan = _load_plan(ctx.spec, trial, knobs["load"], deployed, running.front)
             with Monitor({s.name: s.proc.pgid for s in running.started}) as monitor:
                 began = monitor.now_s()
                 report = run_load(plan, run_dir)
                 ended = monitor.now_s()
-            load = report.raw
+            load = report
             resources = _resources(monitor, began + plan.warmup_s, ended, load)
             others = {o["dir"]: o for o in ctx.other_labs + lab.other_labs(ctx.session)}
             resources["_system"] = {**ctx.system, "other_labs": list(others.values())}
             resources["_logs"] = {"child_signals": child_signals(run_dir)}   # before stop
-            flags = flag_names(load, resources)
+            flags = tuple(flag_names(load, resources))
             outcome, reason = _load_outcome(load, running.alive())
     except StackError as e:
-        outcome, reason, tail = "failed", str(e), e.log_tail
+        outcome, reason, tail = Outcome.FAILED, str(e), e.log_tail
     except EngineError as e:
-        outcome, reason = "failed", str(e)
+        outcome, reason = Outcome.FAILED, str(e)
     except (OSError, http.client.HTTPException, ValueError, zlib.error) as e:
         # a server that dies, resets or answers garbage while being verified or loaded
-        outcome, reason = "failed", f"{type(e).__name__}: {e}"
+        outcome, reason = Outcome.FAILED, f"{type(e).__name__}: {e}"
     finally:
         stop_errors = stop_stack(running)
-    if stop_errors and outcome == "ok":
-        outcome, reason = "failed", "; ".join(stop_errors)
-    if outcome == "ok" and (free := lab.free_mib(run_dir)) < LAB_FULL_MIB:
-        outcome, reason = "failed", (f"the lab directory filled up during the run ({free:.2f} "
-                                     "MiB left): the servers' logs are cut")
-    if outcome == "failed" and not tail:
+    if stop_errors and outcome is Outcome.OK:
+        outcome, reason = Outcome.FAILED, "; ".join(stop_errors)
+    if outcome is Outcome.OK and (free := lab.free_mib(run_dir)) < LAB_FULL_MIB:
+        outcome, reason = Outcome.FAILED, (f"the lab directory filled up during the run "
+                                           f"({free:.2f} MiB left): the servers' logs are cut")
+    if outcome is Outcome.FAILED and not tail:
         tail = running.log_tail()
     if note := _keep_logs(run_dir, kept_dir):        # the run is stored all the same
         reason, kept_dir = (f"{reason}; {note}" if reason else note), None
-    return RunRecord(ctx.exp_id, trial.id, run.repetition, outcome, reason, started_at, now(),
-                     knobs, ctx.versions, running.files(), verdicts, load, resources, flags,
-                     tail, kept_dir and str(kept_dir))
+    return RunRecord(experiment_id=ctx.exp_id, trial_id=trial.id, repetition=run.repetition,
+                     outcome=outcome, reason=reason, started_at=started_at, ended_at=now(),
+                     knobs=knobs, versions=ctx.versions, configs=running.files(),
+                     verdicts=verdicts, load=load, resources=resources, flags=flags,
+                     log_tail=tail, run_dir=kept_dir and str(kept_dir))
 
 
-def _load_outcome(load: dict, alive: bool) -> tuple[str, str | None]:
+def _load_outcome(load: LoadReport, alive: bool) -> tuple[Outcome, str | None]:
     """A report is not a measurement of the trial when the engine was stopped early by a
     signal (stacklab sends none mid-run: it came from outside), when the server died, or
     when no request completed; such runs are failed, out of every median."""
-    if load.get("interrupted"):
-        return "failed", (f"engine interrupted: a signal from outside stopped stacklab-load "
-                          f"after {load.get('duration_s') or 0:.2f} s of measured load")
+    if load.interrupted:
+        return Outcome.FAILED, (f"engine interrupted: a signal from outside stopped "
+                                f"stacklab-load after {load.duration_s or 0:.2f} s of "
+                                "measured load")
     if not alive:
-        return "failed", "server exited during the load"
-    if not load["requests"]["completed"]:
-        errors = ", ".join(f"{n} {kind}" for kind, n in
-                           (load["requests"].get("errors") or {}).items() if n)
-        return "failed", f"no request completed ({errors or 'no request was sent'})"
-    return "ok", None
+        return Outcome.FAILED, "server exited during the load"
+    if not load.completed:
+        errors = ", ".join(f"{n} {kind}" for kind, n in load.errors.items() if n)
+        return Outcome.FAILED, f"no request completed ({errors or 'no request was sent'})"
+    return Outcome.OK, None
 
 
-def _resources(monitor: Monitor, t0: float, t1: float, load: dict) -> dict:
+def _resources(monitor: Monitor, t0: float, t1: float, load: LoadReport) -> dict:
     """Each component's summary of the measured window, the sampler's cost, and the CPU
     the rest of the host used meanwhile (components and the engine are the lab's)."""
     out: dict = {name: trace.summary(t0, t1) for name, trace in monitor.traces.items()}
-    lab_cpu = sum(r["cpu_s"] for r in out.values()) + engine_cpu_measured_s(load)
+    lab_cpu = sum(r["cpu_s"] for r in out.values()) + load.engine_cpu_measured_s
     out["_monitor"] = monitor.overhead()
     out["_host"] = monitor.host_window(t0, t1, lab_cpu)
     return out
-
-
-def any_fail_dicts(verdicts: list[dict]) -> bool:
-    return any(v["status"] == "FAIL" for v in verdicts)
 
 
 def _deployed(ctx: RunContext, workload: str) -> Deployed:

@@ -7,8 +7,9 @@ import hashlib
 import http.client
 import ssl
 import zlib
-from dataclasses import asdict, dataclass, field
-from enum import Enum
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from enum import StrEnum
 
 from .net import Endpoint
 
@@ -17,7 +18,9 @@ from .net import Endpoint
 CHECK_PATH = "/_stacklab/check.html"
 
 
-class Status(str, Enum):
+class Status(StrEnum):
+    """A verdict's status; its value is what the runs table stores and reports print."""
+
     PASS = "PASS"
     WARN = "WARN"
     FAIL = "FAIL"
@@ -31,13 +34,8 @@ class Verdict:
     detail: str
     data: dict = field(default_factory=dict)   # figures behind the verdict, for reports
 
-    def to_dict(self) -> dict:
-        d = asdict(self)
-        d["status"] = self.status.value
-        return d
 
-
-def any_fail(verdicts: list[Verdict]) -> bool:
+def any_fail(verdicts: Iterable[Verdict]) -> bool:
     return any(v.status is Status.FAIL for v in verdicts)
 
 

@@ -14,7 +14,9 @@ from pathlib import Path
 import jsonschema
 from hdrh.histogram import HdrHistogram
 
-from stacklab.store import RunRecord, Store
+from stacklab.drive import LoadReport
+from stacklab.store import Outcome, RunRecord, Store
+from stacklab.verify import Status, Verdict
 
 ENGINE_SCHEMA = Path(__file__).resolve().parent.parent / "engine/schema/report.schema.json"
 
@@ -41,6 +43,11 @@ def checked(doc: dict) -> dict:
     """`doc`, once it follows the engine's schema of its version (else the test fails)."""
     jsonschema.Draft202012Validator(engine_schema(doc["schema_version"])).validate(doc)
     return doc
+
+
+def load_report(doc: dict) -> LoadReport:
+    """A (fake or altered) engine report as the orchestrator reads it, checked first."""
+    return LoadReport.from_json(checked(doc))
 
 
 def engine_histogram(values, schema: int = 2) -> str:
@@ -120,6 +127,11 @@ def fake_load(rps: float, latency_us: float, seed: int, duration_s: float = 2.0,
     return checked(doc)
 
 
+def fake_report(rps: float, latency_us: float, seed: int, **kw) -> LoadReport:
+    """fake_load's report as the orchestrator reads it (drive.LoadReport)."""
+    return LoadReport.from_json(fake_load(rps, latency_us, seed, **kw))
+
+
 def fake_resources(component: str, cpu_s: float, rss: float) -> dict:
     return {component: {"cpu_user_s": cpu_s / 2, "cpu_sys_s": cpu_s / 2, "cpu_s": cpu_s,
                         "rss_mib_peak": rss, "rss_mib_mean": rss, "pss_mib_peak": rss,
@@ -129,12 +141,11 @@ def fake_resources(component: str, cpu_s: float, rss: float) -> dict:
             "_monitor": {"sampler_cpu_s": 0.001, "sampler_core_share": 0.002}}
 
 
-VERDICTS = [{"component": "stack", "check": "content /index.html", "status": "PASS",
-             "detail": "200, 3306 B, sha256 5dcc74102e21",
-             "data": {"path": "/index.html", "bytes": 3306, "encoded_bytes": 1240,
-                      "content_encoding": "gzip"}},
-            {"component": "nginx", "check": "gzip", "status": "PASS",
-             "detail": "not compressed (1740 B)"}]
+VERDICTS = (Verdict("stack", "content /index.html", Status.PASS,
+                    "200, 3306 B, sha256 5dcc74102e21",
+                    {"path": "/index.html", "bytes": 3306, "encoded_bytes": 1240,
+                     "content_encoding": "gzip"}),
+            Verdict("nginx", "gzip", Status.PASS, "not compressed (1740 B)"))
 
 
 def fake_experiment(db, name="fixed", speed=None, flag_apache_256=True, reps=3) -> int:
@@ -158,11 +169,15 @@ def fake_experiment(db, name="fixed", speed=None, flag_apache_256=True, reps=3) 
             flags = (["generator-bound"] if flag_apache_256 and d["stack"] == "apache"
                      and d["concurrency"] == 16 and rep == 1 else [])
             store.add_run(RunRecord(
-                exp, tid, rep, "ok", None, "2026-01-01T00:00:00", "2026-01-01T00:00:03",
-                {d["stack"]: {}}, {d["stack"]: "1.0", "stacklab-load": "0.1.0"},
-                {f"{d['stack']}/x.conf": "listen 127.0.0.1:8080;"}, VERDICTS,
-                fake_load(rps, 1e6 * d["concurrency"] / rps, seed=rep),
-                fake_resources(d["stack"], 2.0 * rps * 2e-5, 10.0 + d["concurrency"]),
-                flags, None, "/tmp/x"))
+                experiment_id=exp, trial_id=tid, repetition=rep, outcome=Outcome.OK,
+                started_at="2026-01-01T00:00:00", ended_at="2026-01-01T00:00:03",
+                knobs={d["stack"]: {}},
+                versions={d["stack"]: "1.0", "stacklab-load": "0.1.0"},
+                configs={f"{d['stack']}/x.conf": "listen 127.0.0.1:8080;"},
+                verdicts=VERDICTS,
+                load=fake_report(rps, 1e6 * d["concurrency"] / rps, seed=rep),
+                resources=fake_resources(d["stack"], 2.0 * rps * 2e-5,
+                                         10.0 + d["concurrency"]),
+                flags=flags, run_dir="/tmp/x"))
     store.close()
     return exp

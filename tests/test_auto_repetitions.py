@@ -7,7 +7,9 @@ from stacklab.plan import make_plan
 from stacklab.runner import more_rounds
 from stacklab.spec import parse_spec
 from stacklab.stacks import STACKS
-from stacklab.store import RunRecord, Store
+from stacklab.store import Outcome, RunRecord, Store
+
+from fakes import fake_report
 
 
 def auto_spec(spec_args, **experiment):
@@ -23,9 +25,11 @@ def store_with(tmp_path, spec, plan, rps_by_stack):
                                                         for t in plan.trials], {}, "0", None, "t")
     for t in plan.trials:
         for rep, rps in enumerate(rps_by_stack[t.stack], 1):
-            load = {"rps": rps, "requests": {"completed": 1, "failed": 0}}
-            store.add_run(RunRecord(exp, t.id, rep, "ok" if rps else "failed", None, "t", "t",
-                                    {}, {}, {}, [], load if rps else None, {}, [], None, None))
+            store.add_run(RunRecord(
+                experiment_id=exp, trial_id=t.id, repetition=rep,
+                outcome=Outcome.OK if rps else Outcome.FAILED, started_at="t", ended_at="t",
+                knobs={}, versions={}, configs={},
+                load=fake_report(rps, 500, seed=rep) if rps else None))
     return store, exp
 
 

@@ -10,10 +10,10 @@ from typer.testing import CliRunner
 
 from stacklab.cli import cli
 from stacklab.stacks import COMPONENTS, GROUPS, REGISTRY, STACKS
-from stacklab.store import RunRecord, Store
+from stacklab.store import Outcome, RunRecord, Store
 from stacklab.workloads import WORKLOADS
 
-from fakes import VERDICTS, fake_experiment, fake_load, fake_resources
+from fakes import VERDICTS, fake_experiment, fake_report, fake_resources
 from helpers import require_engine
 
 
@@ -126,13 +126,14 @@ def knob_experiment(path):
         for tid, _, d in trials:
             rps = (30000.0 if d["knobs"]["nginx.sendfile"] else 20000.0) * (1 + (rep - 3) / 100)
             store.add_run(RunRecord(
-                exp, tid, rep, "ok", None, "2026-01-01T00:00:00", "2026-01-01T00:00:03",
-                {"nginx": {"sendfile": d["knobs"]["nginx.sendfile"]}},
-                {"nginx": "1.22.1", "stacklab-load": "0.1.0"},
-                {"nginx/nginx.conf": "sendfile on;\nlisten 127.0.0.1:41234;\n"
-                 "root /tmp/stacklab-0/s-1234-abcdef12/docroot-static-page;\n"},
-                VERDICTS, fake_load(rps, 700.0, seed=rep),
-                fake_resources("nginx", 0.4, 12.0), [], None, "/tmp/x"))
+                experiment_id=exp, trial_id=tid, repetition=rep, outcome=Outcome.OK,
+                started_at="2026-01-01T00:00:00", ended_at="2026-01-01T00:00:03",
+                knobs={"nginx": {"sendfile": d["knobs"]["nginx.sendfile"]}},
+                versions={"nginx": "1.22.1", "stacklab-load": "0.1.0"},
+                configs={"nginx/nginx.conf": "sendfile on;\nlisten 127.0.0.1:41234;\n"
+                         "root /tmp/stacklab-0/s-1234-abcdef12/docroot-static-page;\n"},
+                verdicts=VERDICTS, load=fake_report(rps, 700.0, seed=rep),
+                resources=fake_resources("nginx", 0.4, 12.0), run_dir="/tmp/x"))
     store.close()
 
 

@@ -13,12 +13,11 @@ import jsonschema
 import pytest
 from hdrh.histogram import HdrHistogram
 
-from stacklab.analyze import engine_cpu_measured_s
 from stacklab.drive import LOAD_KNOBS, REPO_ENGINE, LoadPlan, LoadReport, run_load
 from stacklab.errors import EngineError
 from stacklab.stats import decode_histogram, merged_percentiles
 
-from fakes import engine_histogram, engine_schema, fake_load
+from fakes import engine_histogram, engine_schema, fake_load, fake_report
 from helpers import ROOT, require_engine
 
 SCHEMA = json.loads((ROOT / "engine" / "schema" / "report.schema.json").read_text())
@@ -146,7 +145,7 @@ def test_a_fake_that_breaks_the_contract_is_refused():
 
 def test_engine_cpu_of_the_measured_phase_leaves_out_the_warmup():
     # The engine reports its whole process: 1.2 s over 1 s of warm-up + 2 s measured.
-    load = fake_load(1000, 500, seed=1, duration_s=2.0, engine_cpu_s=1.2, warmup_s=1.0)
-    assert engine_cpu_measured_s(load) == pytest.approx(0.8)
-    assert engine_cpu_measured_s(fake_load(1000, 500, seed=1, engine_cpu_s=1.2)) == \
+    load = fake_report(1000, 500, seed=1, duration_s=2.0, engine_cpu_s=1.2, warmup_s=1.0)
+    assert load.engine_cpu_measured_s == pytest.approx(0.8)
+    assert fake_report(1000, 500, seed=1, engine_cpu_s=1.2).engine_cpu_measured_s == \
         pytest.approx(1.2)

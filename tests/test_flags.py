@@ -5,6 +5,8 @@ from hdrh.histogram import HdrHistogram
 
 from stacklab.flags import dispersion, flag_names, host_busy, run_flags
 
+from fakes import fake_load, load_report
+
 
 def histogram(values_us) -> str:
     """Latencies as the engine sends them (compressed V2, base64)."""
@@ -19,20 +21,22 @@ EVEN = histogram([int(6_400 * (0.5 + i / 1000)) for i in range(1000)])
 
 def load(rps=10_000.0, connections=64, mean_us=6_400.0, duration_s=3.0, rate=None,
          per_slot=(900, 950, 1000, 1100), idle=0, wait_us=20_000, in_flight=0,
-         histogram=EVEN):
+         histogram=EVEN, schema=2):
+    """An engine report (schema 1: without per-connection figures) with these figures."""
     lo, p1, median, hi = per_slot
-    return {"config": {"connections": connections, "threads": 2, "warmup_s": 1.0,
-                       "rate": rate},
-            "duration_s": duration_s, "rps": rps,
-            "latency_us": {"mean": mean_us},
-            "engine": {"cpu_user_s": 0.1, "cpu_sys_s": 0.1},
-            "connections": {"slots": connections, "idle_slots": idle,
-                            "requests_per_slot": {"min": lo, "p1": p1, "median": median,
-                                                  "max": hi},
-                            "longest_wait_us": {"median": wait_us // 2, "max": wait_us}},
-            "histogram": histogram,
-            "in_flight": {"count": in_flight, "age_us_max": 0, "age_us_median": 0,
-                          "older_than_run": in_flight}}
+    doc = fake_load(rps, mean_us, seed=1, duration_s=duration_s, engine_cpu_s=0.2,
+                    threads=2, warmup_s=1.0, schema=schema)
+    doc["config"].update(connections=connections, rate=rate)
+    doc["latency_us"]["mean"] = mean_us
+    doc["histogram"] = histogram
+    if schema >= 2:
+        doc["connections"] = {
+            "slots": connections, "idle_slots": idle,
+            "requests_per_slot": {"min": lo, "p1": p1, "median": median, "max": hi},
+            "longest_wait_us": {"median": wait_us // 2, "max": wait_us}}
+        doc["in_flight"] = {"count": in_flight, "age_us_max": 0, "age_us_median": 0,
+                            "older_than_run": in_flight}
+    return load_report(doc)
 
 
 def test_an_evenly_served_run_has_no_flag():
@@ -64,8 +68,8 @@ def test_starvation_is_judged_in_closed_loop_only():
 
 def test_reports_without_per_connection_figures_are_not_judged():
     """Engine schema 1 (runs stored before it) has no per-connection figures."""
-    old = load(idle=5)
-    del old["connections"]
+    old = load(idle=5, schema=1)
+    assert old.slots is None
     assert "starved" not in flag_names(old, {})
 
 

@@ -19,7 +19,7 @@ from stacklab.exportconfig import export_config
 from stacklab.spec import load_spec
 from stacklab.stacks import COMPONENTS, REGISTRY, STACKS
 from stacklab.stacks.templates import quote, render_template
-from stacklab.store import RunRecord
+from stacklab.store import Outcome, RunRecord
 
 from helpers import CONFIG_TEST_FLAGS, rendered_stack
 from test_stacks import knobs_for
@@ -204,9 +204,10 @@ def test_a_plain_lab_root_still_opens(tmp_path):
 # 2. export-config names ---------------------------------------------------------------
 
 def stored_run(configs: dict) -> RunRecord:
-    return RunRecord(1, "ab0000000001", 1, "ok", None, "2026-01-01T00:00:00",
-                     "2026-01-01T00:00:03", {"nginx": {}}, {"nginx": "1.22.1"}, configs, [],
-                     {}, {}, [], None, "/tmp/x")
+    return RunRecord(experiment_id=1, trial_id="ab0000000001", repetition=1,
+                     outcome=Outcome.OK, started_at="2026-01-01T00:00:00",
+                     ended_at="2026-01-01T00:00:03", knobs={"nginx": {}},
+                     versions={"nginx": "1.22.1"}, configs=configs, run_dir="/tmp/x")
 
 
 @pytest.mark.parametrize("name", ["../outside.conf", "nginx/../../outside.conf",

@@ -1,23 +1,28 @@
 """Store: round trip, migrations, never overwriting a run."""
 
-import dataclasses
 import json
 import sqlite3
 
 import pytest
 
 from stacklab.errors import NotFound, StoreError
-from stacklab.store import SCHEMA_VERSION, RunRecord, Store
+from stacklab.store import SCHEMA_VERSION, Outcome, RunRecord, Store
+from stacklab.verify import Status, Verdict
+
+from fakes import fake_load, load_report
 
 
-def record(exp_id, rep=1, outcome="ok"):
-    load = {"rps": 1234.5, "latency_us": {"p50": 100, "p99": 900},
-            "requests": {"completed": 10, "failed": 0},
-            "engine": {"cpu_user_s": 0.25, "cpu_sys_s": 0.5}}
-    return RunRecord(exp_id, "abc123", rep, outcome, None, "t0", "t1", {"nginx": {"a": 1}},
-                     {"nginx": "1.22.1"}, {"nginx/nginx.conf": "x"},
-                     [{"component": "nginx", "check": "c", "status": "PASS", "detail": ""}],
-                     load, {"nginx": {"cpu_s": 0.5}}, ["generator-bound"], None, "/r")
+def record(exp_id, rep=1, outcome=Outcome.OK):
+    load = fake_load(1234.5, 800, seed=1)
+    load["latency_us"].update(p50=100, p99=900)
+    load["engine"].update(cpu_user_s=0.25, cpu_sys_s=0.5)
+    return RunRecord(experiment_id=exp_id, trial_id="abc123", repetition=rep,
+                     outcome=outcome, started_at="t0", ended_at="t1",
+                     knobs={"nginx": {"a": 1}}, versions={"nginx": "1.22.1"},
+                     configs={"nginx/nginx.conf": "x"},
+                     verdicts=(Verdict("nginx", "c", Status.PASS, ""),),
+                     load=load_report(load), resources={"nginx": {"cpu_s": 0.5}},
+                     flags=("generator-bound",), run_dir="/r")
 
 
 def new_exp(store, name="e"):
@@ -46,7 +51,7 @@ def test_a_run_is_never_overwritten(tmp_path):
     exp = new_exp(store)
     store.add_run(record(exp))
     with pytest.raises(StoreError, match="already stored"):
-        store.add_run(record(exp, outcome="failed"))
+        store.add_run(record(exp, outcome=Outcome.FAILED))
     assert [r.outcome for r in store.runs(exp)] == ["ok"]
 
 
@@ -132,13 +137,13 @@ def test_a_journal_entry_already_stored_is_dropped_and_others_wait(tmp_path):
     created = store.experiment(str(exp))["created_at"]
     journal.mkdir(exist_ok=True)
     entry = {"experiment": {"id": exp, "created_at": created},
-             "run": dataclasses.asdict(record(exp))}
+             "row": record(exp).to_row()}
     (journal / f"{exp}-abc123-r1.json").write_text(json.dumps(entry))   # committed, not removed
     stale = {"experiment": {"id": exp, "created_at": "another database"},
-             "run": dataclasses.asdict(record(exp, rep=2))}
+             "row": record(exp, rep=2).to_row()}
     (journal / f"{exp}-abc123-r2.json").write_text(json.dumps(stale))
     theirs = {"experiment": {"id": other, "created_at": created},
-              "run": dataclasses.asdict(record(other))}
+              "row": record(other).to_row()}
     (journal / f"{other}-abc123-r1.json").write_text(json.dumps(theirs))
     assert store.replay_journal(exp) == 0
     assert sorted(p.name for p in journal.iterdir()) == [f"{exp}-abc123-r2.json",
@@ -151,3 +156,42 @@ def test_writes_wait_for_the_busy_timeout(tmp_path):
     store = Store.open(tmp_path / "r.db")
     assert st.BUSY_TIMEOUT_S >= 30
     assert store.conn.execute("PRAGMA busy_timeout").fetchone()[0] == st.BUSY_TIMEOUT_S * 1000
+
+
+def test_a_record_is_one_row_of_the_runs_table_and_back(tmp_path):
+    """to_row names exactly the runs table's columns; what it stores reads back typed:
+    the outcome an Outcome, verdicts Verdicts with their Status, the engine's report a
+    LoadReport holding the JSON it was read from."""
+    store = Store.open(tmp_path / "r.db")
+    exp = new_exp(store)
+    columns = {r[1] for r in store.conn.execute("PRAGMA table_info(runs)")} - {"id"}
+    assert set(record(exp).to_row()) == columns
+    store.add_run(record(exp))
+    row = store.conn.execute("SELECT outcome, verdicts_json, flags_json FROM runs").fetchone()
+    assert tuple(row) == ("ok", '[{"component": "nginx", "check": "c", "status": "PASS", '
+                                '"detail": "", "data": {}}]', '["generator-bound"]')
+    [got] = store.runs(exp)
+    assert got.outcome is Outcome.OK and got.verdicts[0].status is Status.PASS
+    assert got.load.p99_us == 900 and got.load.raw == record(exp).load.raw
+
+
+def test_a_journal_entry_of_the_older_form_is_stored(tmp_path):
+    """Entries written before records were rows hold the record's fields by name."""
+    store = Store.open(tmp_path / "r.db")
+    exp = new_exp(store)
+    journal = tmp_path / "r.db.journal"
+    journal.mkdir()
+    r = record(exp)
+    fields = {"experiment_id": exp, "trial_id": "abc123", "repetition": 1, "outcome": "ok",
+              "reason": None, "started_at": "t0", "ended_at": "t1",
+              "knobs": {"nginx": {"a": 1}}, "versions": {"nginx": "1.22.1"},
+              "configs": {"nginx/nginx.conf": "x"},
+              "verdicts": [{"component": "nginx", "check": "c", "status": "PASS",
+                            "detail": "", "data": {}}],
+              "load": r.load.raw, "resources": {"nginx": {"cpu_s": 0.5}},
+              "flags": ["generator-bound"], "log_tail": None, "run_dir": "/r"}
+    created = store.experiment(str(exp))["created_at"]
+    (journal / f"{exp}-abc123-r1.json").write_text(json.dumps(
+        {"experiment": {"id": exp, "created_at": created}, "run": fields}))
+    assert store.replay_journal(exp) == 1
+    assert list(store.runs(exp)) == [r]

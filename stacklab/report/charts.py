@@ -13,6 +13,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from ..analyze import ExperimentView  # noqa: E402
+from ..store import Outcome  # noqa: E402
 from . import common_knobs, series_name  # noqa: E402
 
 
@@ -20,8 +21,8 @@ def _series(view: ExperimentView):
     """series name → sorted [(concurrency, summary, [rps of each ok run])]."""
     rps_by_trial: dict[str, list[float]] = defaultdict(list)
     for r in view.runs:
-        if r.outcome == "ok" and r.load:
-            rps_by_trial[r.trial_id].append(r.load["rps"])
+        if r.outcome is Outcome.OK and r.load:
+            rps_by_trial[r.trial_id].append(r.load.rps)
     series = defaultdict(list)
     common = common_knobs(view.summaries)
     for s in view.summaries:

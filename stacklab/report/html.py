@@ -37,7 +37,7 @@ def _compression(view: ExperimentView, common: dict) -> list[tuple[str, dict]]:
     for s in sorted(view.summaries, key=lambda s: s.concurrency):
         name = series_name(s, common)
         for v in s.verdicts:
-            data = v.get("data") or {}
+            data = v.data
             if "encoded_bytes" in data and (name, data["path"]) not in seen:
                 seen.add((name, data["path"]))
                 rows.append((name, data))

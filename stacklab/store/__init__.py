@@ -9,7 +9,6 @@ becomes one StoreError line.
 
 from __future__ import annotations
 
-import dataclasses
 import fcntl
 import functools
 import json
@@ -22,8 +21,12 @@ from pathlib import Path
 from typing import Any, Iterator
 from urllib.parse import quote
 
-from ..errors import NotFound, StoreError
+from ..errors import EngineError, NotFound, StoreError
 from .migrations import MIGRATIONS
+from .records import Outcome, RunRecord, row_of_fields
+
+__all__ = ["AlreadyStored", "BreakdownRecord", "DbBenchRecord", "Outcome", "RunRecord",
+           "SCHEMA_VERSION", "Store"]
 
 SCHEMA_VERSION = len(MIGRATIONS)
 # How long a write waits for another connection's write lock before it fails.
@@ -53,28 +56,6 @@ def _explained(e: sqlite3.Error) -> str:
         return (f"{e} (another connection held its write lock for more than "
                 f"{BUSY_TIMEOUT_S:g} s)")
     return str(e)
-
-
-@dataclass(frozen=True)
-class RunRecord:
-    """One finished run, as stored. Plain data; `load` is the engine's JSON report."""
-
-    experiment_id: int
-    trial_id: str
-    repetition: int
-    outcome: str                 # ok | failed (server/engine problem) | invalid (verify FAIL)
-    reason: str | None
-    started_at: str
-    ended_at: str
-    knobs: dict[str, Any]
-    versions: dict[str, str]
-    configs: dict[str, str]
-    verdicts: list[dict]
-    load: dict | None
-    resources: dict              # component -> monitor summary (cpu_s, memory, samples)
-    flags: list[str]             # e.g. generator-bound: the run does not show the server's limit
-    log_tail: str | None
-    run_dir: str | None
 
 
 class Store:
@@ -224,26 +205,11 @@ class Store:
             _remove(journal)
 
     def _insert_run(self, r: RunRecord) -> None:
-        load = r.load or {}
-        lat = load.get("latency_us", {})
-        eng = load.get("engine", {})
-        req = load.get("requests", {})
+        row = r.to_row()
         try:
             with self.transaction():
-                self.conn.execute(
-                    "INSERT INTO runs (experiment_id, trial_id, repetition, outcome, reason,"
-                    " started_at, ended_at, knobs_json, versions_json, configs_json,"
-                    " verdicts_json, load_json, resources_json, flags_json, log_tail, run_dir, rps,"
-                    " p50_us, p99_us, completed, failed_requests, engine_cpu_s)"
-                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    (r.experiment_id, r.trial_id, r.repetition, r.outcome, r.reason,
-                     r.started_at, r.ended_at, json.dumps(r.knobs), json.dumps(r.versions),
-                     json.dumps(r.configs), json.dumps(r.verdicts),
-                     json.dumps(r.load) if r.load is not None else None,
-                     json.dumps(r.resources), json.dumps(r.flags), r.log_tail,
-                     r.run_dir, load.get("rps"), lat.get("p50"), lat.get("p99"),
-                     req.get("completed"), req.get("failed"),
-                     (eng.get("cpu_user_s", 0) + eng.get("cpu_sys_s", 0)) if eng else None))
+                self.conn.execute(f"INSERT INTO runs ({', '.join(row)}) "
+                                  f"VALUES ({', '.join('?' * len(row))})", tuple(row.values()))
         except sqlite3.IntegrityError as e:
             raise AlreadyStored(f"run {r.trial_id} #{r.repetition} of experiment "
                                 f"{r.experiment_id} is already stored: {e}") from e
@@ -259,7 +225,7 @@ class Store:
             return None
         path = directory / f"{r.experiment_id}-{r.trial_id}-r{r.repetition}.json"
         entry = {"experiment": {"id": r.experiment_id, "created_at": self._created(r)},
-                 "run": dataclasses.asdict(r)}
+                 "row": r.to_row()}
         partial = path.with_suffix(".partial")
         try:
             directory.mkdir(exist_ok=True)
@@ -296,8 +262,10 @@ class Store:
         for path in sorted(directory.glob(f"{exp_id}-*.json")):
             try:
                 entry = json.loads(path.read_text())
-                record = RunRecord(**entry["run"])
-            except (OSError, ValueError, KeyError, TypeError) as e:
+                # "run": an entry written before records were rows (the fields by name)
+                record = RunRecord.from_row(entry["row"] if "row" in entry
+                                            else row_of_fields(entry["run"]))
+            except (OSError, ValueError, KeyError, TypeError, EngineError) as e:
                 raise StoreError(f"{path}: unreadable journal entry ({e}): move it away to "
                                  "resume without it") from e
             if entry["experiment"] != {"id": exp_id, "created_at": created}:
@@ -317,14 +285,7 @@ class Store:
     def runs(self, exp_id: int) -> Iterator[RunRecord]:
         for row in self.conn.execute("SELECT * FROM runs WHERE experiment_id = ? ORDER BY id",
                                      (exp_id,)):
-            yield RunRecord(
-                row["experiment_id"], row["trial_id"], row["repetition"], row["outcome"],
-                row["reason"], row["started_at"], row["ended_at"],
-                json.loads(row["knobs_json"]), json.loads(row["versions_json"]),
-                json.loads(row["configs_json"]), json.loads(row["verdicts_json"]),
-                json.loads(row["load_json"]) if row["load_json"] else None,
-                json.loads(row["resources_json"]), json.loads(row["flags_json"]),
-                row["log_tail"], row["run_dir"])
+            yield RunRecord.from_row(row)
 
 
     # S1's overview and database methods (schema 2) ----------------------------
