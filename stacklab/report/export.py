@@ -1,4 +1,7 @@
-"""Exports: one row per stored run, as CSV or JSON (JSON keeps the engine reports whole)."""
+"""Exports: one row per stored run, as CSV or JSON (JSON keeps the engine reports whole).
+
+The JSON export is a versioned contract: `export.schema.json` beside this file describes
+`SCHEMA_VERSION`, and README.md ("Export JSON: schema changelog") says what changed."""
 
 from __future__ import annotations
 
@@ -10,6 +13,8 @@ from dataclasses import asdict
 from ..analyze import ExperimentView, TrialSummary
 from ..store import RunRecord
 from ..store.records import verdict_doc
+
+SCHEMA_VERSION = 2
 
 CSV_COLUMNS = ("experiment_id", "trial_id", "label", "repetition", "outcome", "reason",
                "started_at", "ended_at", "stack", "workload", "concurrency", "rps",
@@ -37,7 +42,7 @@ def export_csv(view: ExperimentView) -> str:
 
 
 def export_json(view: ExperimentView) -> str:
-    doc = {"schema_version": 2, "experiment": {
+    doc = {"schema_version": SCHEMA_VERSION, "experiment": {
         "id": view.id, "name": view.name, "description": view.description,
         "created_at": view.created_at, "status": view.status, "host": view.host,
         "stacklab_commit": view.commit, "versions": view.versions},
