@@ -56,4 +56,13 @@ fi
 if ! command -v cargo >/dev/null 2>&1 && [ -x "$HOME/.cargo/bin/cargo" ]; then
   export PATH="$HOME/.cargo/bin:$PATH"
 fi
+# The engine is edition 2024 (Rust >= 1.85). Debian 12's own rustc/cargo are 1.63; its
+# rustc-web/cargo-web packages (1.96, from bookworm-security) are new enough and
+# install /usr/bin/cargo and rustc: used when no new enough toolchain is on PATH.
+rust_minor() { cargo --version 2>/dev/null | sed -n 's/^cargo 1\.\([0-9]*\).*/\1/p'; }
+if [ "$(rust_minor || true)" = "" ] || [ "$(rust_minor)" -lt 85 ]; then
+  echo "install-deps: apt packages: rustc-web cargo-web (Rust >= 1.85 for the engine)"
+  DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends rustc-web cargo-web
+  hash -r
+fi
 cargo build --release --quiet --manifest-path engine/Cargo.toml
