@@ -90,6 +90,15 @@ class StackError(StacklabError):
         super().__init__(message)
 
 
+class VerificationFailed(StacklabError):
+    """A stack does not do what its knobs say (a verdict FAILed): it is not measured.
+    Carries every verdict, and `reason`, the FAILed ones as "check: detail; …"."""
+
+    def __init__(self, what: str, verdicts: tuple, reason: str):
+        self.verdicts, self.reason = verdicts, reason
+        super().__init__(f"{what} failed verification, not measured: {reason}")
+
+
 class EngineError(StacklabError):
     """The load engine could not run or returned an unusable report."""
 
