@@ -6,20 +6,22 @@ import json
 import re
 from pathlib import Path
 
+from . import lab
 from .errors import StacklabError, UnsafePathError, control_character
 from .store import RunRecord
 
-# A lab session directory, wherever the temp dir is: <tmp>/stacklab-<uid>/s-<pid>-<hex>.
-_SESSION = r"(?:/[^/\s\"':;|]+)*/stacklab-\d+/s-\d+-[0-9a-f]{8}"
+# A lab session directory, wherever the temp dir is: <tmp>/stacklab-<uid>/s-<pid>-<hex>,
+# matched by the lab's own names for them (lab.py makes them from the same templates).
 _NAME = r"[^/\s\"':;|]+"
+_SESSION = rf"(?:/{_NAME})*/{lab.pattern(lab.ROOT)}/{lab.pattern(lab.SESSION)}"
 # Lab paths become conventional places; ports become a placeholder to fill in.
 _RULES = [
     (re.compile(_SESSION + r"/lab-(?P<what>cert|key)\.pem"),
      lambda m: f"/etc/ssl/stacklab/{m['what']}.pem"),
-    (re.compile(_SESSION + r"/docroot-" + _NAME), lambda m: "/var/www/html"),
-    (re.compile(_SESSION + r"/cache/(?P<rest>" + _NAME + ")"),
+    (re.compile(_SESSION + "/" + lab.pattern(lab.DOCROOT)), lambda m: "/var/www/html"),
+    (re.compile(_SESSION + "/" + lab.pattern(lab.CACHE) + r"/(?P<rest>" + _NAME + ")"),
      lambda m: f"/var/lib/stacklab/data/{m['rest'].split('-')[0]}"),
-    (re.compile(_SESSION + r"/[0-9a-f]{12}-r\d+/(?P<comp>" + _NAME + ")"),
+    (re.compile(_SESSION + "/" + lab.pattern(lab.RUN) + r"/(?P<comp>" + _NAME + ")"),
      lambda m: f"/var/lib/stacklab/{m['comp']}"),
     (re.compile(_SESSION), lambda m: "/var/lib/stacklab"),
     (re.compile(r"127\.0\.0\.1:\d{4,5}"), lambda m: "127.0.0.1:PORT"),

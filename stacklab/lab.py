@@ -11,8 +11,10 @@ from __future__ import annotations
 import fcntl
 import os
 import pwd
+import re
 import shutil
 import signal
+import string
 import tempfile
 import uuid
 from contextlib import contextmanager
@@ -28,6 +30,35 @@ LOCK = "lock"
 # PHP_INI_SCAN_DIR, a ':'-separated list. Templates quote paths; this refuses them early.
 UNSAFE = set(';{}"\'#\\$|:()*?[]')
 
+# The names of what the lab creates: templates whose fields have a fixed shape. A name is
+# made here (`name`) and matched here (`pattern`: export-config cleans rendered configs of
+# lab paths), from one definition, so that the two cannot drift apart.
+ROOT = "stacklab-{uid}"                # the lab root, in the system temp dir
+SESSION = "s-{pid}-{token}"            # one stacklab process's session directory
+RUN = "{trial_id}-r{repetition}"       # one run's servers, in its session
+DOCROOT = "docroot-{workload}"         # a deployed workload, shared by a session's runs
+CACHE = "cache"                        # kept for the whole session (seeded datadirs)
+FIELDS = {"uid": r"\d+", "pid": r"\d+", "token": r"[0-9a-f]{8}",
+          "trial_id": r"[0-9a-f]{12}",                  # plan.Trial's id
+          "repetition": r"\d+", "workload": r"[^/\s\"':;|]+"}
+
+
+def name(template: str, **values: object) -> str:
+    """The name `template` gives these field values: name(RUN, trial_id=…, repetition=2)."""
+    return template.format(**values)
+
+
+def pattern(template: str) -> str:
+    """A regular expression matching every name `template` makes (each field in its shape)."""
+    return "".join(re.escape(literal) + (f"(?:{FIELDS[field]})" if field else "")
+                   for literal, field, _, _ in string.Formatter().parse(template))
+
+
+def run_name(trial_id: str, repetition: int) -> str:
+    """The directory of one run: its servers' configs and logs while they run, and where
+    its logs are kept afterwards."""
+    return name(RUN, trial_id=trial_id, repetition=repetition)
+
 
 def free_mib(path: Path) -> float:
     """Space left for an unprivileged writer on the filesystem of `path`, in MiB."""
@@ -36,7 +67,7 @@ def free_mib(path: Path) -> float:
 
 
 def default_root() -> Path:
-    return Path(tempfile.gettempdir()) / f"stacklab-{os.getuid()}"
+    return Path(tempfile.gettempdir()) / name(ROOT, uid=os.getuid())
 
 
 def server_user() -> tuple[str | None, str | None]:
@@ -61,6 +92,14 @@ class Session:
         path.mkdir(parents=True, exist_ok=True)
         return path
 
+    def docroot(self, workload: str) -> Path:
+        """Where `workload` is deployed, once for all of the session's runs."""
+        return self.run_dir(name(DOCROOT, workload=workload))
+
+    def cache(self) -> Path:
+        """What outlives a run: seeded database datadirs."""
+        return self.run_dir(CACHE)
+
     def close(self) -> None:
         """Stop anything still running from this session (a safety net: runs stop their
         own servers), then remove its files."""
@@ -84,12 +123,12 @@ def open_session(root: Path | None = None) -> Session:
     root.mkdir(mode=0o755, parents=True, exist_ok=True)
     root.chmod(0o755)
     cleanup_stale(root)
-    name = f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
-    staging = root / f"new-{name}"      # locked before it gets a name cleanup looks at
+    pid, token = os.getpid(), uuid.uuid4().hex[:8]
+    staging = root / f"new-{pid}-{token}"   # locked before it gets a name cleanup looks at
     staging.mkdir(mode=0o755)
     fd = os.open(staging / LOCK, os.O_CREAT | os.O_RDWR, 0o644)
     fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    path = root / f"s-{name}"
+    path = root / name(SESSION, pid=pid, token=token)
     staging.rename(path)
     return Session(root, path, fd)
 
