@@ -16,7 +16,8 @@ calls, and the rest of the script; medians). One request's median time then spli
                                            client and server on separate (virtual) hosts.
 
 Pages without Server-Timing (static files) are all web server. Plain data out: a
-versioned JSON document (`schema_version`, units in field names).
+versioned JSON document (`schema_version`, units in field names), laid out by
+report/measures.py.
 """
 
 from __future__ import annotations
@@ -26,8 +27,6 @@ import statistics
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-
-from rich.table import Table
 
 from . import __version__, lab
 from .drive import LoadPlan, engine_path, engine_version, run_load
@@ -279,51 +278,3 @@ def run_breakdown(plan: BreakdownPlan, now: str) -> BreakdownRecord:
         result = measure_breakdown(plan, session)
     return BreakdownRecord(now, plan.stack, plan.workload, plan.knobs, result, versions,
                            {**host_facts(), **system})
-
-
-# output --------------------------------------------------------------------------
-
-def _ms(value: float | None) -> str:
-    return "—" if value is None else f"{value:.3f}"
-
-
-def _pct(value: float | None) -> str:
-    return "—" if value is None else f"{value:.0f}%"
-
-
-def summary_line(measurement: dict[str, Any]) -> str:
-    """S1's way: 'database 0.86 ms (27%), php 0.68 ms (21%), …'."""
-    parts = []
-    for row in measurement["shares"]:
-        if row["ms"] is None:
-            parts.append(f"{row['component']} — (loopback only)")
-        else:
-            parts.append(f"{row['component']} {row['ms']:.2f} ms ({row['percent']:.0f}%)")
-    return ", ".join(parts)
-
-
-def breakdown_tables(result: dict[str, Any], title: str) -> list[Table]:
-    """One table per URL: component × (keep-alive off, keep-alive on)."""
-    tables = []
-    for url in result["urls"]:
-        off, on = url["measurements"]
-        table = Table(title=f"{title}  {url['path']}")
-        table.add_column("component")
-        for label in ("keep-alive off", "keep-alive on"):
-            table.add_column(f"{label} ms", justify="right")
-            table.add_column("%", justify="right")
-        for a, b in zip(off["shares"], on["shares"]):
-            table.add_row(a["component"], _ms(a["ms"]), _pct(a["percent"]), _ms(b["ms"]),
-                          _pct(b["percent"]))
-        table.add_section()
-        table.add_row("total (median)", _ms(off["total_ms"]), "100%", _ms(on["total_ms"]),
-                      "100%")
-        table.add_row("time to first byte", _ms(off["ttfb_ms"]), "", _ms(on["ttfb_ms"]), "")
-        table.add_row("connect", _ms(off["connect_ms"]), "", "—", "")
-        notes = [f"{off['completed']} + {on['completed']} requests on one connection"]
-        if off["failed"] or on["failed"]:
-            notes.append(f"failed: {off['failed']} + {on['failed']}")
-        notes += sorted({f for m in (off, on) for f in m["flags"]})
-        table.caption = "; ".join(notes + [f"network: {NETWORK_NOTE}"])
-        tables.append(table)
-    return tables

@@ -6,7 +6,8 @@ that the query cache sees the same texts: the two counts every page runs, the la
 with authors (`show`), 5 articles by ids chosen in the client (`id`), and the subtree of
 the root to depth 2 fetched recursively (`tree`). They go through ONE persistent
 connection (PyMySQL over the unix socket, autocommit like mysqli), the kinds interleaved
-in every loop, with the same ids in every variant. Each variant is stored as it finishes.
+in every loop, with the same ids in every variant. Each variant is stored as it finishes;
+report/measures.py lays them out.
 """
 
 from __future__ import annotations
@@ -19,7 +20,6 @@ from dataclasses import dataclass, replace
 from typing import Any, Callable
 
 import pymysql
-from rich.table import Table
 
 from . import __version__, lab
 from .errors import SpecError, StacklabError
@@ -226,31 +226,3 @@ def _page_queries(kind: str, run: Callable[[str], list[tuple]],
     if root:
         node(int(root[0][0]), 0)
     return counted[0], counted[1]
-
-
-# output --------------------------------------------------------------------------
-
-def dbbench_table(records: list[DbBenchRecord], title: str) -> Table:
-    """Variant × query kind, with each figure's ratio to the first variant's."""
-    table = Table(title=title)
-    for col, justify in (("variant", "left"), ("query", "left"), ("stmts/loop", "right"),
-                         ("total s", "right"), ("µs/query (median)", "right"),
-                         ("vs first", "right")):
-        table.add_column(col, justify=justify)
-    first = records[0].result["queries"] if records else {}
-    for r in records:
-        table.add_section()
-        for kind in KINDS:
-            q = r.result["queries"][kind]
-            base = first[kind]["per_query_us_median"]
-            mine = q["per_query_us_median"]
-            ratio = f"{mine / base:.2f}×" if mine is not None and base else "—"
-            table.add_row(r.result["variant"] if kind == KINDS[0] else "", kind,
-                          f"{q['statements_per_loop']:g}", f"{q['total_s']:.3f}",
-                          "—" if mine is None else f"{mine:.1f}", ratio)
-    if records:
-        table.caption = (f"{records[0].loops} loops per variant on one connection; "
-                         f"query cache hits: " + ", ".join(
-                             f"{r.result['variant']} {r.result['qcache_hits']}"
-                             for r in records))
-    return table

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..breakdown import breakdown_tables, plan_breakdown, run_breakdown, summary_line
-from ..dbbench import dbbench_table, plan_variants, run_dbbench
+from ..breakdown import plan_breakdown, run_breakdown
+from ..dbbench import plan_variants, run_dbbench
 from ..env import Environment
 from ..errors import ExitStatus
+from ..report.measures import breakdown_lines, breakdown_tables, dbbench_table
 from ..store import Store
 from .run import load
 
@@ -26,10 +27,8 @@ def breakdown(env: Environment, stack: str, workload: str, requests: int, knobs:
         f" {k}={v}" for k, v in sorted(plan.knobs.items()))
     for table in breakdown_tables(record.result, title):
         env.stdout.print(table)
-    for url in record.result["urls"]:
-        for m in url["measurements"]:
-            env.stdout.print(f"{url['path']} keep-alive {'on' if m['keepalive'] else 'off'}: "
-                             f"{summary_line(m)}", highlight=False, soft_wrap=True)
+    for line in breakdown_lines(record.result):
+        env.stdout.print(line, highlight=False, soft_wrap=True)
     return ExitStatus.OK
 
 

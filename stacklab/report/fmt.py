@@ -19,6 +19,26 @@ def ms(value_us: float | None) -> str:
     return DASH if value_us is None else f"{value_us / 1000:.2f}"
 
 
+def milliseconds(value_ms: float | None, decimals: int = 3) -> str:
+    """A time stored in ms (a breakdown's shares of one request), written in ms."""
+    return DASH if value_ms is None else f"{value_ms:.{decimals}f}"
+
+
+def percent(value: float | None) -> str:
+    """A share of a whole, in whole percent."""
+    return DASH if value is None else f"{value:.0f}%"
+
+
+def count(value: float) -> str:
+    """A count per something, as short as it is exact: 2, 7.5 (statements per loop)."""
+    return f"{value:g}"
+
+
+def times(ratio: float | None) -> str:
+    """A ratio to a reference: "1.52×"."""
+    return DASH if ratio is None else f"{ratio:.2f}×"
+
+
 def p_value(p: float | None) -> str:
     return DASH if p is None else ("< 0.001" if p < 0.001 else f"{p:.3f}")
 
@@ -34,7 +54,7 @@ def vs(c) -> str:
         return DASH
     if c.ratio == 1.0 and c.p == 1.0:
         return "same variant"
-    return f"{c.ratio:.2f}× ({c.verdict})"
+    return f"{times(c.ratio)} ({c.verdict})"
 
 
 def change(gain: float) -> str:
