@@ -15,9 +15,9 @@ calls, and the rest of the script; medians). One request's median time then spli
                                            over the network minus the ping RTT; that needs
                                            client and server on separate (virtual) hosts.
 
-Pages without Server-Timing (static files) are all web server. Plain data out: a
-versioned JSON document (`schema_version`, units in field names), laid out by
-report/measures.py.
+Pages without Server-Timing (static files) are all web server. The measurement plugs
+into the one stack lifecycle (stack.lifecycle). Plain data out: a versioned JSON document
+(`schema_version`, units in field names), laid out by report/measures.py.
 """
 
 from __future__ import annotations
@@ -29,18 +29,19 @@ from pathlib import Path
 from typing import Any
 
 from . import __version__, lab
-from .drive import LoadPlan, engine_path, engine_version, run_load
+from .drive import LoadPlan, engine_version, run_load
+from .env import Environment
 from .errors import StacklabError, UsageError
 from .hostinfo import host_facts
-from .systune import CpuAwake
-from .plan import Trial, effective_knobs
-from .procs import limits_problem
-from .stack import RunningStack, start_stack, stop_stack, verify_stack
+from .plan import (Field, Plan, PlannedRun, Trial, check_installed, effective_knobs,
+                   fixed_conflict, validate_plan)
+from .stack import RunningStack, lifecycle
 from .stacks import COMPONENTS, REGISTRY, STACKS
 from .stacks.tls import make_certificate
 from .stats import merged_percentiles
 from .store import BreakdownRecord
-from .verify import Status, connection, request
+from .systune import CpuAwake
+from .verify import connection, request
 from .workloads import WORKLOADS, deploy
 
 SCHEMA_VERSION = 1
@@ -90,9 +91,25 @@ def parse_knob(arg: str) -> tuple[str, Any]:
         raise UsageError(f"--knob {arg!r}: {e}") from None
 
 
+@dataclass(frozen=True)
+class Arguments:
+    """breakdown's command line as the origin of its one-trial plan: a problem that
+    plan.validate_plan finds names the WORKLOAD or the --knob values given."""
+
+    knobs: dict[str, Any]
+
+    def refuse(self, trial: Trial, field: Field, value: Any, problem: str) -> UsageError:
+        if field == "workload":
+            return UsageError(f"WORKLOAD {value!r} {problem}")
+        if field == "component":
+            return UsageError(f"{value} with {self.knobs or 'default knobs'}: {problem}")
+        return UsageError(f"{field} {value!r}: {problem}")
+
+
 def plan_breakdown(stack: str, workload: str, knob_args: list[str], requests: int,
                    seed: int = 1) -> BreakdownPlan:
-    """Validate everything before any server starts; every error names the value."""
+    """Validate everything before any server starts (the arguments, then the one-trial
+    plan as every command does); every error names the value."""
     if stack not in STACKS:
         raise UsageError(f"STACK {stack!r}: unknown stack (`stacklab stacks` lists them)")
     if workload not in WORKLOADS:
@@ -100,13 +117,7 @@ def plan_breakdown(stack: str, workload: str, knob_args: list[str], requests: in
                          f"{', '.join(WORKLOADS)}")
     if requests < 1:
         raise UsageError(f"--requests {requests}: must be at least 1")
-    sdef, wdef = STACKS[stack], WORKLOADS[workload]
-    if wdef.needs and wdef.needs not in sdef.runs:
-        raise UsageError(f"WORKLOAD {workload!r} needs {wdef.needs}, which stack {stack!r} "
-                         "does not run")
-    if wdef.database and "mariadb" not in sdef.components:
-        raise UsageError(f"WORKLOAD {workload!r} needs a database; stack {stack!r} has none "
-                         "(pick a +mariadb stack)")
+    sdef = STACKS[stack]
     knobs = dict(parse_knob(a) for a in knob_args)
     for key, value in knobs.items():
         owner = key.split(".", 1)[0]
@@ -115,21 +126,16 @@ def plan_breakdown(stack: str, workload: str, knob_args: list[str], requests: in
                              "connection, keep-alive off and on)")
         if owner not in sdef.knob_owners:
             raise UsageError(f"--knob {key}={value}: does not apply to stack {stack!r}")
-        if key in sdef.knobs and sdef.knobs[key] != value:
-            raise UsageError(f"--knob {key}={value}: stack {stack!r} fixes "
-                             f"{key} = {sdef.knobs[key]!r}")
+        if problem := fixed_conflict(sdef, key, value):
+            raise UsageError(f"--knob {key}={value}: {problem}")
     trial = Trial(stack, workload, 1, tuple(sorted(knobs.items())), ())
-    effective = effective_knobs(REGISTRY, sdef, trial)
-    for name in sdef.components:
-        comp = COMPONENTS[name]
-        problem = comp.check(effective[name]) or limits_problem(effective[name])
-        if problem:
-            raise UsageError(f"{name} with {knobs or 'default knobs'}: {problem}")
-        if not comp.installed():
-            raise StacklabError(f"{name} is not installed ({comp.binary} missing): "
-                                f"apt-get install {comp.package}")
-    engine_path()
-    return BreakdownPlan(stack, workload, knobs, effective, requests, seed)
+    validate_plan(Plan((trial,), (PlannedRun(trial, 1),)), Arguments(knobs))
+    if WORKLOADS[workload].database and "mariadb" not in sdef.components:
+        raise UsageError(f"WORKLOAD {workload!r} needs a database; stack {stack!r} has none "
+                         "(pick a +mariadb stack)")
+    check_installed(sdef.components, engine=True)
+    return BreakdownPlan(stack, workload, knobs, effective_knobs(REGISTRY, sdef, trial),
+                         requests, seed)
 
 
 def server_timing(header: str | None) -> dict[str, float]:
@@ -157,26 +163,17 @@ def shares(total_ms: float, db_ms: float | None, php_ms: float | None,
 # measuring -----------------------------------------------------------------------
 
 def measure_breakdown(plan: BreakdownPlan, session: lab.Session) -> dict[str, Any]:
-    """Start the stack fresh, verify it, measure every URL; always stop the stack."""
-    deployed = deploy(plan.workload, session.run_dir(f"docroot-{plan.workload}"), plan.seed)
+    """Every URL of the workload, measured in the lifecycle of a fresh stack (started,
+    verified, always stopped)."""
+    deployed = deploy(plan.workload, session.docroot(plan.workload), plan.seed)
     running = RunningStack(STACKS[plan.stack])
     run_dir = session.run_dir("breakdown")
-    try:
-        start_stack(running, plan.effective, deployed, run_dir,
-                    make_certificate(session.dir), session.run_dir("cache"))
-        failed = [v for v in verify_stack(running, deployed) if v.status is Status.FAIL]
-        if failed:
-            raise StacklabError(f"{plan.stack} with {plan.workload} failed verification, "
-                                "not measured: " + "; ".join(f"{v.check}: {v.detail}"
-                                                             for v in failed))
+    with lifecycle(running, plan.effective, deployed, run_dir, make_certificate(session.dir),
+                   session.cache(), what=f"{plan.stack} with {plan.workload}"):
         urls = [_measure_url(plan, running, path, path in deployed.varying_length, run_dir)
                 for path, _ in deployed.urls]
         if not running.alive():
             raise StacklabError(f"{plan.stack}: a server exited during the breakdown")
-    finally:
-        stop_errors = stop_stack(running)
-    if stop_errors:
-        raise StacklabError("; ".join(stop_errors))
     return {"schema_version": SCHEMA_VERSION, "stack": plan.stack, "workload": plan.workload,
             "front": running.stack.components[0], "requests": plan.requests,
             "timing_samples": plan.timing_samples, "network_ms": None,
@@ -268,13 +265,15 @@ def _median_timing(timings: list[dict[str, float]]) -> dict[str, Any] | None:
             "php_ms": statistics.median(t["php"] for t in both)}
 
 
-def run_breakdown(plan: BreakdownPlan, now: str) -> BreakdownRecord:
-    """Measure in a lab session of its own; the record to store (with provenance)."""
+def run_breakdown(plan: BreakdownPlan, env: Environment) -> BreakdownRecord:
+    """Measure in a lab session of its own under env's lab root; the record to store, with
+    provenance, dated by env's clock as it begins."""
+    created_at = env.clock()
     versions = {name: COMPONENTS[name].version() for name in STACKS[plan.stack].components}
     versions["stacklab-load"] = engine_version()
     versions["stacklab"] = __version__
-    with lab.session_scope() as session, CpuAwake() as cpus:
+    with lab.session_scope(env.lab_root) as session, CpuAwake() as cpus:
         system = cpus.state()   # one connection: idle-CPU wake-ups would dominate
         result = measure_breakdown(plan, session)
-    return BreakdownRecord(now, plan.stack, plan.workload, plan.knobs, result, versions,
-                           {**host_facts(), **system})
+    return BreakdownRecord(created_at, plan.stack, plan.workload, plan.knobs, result,
+                           versions, {**host_facts(), **system})

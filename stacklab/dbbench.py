@@ -1,19 +1,21 @@
 """S1's database method: the model application's SQL looped N times against MariaDB alone,
 once per distinct set of `mariadb.*` knob values in an experiment.
 
-The statements are the ones showArticle.php sends (workloads/app.py), byte for byte, so
-that the query cache sees the same texts: the two counts every page runs, the latest 50
-with authors (`show`), 5 articles by ids chosen in the client (`id`), and the subtree of
-the root to depth 2 fetched recursively (`tree`). They go through ONE persistent
-connection (PyMySQL over the unix socket, autocommit like mysqli), the kinds interleaved
-in every loop, with the same ids in every variant. Each variant is stored as it finishes;
-report/measures.py lays them out.
+The statements are the ones showArticle.php sends, read from the page itself
+(workloads/app.py), byte for byte, so that the query cache sees the same texts: the two
+counts every page runs, the latest 50 with authors (`show`), 5 articles by ids chosen in
+the client (`id`), and the subtree of the root to depth 2 fetched recursively (`tree`).
+They go through ONE persistent connection (PyMySQL over the unix socket, autocommit like
+mysqli), the kinds interleaved in every loop, with the same ids in every variant. Each
+variant is measured in the one stack lifecycle (stack.lifecycle: MariaDB alone, started,
+verified, always stopped) and stored as it finishes; report/measures.py lays them out.
 """
 
 from __future__ import annotations
 
 import json
 import random
+import re
 import statistics
 import time
 from dataclasses import dataclass, replace
@@ -22,31 +24,48 @@ from typing import Any, Callable
 import pymysql
 
 from . import __version__, lab
+from .env import Environment
 from .errors import SpecError, StacklabError
 from .hostinfo import host_facts
-from .systune import CpuAwake
-from .net import free_port
-from .plan import Plan, effective_knobs
+from .plan import Plan, check_installed, effective_knobs
 from .spec import ExperimentSpec
-from .stack import HOST
-from .stacks import COMPONENTS, REGISTRY, STACKS
-from .stacks.base import RenderContext
+from .stack import RunningStack, lifecycle
+from .stacks import COMPONENTS, REGISTRY, STACKS, StackDef
 from .stacks.mariadb.client import query, status
 from .store import DbBenchRecord, Store
-from .workloads import WORKLOADS
+from .systune import CpuAwake
+from .verify import Status, Verdict
+from .workloads import WORKLOADS, Deployed, app
 from .workloads.appdata import AppDatabase
 
 SCHEMA_VERSION = 1
 C = "mariadb"
+ALONE = StackDef(C, (C,), "MariaDB alone: what dbbench measures")
+READY_TIMEOUT_S = 60.0
+PAGE = app.SHOW.decode()          # showArticle.php: its statements are read from it
 
-# The page's statements (showArticle.php's SL_SELECT keeps its line break and indent).
-SELECT = ("SELECT a.id, a.title, a.summary, a.published, u.name AS author\n"
-          "                   FROM articles a JOIN authors u ON u.id = a.author")
-COUNTS = ("SELECT COUNT(*) AS n FROM articles", "SELECT COUNT(*) AS n FROM authors")
-SHOW = SELECT + " ORDER BY a.published DESC LIMIT 50"
-BY_ID = SELECT.replace("a.published,", "a.published, a.body,") + " WHERE a.id = "
-ROOT = "SELECT id FROM articles WHERE parent = 0 LIMIT 1"
-NODE = "SELECT id, title, summary, `left`, `right` FROM articles WHERE id = "
+
+def _from_page(pattern: str, what: str) -> tuple[str, ...]:
+    """The PHP string literals `pattern` captures in showArticle.php (the page sends them
+    as written: no escapes). A page rewritten so that one is missing fails at import."""
+    found = re.search(pattern, PAGE)
+    if found is None:
+        raise LookupError(f"showArticle.php no longer holds {what}: dbbench sends the "
+                          "page's own statements")
+    return found.groups()
+
+
+# The page's statements (SL_SELECT keeps its line break and indent).
+(SELECT,) = _from_page(r"const SL_SELECT = '([^']*)';", "SL_SELECT")
+COUNTS = _from_page(r"\$articles = [^;]*sl_query\('([^']*)'\)[^;]*;\s*"
+                    r"\$authors = [^;]*sl_query\('([^']*)'\)", "the two counts")
+SHOW = SELECT + _from_page(r"sl_query\(SL_SELECT \. '([^']*)'\)", "the show query")[0]
+_BODY, _WITH_BODY, _WHERE_ID = _from_page(
+    r"str_replace\('([^']*)', '([^']*)', SL_SELECT\)\s*\. '([^']*)'", "the id query")
+BY_ID = SELECT.replace(_BODY, _WITH_BODY) + _WHERE_ID
+(ROOT,) = _from_page(r"\$root = [^;]*?sl_query\('([^']*)'\)", "the tree's root query")
+(NODE,) = _from_page(r"function sl_tree[^{]*\{\s*\$rows = sl_query\('([^']*)' \. \$id\)",
+                     "the tree's node query")
 KINDS = ("counts", "show", "id", "tree")
 IDS_PER_PAGE = 5
 TREE_DEPTH = 2
@@ -61,7 +80,28 @@ class Variant:
     label: str                     # what differs from the defaults ("defaults" if nothing)
 
 
-# planning (pure) -----------------------------------------------------------------
+@dataclass(frozen=True)
+class DbBenchPlan:
+    """A validated dbbench: nothing has started yet."""
+
+    experiment: str
+    seed: int
+    variants: tuple[Variant, ...]
+    loops: int
+
+
+# planning ------------------------------------------------------------------------
+
+def plan_dbbench(spec: ExperimentSpec, plan: Plan, loops: int) -> DbBenchPlan:
+    """What to measure, checked before anything starts: the spec's plan has been
+    validated (commands.run.load); here its variants, that MariaDB is installed, and
+    the loops."""
+    variants = plan_variants(spec, plan)
+    check_installed((C,), engine=False)
+    if loops < 1:
+        raise StacklabError(f"--loops {loops}: must be at least 1")
+    return DbBenchPlan(spec.experiment.name, spec.experiment.seed, tuple(variants), loops)
+
 
 def plan_variants(spec: ExperimentSpec, plan: Plan) -> list[Variant]:
     """The distinct mariadb settings of the trials that run MariaDB with a database;
@@ -81,31 +121,24 @@ def plan_variants(spec: ExperimentSpec, plan: Plan) -> list[Variant]:
         stacks = sorted({t.stack for t in plan.trials})
         raise SpecError(spec.path, "matrix.stack", stacks, "no trial runs mariadb with a "
                         "workload that has a database (app-*): dbbench has nothing to measure")
-    comp = COMPONENTS[C]
-    if not comp.installed():
-        raise StacklabError(f"{C} is not installed ({comp.binary} missing): "
-                            f"apt-get install {comp.package}")
     return sorted(found.values(), key=lambda v: v.knobs != defaults)
 
 
 # measuring -----------------------------------------------------------------------
 
-def run_dbbench(spec: ExperimentSpec, variants: list[Variant], loops: int, store: Store,
-                now: Callable[[], str],
+def run_dbbench(env: Environment, bench: DbBenchPlan, store: Store,
                 on_stored: Callable[[DbBenchRecord], None] = lambda r: None
                 ) -> list[DbBenchRecord]:
-    """Measure each variant on a MariaDB of its own; each is stored as it finishes."""
-    if loops < 1:
-        raise StacklabError(f"--loops {loops}: must be at least 1")
+    """Measure each variant on a MariaDB of its own, in a lab session under env's lab
+    root; each is stored as it finishes, dated by env's clock."""
     versions = {C: COMPONENTS[C].version(), "pymysql": pymysql.__version__,
                 "stacklab": __version__}
     records = []
-    with lab.session_scope() as session, CpuAwake() as cpus:
+    with lab.session_scope(env.lab_root) as session, CpuAwake() as cpus:
         host = {**host_facts(), **cpus.state()}   # one client connection: CPUs kept awake
-        for i, variant in enumerate(variants):
-            result = bench_variant(variant, loops, session, f"dbbench-{i}",
-                                   spec.experiment.seed)
-            record = DbBenchRecord(now(), spec.experiment.name, variant.knobs, loops,
+        for i, variant in enumerate(bench.variants):
+            result = bench_variant(variant, bench.loops, session, f"dbbench-{i}", bench.seed)
+            record = DbBenchRecord(env.clock(), bench.experiment, variant.knobs, bench.loops,
                                    result, versions, host)
             record = replace(record, id=store.add_dbbench(record))
             records.append(record)
@@ -115,44 +148,49 @@ def run_dbbench(spec: ExperimentSpec, variants: list[Variant], loops: int, store
 
 def bench_variant(variant: Variant, loops: int, session: lab.Session, name: str,
                   seed: int) -> dict[str, Any]:
-    """Start MariaDB alone (seeded through the component), check it, loop, stop it."""
-    comp = COMPONENTS[C]
+    """MariaDB alone through the lifecycle (seeded through the component, checked by
+    check_variant), the loops measured while it runs."""
     run_dir = session.run_dir(name)
-    user, group = lab.server_user()
-    ctx = RenderContext(run_dir, run_dir, HOST, free_port(HOST), user, group,
-                        cache_dir=session.run_dir("cache"), database=variant.database)
-    started = comp.start(ctx, variant.knobs, ready_timeout_s=60.0)
-    try:
-        socket = started.endpoint.unix
-        checks = check_variant(socket, variant)
+    running = RunningStack(ALONE)
+    deployed = Deployed(name, run_dir, (), {}, variant.database)
+    with lifecycle(running, {C: variant.knobs}, deployed, run_dir, cache_dir=session.cache(),
+                   what=f"{C} ({variant.label})", verify=check_variant,
+                   ready_timeout_s=READY_TIMEOUT_S) as verdicts:
+        socket = running.front.endpoint.unix
         before = status(socket, ("Qcache_hits", "Questions"))
-        db = variant.database
-        try:
-            conn = pymysql.connect(unix_socket=str(socket), user=db.user, password=db.password,
-                                   database=db.name, autocommit=True, charset="utf8mb4")
-        except pymysql.MySQLError as e:
-            raise StacklabError(f"{C} ({variant.label}): cannot connect as {db.user}: "
-                                f"{e}") from e
-        try:
-            queries = loop_queries(conn, loops, random.Random(seed))
-        except pymysql.MySQLError as e:
-            raise StacklabError(f"{C} ({variant.label}): a query failed: {e}") from e
-        finally:
-            conn.close()
+        queries = _loop(socket, variant, loops, seed)
         after = status(socket, ("Qcache_hits", "Questions"))
-    finally:
-        comp.stop(started)
+    db = variant.database
     return {"schema_version": SCHEMA_VERSION, "variant": variant.label, "loops": loops,
             "seed": seed, "database": {"key": db.key, "articles": db.articles,
                                        "authors": db.authors},
-            "checks": checks, "queries": queries,
+            "checks": verdicts[0].data, "queries": queries,
             "qcache_hits": after["Qcache_hits"] - before["Qcache_hits"],
             "questions": after["Questions"] - before["Questions"]}
 
 
-def check_variant(socket, variant: Variant) -> dict[str, Any]:
-    """Verify before measuring: the knobs took effect and the data is all there."""
-    k, db = variant.knobs, variant.database
+def _loop(socket, variant: Variant, loops: int, seed: int) -> dict[str, dict[str, Any]]:
+    """The loops on one connection as the application's user."""
+    db = variant.database
+    try:
+        conn = pymysql.connect(unix_socket=str(socket), user=db.user, password=db.password,
+                               database=db.name, autocommit=True, charset="utf8mb4")
+    except pymysql.MySQLError as e:
+        raise StacklabError(f"{C} ({variant.label}): cannot connect as {db.user}: "
+                            f"{e}") from e
+    try:
+        return loop_queries(conn, loops, random.Random(seed))
+    except pymysql.MySQLError as e:
+        raise StacklabError(f"{C} ({variant.label}): a query failed: {e}") from e
+    finally:
+        conn.close()
+
+
+def check_variant(running: RunningStack, deployed: Deployed) -> list[Verdict]:
+    """Verify before measuring: the knobs took effect and the data is all there. One
+    verdict; its data is what was read (stored with the result as `checks`)."""
+    started = running.front
+    k, db, socket = started.knobs, deployed.database, started.endpoint.unix
     row = query(socket, "SELECT @@query_cache_type, @@innodb_buffer_pool_size, "
                 f"@@key_buffer_size, (SELECT COUNT(*) FROM `{db.name}`.articles), "
                 f"(SELECT COUNT(*) FROM `{db.name}`.authors), (SELECT GROUP_CONCAT(DISTINCT "
@@ -167,9 +205,9 @@ def check_variant(socket, variant: Variant) -> dict[str, Any]:
             "authors": db.authors, "engine": k["engine"]}
     off = [f"{n} = {got[n]} (wanted {w})" for n, w in want.items() if got[n] != w]
     if off:
-        raise StacklabError(f"{C} ({variant.label}) failed verification, not measured: "
-                            + ", ".join(off))
-    return got
+        return [Verdict(C, "settings and data", Status.FAIL, ", ".join(off), got)]
+    return [Verdict(C, "settings and data", Status.PASS, "as configured, "
+                    f"{got['articles']} articles by {got['authors']} authors", got)]
 
 
 def loop_queries(conn, loops: int, rng: random.Random) -> dict[str, dict[str, Any]]:

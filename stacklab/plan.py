@@ -1,5 +1,6 @@
 """Plan: expand the matrix into trials with stable ids, check every trial's knobs, then
-interleave repetitions.
+interleave repetitions; and validate a plan whole before any server starts (every command
+that measures calls validate_plan: run, run --dry-run, breakdown, dbbench).
 
 A knob the user sets may not act in every trial: `nginx.tcp_nopush` acts only with
 `nginx.sendfile` on, `apache.mpm` only where the stack has Apache. Set where it cannot act
@@ -14,11 +15,14 @@ import hashlib
 import itertools
 import json
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Protocol
+from typing import Any, Callable, Iterable, Literal, Mapping, Protocol
 
-from .errors import SpecError
+from .drive import engine_path
+from .errors import SpecError, StacklabError
 from .knobs import KnobRegistry
+from .procs import connections_problem, limits_problem
 from .spec import ExperimentSpec
+from .workloads import WORKLOADS
 
 # Seconds a run costs beyond warm-up and load: start, readiness, verify, stop.
 RUN_OVERHEAD_S = 1.5
@@ -76,6 +80,10 @@ class Plan:
         e = spec.experiment
         return len(self.trials) * (e.max_repetitions if e.auto else e.repetitions)
 
+    def components(self, stacks: Mapping[str, StackInfo]) -> tuple[str, ...]:
+        """Every component some trial starts, sorted by name."""
+        return tuple(sorted({c for t in self.trials for c in stacks[t.stack].components}))
+
 
 class StackInfo(Protocol):
     name: str
@@ -100,9 +108,8 @@ def expand(spec: ExperimentSpec, stacks: Mapping[str, StackInfo]) -> list[Trial]
         knobs = {**spec.fixed_knobs, **{k: v for k, v in point.items() if "." in k}}
         knobs = {k: v for k, v in knobs.items() if k.split(".", 1)[0] in applies}
         for key, value in knobs.items():
-            if key in stack.knobs and stack.knobs[key] != value:
-                raise SpecError(spec.path, key, value, f"stack {point['stack']!r} fixes "
-                                f"{key} = {stack.knobs[key]!r}")
+            if problem := fixed_conflict(stack, key, value):
+                raise SpecError(spec.path, key, value, problem)
         trial = Trial(point["stack"], point["workload"], point["concurrency"],
                       tuple(sorted(knobs.items())), measure)
         trials.setdefault(trial.id, trial)
@@ -110,6 +117,13 @@ def expand(spec: ExperimentSpec, stacks: Mapping[str, StackInfo]) -> list[Trial]
         raise SpecError(spec.path, "matrix.exclude", list(spec.exclude),
                         "excludes every point of the matrix: nothing would run")
     return list(trials.values())
+
+
+def fixed_conflict(stack: StackInfo, key: str, value: Any) -> str | None:
+    """Why knob `key` cannot take `value` on `stack` (the stack fixes it), or None."""
+    if key in stack.knobs and stack.knobs[key] != value:
+        return f"stack {stack.name!r} fixes {key} = {stack.knobs[key]!r}"
+    return None
 
 
 def interleave(trials: list[Trial], repetitions: int) -> list[PlannedRun]:
@@ -241,3 +255,65 @@ def where(spec: ExperimentSpec, key: str) -> str:
 def _lab() -> tuple[KnobRegistry, dict[str, InertRule]]:
     from .stacks import COMPONENTS, REGISTRY
     return REGISTRY, {name: c.inert for name, c in COMPONENTS.items() if hasattr(c, "inert")}
+
+
+# Validation: what can be known before any server starts ------------------------------
+
+# What a trial's problem is about: its workload, its concurrency, or a component's knobs.
+Field = Literal["workload", "concurrency", "component"]
+
+
+class Origin(Protocol):
+    """Where a plan's values were given (an experiment file, a command line): a problem
+    found in a trial becomes the error that names the value there."""
+
+    def refuse(self, trial: Trial, field: Field, value: Any, problem: str) -> StacklabError: ...
+
+
+@dataclass(frozen=True)
+class SpecOrigin:
+    """A plan expanded from an experiment file: errors name the file, key and value."""
+
+    spec: ExperimentSpec
+
+    def refuse(self, trial: Trial, field: Field, value: Any, problem: str) -> SpecError:
+        path = self.spec.path
+        if field == "workload":
+            return SpecError(path, "matrix.workload", value, f"{problem} (exclude the "
+                             "combination or pick another stack)")
+        if field == "concurrency":
+            return SpecError(path, "matrix.concurrency", value, problem)
+        return SpecError(path, f"trial {trial.label()}", trial.id, problem)
+
+
+def validate_plan(plan: Plan, origin: Origin) -> None:
+    """Refuse a plan that cannot run as planned, before any server starts, naming the value
+    at fault where `origin` says it was given: in every trial, the stack runs what the
+    workload needs, the engine can hold its connections, and every component accepts its
+    knobs (their combination, and the process limits they ask for)."""
+    from .stacks import COMPONENTS, REGISTRY, STACKS
+    for trial in plan.trials:
+        stack = STACKS[trial.stack]
+        needs = WORKLOADS[trial.workload].needs
+        if needs and needs not in stack.runs:
+            raise origin.refuse(trial, "workload", trial.workload, f"needs {needs}, which "
+                                f"stack {trial.stack!r} does not run")
+        if problem := connections_problem(trial.concurrency):
+            raise origin.refuse(trial, "concurrency", trial.concurrency, problem)
+        knobs = effective_knobs(REGISTRY, stack, trial)
+        for name in stack.components:
+            if problem := COMPONENTS[name].check(knobs[name]) or limits_problem(knobs[name]):
+                raise origin.refuse(trial, "component", name, problem)
+
+
+def check_installed(components: Iterable[str], engine: bool) -> None:
+    """What a command is about to start is on this machine: each component's binary (the
+    error names its apt package) and, for a command that drives load, the engine."""
+    from .stacks import COMPONENTS
+    for name in components:
+        comp = COMPONENTS[name]
+        if not comp.installed():
+            raise StacklabError(f"{name} is not installed ({comp.binary} missing): "
+                                f"apt-get install {comp.package}")
+    if engine:
+        engine_path()

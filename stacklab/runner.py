@@ -1,4 +1,6 @@
-"""Run an experiment: for each planned run, a fresh stack → verify → drive → store.
+"""Run an experiment: for each planned run, a fresh stack through the one lifecycle
+(stack.lifecycle: start → ready → verify → always stop) with the engine's load under the
+monitor as its measurement, then store.
 
 Each finished run is committed at once. A server that fails is a recorded failed run and
 the experiment goes on. On Ctrl-C or SIGTERM the current run is abandoned, every server
@@ -16,30 +18,30 @@ import shutil
 import signal
 import zlib
 from contextlib import nullcontext
-
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime
 from pathlib import Path
-from typing import Protocol
+from typing import Callable, Protocol
 
 from . import __version__, lab
 from .analyze import Estimate
 from .drive import LoadPlan, LoadReport, engine_version, run_load
-from .errors import EngineError, LabError, NotFound, StackError, StoreError, StacklabError
+from .env import Environment
+from .errors import (EngineError, Interrupted, LabError, NotFound, StackError, StoreError,
+                     VerificationFailed)
 from .flags import flag_names
 from .hostinfo import git_commit, host_facts
 from .knobs import KnobRegistry
 from .monitor import Monitor
 from .plan import Plan, PlannedRun, Trial, effective_knobs
 from .spec import ExperimentSpec
-from .systune import CpuAwake
-from .stack import RunningStack, start_stack, stop_stack, verify_stack
+from .stack import RunningStack, lifecycle
 from .stacks import COMPONENTS, STACKS
 from .stacks.base import Started
 from .stacks.tls import make_certificate
 from .store import Outcome, RunRecord, Store
-from .verify import Status, Verdict, any_fail
-
+from .systune import CpuAwake
+from .verify import Verdict
 from .workloads import Deployed, deploy
 
 KEPT_LOG_LINES = 200
@@ -57,10 +59,6 @@ RESULTS_RESERVE_MIB = 4
 # with SIGQUIT (its pm's normal reaping), which is not a death.
 CHILD_SIGNAL = re.compile(r"exited on signal (\d+)|exit signal .*\((\d+)\)")
 REAPING_SIGNALS = {signal.SIGQUIT}
-
-
-class Interrupted(StacklabError):
-    exit_code = 130
 
 
 class Progress(Protocol):
@@ -85,6 +83,7 @@ class RunContext:
     versions: dict[str, str]
     tls: tuple[Path, Path]          # the lab's certificate and key
     system: dict                    # system settings held during the runs (systune)
+    clock: Callable[[], str]        # the Environment's: time stamps of the runs
     deployed: dict[str, Deployed] = field(default_factory=dict)
     other_labs: list[dict] = field(default_factory=list)   # live at the last check
 
@@ -94,30 +93,30 @@ def plan_hash(plan: Plan) -> str:
     return hashlib.sha256("\n".join(ids).encode()).hexdigest()[:16]
 
 
-def now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
-
-
-def run_experiment(spec: ExperimentSpec, plan: Plan, registry: KnobRegistry, store: Store,
-                   results_dir: Path, resume: bool, progress: Progress) -> int:
-    """Run every planned run not yet stored; return the experiment id."""
+def run_experiment(env: Environment, spec: ExperimentSpec, plan: Plan,
+                   registry: KnobRegistry, store: Store, results_dir: Path, resume: bool,
+                   progress: Progress) -> int:
+    """Run every planned run not yet stored, in a lab session under env's lab root with
+    env's clock; return the experiment id."""
     with (store.experiment_lock(spec.experiment.name),
           CpuAwake() if spec.experiment.keep_cpus_awake else nullcontext(CpuAwake()) as cpus):
         system = cpus.state()
-        exp_id = _experiment_for(spec, plan, store, resume, system)
-        _run_all(spec, plan, registry, store, results_dir, progress, exp_id, system)
+        exp_id = _experiment_for(spec, plan, store, resume, system, env.clock)
+        _run_all(env, spec, plan, registry, store, results_dir, progress, exp_id, system)
     return exp_id
 
 
-def _run_all(spec: ExperimentSpec, plan: Plan, registry: KnobRegistry, store: Store,
-             results_dir: Path, progress: Progress, exp_id: int, system: dict) -> None:
+def _run_all(env: Environment, spec: ExperimentSpec, plan: Plan, registry: KnobRegistry,
+             store: Store, results_dir: Path, progress: Progress, exp_id: int,
+             system: dict) -> None:
     store.replay_journal(exp_id)       # runs measured before the database refused them
     done = store.done(exp_id)
     todo = [r for r in plan.runs if (r.trial.id, r.repetition) not in done]
     try:
-        with lab.session_scope() as session:
+        with lab.session_scope(env.lab_root) as session:
             ctx = RunContext(exp_id, spec, registry, store, session, results_dir,
-                             _versions(plan), make_certificate(session.dir), system)
+                             _versions(plan), make_certificate(session.dir), system,
+                             env.clock)
             progress.begin(len(plan.runs), len(plan.runs) - len(todo))
             try:
                 for run in todo:
@@ -196,7 +195,7 @@ def more_rounds(spec: ExperimentSpec, plan: Plan, store: Store, exp_id: int) -> 
 
 
 def _experiment_for(spec: ExperimentSpec, plan: Plan, store: Store, resume: bool,
-                    system: dict) -> int:
+                    system: dict, clock: Callable[[], str]) -> int:
     name = spec.experiment.name
     digest = plan_hash(plan)
     if resume:
@@ -213,27 +212,26 @@ def _experiment_for(spec: ExperimentSpec, plan: Plan, store: Store, resume: bool
     spec_doc = json.loads(spec.model_dump_json())
     return store.new_experiment(name, spec.path, digest, spec_doc, trials,
                                 {**host_facts(), **system},
-                                __version__, git_commit(), now())
+                                __version__, git_commit(), clock())
 
 
 def _versions(plan: Plan) -> dict[str, str]:
-    names = {c for t in plan.trials for c in STACKS[t.stack].components}
-    versions = {name: COMPONENTS[name].version() for name in sorted(names)}
+    versions = {name: COMPONENTS[name].version() for name in plan.components(STACKS)}
     versions["stacklab-load"] = engine_version()
     versions["stacklab"] = __version__
     return versions
 
 
 def execute_run(ctx: RunContext, run: PlannedRun) -> RunRecord:
-    """One run: start the stack fresh, verify, load, always stop. Failures become data."""
+    """One run: a fresh stack through the lifecycle, the load measured while it runs.
+    Failures become data: a FAIL is an invalid run, a server or engine that breaks (or a
+    stack that does not stop cleanly) a failed one."""
     trial = run.trial
     knobs = effective_knobs(ctx.registry, STACKS[trial.stack], trial)
-    name = f"{trial.id}-r{run.repetition}"
+    name = lab.run_name(trial.id, run.repetition)
     run_dir = ctx.session.run_dir(name)
-    kept_dir = ctx.results_dir / str(ctx.exp_id) / name
-    if kept_dir.exists():    # a deleted and re-created database reuses ids: never overwrite
-        kept_dir = kept_dir.with_name(f"{name}-{datetime.now():%Y%m%dT%H%M%S%f}")
-    started_at = now()
+    kept_dir = _kept_dir(ctx.results_dir / str(ctx.exp_id), name, ctx.clock)
+    started_at = ctx.clock()
     running = RunningStack(STACKS[trial.stack])
     outcome, reason, tail = Outcome.OK, None, None
     verdicts: tuple[Verdict, ...] = ()
@@ -242,36 +240,21 @@ def execute_run(ctx: RunContext, run: PlannedRun) -> RunRecord:
     flags: tuple[str, ...] = ()
     try:
         deployed = _deployed(ctx, trial.workload)
-        start_stack(running, knobs, deployed, run_dir, ctx.tls,
-                    ctx.session.run_dir("cache"))
-        verdicts = tuple(verify_stack(running, deployed))
-        if any_fail(verdicts):
-            outcome, reason = Outcome.INVALID, "; ".join(
-                f"{v.check}: {v.detail}" for v in verdicts if v.status is Status.FAIL)
-        else:
-            plan = _load_plan(ctx.spec, trial, knobs["load"], deployed, running.front)
-            with Monitor({s.name: s.proc.pgid for s in running.started}) as monitor:
-                began = monitor.now_s()
-                report = run_load(plan, run_dir)
-                ended = monitor.now_s()
-            load = report
-            resources = _resources(monitor, began + plan.warmup_s, ended, load)
-            others = {o["dir"]: o for o in ctx.other_labs + lab.other_labs(ctx.session)}
-            resources["_system"] = {**ctx.system, "other_labs": list(others.values())}
-            resources["_logs"] = {"child_signals": child_signals(run_dir)}   # before stop
+        with lifecycle(running, knobs, deployed, run_dir, ctx.tls,
+                       ctx.session.cache()) as verdicts:
+            load, resources = _measure(ctx, trial, knobs["load"], deployed, running, run_dir)
             flags = tuple(flag_names(load, resources))
             outcome, reason = _load_outcome(load, running.alive())
+    except VerificationFailed as e:
+        outcome, reason, verdicts = Outcome.INVALID, e.reason, e.verdicts
     except StackError as e:
-        outcome, reason, tail = Outcome.FAILED, str(e), e.log_tail
+        if outcome is Outcome.OK:      # a start failure, or a stop failing a measured run
+            outcome, reason, tail = Outcome.FAILED, str(e), e.log_tail
     except EngineError as e:
         outcome, reason = Outcome.FAILED, str(e)
     except (OSError, http.client.HTTPException, ValueError, zlib.error) as e:
         # a server that dies, resets or answers garbage while being verified or loaded
         outcome, reason = Outcome.FAILED, f"{type(e).__name__}: {e}"
-    finally:
-        stop_errors = stop_stack(running)
-    if stop_errors and outcome is Outcome.OK:
-        outcome, reason = Outcome.FAILED, "; ".join(stop_errors)
     if outcome is Outcome.OK and (free := lab.free_mib(run_dir)) < LAB_FULL_MIB:
         outcome, reason = Outcome.FAILED, (f"the lab directory filled up during the run "
                                            f"({free:.2f} MiB left): the servers' logs are cut")
@@ -280,10 +263,40 @@ def execute_run(ctx: RunContext, run: PlannedRun) -> RunRecord:
     if note := _keep_logs(run_dir, kept_dir):        # the run is stored all the same
         reason, kept_dir = (f"{reason}; {note}" if reason else note), None
     return RunRecord(experiment_id=ctx.exp_id, trial_id=trial.id, repetition=run.repetition,
-                     outcome=outcome, reason=reason, started_at=started_at, ended_at=now(),
-                     knobs=knobs, versions=ctx.versions, configs=running.files(),
-                     verdicts=verdicts, load=load, resources=resources, flags=flags,
-                     log_tail=tail, run_dir=kept_dir and str(kept_dir))
+                     outcome=outcome, reason=reason, started_at=started_at,
+                     ended_at=ctx.clock(), knobs=knobs, versions=ctx.versions,
+                     configs=running.files(), verdicts=verdicts, load=load,
+                     resources=resources, flags=flags, log_tail=tail,
+                     run_dir=kept_dir and str(kept_dir))
+
+
+def _measure(ctx: RunContext, trial: Trial, load_knobs: dict, deployed: Deployed,
+             running: RunningStack, run_dir: Path) -> tuple[LoadReport, dict]:
+    """A run's measurement, inside the lifecycle: the engine's warm-up and load while the
+    monitor samples every component; the report and the resources of the measured window
+    (with the system settings, other labs, and the servers' child deaths, read before
+    they stop)."""
+    plan = _load_plan(ctx.spec, trial, load_knobs, deployed, running.front)
+    with Monitor({s.name: s.proc.pgid for s in running.started}) as monitor:
+        began = monitor.now_s()
+        load = run_load(plan, run_dir)
+        ended = monitor.now_s()
+    resources = _resources(monitor, began + plan.warmup_s, ended, load)
+    others = {o["dir"]: o for o in ctx.other_labs + lab.other_labs(ctx.session)}
+    resources["_system"] = {**ctx.system, "other_labs": list(others.values())}
+    resources["_logs"] = {"child_signals": child_signals(run_dir)}
+    return load, resources
+
+
+def _kept_dir(parent: Path, name: str, clock: Callable[[], str]) -> Path:
+    """Where a run's logs are kept. A deleted and re-created database reuses experiment
+    ids: an existing directory is never overwritten, the name gets the time."""
+    stamp = datetime.fromisoformat(clock()).strftime("%Y%m%dT%H%M%S%f")
+    kept, n = parent / name, 1
+    while kept.exists():
+        kept = parent / (f"{name}-{stamp}" + (f"-{n}" if n > 1 else ""))
+        n += 1
+    return kept
 
 
 def _load_outcome(load: LoadReport, alive: bool) -> tuple[Outcome, str | None]:
@@ -314,7 +327,7 @@ def _resources(monitor: Monitor, t0: float, t1: float, load: LoadReport) -> dict
 
 def _deployed(ctx: RunContext, workload: str) -> Deployed:
     if workload not in ctx.deployed:
-        docroot = ctx.session.run_dir(f"docroot-{workload}")
+        docroot = ctx.session.docroot(workload)
         ctx.deployed[workload] = deploy(workload, docroot, ctx.spec.experiment.seed)
     return ctx.deployed[workload]
 

@@ -10,8 +10,8 @@ from typer.testing import CliRunner
 from stacklab.breakdown import (NETWORK_NOTE, _split, parse_knob, plan_breakdown,
                                 run_breakdown, server_timing, shares)
 from stacklab.cli import cli
+from stacklab.env import Environment
 from stacklab.errors import StacklabError, UsageError
-from stacklab.runner import now
 from stacklab.store import Store
 
 from helpers import require_engine
@@ -147,7 +147,8 @@ def test_breakdown_of_the_model_application_through_the_cli(tmp_path):
 @pytest.mark.integration
 def test_breakdown_of_a_static_page_is_all_web_server(tmp_path):
     require_engine()
-    record = run_breakdown(plan_breakdown("nginx", "static-page", [], 50), now())
+    record = run_breakdown(plan_breakdown("nginx", "static-page", [], 50),
+                           Environment.default())
     _check_shape(record.result, 50)
     for m in record.result["urls"][0]["measurements"]:
         assert m["server_timing"] is None

@@ -4,12 +4,11 @@ spec, and a real MariaDB per variant runs them through the CLI in-process."""
 import pytest
 from typer.testing import CliRunner
 
-from stacklab import app
 from stacklab.cli import cli
-from stacklab.dbbench import (BY_ID, COUNTS, KINDS, NODE, ROOT, SHOW, plan_variants,
-                              run_dbbench)
+from stacklab.commands.run import load
+from stacklab.dbbench import (BY_ID, COUNTS, KINDS, NODE, ROOT, SHOW, plan_dbbench,
+                              plan_variants)
 from stacklab.errors import SpecError, StacklabError
-from stacklab.runner import now
 from stacklab.workloads.app import SHOW as SHOW_PHP
 
 from test_breakdown import leftovers
@@ -55,7 +54,7 @@ def test_statements_are_the_pages_own():
 
 @pytest.mark.parametrize("values", ['"off", "on"', '"on", "off"'])
 def test_variants_defaults_first_and_once_each(tmp_path, values):
-    spec, plan = app.load(spec_file(tmp_path, values))
+    spec, plan = load(spec_file(tmp_path, values))
     variants = plan_variants(spec, plan)
     assert [v.label for v in variants] == ["defaults", "query_cache_type=on"]
     assert [v.knobs["query_cache_type"] for v in variants] == ["off", "on"]
@@ -64,15 +63,15 @@ def test_variants_defaults_first_and_once_each(tmp_path, values):
 
 def test_a_spec_without_mariadb_is_refused_naming_the_stacks(tmp_path):
     text = NO_DB
-    spec, plan = app.load(spec_file(tmp_path, text=text))
+    spec, plan = load(spec_file(tmp_path, text=text))
     with pytest.raises(SpecError, match=r"matrix.stack = \['nginx'\]: no trial runs mariadb"):
         plan_variants(spec, plan)
 
 
 def test_loops_must_be_positive(tmp_path):
-    spec, plan = app.load(spec_file(tmp_path))
+    spec, plan = load(spec_file(tmp_path))
     with pytest.raises(StacklabError, match="--loops 0"):
-        run_dbbench(spec, plan_variants(spec, plan), 0, None, now)
+        plan_dbbench(spec, plan, 0)
 
 
 @pytest.mark.integration

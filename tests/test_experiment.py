@@ -212,16 +212,16 @@ def test_php_handlers_with_opcache_on_and_off_end_to_end(tmp_path):
 def test_a_server_that_dies_during_verification_is_a_failed_run(tmp_path, monkeypatch):
     """Verification talks to the server over the wire; a server that dies under it is a
     recorded failed run, and the experiment goes on."""
-    import stacklab.runner as runner
+    import stacklab.stack as stack
     from stacklab import procs
-    real_verify = runner.verify_stack
+    real_verify = stack.verify_stack
 
     def verify_after_killing_nginx(running, deployed):
         if running.stack.name == "nginx":
             procs.stop_group(running.front.proc.pgid, grace_s=0.1)
         return real_verify(running, deployed)
 
-    monkeypatch.setattr(runner, "verify_stack", verify_after_killing_nginx)
+    monkeypatch.setattr(stack, "verify_stack", verify_after_killing_nginx)
     spec = tmp_path / "tiny.toml"
     spec.write_text(TINY.replace("repetitions = 2", "repetitions = 1"))
     db = tmp_path / "stacklab.db"

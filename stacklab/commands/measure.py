@@ -1,11 +1,12 @@
-"""breakdown and dbbench: S1's two methods, each stored as it finishes, then printed."""
+"""breakdown and dbbench: S1's two methods, each validated before anything starts,
+measured in the stack lifecycle, stored as it finishes, then printed."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from ..breakdown import plan_breakdown, run_breakdown
-from ..dbbench import plan_variants, run_dbbench
+from ..dbbench import plan_dbbench, run_dbbench
 from ..env import Environment
 from ..errors import ExitStatus
 from ..report.measures import breakdown_lines, breakdown_tables, dbbench_table
@@ -19,7 +20,7 @@ def breakdown(env: Environment, stack: str, workload: str, requests: int, knobs:
     plan = plan_breakdown(stack, workload, knobs, requests)
     store = Store.open(env.database(db))
     try:
-        record = run_breakdown(plan, env.clock())
+        record = run_breakdown(plan, env)
         breakdown_id = store.add_breakdown(record)
     finally:
         store.close()
@@ -35,14 +36,14 @@ def breakdown(env: Environment, stack: str, workload: str, requests: int, knobs:
 def dbbench(env: Environment, spec_path: Path, loops: int, db: Path | None) -> ExitStatus:
     """S1's database method: the model application's SQL under each mariadb setting."""
     spec, plan = load(spec_path)
-    variants = plan_variants(spec, plan)
+    bench = plan_dbbench(spec, plan, loops)
     out = env.stdout
-    out.print(f"dbbench {spec.experiment.name}: {len(variants)} variant(s) × {loops} loops")
+    out.print(f"dbbench {bench.experiment}: {len(bench.variants)} variant(s) × {loops} loops")
     store = Store.open(env.database(db))
     try:
-        records = run_dbbench(spec, variants, loops, store, env.clock, lambda r: out.print(
+        records = run_dbbench(env, bench, store, lambda r: out.print(
             f"stored dbbench {r.id}: {r.result['variant']}", highlight=False))
     finally:
         store.close()
-    out.print(dbbench_table(records, f"dbbench: {spec.experiment.name}"))
+    out.print(dbbench_table(records, f"dbbench: {bench.experiment}"))
     return ExitStatus.OK
