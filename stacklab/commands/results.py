@@ -18,7 +18,7 @@ from ..report.html import write_html
 from ..report.text import (experiments_table, print_summary, recommendations_tables,
                            trials_table)
 from ..stacks import REGISTRY
-from ..store import Store
+from ..store import Outcome, Store
 
 
 @contextmanager
@@ -99,7 +99,7 @@ def export_config(env: Environment, trial: str, db: Path | None, experiment: str
     """The latest successful run's config files of one trial, one path a line."""
     view = view_of(env, db, experiment)
     summary = find_trial(view, trial)
-    runs = [r for r in view.runs if r.trial_id == summary.trial_id and r.outcome == "ok"]
+    runs = [r for r in view.runs if r.trial_id == summary.trial_id and r.outcome is Outcome.OK]
     if not runs:
         raise StacklabError(f"trial {summary.trial_id} has no successful run to export")
     for path in write_config(runs[-1], summary.label, output):

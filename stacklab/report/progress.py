@@ -7,7 +7,7 @@ from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
                            TimeElapsedColumn, TimeRemainingColumn)
 
 from ..plan import PlannedRun
-from ..store import RunRecord
+from ..store import Outcome, RunRecord
 
 
 class RichProgress:
@@ -37,7 +37,7 @@ class RichProgress:
         self.bar.update(self.task, description=f"{run.trial.label()} #{run.repetition}")
 
     def run_finished(self, run: PlannedRun, record: RunRecord) -> None:
-        if record.outcome != "ok":
+        if record.outcome is not Outcome.OK:
             self.out.print(f"[red]{record.outcome}[/red] {run.trial.label()} "
                            f"#{run.repetition}: {record.reason}")
         elif record.reason:      # a note on a measured run (logs not kept, …)
