@@ -147,7 +147,7 @@ def test_a_matrix_that_exclude_empties_is_refused(spec_args):
 
 def test_every_preset_plans_without_errors():
     from pathlib import Path
-    from stacklab.app import load
+    from stacklab.commands.run import load
     presets = sorted((Path(__file__).parent.parent / "presets").glob("*.toml"))
     assert presets
     for path in presets:

@@ -294,7 +294,7 @@ def test_an_engine_stopped_by_a_signal_is_a_failed_run(tmp_path):
 def test_a_paced_requests_run_is_given_and_estimated_the_time_it_needs(tmp_path):
     """1000 requests at load.rate 1 take 1000 s: neither a fixed 660 s engine limit nor a
     5 s estimate."""
-    from stacklab.app import load
+    from stacklab.commands.run import load
     from stacklab.drive import LoadPlan, engine_timeout_s
     spec_path = one_run(tmp_path, measure="requests = 1000", extra="[load]\nrate = 1\n")
     spec, plan = load(spec_path)

@@ -9,7 +9,8 @@ import pytest
 from rich.console import Console
 
 from stacklab.analyze import Estimate, bound, bounded_verdict, compare_trials, load_view
-from stacklab.app import compare_cmd, show
+from stacklab.commands import results
+from stacklab.env import Environment
 from stacklab.errors import NotFound
 from stacklab.recommend import best_combinations, effects
 from stacklab.report.headline import headlines
@@ -38,9 +39,13 @@ def trial(view, stack, c):
     return next(s for s in view.summaries if s.stack == stack and s.concurrency == c)
 
 
+def on(console: Console) -> Environment:
+    return replace(Environment.default(), stdout=console)
+
+
 def printed(fn, *args) -> str:
     console = Console(width=250, record=True, color_system=None)
-    fn(*args, console)
+    fn(on(console), *args)
     return console.export_text()
 
 
@@ -56,10 +61,10 @@ def test_compare_shows_latency_beside_throughput(view):
 
 def test_show_and_compare_print_the_same_trial_ids(db, view):
     ids = [s.trial_id for s in view.summaries]
-    shown = printed(show, "fixed", db)
+    shown = printed(results.show, "fixed", db)
     assert all(i in shown for i in ids)
     a, b = trial(view, "apache", 1), trial(view, "nginx", 1)
-    out = printed(compare_cmd, a.trial_id, b.trial_id[:11], db, None)   # a prefix will do
+    out = printed(results.compare, a.trial_id, b.trial_id[:11], db, None)   # a prefix will do
     assert a.trial_id in out and b.trial_id in out
     assert f"trials of experiment fixed (id {view.id})" in out
     for metric in ("req/s", "p50 ms", "p99 ms"):
@@ -68,14 +73,14 @@ def test_show_and_compare_print_the_same_trial_ids(db, view):
 
 def test_an_unknown_trial_id_points_at_show(db):
     with pytest.raises(NotFound, match=r"`stacklab show 1` lists them"):
-        compare_cmd("zz", "ng", db, None, Console(record=True))
+        results.compare(on(Console(record=True)), "zz", "ng", db, None)
 
 
 def test_comparing_experiments_names_both_and_matches_trials_by_definition(tmp_path):
     fake_experiment(tmp_path / "r.db", name="before", flag_apache_256=False)
     fake_experiment(tmp_path / "r.db", name="after", flag_apache_256=False,
                     speed={"nginx": 30000.0, "apache": 10000.0})
-    out = printed(compare_cmd, "before", "after", tmp_path / "r.db", None)
+    out = printed(results.compare, "before", "after", tmp_path / "r.db", None)
     assert "B = after (experiment 2)  vs  A = before (experiment 1)" in out
     assert out.count("p99 ms") == 4 and "+50.0%" in out      # nginx 1.5×, each c
 
