@@ -130,9 +130,6 @@ def plan_breakdown(stack: str, workload: str, knob_args: list[str], requests: in
             raise UsageError(f"--knob {key}={value}: {problem}")
     trial = Trial(stack, workload, 1, tuple(sorted(knobs.items())), ())
     validate_plan(Plan((trial,), (PlannedRun(trial, 1),)), Arguments(knobs))
-    if WORKLOADS[workload].database and "mariadb" not in sdef.components:
-        raise UsageError(f"WORKLOAD {workload!r} needs a database; stack {stack!r} has none "
-                         "(pick a +mariadb stack)")
     check_installed(sdef.components, engine=True)
     return BreakdownPlan(stack, workload, knobs, effective_knobs(REGISTRY, sdef, trial),
                          requests, seed)

@@ -1,5 +1,6 @@
-"""S1's database method: the model application's SQL looped N times against MariaDB alone,
-once per distinct set of `mariadb.*` knob values in an experiment.
+"""S1's database method: the model application's SQL looped N times against the stack's
+MySQL database alone (the component that provides database:mysql: MariaDB today), once per
+distinct set of its knob values in an experiment.
 
 The statements are the ones showArticle.php sends, read from the page itself
 (workloads/app.py), byte for byte, so that the query cache sees the same texts: the two
@@ -7,8 +8,9 @@ counts every page runs, the latest 50 with authors (`show`), 5 articles by ids c
 the client (`id`), and the subtree of the root to depth 2 fetched recursively (`tree`).
 They go through ONE persistent connection (PyMySQL over the unix socket, autocommit like
 mysqli), the kinds interleaved in every loop, with the same ids in every variant. Each
-variant is measured in the one stack lifecycle (stack.lifecycle: MariaDB alone, started,
-verified, always stopped) and stored as it finishes; report/measures.py lays them out.
+variant is measured in the one stack lifecycle (stack.lifecycle: the database alone,
+started, verified, always stopped) and stored as it finishes; report/measures.py lays
+them out.
 """
 
 from __future__ import annotations
@@ -39,8 +41,7 @@ from .workloads import WORKLOADS, Deployed, app
 from .workloads.appdata import AppDatabase
 
 SCHEMA_VERSION = 1
-C = "mariadb"
-ALONE = StackDef(C, (C,), "MariaDB alone: what dbbench measures")
+DATABASE = "database:mysql"     # what the measured component provides (the app's SQL is MySQL)
 READY_TIMEOUT_S = 60.0
 PAGE = app.SHOW.decode()          # showArticle.php: its statements are read from it
 
@@ -75,9 +76,10 @@ TREE_DEPTH = 2
 class Variant:
     """One MariaDB setting to measure: its mariadb.* values and the database it serves."""
 
-    knobs: dict[str, Any]          # every mariadb knob, effective value
+    knobs: dict[str, Any]          # every knob of the database component, effective value
     database: AppDatabase
     label: str                     # what differs from the defaults ("defaults" if nothing)
+    component: str                 # the component that provides database:mysql
 
 
 @dataclass(frozen=True)
@@ -92,36 +94,48 @@ class DbBenchPlan:
 
 # planning ------------------------------------------------------------------------
 
+def database_component(stack: StackDef) -> str | None:
+    """The component of `stack` that provides database:mysql, if any."""
+    return next((c for c in stack.components
+                 if any(cap.name == DATABASE for cap in
+                        COMPONENTS[c].capabilities(stack.component_knobs(c)))), None)
+
+
 def plan_dbbench(spec: ExperimentSpec, plan: Plan, loops: int) -> DbBenchPlan:
     """What to measure, checked before anything starts: the spec's plan has been
-    validated (commands.run.load); here its variants, that MariaDB is installed, and
-    the loops."""
+    validated (commands.run.load); here its variants, that their database component is
+    installed, and the loops."""
     variants = plan_variants(spec, plan)
-    check_installed((C,), engine=False)
+    check_installed(dict.fromkeys(v.component for v in variants), engine=False)
     if loops < 1:
         raise StacklabError(f"--loops {loops}: must be at least 1")
     return DbBenchPlan(spec.experiment.name, spec.experiment.seed, tuple(variants), loops)
 
 
 def plan_variants(spec: ExperimentSpec, plan: Plan) -> list[Variant]:
-    """The distinct mariadb settings of the trials that run MariaDB with a database;
-    the all-defaults one first (the ratios' reference), the rest in plan order."""
-    defaults = REGISTRY.defaults(C)
+    """The distinct settings of the database component in the trials that run one with a
+    workload's database; the all-defaults one first (the ratios' reference), the rest in
+    plan order."""
     found: dict[str, Variant] = {}
     for trial in plan.trials:
         stack, workload = STACKS[trial.stack], WORKLOADS[trial.workload]
-        if C not in stack.components or workload.database is None:
+        name = database_component(stack)
+        if name is None or workload.database is None:
             continue
-        knobs = effective_knobs(REGISTRY, stack, trial)[C]
+        knobs = effective_knobs(REGISTRY, stack, trial)[name]
         database = workload.database(spec.experiment.seed)
-        key = json.dumps([knobs, database.key], sort_keys=True)
+        key = json.dumps([name, knobs, database.key], sort_keys=True)
+        defaults = REGISTRY.defaults(name)
         changed = [f"{k}={v}" for k, v in sorted(knobs.items()) if defaults.get(k) != v]
-        found.setdefault(key, Variant(knobs, database, " ".join(changed) or "defaults"))
+        found.setdefault(key, Variant(knobs, database, " ".join(changed) or "defaults", name))
     if not found:
         stacks = sorted({t.stack for t in plan.trials})
-        raise SpecError(spec.path, "matrix.stack", stacks, "no trial runs mariadb with a "
-                        "workload that has a database (app-*): dbbench has nothing to measure")
-    return sorted(found.values(), key=lambda v: v.knobs != defaults)
+        able = [n for n, c in COMPONENTS.items()
+                if any(cap.name == DATABASE for cap in c.capabilities(REGISTRY.defaults(n)))]
+        raise SpecError(spec.path, "matrix.stack", stacks, f"no trial runs {' or '.join(able)} "
+                        "with a workload that has a database (app-*): dbbench has nothing "
+                        "to measure")
+    return sorted(found.values(), key=lambda v: v.knobs != REGISTRY.defaults(v.component))
 
 
 # measuring -----------------------------------------------------------------------
@@ -129,10 +143,11 @@ def plan_variants(spec: ExperimentSpec, plan: Plan) -> list[Variant]:
 def run_dbbench(env: Environment, bench: DbBenchPlan, store: Store,
                 on_stored: Callable[[DbBenchRecord], None] = lambda r: None
                 ) -> list[DbBenchRecord]:
-    """Measure each variant on a MariaDB of its own, in a lab session under env's lab
+    """Measure each variant on a database of its own, in a lab session under env's lab
     root; each is stored as it finishes, dated by env's clock."""
-    versions = {C: COMPONENTS[C].version(), "pymysql": pymysql.__version__,
-                "stacklab": __version__}
+    versions = {name: COMPONENTS[name].version()
+                for name in dict.fromkeys(v.component for v in bench.variants)}
+    versions |= {"pymysql": pymysql.__version__, "stacklab": __version__}
     records = []
     with lab.session_scope(env.lab_root) as session, CpuAwake() as cpus:
         host = {**host_facts(), **cpus.state()}   # one client connection: CPUs kept awake
@@ -148,13 +163,14 @@ def run_dbbench(env: Environment, bench: DbBenchPlan, store: Store,
 
 def bench_variant(variant: Variant, loops: int, session: lab.Session, name: str,
                   seed: int) -> dict[str, Any]:
-    """MariaDB alone through the lifecycle (seeded through the component, checked by
+    """The database component alone through the lifecycle (seeded through it, checked by
     check_variant), the loops measured while it runs."""
     run_dir = session.run_dir(name)
-    running = RunningStack(ALONE)
+    c = variant.component
+    running = RunningStack(StackDef(c, (c,), f"{c} alone: what dbbench measures"))
     deployed = Deployed(name, run_dir, (), {}, variant.database)
-    with lifecycle(running, {C: variant.knobs}, deployed, run_dir, cache_dir=session.cache(),
-                   what=f"{C} ({variant.label})", verify=check_variant,
+    with lifecycle(running, {c: variant.knobs}, deployed, run_dir, cache_dir=session.cache(),
+                   what=f"{c} ({variant.label})", verify=check_variant,
                    ready_timeout_s=READY_TIMEOUT_S) as verdicts:
         socket = running.front.endpoint.unix
         before = status(socket, ("Qcache_hits", "Questions"))
@@ -176,12 +192,13 @@ def _loop(socket, variant: Variant, loops: int, seed: int) -> dict[str, dict[str
         conn = pymysql.connect(unix_socket=str(socket), user=db.user, password=db.password,
                                database=db.name, autocommit=True, charset="utf8mb4")
     except pymysql.MySQLError as e:
-        raise StacklabError(f"{C} ({variant.label}): cannot connect as {db.user}: "
-                            f"{e}") from e
+        raise StacklabError(f"{variant.component} ({variant.label}): cannot connect as "
+                            f"{db.user}: {e}") from e
     try:
         return loop_queries(conn, loops, random.Random(seed))
     except pymysql.MySQLError as e:
-        raise StacklabError(f"{C} ({variant.label}): a query failed: {e}") from e
+        raise StacklabError(f"{variant.component} ({variant.label}): a query failed: "
+                            f"{e}") from e
     finally:
         conn.close()
 
@@ -205,8 +222,9 @@ def check_variant(running: RunningStack, deployed: Deployed) -> list[Verdict]:
             "authors": db.authors, "engine": k["engine"]}
     off = [f"{n} = {got[n]} (wanted {w})" for n, w in want.items() if got[n] != w]
     if off:
-        return [Verdict(C, "settings and data", Status.FAIL, ", ".join(off), got)]
-    return [Verdict(C, "settings and data", Status.PASS, "as configured, "
+        return [Verdict(started.name, "settings and data", Status.FAIL, ", ".join(off),
+                        got)]
+    return [Verdict(started.name, "settings and data", Status.PASS, "as configured, "
                     f"{got['articles']} articles by {got['authors']} authors", got)]
 
 

@@ -1,14 +1,16 @@
 """The registry of every tunable: declared once, used by validation, planning and reports.
 
 Components declare their knobs beside their templates (stacks/<component>/knobs.py);
-`REGISTRY` collects them explicitly (no globbing) in stacks/__init__.py.
+`REGISTRY` collects them explicitly (no globbing) in stacks/__init__.py. What is known about
+a knob lives on it: its meaning and source, when it can act (`acts_with`), what its choices
+stand for to a verifier (`means`), and what it costs whatever a measurement says (`caution`).
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 
 @dataclass(frozen=True)
@@ -23,10 +25,34 @@ class Knob:
     max: float | None = None
     source: str = ""  # the study (see shared/reference/SEEDS.md) it comes from
     validate: Callable[[Any], str | None] | None = None  # why a value is refused, or None
+    # Knobs of the same owner this one needs to act: name -> the value it acts with (a
+    # tuple: any of those). `nginx.tcp_nopush` acts only with {"sendfile": True}.
+    acts_with: Mapping[str, Any] = field(default_factory=dict, hash=False)
+    # What the plan says where it cannot act (default: "acts only with nginx.sendfile on");
+    # "{value}" is the value of the knob that stops it.
+    inert_why: str = ""
+    # What each choice stands for to a verifier ("1d" -> 86400 seconds).
+    means: Mapping[Any, Any] = field(default_factory=dict, hash=False)
+    caution: str = ""   # what a non-default value costs whatever a measurement says
 
     @property
     def key(self) -> str:
         return f"{self.component}.{self.name}"
+
+    def inert(self, values: Mapping[str, Any]) -> str | None:
+        """Why this knob cannot act with its owner's `values`, or None when it can."""
+        for name, want in self.acts_with.items():
+            got = values[name]
+            if (got in want) if isinstance(want, tuple) else (got == want):
+                continue
+            if self.inert_why:
+                return self.inert_why.format(value=got)
+            key = f"{self.component}.{name}"
+            if isinstance(want, bool):
+                return f"acts only with {key} {'on' if want else 'off'}"
+            wanted = " or ".join(map(repr, want)) if isinstance(want, tuple) else repr(want)
+            return f"acts only with {key} = {wanted}, not {got!r}"
+        return None
 
     def check(self, value: Any) -> Any:
         """Return the value if it is allowed, else raise ValueError saying why."""
@@ -75,3 +101,14 @@ class KnobRegistry:
 
     def defaults(self, component: str) -> dict[str, Any]:
         return {k.name: k.default for k in self.for_component(component)}
+
+    def inert(self, knobs: Mapping[str, Mapping[str, Any]]) -> dict[str, str]:
+        """Every knob of these owners (owner -> {name: value}) that cannot act with these
+        values by its own `acts_with`, and why."""
+        out = {}
+        for owner, values in knobs.items():
+            for knob in self.for_component(owner):
+                why = knob.inert(values)
+                if why:
+                    out[knob.key] = why
+        return out

@@ -5,8 +5,9 @@ that measures calls validate_plan: run, run --dry-run, breakdown, dbbench).
 A knob the user sets may not act in every trial: `nginx.tcp_nopush` acts only with
 `nginx.sendfile` on, `apache.mpm` only where the stack has Apache. Set where it cannot act
 in *some* trials, it is kept (the config says it) and the plan carries a note; where it
-cannot act in *any* trial, the spec is refused. Which knobs act when is the components'
-knowledge: each says so with `inert(knobs)`.
+cannot act in *any* trial, the spec is refused. Which knobs act when is the knobs' own
+knowledge (`acts_with` in the registry), and for rules beyond "A acts only when B has value
+V", the components' (`inert(knobs)`).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from typing import Any, Callable, Iterable, Literal, Mapping, Protocol
 from .drive import engine_path
 from .errors import SpecError, StacklabError
 from .knobs import KnobRegistry
-from .procs import connections_problem, limits_problem
+from .procs import connections_problem
 from .spec import ExperimentSpec
 from .workloads import WORKLOADS
 
@@ -151,8 +152,8 @@ def make_plan(spec: ExperimentSpec, stacks: Mapping[str, StackInfo],
               registry: KnobRegistry | None = None,
               rules: Mapping[str, InertRule] | None = None) -> Plan:
     """Trials, runs and notes; raises SpecError for a plan that cannot run as written.
-    `registry` and `rules` default to the lab's own (stacks.REGISTRY, each component's
-    `inert`)."""
+    `registry` and `rules` default to the lab's own (stacks.REGISTRY, whose knobs say
+    when they act, and each component's `inert`)."""
     if registry is None or rules is None:
         lab_registry, lab_rules = _lab()
         registry = lab_registry if registry is None else registry
@@ -233,7 +234,7 @@ def _where_inert(keys: list[str], stacks: Mapping[str, StackInfo], trials: list[
         stack = stacks[trial.stack]
         owners = set(stack.knob_owners) | {"load"}
         knobs = effective_knobs(registry, stack, trial)
-        why: dict[str, str] = {}
+        why = registry.inert(knobs)
         for component in stack.components:
             if component in rules:
                 why |= rules[component](knobs)
@@ -254,7 +255,7 @@ def where(spec: ExperimentSpec, key: str) -> str:
 
 def _lab() -> tuple[KnobRegistry, dict[str, InertRule]]:
     from .stacks import COMPONENTS, REGISTRY
-    return REGISTRY, {name: c.inert for name, c in COMPONENTS.items() if hasattr(c, "inert")}
+    return REGISTRY, {name: c.inert for name, c in COMPONENTS.items()}
 
 
 # Validation: what can be known before any server starts ------------------------------
@@ -291,18 +292,16 @@ def validate_plan(plan: Plan, origin: Origin) -> None:
     at fault where `origin` says it was given: in every trial, the stack runs what the
     workload needs, the engine can hold its connections, and every component accepts its
     knobs (their combination, and the process limits they ask for)."""
-    from .stacks import COMPONENTS, REGISTRY, STACKS
+    from .stacks import COMPONENTS, REGISTRY, STACKS, needs_problem
     for trial in plan.trials:
         stack = STACKS[trial.stack]
-        needs = WORKLOADS[trial.workload].needs
-        if needs and needs not in stack.runs:
-            raise origin.refuse(trial, "workload", trial.workload, f"needs {needs}, which "
-                                f"stack {trial.stack!r} does not run")
+        if problem := needs_problem(trial.stack, WORKLOADS[trial.workload].needs):
+            raise origin.refuse(trial, "workload", trial.workload, problem)
         if problem := connections_problem(trial.concurrency):
             raise origin.refuse(trial, "concurrency", trial.concurrency, problem)
         knobs = effective_knobs(REGISTRY, stack, trial)
         for name in stack.components:
-            if problem := COMPONENTS[name].check(knobs[name]) or limits_problem(knobs[name]):
+            if problem := COMPONENTS[name].problem(knobs[name]):
                 raise origin.refuse(trial, "component", name, problem)
 
 

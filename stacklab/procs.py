@@ -74,16 +74,6 @@ def _nofile_limit(nofile: int):
     return set_limit
 
 
-def limits_problem(knobs: dict) -> str | None:
-    """Why a process limit knob cannot be applied here (checked before anything starts)."""
-    nofile = knobs.get("nofile")
-    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
-    if nofile and hard != resource.RLIM_INFINITY and nofile > hard:
-        return (f"nofile = {nofile} is above this machine's hard open-files limit ({hard}), "
-                "which stacklab cannot raise here")
-    return None
-
-
 # Descriptors the engine needs beyond one per connection (its own files, epoll, …);
 # the same margin the engine asks for when it raises its limit.
 ENGINE_FD_MARGIN = 64

@@ -8,6 +8,7 @@ from typing import Any
 
 from .analyze import Bound, ExperimentView, TrialSummary, bound, bounded_verdict
 from .knobs import KnobRegistry
+from .stacks import REGISTRY
 from .stats import Comparison, compare
 
 
@@ -128,12 +129,6 @@ def best_combinations(view: ExperimentView, registry: KnobRegistry,
     return out
 
 
-# Settings known to cost something whatever the measurement says (explained to the user).
-CAUTIONS = {
-    "php.session_auto_start": "starts a session (a file lock and a write) on every request, "
-                              "even for pages that never use it",
-    "apache.hostname_lookups": "a reverse DNS lookup per client; slow with a real resolver",
-    "apache.allow_override": "with All, Apache looks for .htaccess in every directory of "
-                             "every path",
-    "php.opcache_validate_timestamps": "off means edited scripts are not seen until restart",
-}
+# Settings known to cost something whatever the measurement says (explained to the user):
+# each knob's `caution`, declared beside the knob.
+CAUTIONS = {key: knob.caution for key, knob in REGISTRY.knobs.items() if knob.caution}

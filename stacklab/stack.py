@@ -1,8 +1,15 @@
 """Stack: wire components front → app → database, start them back to front, verify the
-whole, and always stop every one of them."""
+whole, read their counters, and always stop every one of them.
+
+Nothing here knows a component by name: each says what it provides (capabilities, with
+the probes they put in the docroot and the verifiers that check them), what its knobs
+expect in the docroot, and what it counts; components in front find their upstream by
+what it provides.
+"""
 
 from __future__ import annotations
 
+import http.client
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -13,11 +20,10 @@ from . import lab
 from .errors import StackError, VerificationFailed
 from .net import free_port
 from .stacks import COMPONENTS, StackDef
-from .stacks.base import RenderContext, Started
-from .stacks.perl import verify_perl
-from .stacks.php import verify_php
-from .verify import Status, Verdict, check_content, check_nofile
-from .workloads import Deployed
+from .stacks.base import Capability, RenderContext, Started, Upstream
+from .stacks.limits import verify_limits
+from .verify import Status, Verdict, check_content
+from .workloads import Deployed, place
 
 HOST = "127.0.0.1"
 
@@ -26,6 +32,7 @@ HOST = "127.0.0.1"
 class RunningStack:
     stack: StackDef
     started: list[Started] = field(default_factory=list)   # back first, front last
+    placed: list[Path] = field(default_factory=list)       # files put into the docroot
 
     @property
     def front(self) -> Started:
@@ -40,49 +47,98 @@ class RunningStack:
     def log_tail(self) -> str:
         return "\n".join(COMPONENTS[s.name].log_tail(s) for s in self.started)
 
+    def capabilities(self) -> list[tuple[Capability, Started]]:
+        """What the running components provide with their knobs, and which provides it
+        (front first)."""
+        return [(cap, s) for s in reversed(self.started)
+                for cap in COMPONENTS[s.name].capabilities(s.knobs)]
+
 
 def start_stack(running: RunningStack, knobs: dict[str, dict[str, Any]], deployed: Deployed,
                 run_dir: Path, tls: tuple[Path, Path], cache_dir: Path | None = None,
                 run_as: str | None = None, ready_timeout_s: float | None = None) -> None:
-    """Start the components back to front into `running` (so that whatever started is
-    stopped by stop_stack even if a later one fails); each gets the endpoints of those
-    already up."""
+    """Put what the stack needs into the docroot, then start the components back to front
+    into `running` (so that whatever started is stopped by stop_stack even if a later one
+    fails); each gets the components already up as its upstreams."""
     user, group = (None, None) if run_as else lab.server_user()
     wait = {} if ready_timeout_s is None else {"ready_timeout_s": ready_timeout_s}
     groups = {g: knobs[g] for g in running.stack.groups}
+    _place(running, knobs, deployed.docroot)
     for name in reversed(running.stack.components):
-        upstreams = {s.name: s.endpoint for s in running.started}
+        upstreams = tuple(Upstream(s.name, s.endpoint, tuple(
+            cap.name for cap in COMPONENTS[s.name].capabilities(s.knobs)))
+            for s in running.started)
         ctx = RenderContext(run_dir / name, deployed.docroot, HOST, free_port(HOST), user,
                             group, upstreams, groups, *tls, cache_dir, deployed.database)
         running.started.append(COMPONENTS[name].start(ctx, knobs[name], run_as=run_as,
                                                       **wait))
 
 
+def _place(running: RunningStack, knobs: dict[str, dict[str, Any]], docroot: Path) -> None:
+    """The probes of what the stack provides, and the files its components' knobs expect
+    (Apache's .htaccess), into the docroot for as long as the stack runs."""
+    files: dict[str, tuple[bytes, int]] = {}
+    for name in running.stack.components:
+        component = COMPONENTS[name]
+        for cap in component.capabilities(knobs[name]):
+            files.update({p.path: (p.content, p.mode) for p in cap.probes})
+    for path, (content, mode) in files.items():
+        running.placed.append(place(docroot, path, content, mode))
+    for name in running.stack.components:     # after the probes: their directories too
+        for path, content in COMPONENTS[name].docroot_files(docroot, knobs[name]).items():
+            running.placed.append(place(docroot, path, content))
+
+
 def stop_stack(running: RunningStack) -> list[str]:
-    """Stop front to back; returns what could not be stopped cleanly."""
+    """Stop front to back, then take back what was placed in the docroot; returns what
+    could not be stopped cleanly."""
     errors = []
     for s in reversed(running.started):
         try:
             COMPONENTS[s.name].stop(s)
         except StackError as e:
             errors.append(str(e))
+    for path in running.placed:
+        path.unlink(missing_ok=True)
+    running.placed.clear()
     return errors
 
 
 def verify_stack(running: RunningStack, deployed: Deployed) -> list[Verdict]:
-    """Content through the front, then each component's own claims, then PHP's."""
+    """Content through the front, then each component's own claims and process limits,
+    then each capability the stack provides, by its own verifier."""
     front = running.front
     verdicts = check_content(front.endpoint, deployed.expected)
     for s in reversed(running.started):
         verdicts += COMPONENTS[s.name].verify(s, front)
-        if s.knobs.get("nofile"):
-            verdicts.append(check_nofile(s.name, s.proc.pgid, s.knobs["nofile"]))
-    if running.stack.php_sapi:
-        verdicts += verify_php(front.endpoint, front.ctx.groups["php"],
-                               running.stack.php_sapi, running.stack.php_persistent)
-    if running.stack.perl:
-        verdicts += verify_perl(front.endpoint, running.stack.perl)
+        verdicts += verify_limits(s.name, s.proc.pgid, s.knobs)
+    for cap, provider in running.capabilities():
+        if cap.verify:
+            verdicts += cap.verify(provider, front)
     return verdicts
+
+
+def stack_counters(running: RunningStack) -> dict[str, dict[str, float]]:
+    """Each running component's own counters now (component -> {counter: number}), read
+    from its status source. A component without one is absent, and so is one whose source
+    could not be read (a server that died shows in `running.alive()`, not here)."""
+    out = {}
+    for s in running.started:
+        try:
+            found = COMPONENTS[s.name].counters(s)
+        except (OSError, ValueError, StackError, http.client.HTTPException):
+            continue
+        if found:
+            out[s.name] = found
+    return out
+
+
+def counters_delta(before: dict[str, dict[str, float]],
+                   after: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]:
+    """What each component counted between two readings of stack_counters (the counters
+    read both times)."""
+    return {name: {k: after[name][k] - v for k, v in counts.items() if k in after[name]}
+            for name, counts in before.items() if name in after}
 
 
 # A stack's verification: the running stack and its deployment → verdicts.

@@ -52,8 +52,14 @@ def tamper(monkeypatch, component: str, file: str, pattern: str, replacement: st
     monkeypatch.setattr(cls, "render", render)
 
 
-SERVER_BINARIES = {"nginx", "apache2", "php-fpm8.2", "php-cgi8.2", "mariadbd", "memcached",
-                   "lighttpd", "mini_httpd", "webfsd", "stacklab-load"}
+def _server_binaries() -> set[str]:
+    from stacklab.stacks.php import install
+    return {"nginx", "apache2", os.path.basename(install.FPM_BINARY),
+            os.path.basename(install.CGI_BINARY), "mariadbd", "memcached", "lighttpd",
+            "mini_httpd", "webfsd", "stacklab-load"}
+
+
+SERVER_BINARIES = _server_binaries()
 
 
 def server_processes() -> list[str]:
@@ -136,16 +142,16 @@ def rendered_stack(base: Path, stack: str, knobs: dict, argv: bool = False):
     the servers can test them: `base` must be reachable by the server user (a lab
     session's directory is)."""
     from stacklab.stacks import COMPONENTS, STACKS
-    from stacklab.stacks.base import RenderContext
+    from stacklab.stacks.base import RenderContext, Upstream
     from stacklab.stacks.tls import make_certificate
-    text, upstreams, rendered = "", {}, []
+    text, upstreams, rendered = "", [], []
     (base / "DOCROOT").mkdir(exist_ok=True)
     for made, name in zip(make_certificate(base), ("cert.pem", "key.pem")):
         made.rename(base / name)
     for name in reversed(STACKS[stack].components):
         comp = COMPONENTS[name]
         ctx = RenderContext(base / "RUN" / name, base / "DOCROOT", "127.0.0.1", 8080,
-                            "www-data", "www-data", dict(upstreams),
+                            "www-data", "www-data", tuple(upstreams),
                             {g: knobs[g] for g in STACKS[stack].groups},
                             base / "cert.pem", base / "key.pem")
         ctx.run_dir.mkdir(parents=True)
@@ -156,6 +162,7 @@ def rendered_stack(base: Path, stack: str, knobs: dict, argv: bool = False):
                 text += f"==> {name}/{rel}\n{content}"
         if argv:
             text += f"==> {name} argv\n" + " ".join(comp.command(ctx, knobs[name])) + "\n"
-        upstreams[name] = comp.endpoint(ctx, knobs[name])
+        upstreams.append(Upstream(name, comp.endpoint(ctx, knobs[name]), tuple(
+            cap.name for cap in comp.capabilities(knobs[name]))))
         rendered.append((name, ctx))
     return text.replace(str(base), "/LAB"), rendered

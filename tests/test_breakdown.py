@@ -61,7 +61,7 @@ def test_bad_knob_arguments_name_the_value(arg, named):
     ("nope", "app-show", [], "'nope'"),
     ("nginx", "nope", [], "'nope'"),
     ("nginx", "app-show", [], "needs php"),
-    ("nginx+php-fpm", "app-show", [], "needs a database"),
+    ("nginx+php-fpm", "app-show", [], "needs database:mysql"),
     ("nginx", "static-page", ["php.opcache=false"], "does not apply to stack 'nginx'"),
     ("nginx", "static-page", ["load.keepalive=false"], "sets the load itself"),
     ("nginx+php-fpm", "php-page", ["nginx.php=none"], "fixes nginx.php"),

@@ -65,7 +65,7 @@ def test_workloads_lists_each_with_what_it_needs():
             if line.startswith("│") and line.split("│")[1].strip()}
     for w in WORKLOADS.values():
         assert w.name in rows, w.name
-        assert (w.needs or "any server") in rows[w.name]
+        assert (", ".join(w.needs) or "any server") in rows[w.name]
         assert f"│ {len(w.urls)} " in rows[w.name]
 
 

@@ -41,7 +41,7 @@ def every_path_on(stack: str) -> dict:
     """Overrides that make `stack` write every path its templates can hold."""
     out = {f"{c}__{k}": True for c in STACKS[stack].components for k in PATH_KNOBS
            if REGISTRY.get(f"{c}.{k}")}
-    if STACKS[stack].perl == "cgi":
+    if "perl:cgi" in STACKS[stack].provides:
         out["apache__mpm"] = "event"         # cgid: ScriptSock
     return out
 
@@ -71,7 +71,7 @@ def test_every_stack_quotes_a_hostile_lab_path_in_every_config(session, monkeypa
     PHP's and MariaDB's parsers read every path back whole; a rendered script runs."""
     monkeypatch.setattr("stacklab.stacks.mariadb.adapter.ensure_datadir",
                         lambda *a, **k: False)        # a seeded datadir is not the point
-    monkeypatch.setattr("stacklab.stacks.apache.adapter.PHP_CGI", "/usr/bin/env")
+    monkeypatch.setattr("stacklab.stacks.php.install.CGI_BINARY", "/usr/bin/env")
     base = session.dir / "hostile" / HOSTILE
     base.mkdir(parents=True)
     knobs = knobs_for(stack, **(every_path_on(stack) if variant == "every-path" else {}))

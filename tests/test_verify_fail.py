@@ -15,7 +15,8 @@ from typer.testing import CliRunner
 from stacklab import lab, runner
 from stacklab.cli import cli
 from stacklab.stack import RunningStack, start_stack, stop_stack
-from stacklab.stacks import COMPONENTS, REGISTRY, STACKS
+from stacklab.stacks import COMPONENTS, REGISTRY, STACKS, perl, php
+from stacklab.stacks.apache import adapter as apache_adapter
 from stacklab.stacks.base import RenderContext, free_port
 from stacklab.stacks.tls import make_certificate
 from stacklab.verify import Status
@@ -186,8 +187,7 @@ def test_nofile_fails_on_the_limits_the_processes_have(session, monkeypatch):
 
 def test_php_sapi_fails_when_another_sapi_runs(session, monkeypatch):
     """The stack claims mod_php's SAPI; PHP-FPM is what answers."""
-    monkeypatch.setitem(STACKS, "nginx+php-fpm",
-                        replace(STACKS["nginx+php-fpm"], php_sapi="apache2handler"))
+    monkeypatch.setattr(type(COMPONENTS["php-fpm"]), "provides", (php.APACHE2HANDLER,))
     v = failed(run_stack(session, "nginx+php-fpm", "php-page"), "sapi")
     assert v.detail == "PHP_SAPI is fpm-fcgi, expected apache2handler"
 
@@ -207,8 +207,7 @@ def test_php_ini_fails_on_what_php_reports(session, monkeypatch):
 
 def test_php_process_per_request_fails_when_processes_persist(session, monkeypatch):
     """The stack claims a new PHP process per request (plain CGI); mod_fcgid keeps them."""
-    monkeypatch.setitem(STACKS, "apache+fcgid",
-                        replace(STACKS["apache+fcgid"], php_persistent=False))
+    monkeypatch.setitem(apache_adapter.PHP_CAPABILITY, "fcgid", php.CGI)
     v = failed(run_stack(session, "apache+fcgid", "php-page"), "process per request")
     assert re.fullmatch(r"expected a new PHP process per request, saw pids \[\d+(, \d+)?\]",
                         v.detail), v.detail
@@ -216,8 +215,8 @@ def test_php_process_per_request_fails_when_processes_persist(session, monkeypat
 
 def test_perl_handler_fails_when_another_handler_runs(session, monkeypatch):
     """The stack claims ModPerl::Registry; plain CGI is what answers."""
-    monkeypatch.setitem(STACKS, "apache+perl-cgi",
-                        replace(STACKS["apache+perl-cgi"], perl="registry"))
+    monkeypatch.setitem(apache_adapter.PERL_CAPABILITY, "cgi",
+                        perl.CAPABILITIES["perl:registry"])
     v = failed(run_stack(session, "apache+perl-cgi", "perl-page"), "handler registry")
     assert v.detail.startswith("no mod_perl")
 
@@ -270,7 +269,8 @@ def test_memcached_sessions_fail_when_php_keeps_them_in_files(session):
     try:
         start_stack(running, knobs_for("nginx+php-fpm"), deployed, session.run_dir("run"),
                     make_certificate(session.dir))
-        [v] = memcached.verify(store, running.front)
+        [sessions] = memcached.provides
+        [v] = sessions.verify(store, running.front)
     finally:
         assert stop_stack(running) == []
         memcached.stop(store)

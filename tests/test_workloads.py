@@ -11,6 +11,7 @@ import pytest
 from stacklab import lab
 from stacklab.errors import StackError
 from stacklab.net import Endpoint
+from stacklab.stacks.base import Upstream
 from stacklab.stack import RunningStack, start_stack, stop_stack, verify_stack
 from stacklab.stacks import STACKS
 from stacklab.stacks.php.ini import render_php_config
@@ -118,7 +119,7 @@ def test_a_bare_name_keeps_its_bytes_and_a_value_it_already_means_is_the_bare_na
     assert sizes_of(deploy("static-page", tmp_path / "s")) == {"/index.html": 3306}
     assert "static-page:600" in WORKLOADS and "static-page:1" not in WORKLOADS
     assert "photos:3" not in WORKLOADS and all(":" not in name for name in WORKLOADS)
-    assert WORKLOADS["php-page:680k"].needs == "php"
+    assert WORKLOADS["php-page:680k"].needs == ("php",)
 
 
 def sizes_of(deployed: Deployed) -> dict[str, int]:
@@ -180,17 +181,19 @@ def test_big_corpora_are_generated_once_per_docroot_and_seed(tmp_path, monkeypat
 def test_php_ini_takes_backends_from_upstreams(tmp_path):
     knobs = knobs_for("nginx+php-fpm")["php"]
     sock = tmp_path / "mariadb.sock"
-    ini = render_php_config(tmp_path, knobs, {"mariadb": Endpoint("127.0.0.1", 1, sock)})
+    ini = render_php_config(tmp_path, knobs, [Upstream("mariadb", Endpoint("127.0.0.1", 1, sock),
+                                                       ("database:mysql",))])
     assert f'mysqli.default_socket = "{sock}"' in ini["php.ini"]
     assert "extension=mysqli.so" in ini["conf.d/extensions.ini"]
     minimal = dict(knobs, extensions="minimal", session_handler="memcached")
-    ini = render_php_config(tmp_path, minimal, {"memcached": Endpoint("127.0.0.1", 11311)})
+    ini = render_php_config(tmp_path, minimal, [Upstream("memcached", Endpoint(
+        "127.0.0.1", 11311), ("sessions:memcached",))])
     assert 'session.save_path = "127.0.0.1:11311"' in ini["php.ini"]
     assert ini["conf.d/extensions.ini"].split() == [
         "zend_extension=opcache.so", "extension=igbinary.so", "extension=msgpack.so",
         "extension=memcached.so"]
     with pytest.raises(StackError, match="needs a stack with memcached"):
-        render_php_config(tmp_path, minimal, {})
+        render_php_config(tmp_path, minimal, [])
 
 
 # --- the PHP pages against real nginx + PHP-FPM on loopback ---------------------------

@@ -64,7 +64,8 @@ def workloads_table(workloads) -> Table:
     for col in ("workload", "needs", "URLs", "description"):
         table.add_column(col)
     for w in workloads:
-        table.add_row(w.name, w.needs or "any server", str(len(w.urls)), w.description)
+        table.add_row(w.name, ", ".join(w.needs) or "any server", str(len(w.urls)),
+                      w.description)
     return table
 
 

@@ -1,14 +1,20 @@
-"""The explicit registry of components, stacks and their knobs (no globbing)."""
+"""The explicit registry of components, stacks and their knobs (no globbing).
+
+A new component is its directory (stacks/<name>/: adapter, knobs, templates) and one line in
+COMPONENTS; a stack is one StackDef line. What a stack can serve follows from what its
+components provide with the stack's knob values (their capabilities: php:fpm-fcgi,
+database:mysql…), and is matched against what a workload needs.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Iterable
 
 from ..knobs import KnobRegistry
 from . import php
 from .apache import Apache
-from .base import Component
+from .base import Capability, Component, satisfies
 from .nginx import Nginx
 from .php_fpm import PhpFpm
 from .lighttpd import Lighttpd
@@ -31,19 +37,39 @@ class StackDef:
     description: str
     knobs: dict[str, Any] = field(default_factory=dict)     # fixed by the stack itself
     defaults: dict[str, Any] = field(default_factory=dict)  # the stack's own defaults
-    php_sapi: str | None = None           # PHP_SAPI its PHP pages must report
-    php_persistent: bool = True           # PHP processes outlive a request
-    perl: str | None = None               # how its Perl pages run: cgi, registry, perlrun
+
+    def component_knobs(self, name: str) -> dict[str, Any]:
+        """A component's knobs as the stack sets them: declared defaults < the stack's
+        defaults < what it fixes."""
+        values = REGISTRY.defaults(name)
+        for key, value in [*self.defaults.items(), *self.knobs.items()]:
+            owner, knob = key.split(".", 1)
+            if owner == name:
+                values[knob] = value
+        return values
 
     @property
-    def runs(self) -> set[str]:
-        """Languages its pages can be written in (static files always work)."""
-        return {lang for lang, on in (("php", self.php_sapi), ("perl", self.perl)) if on}
+    def capabilities(self) -> tuple[Capability, ...]:
+        """What its components provide with the stack's own knob values (the handler
+        knobs a stack fixes decide it), front first."""
+        return tuple(cap for c in self.components
+                     for cap in COMPONENTS[c].capabilities(self.component_knobs(c)))
+
+    @property
+    def provides(self) -> tuple[str, ...]:
+        return tuple(cap.name for cap in self.capabilities)
+
+    def unmet(self, needs: Iterable[str]) -> tuple[str, ...]:
+        """What of `needs` (capabilities or kinds: "php", "database:mysql") it lacks."""
+        return tuple(need for need in needs if not satisfies(self.provides, need))
 
     @property
     def groups(self) -> tuple[str, ...]:
+        """Shared knob groups its components render, where it provides their kind (the
+        php.* knobs on a stack that runs PHP)."""
+        kinds = {cap.kind for cap in self.capabilities}
         return tuple(dict.fromkeys(g for c in self.components for g in COMPONENTS[c].groups
-                                   if self.php_sapi or g != "php"))
+                                   if g in kinds))
 
     @property
     def knob_owners(self) -> tuple[str, ...]:
@@ -56,44 +82,53 @@ STACKS: dict[str, StackDef] = {s.name: s for s in (
     StackDef("apache", ("apache",), "Apache httpd 2.4 serving files itself (event MPM "
              "unless apache.mpm says otherwise)"),
     StackDef("nginx+php-fpm", ("nginx", "php-fpm"), "nginx, .php by FastCGI to PHP-FPM",
-             {"nginx.php": "fpm"}, php_sapi="fpm-fcgi"),
+             {"nginx.php": "fpm"}),
     StackDef("apache+mod_php", ("apache",), "Apache prefork with PHP inside (mod_php)",
-             {"apache.php_handler": "mod_php"}, {"apache.mpm": "prefork"},
-             php_sapi="apache2handler"),
+             {"apache.php_handler": "mod_php"}, {"apache.mpm": "prefork"}),
     StackDef("apache+php-fpm", ("apache", "php-fpm"), "Apache, .php by proxy_fcgi to PHP-FPM",
-             {"apache.php_handler": "fpm"}, php_sapi="fpm-fcgi"),
+             {"apache.php_handler": "fpm"}),
     StackDef("apache+fcgid", ("apache",), "Apache, .php by mod_fcgid to php-cgi processes",
-             {"apache.php_handler": "fcgid"}, php_sapi="cgi-fcgi"),
+             {"apache.php_handler": "fcgid"}),
     StackDef("apache+cgi", ("apache",), "Apache, .php by plain CGI: php-cgi per request",
-             {"apache.php_handler": "cgi"}, php_sapi="cgi-fcgi", php_persistent=False),
+             {"apache.php_handler": "cgi"}),
     StackDef("lighttpd", ("lighttpd",), "lighttpd serving files itself (one event-driven "
              "process unless lighttpd.max_worker says otherwise)"),
     StackDef("lighttpd+php-fpm", ("lighttpd", "php-fpm"), "lighttpd, .php by mod_fastcgi to "
-             "PHP-FPM", {"lighttpd.php": "fpm"}, php_sapi="fpm-fcgi"),
+             "PHP-FPM", {"lighttpd.php": "fpm"}),
     StackDef("mini-httpd", ("mini-httpd",), "mini_httpd serving files itself (for the "
              "studies' thttpd): a process per connection, no keep-alive"),
     StackDef("webfs", ("webfs",), "webfsd serving files itself (for the studies' boa): one "
              "select() process, keep-alive always on"),
     StackDef("apache+perl-cgi", ("apache",), "Apache, .pl by plain CGI: perl per request",
-             {"apache.perl_handler": "cgi"}, perl="cgi"),
+             {"apache.perl_handler": "cgi"}),
     StackDef("apache+mod_perl", ("apache",), "Apache prefork, .pl by mod_perl's "
              "ModPerl::Registry (compiled once per process)",
-             {"apache.perl_handler": "registry"}, {"apache.mpm": "prefork"}, perl="registry"),
+             {"apache.perl_handler": "registry"}, {"apache.mpm": "prefork"}),
     StackDef("apache+mod_perl-perlrun", ("apache",), "Apache prefork, .pl by mod_perl's "
              "ModPerl::PerlRun (compiled every request)",
-             {"apache.perl_handler": "perlrun"}, {"apache.mpm": "prefork"}, perl="perlrun"),
+             {"apache.perl_handler": "perlrun"}, {"apache.mpm": "prefork"}),
     StackDef("nginx+php-fpm+mariadb", ("nginx", "php-fpm", "mariadb"), "nginx, PHP-FPM and "
-             "MariaDB: S1's model application on FastCGI", {"nginx.php": "fpm"},
-             php_sapi="fpm-fcgi"),
+             "MariaDB: S1's model application on FastCGI", {"nginx.php": "fpm"}),
     StackDef("apache+mod_php+mariadb", ("apache", "mariadb"), "Apache prefork with mod_php "
              "and MariaDB: S1's LAMP", {"apache.php_handler": "mod_php"},
-             {"apache.mpm": "prefork"}, php_sapi="apache2handler"),
+             {"apache.mpm": "prefork"}),
     StackDef("apache+php-fpm+mariadb", ("apache", "php-fpm", "mariadb"), "Apache, PHP-FPM "
-             "and MariaDB", {"apache.php_handler": "fpm"}, php_sapi="fpm-fcgi"),
+             "and MariaDB", {"apache.php_handler": "fpm"}),
     StackDef("nginx+php-fpm+memcached", ("nginx", "php-fpm", "memcached"), "nginx and "
              "PHP-FPM with sessions in memcached (S3)",
-             {"nginx.php": "fpm", "php.session_handler": "memcached"}, php_sapi="fpm-fcgi"),
+             {"nginx.php": "fpm", "php.session_handler": "memcached"}),
 )}
+
+
+def needs_problem(stack: str, needs: Iterable[str]) -> str | None:
+    """Why stack `stack` cannot serve a workload that needs `needs`, or None if it can."""
+    needs = tuple(needs)
+    unmet = STACKS[stack].unmet(needs)
+    if not unmet:
+        return None
+    able = [name for name, s in STACKS.items() if not s.unmet(needs)]
+    return (f"needs {', '.join(unmet)}, which stack {stack!r} does not provide (stacks that "
+            f"do: {', '.join(able) or 'none'})")
 
 
 def build_registry() -> KnobRegistry:

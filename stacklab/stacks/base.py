@@ -1,4 +1,5 @@
-"""The one interface every server component has: render, start, ready, verify, version, stop."""
+"""The one interface every server component has: render, start, ready, verify, counters,
+version, stop; and what it provides to the components in front of it (capabilities)."""
 
 from __future__ import annotations
 
@@ -11,13 +12,80 @@ import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Iterable, Protocol
 
 from .. import procs
 from ..errors import StackError
 from ..knobs import Knob
 from ..net import Endpoint, free_port, socket_ready  # noqa: F401 (re-exported)
 from ..verify import Verdict
+from .limits import limits_problem, spawn_limits
+
+
+def satisfies(provided: Iterable[str], need: str) -> bool:
+    """Whether capabilities `provided` meet `need`: a capability's name ("php:fpm-fcgi")
+    or its kind, the part before the colon ("php": any PHP)."""
+    return any(name == need or name.split(":", 1)[0] == need for name in provided)
+
+
+@dataclass(frozen=True)
+class Probe:
+    """A file a capability puts into the docroot of a stack that has it (under /_stacklab/),
+    for its verifier to request through the stack's front; removed when the stack stops."""
+
+    path: str          # URL path, also the path under the docroot
+    content: bytes
+    mode: int = 0o644
+
+
+@dataclass(frozen=True)
+class Capability:
+    """Something a component provides to the stack: `kind:variant`, e.g. php:fpm-fcgi (PHP
+    pages over FastCGI), perl:registry, database:mysql, sessions:<store>.
+    Workloads name what they need by capability or kind; components in front find their
+    upstream by it; the verifier checks, through the stack's front, that the stack really
+    does it."""
+
+    name: str
+    meaning: str
+    probes: tuple[Probe, ...] = ()
+    # (the component that provides it, the stack's front) -> verdicts
+    verify: Callable[[Started, Started], list[Verdict]] | None = None
+
+    @property
+    def kind(self) -> str:
+        return self.name.split(":", 1)[0]
+
+
+class Database(Protocol):
+    """What a workload's database holds, as a database component is handed it to create
+    (once per experiment) and to check: the workload's, not the component's, knowledge."""
+
+    key: str                 # identifies the content: a seeded datadir is reused for it
+    name: str                # the database, and the application's account
+    user: str
+    password: str
+    tables: dict[str, int]   # rows each table must hold
+    cacheable_page: str      # a page sending the same statements every time
+
+    def schema(self, engine: str) -> str: ...            # CREATE TABLE statements
+    def write_rows(self, directory: Path) -> dict[str, Path]: ...   # table -> rows file
+    def page_queries(self) -> dict[str, int]: ...        # URL -> statements it sends
+
+
+@dataclass(frozen=True)
+class Upstream:
+    """A component started behind this one: where it is, and what it provides."""
+
+    name: str
+    endpoint: Endpoint
+    provides: tuple[str, ...] = ()
+
+
+def find_upstream(upstreams: Iterable[Upstream], need: str) -> Endpoint | None:
+    """The nearest upstream (the last started) that provides `need`, or None."""
+    return next((u.endpoint for u in reversed(tuple(upstreams))
+                 if satisfies(u.provides, need)), None)
 
 
 @dataclass(frozen=True)
@@ -30,12 +98,22 @@ class RenderContext:
     port: int
     user: str | None       # user the server drops to (root only), None otherwise
     group: str | None
-    upstreams: dict[str, Endpoint] = field(default_factory=dict)  # started backends by name
+    upstreams: tuple[Upstream, ...] = ()  # started backends, back first
     groups: dict[str, dict[str, Any]] = field(default_factory=dict)  # shared knob groups (php)
     tls_cert: Path | None = None   # the lab's self-signed certificate and key
     tls_key: Path | None = None
     cache_dir: Path | None = None  # kept for the whole experiment (e.g. a seeded datadir)
-    database: Any = None           # the workload's database (schema and data), if any
+    database: Database | None = None   # the workload's database (schema and data), if any
+
+    def upstream(self, need: str) -> Endpoint:
+        """The backend that provides `need` (templates: `upstream("php")`); a StackError
+        when none was started behind this component."""
+        found = find_upstream(self.upstreams, need)
+        if found is None:
+            have = ", ".join(f"{u.name} ({', '.join(u.provides) or 'nothing'})"
+                             for u in self.upstreams) or "none"
+            raise StackError(f"no upstream provides {need} (started behind: {have})")
+        return found
 
 
 @dataclass
@@ -55,7 +133,34 @@ class Component(ABC):
     package: str   # the Debian package that provides it
     binary: str    # absolute path of the binary started
     knobs: list[Knob]
-    groups: tuple[str, ...] = ()   # shared knob groups it renders (e.g. "php")
+    # Shared knob groups it renders (e.g. "php"); a group applies to a stack that provides
+    # a capability of the group's kind (the php.* knobs where PHP runs).
+    groups: tuple[str, ...] = ()
+    provides: tuple[Capability, ...] = ()   # what it always provides
+
+    def capabilities(self, knobs: dict[str, Any]) -> tuple[Capability, ...]:
+        """What it provides with these knob values (Apache runs PHP only with a PHP
+        handler); by default `provides`."""
+        return self.provides
+
+    def inert(self, knobs: dict[str, dict[str, Any]]) -> dict[str, str]:
+        """Its knobs that cannot act with these values (owner -> {name: value}), and why,
+        beyond what the knobs' own `acts_with` say (the plan notes them)."""
+        return {}
+
+    def counters(self, started: Started) -> dict[str, float]:
+        """The server's own cumulative counters now, from its status source (stub_status,
+        mod_status, SHOW GLOBAL STATUS…), named as the server names them; {} without one.
+        Levels (connections open, busy workers) are not counters."""
+        return {}
+
+    def docroot_files(self, docroot: Path, knobs: dict[str, Any]) -> dict[str, bytes]:
+        """Files (URL path -> bytes) this server's knobs expect in the deployed docroot,
+        placed while the stack runs (Apache's .htaccess files)."""
+        return {}
+
+    def knob(self, name: str) -> Knob:
+        return next(k for k in self.knobs if k.name == name)
 
     @abstractmethod
     def render(self, ctx: RenderContext, knobs: dict[str, Any]) -> dict[str, str]:
@@ -92,6 +197,11 @@ class Component(ABC):
         """Why this combination of knob values cannot run, or None if it can."""
         return None
 
+    def problem(self, knobs: dict[str, Any]) -> str | None:
+        """Why these knob values cannot run here: its own rules, then the process limits
+        this machine can grant (checked for every trial before anything starts)."""
+        return self.check(knobs) or limits_problem(knobs)
+
     def installed(self) -> bool:
         return os.access(self.binary, os.X_OK)
 
@@ -114,8 +224,8 @@ class Component(ABC):
             _chown_tree(ctx.run_dir, run_as)
         proc = procs.spawn(self.name, self.command(ctx, knobs), ctx.run_dir,
                            ctx.run_dir / "server.out", user=run_as,
-                           env=self.env(ctx, knobs), nofile=knobs.get("nofile") or None,
-                           cpus=knobs.get("cpus", ""))
+                           env=self.env(ctx, knobs), cpus=knobs.get("cpus", ""),
+                           **spawn_limits(knobs))
         started = Started(self.name, ctx, proc, knobs, self.endpoint(ctx, knobs), files)
         try:
             self.wait_ready(started, ready_timeout_s)

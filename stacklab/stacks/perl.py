@@ -1,4 +1,7 @@
-"""Verify Perl through the stack's front: plain CGI, ModPerl::Registry or ModPerl::PerlRun."""
+"""Perl pages as capabilities (perl:cgi, perl:registry, perl:perlrun: Apache provides them
+by its perl_handler), each with the probe placed in the stack's docroot and the verifier
+that checks, through the stack's front, how Perl really runs: plain CGI, ModPerl::Registry
+or ModPerl::PerlRun."""
 
 from __future__ import annotations
 
@@ -6,8 +9,20 @@ import json
 
 from ..net import Endpoint
 from ..verify import Status, Verdict, fetch
+from .base import Capability, Probe
 
 PROBE_PATH = "/_stacklab/probe.pl"
+
+# Reports how Perl really runs: mod_perl or not, the process, and whether the compiled
+# script survives between requests (ModPerl::Registry keeps it; PerlRun and CGI do not).
+PROBE = b"""#!/usr/bin/perl
+use strict;
+use warnings;
+our $served;
+$served++;
+print "Content-Type: application/json\\r\\nCache-Control: no-store\\r\\n\\r\\n";
+printf '{"mod_perl":"%s","pid":%d,"served":%d}', ($ENV{MOD_PERL} || ''), $$, $served;
+"""
 
 
 def verify_perl(front: Endpoint, mode: str) -> list[Verdict]:
@@ -35,3 +50,17 @@ def verify_perl(front: Endpoint, mode: str) -> list[Verdict]:
         ok = in_apache and not kept
         seen = f"{probes[0]['mod_perl'] or 'no mod_perl'}, recompiled each request: {not kept}"
     return [Verdict("perl", f"handler {mode}", Status.PASS if ok else Status.FAIL, seen)]
+
+
+def perl_capability(mode: str, meaning: str) -> Capability:
+    return Capability(f"perl:{mode}", meaning, (Probe(PROBE_PATH, PROBE, mode=0o755),),
+                      lambda provider, front: verify_perl(front.endpoint, mode))
+
+
+CAPABILITIES = {c.name: c for c in (
+    perl_capability("cgi", "Perl pages by plain CGI: a new perl per request"),
+    perl_capability("registry", "Perl pages by mod_perl's ModPerl::Registry: compiled once "
+                    "per process"),
+    perl_capability("perlrun", "Perl pages by mod_perl's ModPerl::PerlRun: compiled every "
+                    "request"),
+)}

@@ -8,8 +8,8 @@ a space, a quote or `;include /etc/passwd;` stays one argument. A path written w
 
 from __future__ import annotations
 
+import dataclasses
 import shlex
-from dataclasses import asdict
 from pathlib import Path, PurePath
 from types import SimpleNamespace
 from typing import Any
@@ -75,8 +75,13 @@ _env.filters["q"] = _q
 
 
 def render_template(path: Path, ctx: Any, knobs: dict[str, Any], **extra: Any) -> str:
+    """The template with the context's fields, its knobs as `k`, `upstream(need)` (the
+    endpoint of the backend that provides `need`: `upstream("php")`) and `extra`."""
     template = _env.from_string(path.read_text())
+    fields = {f.name: getattr(ctx, f.name) for f in dataclasses.fields(ctx)}
+    if hasattr(ctx, "upstream"):
+        fields["upstream"] = ctx.upstream
     try:
-        return template.render(**asdict(ctx), k=SimpleNamespace(**knobs), **extra)
+        return template.render(**fields, k=SimpleNamespace(**knobs), **extra)
     except jinja2.TemplateError as e:
         raise StackError(f"{path.name}: {e}") from e

@@ -14,18 +14,21 @@ CIPHERS = ("default", "ECDHE-RSA-AES128-GCM-SHA256", "ECDHE-RSA-AES256-GCM-SHA38
            "ECDHE-RSA-CHACHA20-POLY1305")
 
 
+ON = {"tls": True}     # every TLS setting acts only with the server's tls knob on
+
+
 def tls_knobs(component: str) -> list[Knob]:
     return [
         Knob(component, "tls", bool, False, "Serve HTTPS with the lab's self-signed RSA 2048 "
              "certificate.", source="S2"),
         Knob(component, "tls_protocols", str, PROTOCOLS[0], "TLS protocol versions offered.",
-             choices=PROTOCOLS),
+             choices=PROTOCOLS, acts_with=ON),
         Knob(component, "tls_ciphers", str, "default", "TLS 1.2 cipher suite (default: the "
-             "server's own list).", choices=CIPHERS),
+             "server's own list).", choices=CIPHERS, acts_with=ON),
         Knob(component, "tls_session_cache", bool, True, "Server-side TLS session cache "
-             "(resumption by session id)."),
+             "(resumption by session id).", acts_with=ON),
         Knob(component, "tls_session_tickets", bool, True, "TLS session tickets "
-             "(resumption without server state)."),
+             "(resumption without server state).", acts_with=ON),
     ]
 
 

@@ -37,11 +37,9 @@ def described(knob: Knob) -> Knob:
 
 
 def tls_inert(component: str, k: dict[str, Any]) -> dict[str, str]:
-    """The component's TLS knobs that cannot act with these values, and why."""
-    names = ("tls_protocols", "tls_ciphers", "tls_session_cache", "tls_session_tickets")
-    if not k["tls"]:
-        return {f"{component}.{n}": f"acts only with {component}.tls on" for n in names}
-    if "TLSv1.3" in k["tls_protocols"].split():
+    """The component's TLS knobs that cannot act with these values, and why, beyond
+    `acts only with <component>.tls on`, which the knobs themselves declare (tls.py)."""
+    if k["tls"] and "TLSv1.3" in k["tls_protocols"].split():
         return {f"{component}.tls_ciphers": "a TLS 1.2 cipher suite, and TLS 1.3 is "
                 f"negotiated with {component}.tls_protocols = {k['tls_protocols']!r}"}
     return {}

@@ -12,10 +12,9 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ..verify import CHECK_PATH, Expect
-from .perl import PROBE as PERL_PROBE
-from .perl import perl_page
 from .params import KIB, MIB, Param, split
-from .php import CPU_ITERATIONS, PROBE, php_cpu, php_page
+from .perl import perl_page
+from .php import CPU_ITERATIONS, php_cpu, php_page
 from .static import check_page, sized_page, static_page
 
 
@@ -58,7 +57,9 @@ class Workload:
     description: str
     build: Callable[[int], list[File | Url]]   # seed -> files (and URLs with queries)
     urls: tuple[tuple[str, int], ...]
-    needs: str | None = None      # "php" or "perl": the stack must run it
+    # What the stack must provide, capabilities or their kinds: ("php",), ("perl",),
+    # ("php", "database:mysql") (see stacks/base.Capability).
+    needs: tuple[str, ...] = ()
     writable: tuple[str, ...] = ()  # directories (URL paths) the server user writes into
     database: Callable[[int], Any] | None = None   # seed -> the database it needs
     varying_length: frozenset[str] = frozenset()  # URLs whose length varies by design
@@ -118,6 +119,10 @@ def _one(path: str) -> tuple[tuple[str, int], ...]:
     return ((path, 1),)
 
 
+PHP, PERL = ("php",), ("perl",)
+APP = ("php", "database:mysql")      # the model application: PHP pages on a MySQL database
+
+
 SIZED_PAGE = Param("size", 256, 64 * MIB, "the page's size", sized_page, "600")
 SIZED_PORTAL = Param("size", 4 * KIB, 64 * MIB, "the page's size", portal_page, "26k",
                      default=PORTAL_BYTES)
@@ -149,46 +154,44 @@ WORKLOADS: Registry = Registry({w.name: w for w in (
     Workload("php-page", _usage("a PHP page that requires a ~54 KB generated library and "
                                 "renders a table: PHP start-up plus compile, where OPcache "
                                 "matters", "php-page", SIZED_LIBRARY),
-             php_page, _one("/index.php"), needs="php", param=SIZED_LIBRARY),
+             php_page, _one("/index.php"), needs=PHP, param=SIZED_LIBRARY),
     Workload("php-cpu", _usage("CPU-bound PHP: an md5 chain of 20,000 rounds per request",
                                "php-cpu", CPU_ROUNDS),
-             php_cpu, _one("/cpu.php"), needs="php", param=CPU_ROUNDS),
+             php_cpu, _one("/cpu.php"), needs=PHP, param=CPU_ROUNDS),
     Workload("php-index", "a near-empty index.php: PHP start-up cost only (S1 test 1)",
-             pages.php_index, _one("/index.php"), needs="php"),
+             pages.php_index, _one("/index.php"), needs=PHP),
     Workload("php-blank", "<?php echo 1; (S3's blank page, S4's print)", pages.php_blank,
-             _one("/blank.php"), needs="php"),
+             _one("/blank.php"), needs=PHP),
     Workload("php-simple", "S5's simple.php: a loop of 100 echoes, then phpinfo()",
-             pages.php_simple, _one("/simple.php"), needs="php",
+             pages.php_simple, _one("/simple.php"), needs=PHP,
              varying_length=frozenset({"/simple.php"})),
     Workload("php-session", "starts a session and counts visits: a new session per "
              "cookie-less request (S3's session case)", pages.php_session,
-             _one("/session.php"), needs="php"),
+             _one("/session.php"), needs=PHP),
     Workload("php-cacheable", "a page with Cache-Control, Last-Modified and ETag that "
              "answers conditional GETs with 304 (S4's HTTP caching)", pages.php_cacheable,
-             _one("/cacheable.php"), needs="php"),
+             _one("/cacheable.php"), needs=PHP),
     Workload("php-output-cache", "S4's output cache in the app: serve the cached file if "
              "newer than its source, else render and write it", pages.php_output_cache,
-             _one("/cached.php"), needs="php", writable=(pages.OUTPUT_CACHE_DIR,)),
+             _one("/cached.php"), needs=PHP, writable=(pages.OUTPUT_CACHE_DIR,)),
     Workload("perl-page", "a Perl page that builds a 100-row table (S2's Perl CGI case)",
-             perl_page, _one("/index.pl"), needs="perl"),
+             perl_page, _one("/index.pl"), needs=PERL),
     Workload("app-index", "the model application's near-empty index.php (S1 test 1)",
-             app.app_files, _one("/index.php"), needs="php", database=app.database),
+             app.app_files, _one("/index.php"), needs=APP, database=app.database),
     Workload("app-show", "the model application: latest 50 articles with authors, the same "
              "rows every time (S1 test 2, the query cache's case)", app.app_files,
-             _one("/showArticle.php?show=1"), needs="php", database=app.database),
+             _one("/showArticle.php?show=1"), needs=APP, database=app.database),
     Workload("app-id", "the model application: 5 random articles, ids chosen in PHP "
-             "(S1 test 3)", app.app_files, _one("/showArticle.php?id=1"), needs="php",
+             "(S1 test 3)", app.app_files, _one("/showArticle.php?id=1"), needs=APP,
              database=app.database, varying_length=app.VARYING),
     Workload("app-tree", "the model application: the article tree to depth 2, fetched "
              "recursively (S1 test 4)", app.app_files, _one("/showArticle.php?tree=1"),
-             needs="php", database=app.database),
+             needs=APP, database=app.database),
     Workload("app-mix", "the model application's four URLs, equally likely (S1 tests 1-4)",
-             app.app_files, app.URLS, needs="php", database=app.database,
+             app.app_files, app.URLS, needs=APP, database=app.database,
              varying_length=app.VARYING),
 )})
 
-PROBE_PATH = "/_stacklab/probe.php"
-PERL_PROBE_PATH = "/_stacklab/probe.pl"
 # Every deployed file gets this mtime: the same ETag/Last-Modified on every deployment, and
 # never "just written" (OPcache will not cache a file younger than file_update_protection).
 MTIME = 1_577_836_800   # 2020-01-01T00:00:00Z
@@ -200,12 +203,12 @@ PRECOMPRESSED = (".html", ".htm", ".css", ".js", ".txt", ".json", ".svg")
 
 
 def deploy(name: str, docroot: Path, seed: int = 1) -> Deployed:
-    """Write the workload's files (and stacklab's PHP probe) under docroot, readable by
-    any server user. URLs are checked against `expected` before every measurement."""
+    """Write the workload's files (and the small page every server's checks fetch) under
+    docroot, readable by any server user. URLs are checked against `expected` before
+    every measurement. What a stack itself needs there (its capabilities' probes, Apache's
+    .htaccess files) it places while it runs (stack.py)."""
     workload = WORKLOADS[name]
-    files = [*workload.build(seed), File(PROBE_PATH, PROBE),
-             File(PERL_PROBE_PATH, PERL_PROBE, mode=0o755),
-             File(CHECK_PATH, check_page())]
+    files = [*workload.build(seed), File(CHECK_PATH, check_page())]
     docroot.mkdir(parents=True, exist_ok=True)
     docroot.chmod(0o755)
     manifest_path = docroot / MANIFEST
@@ -223,12 +226,6 @@ def deploy(name: str, docroot: Path, seed: int = 1) -> Deployed:
     manifest_path.write_text(json.dumps(manifest))
     for rel in workload.writable:
         _writable_dir(docroot / rel.strip("/"))
-    for directory in [docroot, *(p for p in docroot.rglob("*") if p.is_dir())]:
-        # Read by Apache on every request when apache.allow_override = "all".
-        (directory / ".htaccess").write_text("# stacklab: parsed per request under "
-                                             "AllowOverride All\n")
-        (directory / ".htaccess").chmod(0o644)
-        os.utime(directory / ".htaccess", (MTIME, MTIME))
     database = workload.database(seed) if workload.database else None
     return Deployed(name, docroot, workload.urls, expected, database,
                     workload.varying_length)
@@ -262,6 +259,17 @@ def _write(docroot: Path, f: File, key: str, manifest: dict) -> tuple[str, int]:
     return digest, len(content)
 
 
+def place(docroot: Path, path: str, content: bytes, mode: int = 0o644) -> Path:
+    """One file a stack puts into a deployed docroot (a probe, a .htaccess), written as
+    deploy writes its own: readable by any server user, with the fixed MTIME."""
+    target = docroot / path.lstrip("/")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_bytes(content)
+    target.chmod(mode)
+    os.utime(target, (MTIME, MTIME))
+    return target
+
+
 def _gz(path: Path) -> Path:
     return path.with_name(path.name + ".gz")
 
@@ -274,5 +282,5 @@ def _writable_dir(path: Path) -> None:
     path.chmod(0o1777)
 
 
-__all__ = ["Deployed", "File", "PROBE_PATH", "Param", "Registry", "Url", "WORKLOADS", "Workload",
-           "canonical", "deploy"]
+__all__ = ["Deployed", "File", "Param", "Registry", "Url", "WORKLOADS", "Workload",
+           "canonical", "deploy", "place"]

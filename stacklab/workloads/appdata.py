@@ -4,6 +4,10 @@
 lorem-ipsum words, a random author and publication time, and a place in one random binary
 tree (parent, left, right; 0 = none). Pure functions of the description: the same seed
 gives the same rows, byte for byte.
+
+An AppDatabase is what a database component (one that provides database:mysql) is handed
+to create and check: its schema, its rows as files to load, and what each page of the
+application asks of it. The component knows nothing else of the application.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ import hashlib
 import random
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
+from pathlib import Path
 
 from .static import WORDS
 
@@ -35,6 +40,54 @@ class AppDatabase:
         """Identifies the content (a seeded datadir is reused only for the same key)."""
         text = f"v1:{self.seed}:{self.authors}:{self.articles}:{self.name}:{self.user}"
         return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+    @property
+    def tables(self) -> dict[str, int]:
+        """Rows each table must hold."""
+        return {"articles": self.articles, "authors": self.authors}
+
+    def schema(self, engine: str) -> str:
+        """CREATE TABLE statements (MySQL) for these tables in `engine`."""
+        return SCHEMA.format(engine=engine)
+
+    def write_rows(self, directory: Path) -> dict[str, Path]:
+        """Each table's rows as a file for LOAD DATA, in load order."""
+        files = {"authors": directory / "authors.tsv", "articles": directory / "articles.tsv"}
+        write_tsv(self, files["authors"], files["articles"])
+        return files
+
+    def page_queries(self) -> dict[str, int]:
+        """Statements per page of the application: the connection's own (its COM_QUIT
+        counts in Questions), two counts on every page, then the page's own."""
+        tree_rows = len(subtree(self, root(self))) if self.articles else 0
+        return {"/showArticle.php?show=1": 1 + 2 + 1,
+                "/showArticle.php?id=1": 1 + 2 + (5 if self.articles else 0),
+                "/showArticle.php?tree=1": 1 + 2 + 1 + tree_rows}
+
+    # A page whose statements are the same texts, reading the same rows, every time: the
+    # query cache's case (S1 test 2).
+    cacheable_page = "/showArticle.php?show=1"
+
+
+SCHEMA = """CREATE TABLE authors (
+  id INT UNSIGNED NOT NULL PRIMARY KEY,
+  name VARCHAR(100) NOT NULL
+) ENGINE={engine};
+CREATE TABLE articles (
+  id INT UNSIGNED NOT NULL PRIMARY KEY,
+  title VARCHAR(255) NOT NULL,
+  summary TEXT NOT NULL,
+  body MEDIUMTEXT NOT NULL,
+  author INT UNSIGNED NOT NULL,
+  published DATETIME NOT NULL,
+  parent INT UNSIGNED NOT NULL,
+  `left` INT UNSIGNED NOT NULL,
+  `right` INT UNSIGNED NOT NULL,
+  KEY published (published),
+  KEY author (author),
+  KEY parent (parent)
+) ENGINE={engine};
+"""
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""Perl pages (the S2 study's Perl CGI case) and stacklab's Perl probe."""
+"""Perl pages (the S2 study's Perl CGI case)."""
 
 from __future__ import annotations
 
@@ -16,17 +16,6 @@ for my $i (0 .. 99) {
     printf "<tr><td>%d</td><td>%s</td><td>%.3f</td></tr>\\n", $i, ucfirst($w), sqrt($i + 1);
 }
 print "</table><!-- stacklab perl-page ok --></body></html>\\n";
-"""
-
-# Reports how Perl really runs: mod_perl or not, the process, and whether the compiled
-# script survives between requests (ModPerl::Registry keeps it; PerlRun and CGI do not).
-PROBE = b"""#!/usr/bin/perl
-use strict;
-use warnings;
-our $served;
-$served++;
-print "Content-Type: application/json\\r\\nCache-Control: no-store\\r\\n\\r\\n";
-printf '{"mod_perl":"%s","pid":%d,"served":%d}', ($ENV{MOD_PERL} || ''), $$, $served;
 """
 
 

@@ -9,8 +9,10 @@ from typing import Any
 from ...net import Endpoint
 from ...verify import (CHECK_PATH, Status, Verdict, check_expires, check_gzip, check_keepalive,
                        fetch)
-from ..base import Component, RenderContext, Started
-from ..php import php_env, php_inert, render_php_config
+from .. import perl, php
+from ..base import Capability, Component, RenderContext, Started
+from ..php import install as php_install
+from ..php import php_env, render_php_config
 from ..precompressed_verify import check_precompressed
 from ..templates import quote, render_template
 from ..tlsrules import tls_inert
@@ -19,7 +21,14 @@ from .knobs import KNOBS
 
 HERE = Path(__file__).parent
 MODULES = "/usr/lib/apache2/modules"
-PHP_CGI = "/usr/bin/php-cgi8.2"
+STATUS_PATH = "/_stacklab/server-status"     # mod_status, loopback only
+# mod_status's counters in ?auto (with apache.extended_status on; the rest are levels).
+STATUS_COUNTERS = ("Total Accesses", "Total kBytes", "Total Duration")
+# What each handler knob makes Apache provide.
+PHP_CAPABILITY = {"mod_php": php.APACHE2HANDLER, "fcgid": php.CGI_FCGI, "cgi": php.CGI}
+PERL_CAPABILITY = {mode: perl.CAPABILITIES[f"perl:{mode}"]
+                   for mode in ("cgi", "registry", "perlrun")}
+HTACCESS = b"# stacklab: parsed per request under AllowOverride All\n"
 
 # Always needed by our config.
 BASE_MODULES = ("authz_core", "authz_host", "dir", "mime", "status")
@@ -29,9 +38,6 @@ DEBIAN_MODULES = ("access_compat", "alias", "auth_basic", "authn_core", "authn_f
                   "reqtimeout", "setenvif")
 HANDLER_MODULES = {"none": (), "mod_php": (), "fpm": ("proxy", "proxy_fcgi"),
                    "fcgid": ("fcgid",), "cgi": ("alias", "actions")}
-# Knobs that act only under some MPMs.
-PROCESS_MPM_KNOBS = ("min_spare_servers", "max_spare_servers")
-THREAD_MPM_KNOBS = ("threads_per_child", "min_spare_threads", "max_spare_threads")
 # The MPM name mod_status reports for each knob value (ITK runs on top of prefork).
 STATUS_MPM = {"prefork": "prefork", "itk": "prefork", "worker": "worker", "event": "event"}
 # StartServers as Debian's mpm_*.conf ship it, for apache.start_servers = 0.
@@ -59,23 +65,23 @@ class Apache(Component):
                     f"apache.mpm = {knobs['mpm']!r}: Debian's PHP is not thread-safe")
         return None
 
+    def capabilities(self, knobs: dict[str, Any]) -> tuple[Capability, ...]:
+        """PHP pages with a PHP handler inside Apache (not fpm: PHP-FPM provides those),
+        Perl pages with a Perl handler."""
+        return tuple(cap for cap in (PHP_CAPABILITY.get(knobs["php_handler"]),
+                                     PERL_CAPABILITY.get(knobs["perl_handler"])) if cap)
+
     def inert(self, knobs: dict[str, dict[str, Any]]) -> dict[str, str]:
-        """Knobs that cannot act with these values, and why (the plan notes them)."""
-        k, out = knobs[self.name], {}
-        threaded = k["mpm"] in ("worker", "event")
-        for name in THREAD_MPM_KNOBS if not threaded else PROCESS_MPM_KNOBS:
-            out[f"apache.{name}"] = (f"acts only under the "
-                                     f"{'prefork or itk' if threaded else 'worker or event'} "
-                                     f"MPM, not apache.mpm = {k['mpm']!r}")
-        if not k["keepalive"]:
-            out.update({f"apache.{n}": "acts only with apache.keepalive on"
-                        for n in ("keepalive_timeout", "max_keepalive_requests")})
-        if not k["deflate"]:
-            out["apache.deflate_level"] = "acts only with apache.deflate on"
-        out |= tls_inert(self.name, k)
-        if "php" in knobs:          # a stack that runs PHP: the php.* group too
-            out |= php_inert(knobs["php"])
-        return out
+        """Knobs that cannot act with these values beyond their own `acts_with`, and why."""
+        return tls_inert(self.name, knobs[self.name])
+
+    def docroot_files(self, docroot: Path, knobs: dict[str, Any]) -> dict[str, bytes]:
+        """With AllowOverride All, a .htaccess in every directory: what Apache then reads
+        on every request (the cost apache.allow_override measures)."""
+        if knobs["allow_override"] != "all":
+            return {}
+        return {"/" + str((d / ".htaccess").relative_to(docroot)): HTACCESS
+                for d in [docroot, *sorted(p for p in docroot.rglob("*") if p.is_dir())]}
 
     def modules(self, knobs: dict[str, Any]) -> list[str]:
         mods = list(BASE_MODULES)
@@ -106,7 +112,9 @@ class Apache(Component):
         files = {"httpd.conf": render_template(HERE / "httpd.conf.j2", ctx, knobs,
                                                modules=MODULES,
                                                load_modules=self.modules(knobs),
-                                               start_servers=start_servers(knobs))}
+                                               start_servers=start_servers(knobs),
+                                               php_module=php_install.APACHE_MODULE,
+                                               php_cgi=php_install.CGI_BINARY)}
         if knobs["php_handler"] != "none":
             files.update(render_php_config(ctx.run_dir, ctx.groups["php"], ctx.upstreams))
         if knobs["php_handler"] == "fcgid":
@@ -119,7 +127,8 @@ class Apache(Component):
             files["cgi-bin/php-cgi"] = (
                 "#!/bin/sh\n# Rendered by stacklab: php-cgi with the run's own php.ini.\n"
                 f"PHPRC={quote(ctx.run_dir / 'php.ini', 'sh')} "
-                f"PHP_INI_SCAN_DIR={quote(ctx.run_dir / 'conf.d', 'sh')} exec {PHP_CGI}\n")
+                f"PHP_INI_SCAN_DIR={quote(ctx.run_dir / 'conf.d', 'sh')} "
+                f"exec {php_install.CGI_BINARY}\n")
         return files
 
     def processes(self, knobs: dict[str, Any]) -> int:
@@ -143,19 +152,38 @@ class Apache(Component):
                     check_gzip(self.name, ep, CHECK_PATH, k["deflate"] or k["precompressed"]),
                     check_precompressed(self.name, ep, started.ctx.docroot, CHECK_PATH,
                                         k["precompressed"]),
-                    check_expires(self.name, ep, CHECK_PATH, k["expires"]),
+                    check_expires(self.name, ep, CHECK_PATH,
+                                  self.knob("expires").means[k["expires"]]),
                     self._check_mpm(ep, k["mpm"])]
         if k["tls"]:
             verdicts += check_tls(self.name, ep, k)
         return verdicts
 
+    def counters(self, started: Started) -> dict[str, float]:
+        """mod_status's ?auto: requests, kB and ms served ({} with ExtendedStatus Off,
+        where mod_status counts nothing)."""
+        fields = server_status(started.endpoint)
+        return {name: number(fields[name]) for name in STATUS_COUNTERS if name in fields}
+
     def _check_mpm(self, ep: Endpoint, mpm: str) -> Verdict:
-        resp = fetch(ep, "/_stacklab/server-status?auto")
-        fields = dict(line.split(": ", 1) for line in resp.body.decode().splitlines()
-                      if ": " in line)
+        fields = server_status(ep)
         running, want = fields.get("ServerMPM"), STATUS_MPM[mpm]
         itk = "mpm-itk/" in fields.get("ServerVersion", "")   # ITK announces itself there
         ok = running == want and itk == (mpm == "itk")
         seen = f"server reports MPM {running}" + (" with mpm-itk" if itk else "")
         return Verdict(self.name, "mpm", Status.PASS if ok else Status.FAIL,
                        seen + ("" if ok else f", expected {mpm}"))
+
+
+def server_status(ep: Endpoint) -> dict[str, str]:
+    """mod_status's machine-readable form (?auto): `Name: value` lines."""
+    resp = fetch(ep, STATUS_PATH + "?auto")
+    if resp.status != 200:
+        raise OSError(f"{STATUS_PATH}: status {resp.status}")
+    return dict(line.split(": ", 1) for line in resp.body.decode().splitlines() if ": " in line)
+
+
+def number(text: str) -> float:
+    """A status field as a number: an int when it is one."""
+    value = float(text)
+    return int(value) if value.is_integer() else value

@@ -42,10 +42,8 @@ class Lighttpd(Component):
         return 1 + knobs["max_worker"]
 
     def inert(self, knobs: dict[str, dict[str, Any]]) -> dict[str, str]:
-        """Knobs that cannot act with these values, and why (the plan notes them)."""
+        """Knobs that cannot act with these values beyond their own `acts_with`, and why."""
         k, out = knobs[self.name], {}
-        if not k["deflate"]:
-            out["lighttpd.deflate_level"] = "acts only with lighttpd.deflate on"
         if k["max_keep_alive_requests"] == 0:
             out["lighttpd.max_keep_alive_idle"] = ("acts only with keep-alive on "
                                                    "(lighttpd.max_keep_alive_requests > 0)")

@@ -1,6 +1,7 @@
 from dataclasses import replace
 
 from ...knobs import Knob
+from ..limits import nofile_knob
 from ..tls import tls_knobs
 from ..tlsrules import described
 
@@ -32,11 +33,10 @@ KNOBS = [
     Knob(C, "deflate", bool, False, "Compress responses with gzip (mod_deflate; compressed "
          "static files cached in the run directory).", source="S2, S4"),
     Knob(C, "deflate_level", int, 1, "deflate.compression-level: gzip level 1 (fast) to 9 "
-         "(small).", min=1, max=9, source="S2"),
+         "(small).", min=1, max=9, source="S2", acts_with={"deflate": True}),
     Knob(C, "listen_backlog", int, 1024, "server.listen-backlog: listen backlog of the "
          "server socket.", min=1, max=65535),
-    Knob(C, "nofile", int, 0, "server.max-fds: open files of the server (0 = inherit).",
-         min=0, max=1_048_576),
+    nofile_knob(C, "server.max-fds: open files of the server (0 = inherit)."),
     Knob(C, "php", str, "none", "Where .php goes: none (served as files) or fpm (mod_fastcgi "
          "to PHP-FPM); set by the stack.", choices=("none", "fpm"), source="S1, S4"),
     *(_lighttpd_tls(described(k)) for k in tls_knobs(C)),

@@ -8,13 +8,25 @@ from pathlib import Path
 from typing import Any
 
 from ...net import Endpoint, socket_ready
-from ..base import Component, RenderContext, Started
+from ..base import Capability, Component, RenderContext, Started
 from ..templates import render_template
+from .client import status
 from .knobs import KNOBS
 from .seed import datadir_for, ensure_datadir
-from .verify import verify_mariadb
+from .verify import verify_database, verify_mariadb
 
 HERE = Path(__file__).parent
+DATABASE = Capability("database:mysql", "a MySQL database holding the workload's data (on a "
+                      "unix socket), for its application's pages",
+                      verify=verify_database)
+# SHOW GLOBAL STATUS counters kept with a run (cumulative; the levels are left out). Each
+# reading is one more connection and statement of its own.
+STATUS_COUNTERS = (
+    "Questions", "Com_select", "Connections", "Bytes_received", "Bytes_sent", "Rows_read",
+    "Qcache_hits", "Qcache_inserts", "Qcache_not_cached", "Innodb_rows_read",
+    "Innodb_buffer_pool_read_requests", "Innodb_buffer_pool_reads", "Key_read_requests",
+    "Key_reads", "Handler_read_rnd_next", "Select_scan", "Sort_rows", "Created_tmp_tables",
+    "Created_tmp_disk_tables", "Opened_tables", "Slow_queries")
 
 
 class MariaDB(Component):
@@ -24,6 +36,7 @@ class MariaDB(Component):
     version_args = ("--no-defaults", "--version")
     version_pattern = r"Ver (\d+\.\d+\.\d+)"
     knobs = KNOBS
+    provides = (DATABASE,)
 
     def endpoint(self, ctx: RenderContext, knobs: dict[str, Any]) -> Endpoint:
         return Endpoint(ctx.host, ctx.port, ctx.run_dir / "mariadb.sock", scheme="mysql")
@@ -50,3 +63,8 @@ class MariaDB(Component):
 
     def verify(self, started: Started, front: Started) -> list:
         return verify_mariadb(started, front)
+
+    def counters(self, started: Started) -> dict[str, float]:
+        """SHOW GLOBAL STATUS: statements, rows read, query cache, buffer pool, temp
+        tables…"""
+        return status(started.endpoint.unix, STATUS_COUNTERS)

@@ -13,51 +13,31 @@ import shutil
 import subprocess
 import time
 from pathlib import Path
-from typing import Any
 
 from ... import procs
 from ...errors import StackError
-from ...workloads.appdata import AppDatabase, write_tsv
+from ..base import Database
 from ..templates import quote
 from .client import client_argv
 
 INSTALL_DB = "/usr/bin/mariadb-install-db"
 STAMP = ".stacklab-seeded"
 
-SCHEMA = """
+# The workload's database and its application account; its schema and rows come from it.
+ACCOUNT = """
 CREATE DATABASE `{db}` CHARACTER SET utf8mb4;
 CREATE USER '{user}'@'localhost' IDENTIFIED BY '{password}';
 GRANT SELECT ON `{db}`.* TO '{user}'@'localhost';
 USE `{db}`;
-CREATE TABLE authors (
-  id INT UNSIGNED NOT NULL PRIMARY KEY,
-  name VARCHAR(100) NOT NULL
-) ENGINE={engine};
-CREATE TABLE articles (
-  id INT UNSIGNED NOT NULL PRIMARY KEY,
-  title VARCHAR(255) NOT NULL,
-  summary TEXT NOT NULL,
-  body MEDIUMTEXT NOT NULL,
-  author INT UNSIGNED NOT NULL,
-  published DATETIME NOT NULL,
-  parent INT UNSIGNED NOT NULL,
-  `left` INT UNSIGNED NOT NULL,
-  `right` INT UNSIGNED NOT NULL,
-  KEY published (published),
-  KEY author (author),
-  KEY parent (parent)
-) ENGINE={engine};
-LOAD DATA LOCAL INFILE {authors} INTO TABLE authors;
-LOAD DATA LOCAL INFILE {articles} INTO TABLE articles;
 """
 
 
-def datadir_for(cache_dir: Path, version: str, database: Any, engine: str) -> Path:
-    key = database.key if isinstance(database, AppDatabase) else "empty"
+def datadir_for(cache_dir: Path, version: str, database: Database | None, engine: str) -> Path:
+    key = database.key if database is not None else "empty"
     return cache_dir / f"mariadb-{version}-{key}-{engine}"
 
 
-def ensure_datadir(datadir: Path, database: Any, engine: str, log_dir: Path,
+def ensure_datadir(datadir: Path, database: Database | None, engine: str, log_dir: Path,
                    binary: str, timeout_s: float = 120.0) -> bool:
     """Make the seeded datadir unless it exists; True if it was made now."""
     datadir.parent.mkdir(parents=True, exist_ok=True)
@@ -69,7 +49,7 @@ def ensure_datadir(datadir: Path, database: Any, engine: str, log_dir: Path,
         shutil.rmtree(work, ignore_errors=True)
         work.mkdir()
         _install(work, log_dir)
-        if isinstance(database, AppDatabase):
+        if database is not None:
             _load(work, database, engine, log_dir, binary, timeout_s)
         (work / STAMP).write_text(f"{database!r} engine={engine}\n")
         shutil.rmtree(datadir, ignore_errors=True)
@@ -92,13 +72,13 @@ def _install(work: Path, log_dir: Path) -> None:
                          done.stderr[-2000:])
 
 
-def _load(work: Path, db: AppDatabase, engine: str, log_dir: Path, binary: str,
+def _load(work: Path, db: Database, engine: str, log_dir: Path, binary: str,
           timeout_s: float) -> None:
     """Start a private server on the new datadir, create and fill the schema, stop it."""
     socket = work / "seed.sock"
     rows = work / "seed-rows"
     rows.mkdir()
-    write_tsv(db, rows / "authors.tsv", rows / "articles.tsv")
+    files = db.write_rows(rows)
     argv = [binary, "--no-defaults", f"--datadir={work}", f"--socket={socket}",
             f"--pid-file={work / 'seed.pid'}", f"--log-error={log_dir / 'seed-error.log'}",
             "--skip-networking", "--skip-log-bin", "--innodb-flush-log-at-trx-commit=0",
@@ -107,9 +87,10 @@ def _load(work: Path, db: AppDatabase, engine: str, log_dir: Path, binary: str,
     proc = procs.spawn("mariadb-seed", argv, log_dir, log_dir / "seed.out")
     try:
         _wait_socket(proc, socket, timeout_s)
-        sql = SCHEMA.format(db=db.name, user=db.user, password=db.password, engine=engine,
-                            authors=quote(rows / "authors.tsv", "sql"),
-                            articles=quote(rows / "articles.tsv", "sql"))
+        sql = (ACCOUNT.format(db=db.name, user=db.user, password=db.password)
+               + db.schema(engine)
+               + "".join(f"LOAD DATA LOCAL INFILE {quote(path, 'sql')} INTO TABLE {table};\n"
+                         for table, path in files.items()))
         done = subprocess.run(client_argv(socket, "--local-infile=1"), input=sql,
                               capture_output=True, text=True, timeout=timeout_s)
         if done.returncode != 0:

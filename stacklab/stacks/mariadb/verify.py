@@ -1,37 +1,38 @@
-"""Checks that the model application really runs on this database: the data is there,
-each page issues the queries it should and reads rows, and the knobs took effect."""
+"""Checks that the workload's application really runs on this database (the data is
+there, each page issues the queries it should and reads rows: database:mysql's verifier),
+and that MariaDB's knobs took effect (the component's own)."""
 
 from __future__ import annotations
 
 from ...errors import StackError
 from ...verify import Status, Verdict, fetch
-from ...workloads.appdata import AppDatabase, subtree, root
-from ..base import Started
+from ..base import Database, Started
 from .client import query, status
 
 C = "mariadb"
 COUNTERS = ("Questions", "Rows_read", "Qcache_hits")
 
 
-def expected_queries(db: AppDatabase) -> dict[str, int]:
-    """Statements per page: the connection's own (its COM_QUIT counts in Questions), two
-    counts on every page, then the page's own."""
-    tree = len(subtree(db, root(db))) if db.articles else 0
-    return {"/showArticle.php?show=1": 1 + 2 + 1,
-            "/showArticle.php?id=1": 1 + 2 + (5 if db.articles else 0),
-            "/showArticle.php?tree=1": 1 + 2 + 1 + tree}
-
-
 def verify_mariadb(started: Started, front: Started) -> list[Verdict]:
-    db = started.ctx.database
-    socket = started.endpoint.unix
+    """MariaDB's settings took effect (the component's own check)."""
     try:
-        verdicts = [_settings(socket, started.knobs)]
-        if not isinstance(db, AppDatabase):
-            return verdicts
-        verdicts += [_data(socket, db, started.knobs["engine"])]
+        return [_settings(started.endpoint.unix, started.knobs)]
+    except (StackError, OSError, ValueError) as e:
+        return [Verdict(C, "database", Status.FAIL, str(e))]
+
+
+def verify_database(started: Started, front: Started) -> list[Verdict]:
+    """database:mysql: the workload's data is all there, each page through the front
+    sends the statements it should and reads rows, and the query cache hits exactly when
+    the knobs turn it on (none without a workload's database)."""
+    socket, db = started.endpoint.unix, started.ctx.database
+    if db is None:
+        return []
+    verdicts = []
+    try:
+        verdicts.append(_data(socket, db, started.knobs["engine"]))
         verdicts += _pages(socket, db, front)
-        verdicts += [_query_cache(socket, started.knobs, front)]
+        verdicts.append(_query_cache(socket, started.knobs, db, front))
     except (StackError, OSError, ValueError) as e:
         verdicts.append(Verdict(C, "database", Status.FAIL, str(e)))
     return verdicts
@@ -53,26 +54,29 @@ def _settings(socket, k) -> Verdict:
                    f"buffer pool {pool} MB, key buffer {keys} MB, as configured")
 
 
-def _data(socket, db: AppDatabase, engine: str) -> Verdict:
-    rows = query(socket, f"SELECT TABLE_NAME, ENGINE, (SELECT COUNT(*) FROM `{db.name}`.articles),"
-                 f" (SELECT COUNT(*) FROM `{db.name}`.authors) FROM information_schema.TABLES "
+def _data(socket, db: Database, engine: str) -> Verdict:
+    want = db.tables
+    counts = ", ".join(f"(SELECT COUNT(*) FROM `{db.name}`.{table})" for table in want)
+    rows = query(socket, f"SELECT TABLE_NAME, ENGINE, {counts} FROM information_schema.TABLES "
                  f"WHERE TABLE_SCHEMA = '{db.name}'")
     engines = {r[1].lower() for r in rows}
-    articles, authors = (int(rows[0][2]), int(rows[0][3])) if rows else (0, 0)
+    got = dict(zip(want, (int(n) for n in rows[0][2:]))) if rows else dict.fromkeys(want, 0)
     if engines != {engine}:
         return Verdict(C, "data", Status.FAIL, f"tables use {sorted(engines)}, not {engine}")
-    if (articles, authors) != (db.articles, db.authors) or not articles:
-        return Verdict(C, "data", Status.FAIL, f"holds {articles} articles and {authors} "
-                       f"authors; the workload needs {db.articles} and {db.authors}")
-    return Verdict(C, "data", Status.PASS, f"{articles} articles, {authors} authors, {engine}")
+    if got != want or not all(got.values()):
+        return Verdict(C, "data", Status.FAIL, "holds " + " and ".join(
+            f"{n} {table}" for table, n in got.items()) + "; the workload needs "
+            + " and ".join(map(str, want.values())))
+    return Verdict(C, "data", Status.PASS, ", ".join(f"{n} {table}" for table, n in got.items())
+                   + f", {engine}")
 
 
-def _pages(socket, db: AppDatabase, front: Started) -> list[Verdict]:
+def _pages(socket, db: Database, front: Started) -> list[Verdict]:
     """One request of each page between two status readings."""
     base = status(socket, COUNTERS)
     idle = status(socket, COUNTERS)["Questions"] - base["Questions"]   # our own SHOW
     verdicts = []
-    for path, queries in expected_queries(db).items():
+    for path, queries in db.page_queries().items():
         before = status(socket, COUNTERS)
         resp = fetch(front.endpoint, path)
         after = status(socket, COUNTERS)
@@ -94,9 +98,9 @@ def _pages(socket, db: AppDatabase, front: Started) -> list[Verdict]:
     return verdicts
 
 
-def _query_cache(socket, k, front: Started) -> Verdict:
+def _query_cache(socket, k, db: Database, front: Started) -> Verdict:
     on = k["query_cache_type"] == "on" and k["query_cache_size_mb"] > 0
-    path = "/showArticle.php?show=1"
+    path = db.cacheable_page
     fetch(front.endpoint, path)
     before = status(socket, ("Qcache_hits",))["Qcache_hits"]
     fetch(front.endpoint, path)

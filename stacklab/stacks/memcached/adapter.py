@@ -1,4 +1,6 @@
-"""memcached on loopback TCP (UDP off): PHP's session store (S3's memcache handler)."""
+"""memcached on loopback TCP (UDP off): PHP's session store (S3's memcache handler). It
+provides sessions:memcached, whose probe (a page that starts a session) goes into the
+docroot and whose verifier reads the session back from memcached."""
 
 from __future__ import annotations
 
@@ -9,12 +11,26 @@ from typing import Any
 
 from ...net import Endpoint, socket_ready
 from ...verify import Status, Verdict, fetch
-from ..base import Component, RenderContext, Started
+from ..base import Capability, Component, Probe, RenderContext, Started
 from .knobs import KNOBS
 
-# A page that starts a session: stacklab's own if the docroot has one, else the workload's.
-SESSION_PAGES = ("/_stacklab/session.php", "/session.php")
+# A page that starts a session: stacklab's own (the capability's probe) if the docroot has
+# it, else the workload's.
+PROBE_PATH = "/_stacklab/session.php"
+SESSION_PAGES = (PROBE_PATH, "/session.php")
 SESSION_PREFIX = "memc.sess.key."   # php-memcached's memcached.sess_prefix (its default)
+PROBE = b"""<?php
+session_start();
+$_SESSION['stacklab'] = ($_SESSION['stacklab'] ?? 0) + 1;
+header('Content-Type: text/plain');
+header('Cache-Control: no-store');
+echo 'session ', session_id(), ' in ', ini_get('session.save_handler'), "\n";
+"""
+# `stats` counters kept with a run (cumulative; curr_* and the limits are levels).
+STATS_COUNTERS = ("cmd_get", "cmd_set", "cmd_touch", "get_hits", "get_misses", "get_expired",
+                  "delete_hits", "delete_misses", "touch_hits", "touch_misses",
+                  "total_connections", "rejected_connections", "total_items", "evictions",
+                  "expired_unfetched", "evicted_unfetched", "bytes_read", "bytes_written")
 
 
 def _ask(ep: Endpoint, command: bytes, end: tuple[bytes, ...]) -> bytes:
@@ -55,6 +71,48 @@ def session_id(set_cookie: str | None) -> str | None:
     return None
 
 
+def verify_sessions(started: Started, front: Started) -> list[Verdict]:
+    """Sessions really land here: a new session through the front is then read back
+    from memcached under its key (`get` on the text protocol), and its counter of items
+    stored (total_items) grew."""
+    ep = started.endpoint
+    before = counters(ep).get("total_items", 0)
+    for path in SESSION_PAGES:
+        try:
+            resp = fetch(front.endpoint, path)
+        except OSError as e:
+            return [Verdict(started.name, "sessions", Status.FAIL, f"{path}: {e}")]
+        if resp.status != 404:
+            break
+    else:
+        return [Verdict(started.name, "sessions", Status.WARN, f"no {' or '.join(SESSION_PAGES)}"
+                        " in this docroot: session store not checked")]
+    sid = session_id(resp.headers.get("set-cookie"))
+    key = SESSION_PREFIX + (sid or "")
+    value = _wait_for(lambda: get(ep, key), 2.0) if sid else None
+    added = counters(ep).get("total_items", 0) - before
+    data = {"page": path, "status": resp.status, "session_id": sid,
+            "found": value is not None, "total_items_added": added}
+    if resp.status != 200 or value is None:
+        where = (f"session {sid} is not in memcached (get {key}: not found)" if sid else
+                 "no PHPSESSID cookie was set")
+        return [Verdict(started.name, "sessions", Status.FAIL, f"{path} answered "
+                        f"{resp.status}; {where}; total_items +{added}", data)]
+    return [Verdict(started.name, "sessions", Status.PASS, f"session {sid[:8]}… stored in "
+                    f"memcached ({len(value)} B under {SESSION_PREFIX}…; total_items "
+                    f"+{added})", data)]
+
+
+SESSIONS = Capability("sessions:memcached", "PHP's sessions kept in memcached (php-memcached's "
+                      "session handler)", (Probe(PROBE_PATH, PROBE),), verify_sessions)
+
+
+def counters(ep: Endpoint) -> dict[str, int]:
+    """The cumulative counters of `stats`."""
+    found = stats(ep)
+    return {name: int(found[name]) for name in STATS_COUNTERS if name in found}
+
+
 class Memcached(Component):
     name = "memcached"
     package = "memcached"
@@ -62,6 +120,7 @@ class Memcached(Component):
     version_args = ("-V",)
     version_pattern = r"memcached (\S+)"
     knobs = KNOBS
+    provides = (SESSIONS,)
 
     def endpoint(self, ctx: RenderContext, knobs: dict[str, Any]) -> Endpoint:
         return Endpoint(ctx.host, ctx.port, scheme="memcache")
@@ -77,35 +136,9 @@ class Memcached(Component):
     def ready(self, started: Started) -> bool:
         return socket_ready(started.endpoint)
 
-    def verify(self, started: Started, front: Started) -> list[Verdict]:
-        """Sessions really land here: a new session through the front is then read back
-        from memcached under its key (`get` on the text protocol), and total_items grew."""
-        ep = started.endpoint
-        before = int(stats(ep).get("total_items", 0))
-        for path in SESSION_PAGES:
-            try:
-                resp = fetch(front.endpoint, path)
-            except OSError as e:
-                return [Verdict(self.name, "sessions", Status.FAIL, f"{path}: {e}")]
-            if resp.status != 404:
-                break
-        else:
-            return [Verdict(self.name, "sessions", Status.WARN, f"no {' or '.join(SESSION_PAGES)}"
-                            " in this docroot: session store not checked")]
-        sid = session_id(resp.headers.get("set-cookie"))
-        key = SESSION_PREFIX + (sid or "")
-        value = _wait_for(lambda: get(ep, key), 2.0) if sid else None
-        added = int(stats(ep).get("total_items", 0)) - before
-        data = {"page": path, "status": resp.status, "session_id": sid,
-                "found": value is not None, "total_items_added": added}
-        if resp.status != 200 or value is None:
-            where = (f"session {sid} is not in memcached (get {key}: not found)" if sid else
-                     "no PHPSESSID cookie was set")
-            return [Verdict(self.name, "sessions", Status.FAIL, f"{path} answered "
-                            f"{resp.status}; {where}; total_items +{added}", data)]
-        return [Verdict(self.name, "sessions", Status.PASS, f"session {sid[:8]}… stored in "
-                        f"memcached ({len(value)} B under {SESSION_PREFIX}…; total_items "
-                        f"+{added})", data)]
+    def counters(self, started: Started) -> dict[str, float]:
+        """`stats`: gets, sets, hits and misses, connections, items stored, bytes."""
+        return counters(started.endpoint)
 
 
 def _wait_for(probe, timeout_s: float):

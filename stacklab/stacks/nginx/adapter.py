@@ -7,7 +7,8 @@ from pathlib import Path
 from typing import Any
 
 from ...net import Endpoint
-from ...verify import CHECK_PATH, Verdict, check_expires, check_gzip, check_keepalive
+from ...verify import (CHECK_PATH, Status, Verdict, check_expires, check_gzip,
+                       check_keepalive, fetch)
 from ..base import Component, RenderContext, Started
 from ..templates import render_template
 from ..precompressed_verify import check_precompressed
@@ -16,6 +17,8 @@ from ..tlsverify import check_tls
 from .knobs import KNOBS
 
 HERE = Path(__file__).parent
+STATUS_PATH = "/_stacklab/nginx-status"    # stub_status, loopback only, not logged
+COUNTED = 3        # requests the "requests counted" check sends between two readings
 
 FASTCGI_PARAMS = """# Rendered by stacklab; the standard CGI/1.1 variables.
 fastcgi_param QUERY_STRING $query_string;
@@ -49,13 +52,8 @@ class Nginx(Component):
     knobs = KNOBS
 
     def inert(self, knobs: dict[str, dict[str, Any]]) -> dict[str, str]:
-        """Knobs that cannot act with these values, and why (the plan notes them)."""
+        """Knobs that cannot act with these values beyond their own `acts_with`, and why."""
         k, out = knobs[self.name], {}
-        if not k["sendfile"]:
-            out["nginx.tcp_nopush"] = "acts only with nginx.sendfile on"
-        if not k["gzip"]:
-            out.update({f"nginx.{n}": "acts only with nginx.gzip on (compression on the fly)"
-                        for n in ("gzip_comp_level", "gzip_types")})
         if k["keepalive_timeout"] == 0:
             out["nginx.keepalive_requests"] = "acts only with keep-alive on " \
                                               "(nginx.keepalive_timeout > 0)"
@@ -85,7 +83,38 @@ class Nginx(Component):
                     check_gzip(self.name, ep, CHECK_PATH, k["gzip"] or k["gzip_static"]),
                     check_precompressed(self.name, ep, started.ctx.docroot, CHECK_PATH,
                                         k["gzip_static"]),
-                    check_expires(self.name, ep, CHECK_PATH, k["expires"])]
+                    check_expires(self.name, ep, CHECK_PATH,
+                                  self.knob("expires").means[k["expires"]]),
+                    self._check_counted(started)]
         if k["tls"]:
             verdicts += check_tls(self.name, ep, k)
         return verdicts
+
+    def counters(self, started: Started) -> dict[str, float]:
+        """stub_status: connections accepted and handled, requests (this one included)."""
+        resp = fetch(started.endpoint, STATUS_PATH)
+        if resp.status != 200:
+            raise OSError(f"{STATUS_PATH}: status {resp.status}")
+        return parse_stub_status(resp.body.decode())
+
+    def _check_counted(self, started: Started) -> Verdict:
+        """The counters are the server's: COUNTED requests between two readings are
+        COUNTED more in stub_status (plus the second reading, which counts itself)."""
+        before = self.counters(started)["requests"]
+        for _ in range(COUNTED):
+            fetch(started.endpoint, CHECK_PATH)
+        counted = self.counters(started)["requests"] - before - 1
+        ok = counted == COUNTED
+        return Verdict(self.name, "requests counted", Status.PASS if ok else Status.FAIL,
+                       f"stub_status counted {counted:g} of {COUNTED} requests",
+                       {"sent": COUNTED, "counted": counted})
+
+
+def parse_stub_status(text: str) -> dict[str, float]:
+    """stub_status's fixed format: its second line names the counters of its third
+    (`server accepts handled requests` / ` 7 7 9`); the other lines are levels."""
+    lines = text.splitlines()
+    names, values = lines[1].split()[1:], lines[2].split()
+    if len(names) != len(values):
+        raise ValueError(f"unexpected stub_status output {text[:200]!r}")
+    return {name: int(value) for name, value in zip(names, values)}

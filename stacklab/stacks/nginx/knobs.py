@@ -1,8 +1,11 @@
 from ...knobs import Knob
+from ..expires import expires_knob
+from ..limits import nofile_knob
 from ..tls import tls_knobs
 from ..tlsrules import described
 
 C = "nginx"
+ON_THE_FLY = "acts only with nginx.gzip on (compression on the fly)"
 KNOBS = [
     Knob(C, "worker_processes", int, 1, "Worker processes (0 = auto, one per core).",
          min=0, max=64, source="S1, S5"),
@@ -15,7 +18,7 @@ KNOBS = [
     Knob(C, "sendfile", bool, False, "Serve files with sendfile(2). Off by default here: on "
          "loopback it is slower on tiny files.", source="S1"),
     Knob(C, "tcp_nopush", bool, False, "TCP_CORK headers with sendfile (acts only with "
-         "nginx.sendfile on)."),
+         "nginx.sendfile on).", acts_with={"sendfile": True}),
     Knob(C, "open_file_cache", int, 0, "Cache open file descriptors and metadata for this "
          "many files (0 = off).", min=0, max=1_000_000, source="S1"),
     Knob(C, "access_log", bool, True, "Write an access log (in the run directory).",
@@ -23,18 +26,17 @@ KNOBS = [
     Knob(C, "gzip", bool, False, "Compress responses with gzip (mod_deflate's counterpart).",
          source="S2"),
     Knob(C, "gzip_comp_level", int, 1, "gzip level 1 (fast) to 9 (small).", min=1, max=9,
-         source="S2"),
+         source="S2", acts_with={"gzip": True}, inert_why=ON_THE_FLY),
     Knob(C, "gzip_static", bool, False, "Serve the precompressed file.gz beside a file "
          "(every workload writes gzip -9 copies of its text files) to clients that accept "
          "gzip, instead of compressing on the fly (gzip_static, with Vary).", source="S2"),
     Knob(C, "gzip_types", str, "text", "Types compressed: text (HTML, CSS, JS, JSON, plain) "
-         "or all (also images).", choices=("text", "all"), source="S2"),
-    Knob(C, "expires", str, "off", "Expires/Cache-Control max-age for every response.",
-         choices=("off", "1h", "1d", "30d"), source="S1"),
+         "or all (also images).", choices=("text", "all"), source="S2",
+         acts_with={"gzip": True}, inert_why=ON_THE_FLY),
+    expires_knob(C, "Expires/Cache-Control max-age for every response."),
     Knob(C, "listen_backlog", int, 511, "listen backlog of the server socket.", min=1,
          max=65535),
-    Knob(C, "nofile", int, 0, "worker_rlimit_nofile: open files per worker (0 = inherit).",
-         min=0, max=1_048_576),
+    nofile_knob(C, "worker_rlimit_nofile: open files per worker (0 = inherit)."),
     Knob(C, "php", str, "none", "Where .php goes: none (served as files) or fpm (FastCGI to "
          "PHP-FPM); set by the stack.", choices=("none", "fpm")),
     *map(described, tls_knobs(C)),

@@ -1,11 +1,16 @@
 """PHP itself: php.ini and the extension set, shared by php-fpm, mod_php and php-cgi.
 
 Not a process: a knob group (`php.*`) that every PHP handler renders the same way, so
-`php.opcache = [true, false]` means the same thing under every handler.
+`php.opcache = [true, false]` means the same thing under every handler; and the php:*
+capabilities (capabilities.py) the components that run PHP provide, each with the probe
+and the verifier that check it. The installed version is found once (install.py).
 """
 
-from .ini import render_php_config, php_env
-from .knobs import KNOBS, php_inert
+from . import install
+from .capabilities import APACHE2HANDLER, CAPABILITIES, CGI, CGI_FCGI, FPM_FCGI
+from .ini import php_env, render_php_config
+from .knobs import KNOBS
 from .verify import verify_php
 
-__all__ = ["KNOBS", "php_inert", "render_php_config", "php_env", "verify_php"]
+__all__ = ["APACHE2HANDLER", "CAPABILITIES", "CGI", "CGI_FCGI", "FPM_FCGI", "KNOBS",
+           "install", "php_env", "render_php_config", "verify_php"]

@@ -5,9 +5,10 @@ from __future__ import annotations
 import subprocess
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 
 from ...errors import StackError
+from ..base import Upstream, find_upstream
 from ..templates import quote
 from .debian import PRODUCTION
 
@@ -29,16 +30,19 @@ def installed_extensions() -> list[str]:
     return sorted(names, key=lambda n: (_FIRST.index(n) if n in _FIRST else len(_FIRST), n))
 
 
-# What a backend needs even under extensions = "minimal".
-_FOR_MARIADB = ("mysqlnd", "mysqli", "pdo", "pdo_mysql")
-_FOR_MEMCACHED = ("igbinary", "msgpack", "memcached")
+# What a backend needs even under extensions = "minimal": a MySQL database (mysqli, PDO),
+# sessions in memcached (php-memcached).
+DATABASE = "database:mysql"
+SESSIONS = "sessions:memcached"
+_FOR_DATABASE = ("mysqlnd", "mysqli", "pdo", "pdo_mysql")
+_FOR_SESSIONS = ("igbinary", "msgpack", "memcached")
 
 
-def _extension_lines(knobs: dict[str, Any], upstreams: dict[str, Any]) -> list[str]:
+def _extension_lines(knobs: dict[str, Any], upstreams: tuple[Upstream, ...]) -> list[str]:
     wanted = [] if knobs["extensions"] == "minimal" else [
         n for n in installed_extensions() if n not in _OPT_IN]
-    needed = [*(_FOR_MARIADB if "mariadb" in upstreams else ()),
-              *(_FOR_MEMCACHED if knobs["session_handler"] == "memcached" else ())]
+    needed = [*(_FOR_DATABASE if find_upstream(upstreams, DATABASE) else ()),
+              *(_FOR_SESSIONS if knobs["session_handler"] == "memcached" else ())]
     wanted += [n for n in needed if n not in wanted]
     if knobs["opcache"]:
         wanted.insert(0, "opcache")
@@ -49,17 +53,19 @@ def _extension_lines(knobs: dict[str, Any], upstreams: dict[str, Any]) -> list[s
             for n in wanted if n in available]
 
 
-def _backend_values(knobs: dict[str, Any], upstreams: dict[str, Any]) -> dict[str, str]:
-    """The database socket and the session store, from the components started behind."""
+def _backend_values(knobs: dict[str, Any], upstreams: tuple[Upstream, ...]) -> dict[str, str]:
+    """The database socket and the session store, from the components started behind
+    (found by what they provide, not by name)."""
     values = {}
-    if "mariadb" in upstreams:
-        sock = quote(upstreams["mariadb"].unix, "ini")
+    database = find_upstream(upstreams, DATABASE)
+    if database is not None:
+        sock = quote(database.unix, "ini")
         values.update({"mysqli.default_socket": sock, "pdo_mysql.default_socket": sock})
     if knobs["session_handler"] == "memcached":
-        if "memcached" not in upstreams:
-            raise StackError("php.session_handler = memcached needs a stack with memcached "
-                             "(e.g. nginx+php-fpm+memcached)")
-        ep = upstreams["memcached"]
+        ep = find_upstream(upstreams, SESSIONS)
+        if ep is None:
+            raise StackError(f"php.session_handler = memcached needs a stack with memcached "
+                             f"({SESSIONS}, e.g. nginx+php-fpm+memcached)")
         values.update({"session.save_handler": "memcached",
                        "session.save_path": f'"{ep.host}:{ep.port}"'})
     return values
@@ -88,19 +94,19 @@ def knob_values(knobs: dict[str, Any]) -> dict[str, str]:
 
 
 def ini_values(knobs: dict[str, Any], sessions: Path,
-               upstreams: dict[str, Any] | None = None) -> dict[str, str]:
+               upstreams: Iterable[Upstream] = ()) -> dict[str, str]:
     """Everything php.ini of one run says: knob_values, the session directory, backends."""
     values = knob_values(knobs)
     if knobs["session_handler"] == "files":
         values["session.save_path"] = quote(sessions, "ini")
-    values.update(_backend_values(knobs, upstreams or {}))
+    values.update(_backend_values(knobs, tuple(upstreams)))
     return values
 
 
 def render_php_config(run_dir: Path, knobs: dict[str, Any],
-                      upstreams: dict[str, Any] | None = None) -> dict[str, str]:
+                      upstreams: Iterable[Upstream] = ()) -> dict[str, str]:
     """Files (relative to run_dir): php.ini and conf.d/extensions.ini."""
-    upstreams = upstreams or {}
+    upstreams = tuple(upstreams)
     (run_dir / "conf.d").mkdir(parents=True, exist_ok=True)
     sessions = run_dir / "sessions"
     sessions.mkdir(exist_ok=True)

@@ -9,8 +9,7 @@ from typing import Any
 from ...net import Endpoint
 from ...verify import Status, Verdict, fetch
 from .ini import knob_values
-
-PROBE_PATH = "/_stacklab/probe.php"
+from .probe import PROBE_PATH
 
 
 def probe(front: Endpoint) -> dict:

@@ -1,28 +1,36 @@
-"""PHP-FPM 8.2 from our own php-fpm.conf and php.ini (`-y`, PHPRC); never /etc/php."""
+"""PHP-FPM (Debian's version, found once in php/install.py) from our own php-fpm.conf and
+php.ini (`-y`, PHPRC); never /etc/php. It provides php:fpm-fcgi to the web server in front."""
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 from typing import Any
 
 from ...net import Endpoint, socket_ready
+from .. import php
 from ..base import Component, RenderContext, Started
-from ..php import php_env, php_inert, render_php_config
+from ..php import install, php_env, render_php_config
 from ..templates import render_template
+from . import fcgi
 from .knobs import KNOBS
 
 HERE = Path(__file__).parent
+STATUS_PATH = "/_stacklab/fpm-status"   # pm.status_path: asked over FastCGI, never routed
+# The status page's counters (its other fields are levels: processes, the listen queue).
+STATUS_COUNTERS = ("accepted conn", "max children reached", "slow requests")
 
 
 class PhpFpm(Component):
     name = "php-fpm"
-    package = "php8.2-fpm"
-    binary = "/usr/sbin/php-fpm8.2"
+    package = install.FPM_PACKAGE
+    binary = install.FPM_BINARY
     version_args = ("-n", "-v")
     version_pattern = r"PHP (\S+)"
     knobs = KNOBS
     groups = ("php",)
+    provides = (php.FPM_FCGI,)
 
     def check(self, knobs: dict[str, Any]) -> str | None:
         if knobs["pm"] == "dynamic":
@@ -34,14 +42,6 @@ class PhpFpm(Component):
                         f"{knobs['max_children']})")
         return None
 
-    def inert(self, knobs: dict[str, dict[str, Any]]) -> dict[str, str]:
-        """Knobs that cannot act with these values, and why (the plan notes them)."""
-        pm = knobs[self.name]["pm"]
-        out = {} if pm == "dynamic" else {
-            f"php-fpm.{n}": f"acts only with php-fpm.pm = 'dynamic', not {pm!r}"
-            for n in ("start_servers", "min_spare_servers", "max_spare_servers")}
-        return out | php_inert(knobs["php"])
-
     def endpoint(self, ctx: RenderContext, knobs: dict[str, Any]) -> Endpoint:
         unix = ctx.run_dir / "php-fpm.sock" if knobs["listen"] == "unix" else None
         return Endpoint(ctx.host, ctx.port, unix, scheme="fcgi")
@@ -52,7 +52,7 @@ class PhpFpm(Component):
         ctx.run_dir.chmod(0o755)
         files = render_php_config(ctx.run_dir, ctx.groups["php"], ctx.upstreams)
         files["php-fpm.conf"] = render_template(HERE / "php-fpm.conf.j2", ctx, knobs,
-                                                listen=listen)
+                                                listen=listen, status_path=STATUS_PATH)
         log = ctx.run_dir / "php-error.log"
         log.touch()
         log.chmod(0o666)
@@ -74,3 +74,10 @@ class PhpFpm(Component):
 
     def ready(self, started: Started) -> bool:
         return socket_ready(started.endpoint)
+
+    def counters(self, started: Started) -> dict[str, float]:
+        """The pool's status page (?json): connections accepted, times pm.max_children
+        was reached, slow requests."""
+        _, body = fcgi.get(started.endpoint, STATUS_PATH, "json")
+        status = json.loads(body)
+        return {name: status[name] for name in STATUS_COUNTERS if name in status}
