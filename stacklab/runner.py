@@ -35,7 +35,7 @@ from .knobs import KnobRegistry
 from .monitor import Monitor
 from .plan import Plan, PlannedRun, Trial, effective_knobs
 from .spec import ExperimentSpec
-from .stack import RunningStack, lifecycle
+from .stack import RunningStack, counters_delta, lifecycle, stack_counters
 from .stacks import COMPONENTS, STACKS
 from .stacks.base import Started
 from .stacks.tls import make_certificate
@@ -277,11 +277,15 @@ def _measure(ctx: RunContext, trial: Trial, load_knobs: dict, deployed: Deployed
     (with the system settings, other labs, and the servers' child deaths, read before
     they stop)."""
     plan = _load_plan(ctx.spec, trial, load_knobs, deployed, running.front)
+    before = stack_counters(running)       # read outside the monitor's window: they cost
     with Monitor({s.name: s.proc.pgid for s in running.started}) as monitor:
         began = monitor.now_s()
         load = run_load(plan, run_dir)
         ended = monitor.now_s()
     resources = _resources(monitor, began + plan.warmup_s, ended, load)
+    # What each server counted itself over warm-up and load (one engine process runs
+    # both), beside what the engine counted: the proxies' hit ratios will come from here.
+    resources["_counters"] = counters_delta(before, stack_counters(running))
     others = {o["dir"]: o for o in ctx.other_labs + lab.other_labs(ctx.session)}
     resources["_system"] = {**ctx.system, "other_labs": list(others.values())}
     resources["_logs"] = {"child_signals": child_signals(run_dir)}

@@ -287,3 +287,22 @@ def test_show_and_the_report_say_which_tls_protocol_was_negotiated(tmp_path):
                                     str(report)]).exit_code == 0
     html = report.read_text()
     assert '<table id="tls">' in html and "TLSv1.3" in html
+
+
+def test_each_server_counts_the_run_itself_and_the_count_is_stored(tmp_path):
+    """nginx's stub_status over warm-up and load agrees with what the engine sent (the
+    engine counts only the measured phase; here there is no warm-up)."""
+    import json
+    import sqlite3
+    from typer.testing import CliRunner
+    from stacklab.cli import cli
+    from helpers import require_engine
+    require_engine()
+    spec, db = tmp_path / "pinned.toml", tmp_path / "r.db"
+    spec.write_text(PINNED.format(cpu=str(max(os.sched_getaffinity(0)))))
+    result = CliRunner().invoke(cli, ["run", str(spec), "--db", str(db)])
+    assert result.exit_code == 0, result.output
+    resources = json.loads(sqlite3.connect(db).execute(
+        "SELECT resources_json FROM runs").fetchone()[0])
+    counted = resources["_counters"]["nginx"]["requests"]
+    assert 2000 <= counted <= 2000 + 5      # the status readings count themselves
