@@ -52,14 +52,14 @@ def tamper(monkeypatch, component: str, file: str, pattern: str, replacement: st
     monkeypatch.setattr(cls, "render", render)
 
 
-def _server_binaries() -> set[str]:
+def server_binaries() -> set[str]:
+    """What a server (or the engine) process runs, as /proc/<pid>/exe names it: every
+    registered component's binary (so a new component is counted by its registry line
+    alone), the php-cgi Apache starts, and the engine."""
+    from stacklab.stacks import COMPONENTS
     from stacklab.stacks.php import install
-    return {"nginx", "apache2", os.path.basename(install.FPM_BINARY),
-            os.path.basename(install.CGI_BINARY), "mariadbd", "memcached", "lighttpd",
-            "mini_httpd", "webfsd", "stacklab-load"}
-
-
-SERVER_BINARIES = _server_binaries()
+    return {os.path.basename(os.path.realpath(path)) for path in (
+        *(c.binary for c in COMPONENTS.values()), install.CGI_BINARY, REPO_ENGINE)}
 
 
 def server_processes() -> list[str]:
@@ -67,11 +67,11 @@ def server_processes() -> list[str]:
     through a stacklab command it ran: descendants of this process (conftest makes it a
     child subreaper, so orphans stay descendants). Other stacklab runs on the machine,
     and their servers, are never counted."""
-    me, found = os.getpid(), []
+    me, found, binaries = os.getpid(), [], server_binaries()
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
             exe = os.path.basename(os.readlink(f"/proc/{pid}/exe"))
-            if exe not in SERVER_BINARIES or not _descends_from(int(pid), me):
+            if exe not in binaries or not _descends_from(int(pid), me):
                 continue
             cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
         except OSError:
