@@ -37,7 +37,7 @@ from .plan import Plan, PlannedRun, Trial, effective_knobs
 from .spec import ExperimentSpec
 from .stack import RunningStack, counters_delta, lifecycle, stack_counters
 from .stacks import COMPONENTS, STACKS
-from .stacks.base import Started
+from .stacks.base import RunningComponent
 from .stacks.tls import make_certificate
 from .store import Outcome, RunRecord, Store
 from .systune import CpuAwake
@@ -337,7 +337,7 @@ def _deployed(ctx: RunContext, workload: str) -> Deployed:
 
 
 def _load_plan(spec: ExperimentSpec, trial: Trial, load: dict, deployed: Deployed,
-               front: Started) -> LoadPlan:
+               front: RunningComponent) -> LoadPlan:
     base = front.endpoint.base_url
     e = spec.experiment
     return LoadPlan(tuple((base + path, w) for path, w in deployed.urls), trial.concurrency,

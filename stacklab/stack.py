@@ -20,7 +20,7 @@ from . import lab
 from .errors import StackError, VerificationFailed
 from .net import free_port
 from .stacks import COMPONENTS, StackDef
-from .stacks.base import Capability, RenderContext, Started, Upstream
+from .stacks.base import Capability, RenderContext, RunningComponent, Upstream
 from .stacks.limits import verify_limits
 from .verify import Status, Verdict, check_content
 from .workloads import Deployed, place
@@ -31,11 +31,11 @@ HOST = "127.0.0.1"
 @dataclass
 class RunningStack:
     stack: StackDef
-    started: list[Started] = field(default_factory=list)   # back first, front last
+    started: list[RunningComponent] = field(default_factory=list)   # back first, front last
     placed: list[Path] = field(default_factory=list)       # files put into the docroot
 
     @property
-    def front(self) -> Started:
+    def front(self) -> RunningComponent:
         return self.started[-1]
 
     def alive(self) -> bool:
@@ -47,7 +47,7 @@ class RunningStack:
     def log_tail(self) -> str:
         return "\n".join(COMPONENTS[s.name].log_tail(s) for s in self.started)
 
-    def capabilities(self) -> list[tuple[Capability, Started]]:
+    def capabilities(self) -> list[tuple[Capability, RunningComponent]]:
         """What the running components provide with their knobs, and which provides it
         (front first)."""
         return [(cap, s) for s in reversed(self.started)

@@ -50,7 +50,7 @@ class Capability:
     meaning: str
     probes: tuple[Probe, ...] = ()
     # (the component that provides it, the stack's front) -> verdicts
-    verify: Callable[[Started, Started], list[Verdict]] | None = None
+    verify: Callable[[RunningComponent, RunningComponent], list[Verdict]] | None = None
 
     @property
     def kind(self) -> str:
@@ -117,7 +117,7 @@ class RenderContext:
 
 
 @dataclass
-class Started:
+class RunningComponent:
     """A running component: its process, its knobs and where it can be reached."""
 
     name: str
@@ -148,7 +148,7 @@ class Component(ABC):
         beyond what the knobs' own `acts_with` say (the plan notes them)."""
         return {}
 
-    def counters(self, started: Started) -> dict[str, float]:
+    def counters(self, started: RunningComponent) -> dict[str, float]:
         """The server's own cumulative counters now, from its status source (stub_status,
         mod_status, SHOW GLOBAL STATUS…), named as the server names them; {} without one.
         Levels (connections open, busy workers) are not counters."""
@@ -205,13 +205,13 @@ class Component(ABC):
     def installed(self) -> bool:
         return os.access(self.binary, os.X_OK)
 
-    def verify(self, started: Started, front: Started) -> list[Verdict]:
+    def verify(self, started: RunningComponent, front: RunningComponent) -> list[Verdict]:
         """Checks, through the stack's front, that this component does what its knobs
         claim (content is checked for the whole stack by verify.check_content)."""
         return []
 
     def start(self, ctx: RenderContext, knobs: dict[str, Any],
-              ready_timeout_s: float = 15.0, run_as: str | None = None) -> Started:
+              ready_timeout_s: float = 15.0, run_as: str | None = None) -> RunningComponent:
         """Render, start and wait until ready. `run_as` starts the server as that user
         (root only): how tests check the unprivileged path when CI runs as root."""
         ctx.run_dir.mkdir(parents=True, exist_ok=True)
@@ -226,7 +226,8 @@ class Component(ABC):
                            ctx.run_dir / "server.out", user=run_as,
                            env=self.env(ctx, knobs), cpus=knobs.get("cpus", ""),
                            **spawn_limits(knobs))
-        started = Started(self.name, ctx, proc, knobs, self.endpoint(ctx, knobs), files)
+        started = RunningComponent(self.name, ctx, proc, knobs, self.endpoint(ctx, knobs),
+                                   files)
         try:
             self.wait_ready(started, ready_timeout_s)
         except BaseException:
@@ -240,7 +241,7 @@ class Component(ABC):
         a run never begins while the server is still forking what its config asks for."""
         return 1
 
-    def wait_ready(self, started: Started, timeout_s: float) -> None:
+    def wait_ready(self, started: RunningComponent, timeout_s: float) -> None:
         """Poll until `ready` says yes and the configured processes exist, while checking
         the process is alive."""
         deadline = time.monotonic() + timeout_s
@@ -263,22 +264,22 @@ class Component(ABC):
                                  self.log_tail(started))
             time.sleep(0.05)
 
-    def ready(self, started: Started) -> bool:
+    def ready(self, started: RunningComponent) -> bool:
         """One readiness probe: an HTTP answer (a port that merely accepts may belong to
         another program). Raise OSError or return False while not ready."""
         from ..verify import fetch
         fetch(started.endpoint, "/", timeout_s=0.5)
         return True
 
-    def log_files(self, started: Started) -> list[Path]:
+    def log_files(self, started: RunningComponent) -> list[Path]:
         return sorted(p for p in started.ctx.run_dir.iterdir()
                       if p.suffix in (".log", ".out"))
 
-    def log_tail(self, started: Started, lines: int = 20) -> str:
+    def log_tail(self, started: RunningComponent, lines: int = 20) -> str:
         return "\n".join(f"[{p.name}] {procs.log_tail(p, lines)}"
                          for p in self.log_files(started) if p.stat().st_size)
 
-    def stop(self, started: Started) -> None:
+    def stop(self, started: RunningComponent) -> None:
         procs.stop(started.proc)
         if procs.group_members(started.proc.pgid):
             raise StackError(f"{self.name}: processes of group {started.proc.pgid} survived stop")

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from stacklab.stacks.base import Component, RenderContext, Started
+from stacklab.stacks.base import Component, RenderContext, RunningComponent
 from stacklab.stacks.templates import render_template
 from stacklab.verify import CHECK_PATH, Verdict, check_keepalive
 
@@ -32,6 +32,6 @@ class PyHttp(Component):
     def command(self, ctx: RenderContext, knobs: dict[str, Any]) -> list[str]:
         return [str(ctx.run_dir / "serve.sh")]
 
-    def verify(self, started: Started, front: Started) -> list[Verdict]:
+    def verify(self, started: RunningComponent, front: RunningComponent) -> list[Verdict]:
         return [check_keepalive(self.name, started.endpoint, CHECK_PATH,
                                 started.knobs["keepalive"])]

@@ -10,7 +10,7 @@ from ...net import Endpoint
 from ...verify import (CHECK_PATH, Status, Verdict, check_expires, check_gzip, check_keepalive,
                        fetch)
 from .. import perl, php
-from ..base import Capability, Component, RenderContext, Started
+from ..base import Capability, Component, RenderContext, RunningComponent
 from ..php import install as php_install
 from ..php import php_env, render_php_config
 from ..precompressed_verify import check_precompressed
@@ -146,7 +146,7 @@ class Apache(Component):
     def env(self, ctx: RenderContext, knobs: dict[str, Any]) -> dict[str, str] | None:
         return php_env(ctx.run_dir) if knobs["php_handler"] == "mod_php" else None
 
-    def verify(self, started: Started, front: Started) -> list[Verdict]:
+    def verify(self, started: RunningComponent, front: RunningComponent) -> list[Verdict]:
         k, ep = started.knobs, started.endpoint
         verdicts = [check_keepalive(self.name, ep, CHECK_PATH, k["keepalive"]),
                     check_gzip(self.name, ep, CHECK_PATH, k["deflate"] or k["precompressed"]),
@@ -159,7 +159,7 @@ class Apache(Component):
             verdicts += check_tls(self.name, ep, k)
         return verdicts
 
-    def counters(self, started: Started) -> dict[str, float]:
+    def counters(self, started: RunningComponent) -> dict[str, float]:
         """mod_status's ?auto: requests, kB and ms served ({} with ExtendedStatus Off,
         where mod_status counts nothing)."""
         fields = server_status(started.endpoint)

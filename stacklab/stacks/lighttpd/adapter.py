@@ -9,7 +9,7 @@ from typing import Any
 from ... import procs
 from ...net import Endpoint
 from ...verify import CHECK_PATH, Status, Verdict, check_gzip, check_keepalive
-from ..base import Component, RenderContext, Started
+from ..base import Component, RenderContext, RunningComponent
 from ..templates import render_template
 from ..tlsrules import tls_inert
 from ..tlsverify import check_tls
@@ -68,7 +68,7 @@ class Lighttpd(Component):
     def command(self, ctx: RenderContext, knobs: dict[str, Any]) -> list[str]:
         return [self.binary, "-D", "-f", str(ctx.run_dir / "lighttpd.conf")]
 
-    def verify(self, started: Started, front: Started) -> list[Verdict]:
+    def verify(self, started: RunningComponent, front: RunningComponent) -> list[Verdict]:
         k, ep = started.knobs, started.endpoint
         verdicts = [check_keepalive(self.name, ep, CHECK_PATH, k["max_keep_alive_requests"] > 0),
                     check_gzip(self.name, ep, CHECK_PATH, k["deflate"]),
@@ -77,7 +77,7 @@ class Lighttpd(Component):
             verdicts += check_tls(self.name, ep, k)
         return verdicts
 
-    def _check_workers(self, started: Started) -> Verdict:
+    def _check_workers(self, started: RunningComponent) -> Verdict:
         """server.max-worker = N forks N workers beside the parent; 0 is one process."""
         want = started.knobs["max_worker"] + 1 if started.knobs["max_worker"] else 1
         running = len(procs.group_members(started.proc.pgid))

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from ...net import Endpoint, socket_ready
-from ..base import Capability, Component, RenderContext, Started
+from ..base import Capability, Component, RenderContext, RunningComponent
 from ..templates import render_template
 from .client import status
 from .knobs import KNOBS
@@ -58,13 +58,13 @@ class MariaDB(Component):
     def command(self, ctx: RenderContext, knobs: dict[str, Any]) -> list[str]:
         return [self.binary, f"--defaults-file={ctx.run_dir / 'my.cnf'}"]
 
-    def ready(self, started: Started) -> bool:
+    def ready(self, started: RunningComponent) -> bool:
         return socket_ready(started.endpoint)
 
-    def verify(self, started: Started, front: Started) -> list:
+    def verify(self, started: RunningComponent, front: RunningComponent) -> list:
         return verify_mariadb(started, front)
 
-    def counters(self, started: Started) -> dict[str, float]:
+    def counters(self, started: RunningComponent) -> dict[str, float]:
         """SHOW GLOBAL STATUS: statements, rows read, query cache, buffer pool, temp
         tables…"""
         return status(started.endpoint.unix, STATUS_COUNTERS)

@@ -6,14 +6,14 @@ from __future__ import annotations
 
 from ...errors import StackError
 from ...verify import Status, Verdict, fetch
-from ..base import Database, Started
+from ..base import Database, RunningComponent
 from .client import query, status
 
 C = "mariadb"
 COUNTERS = ("Questions", "Rows_read", "Qcache_hits")
 
 
-def verify_mariadb(started: Started, front: Started) -> list[Verdict]:
+def verify_mariadb(started: RunningComponent, front: RunningComponent) -> list[Verdict]:
     """MariaDB's settings took effect (the component's own check)."""
     try:
         return [_settings(started.endpoint.unix, started.knobs)]
@@ -21,7 +21,7 @@ def verify_mariadb(started: Started, front: Started) -> list[Verdict]:
         return [Verdict(C, "database", Status.FAIL, str(e))]
 
 
-def verify_database(started: Started, front: Started) -> list[Verdict]:
+def verify_database(started: RunningComponent, front: RunningComponent) -> list[Verdict]:
     """database:mysql: the workload's data is all there, each page through the front
     sends the statements it should and reads rows, and the query cache hits exactly when
     the knobs turn it on (none without a workload's database)."""
@@ -71,7 +71,7 @@ def _data(socket, db: Database, engine: str) -> Verdict:
                    + f", {engine}")
 
 
-def _pages(socket, db: Database, front: Started) -> list[Verdict]:
+def _pages(socket, db: Database, front: RunningComponent) -> list[Verdict]:
     """One request of each page between two status readings."""
     base = status(socket, COUNTERS)
     idle = status(socket, COUNTERS)["Questions"] - base["Questions"]   # our own SHOW
@@ -98,7 +98,7 @@ def _pages(socket, db: Database, front: Started) -> list[Verdict]:
     return verdicts
 
 
-def _query_cache(socket, k, db: Database, front: Started) -> Verdict:
+def _query_cache(socket, k, db: Database, front: RunningComponent) -> Verdict:
     on = k["query_cache_type"] == "on" and k["query_cache_size_mb"] > 0
     path = db.cacheable_page
     fetch(front.endpoint, path)

@@ -11,7 +11,7 @@ from typing import Any
 
 from ...net import Endpoint, socket_ready
 from ...verify import Status, Verdict, fetch
-from ..base import Capability, Component, Probe, RenderContext, Started
+from ..base import Capability, Component, Probe, RenderContext, RunningComponent
 from .knobs import KNOBS
 
 # A page that starts a session: stacklab's own (the capability's probe) if the docroot has
@@ -71,7 +71,7 @@ def session_id(set_cookie: str | None) -> str | None:
     return None
 
 
-def verify_sessions(started: Started, front: Started) -> list[Verdict]:
+def verify_sessions(started: RunningComponent, front: RunningComponent) -> list[Verdict]:
     """Sessions really land here: a new session through the front is then read back
     from memcached under its key (`get` on the text protocol), and its counter of items
     stored (total_items) grew."""
@@ -133,10 +133,10 @@ class Memcached(Component):
                 "-m", str(knobs["memory_mb"]), "-t", str(knobs["threads"])]
         return argv + (["-u", "root"] if os.getuid() == 0 else [])
 
-    def ready(self, started: Started) -> bool:
+    def ready(self, started: RunningComponent) -> bool:
         return socket_ready(started.endpoint)
 
-    def counters(self, started: Started) -> dict[str, float]:
+    def counters(self, started: RunningComponent) -> dict[str, float]:
         """`stats`: gets, sets, hits and misses, connections, items stored, bytes."""
         return counters(started.endpoint)
 

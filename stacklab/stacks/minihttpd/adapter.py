@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from ...verify import CHECK_PATH, Verdict, check_gzip, check_keepalive
-from ..base import Component, RenderContext, Started
+from ..base import Component, RenderContext, RunningComponent
 from .knobs import KNOBS
 
 
@@ -33,7 +33,7 @@ class MiniHttpd(Component):
             argv += ["-M", str(knobs["max_age"])]
         return argv
 
-    def verify(self, started: Started, front: Started) -> list[Verdict]:
+    def verify(self, started: RunningComponent, front: RunningComponent) -> list[Verdict]:
         # What it cannot change, checked all the same: every connection closes after one
         # response, and nothing is compressed.
         ep = started.endpoint

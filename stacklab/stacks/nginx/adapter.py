@@ -9,7 +9,7 @@ from typing import Any
 from ...net import Endpoint
 from ...verify import (CHECK_PATH, Status, Verdict, check_expires, check_gzip,
                        check_keepalive, fetch)
-from ..base import Component, RenderContext, Started
+from ..base import Component, RenderContext, RunningComponent
 from ..templates import render_template
 from ..precompressed_verify import check_precompressed
 from ..tlsrules import tls_inert
@@ -77,7 +77,7 @@ class Nginx(Component):
         return [self.binary, "-p", str(ctx.run_dir), "-c", str(ctx.run_dir / "nginx.conf"),
                 "-e", str(ctx.run_dir / "error.log")]
 
-    def verify(self, started: Started, front: Started) -> list[Verdict]:
+    def verify(self, started: RunningComponent, front: RunningComponent) -> list[Verdict]:
         k, ep = started.knobs, started.endpoint
         verdicts = [check_keepalive(self.name, ep, CHECK_PATH, k["keepalive_timeout"] > 0),
                     check_gzip(self.name, ep, CHECK_PATH, k["gzip"] or k["gzip_static"]),
@@ -90,14 +90,14 @@ class Nginx(Component):
             verdicts += check_tls(self.name, ep, k)
         return verdicts
 
-    def counters(self, started: Started) -> dict[str, float]:
+    def counters(self, started: RunningComponent) -> dict[str, float]:
         """stub_status: connections accepted and handled, requests (this one included)."""
         resp = fetch(started.endpoint, STATUS_PATH)
         if resp.status != 200:
             raise OSError(f"{STATUS_PATH}: status {resp.status}")
         return parse_stub_status(resp.body.decode())
 
-    def _check_counted(self, started: Started) -> Verdict:
+    def _check_counted(self, started: RunningComponent) -> Verdict:
         """The counters are the server's: COUNTED requests between two readings are
         COUNTED more in stub_status (plus the second reading, which counts itself)."""
         before = self.counters(started)["requests"]

@@ -10,7 +10,7 @@ from typing import Any
 
 from ...net import Endpoint, socket_ready
 from .. import php
-from ..base import Component, RenderContext, Started
+from ..base import Component, RenderContext, RunningComponent
 from ..php import install, php_env, render_php_config
 from ..templates import render_template
 from . import fcgi
@@ -72,10 +72,10 @@ class PhpFpm(Component):
                     "ondemand": 0}[knobs["pm"]]
         return 1 + children
 
-    def ready(self, started: Started) -> bool:
+    def ready(self, started: RunningComponent) -> bool:
         return socket_ready(started.endpoint)
 
-    def counters(self, started: Started) -> dict[str, float]:
+    def counters(self, started: RunningComponent) -> dict[str, float]:
         """The pool's status page (?json): connections accepted, times pm.max_children
         was reached, slow requests."""
         _, body = fcgi.get(started.endpoint, STATUS_PATH, "json")

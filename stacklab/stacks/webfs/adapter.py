@@ -11,7 +11,7 @@ from typing import Any
 
 from ...errors import StackError
 from ...verify import CHECK_PATH, Verdict, check_gzip, check_keepalive
-from ..base import Component, RenderContext, Started
+from ..base import Component, RenderContext, RunningComponent
 from ..templates import render_template
 from .knobs import KNOBS
 
@@ -46,7 +46,7 @@ class Webfs(Component):
             argv += ["-u", ctx.user, "-g", ctx.group]
         return argv
 
-    def verify(self, started: Started, front: Started) -> list[Verdict]:
+    def verify(self, started: RunningComponent, front: RunningComponent) -> list[Verdict]:
         # What it cannot change, checked all the same: keep-alive on, nothing compressed.
         ep = started.endpoint
         return [check_keepalive(self.name, ep, CHECK_PATH, True),
