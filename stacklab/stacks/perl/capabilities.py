@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import json
 
-from ..net import Endpoint
-from ..verify import Status, Verdict, fetch
-from .base import Capability, Probe
+from ...net import Endpoint
+from ...verify import Status, Verdict, fetch
+from ..base import Capability, Probe
 
 PROBE_PATH = "/_stacklab/probe.pl"
 
