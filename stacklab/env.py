@@ -19,7 +19,7 @@ from . import lab
 
 DEFAULT_DB = Path("results/stacklab.db")
 # Piped output (make demo | tee, CI logs) gets room for the whole table.
-PIPED_WIDTH = 120
+PIPED_WIDTH = 140     # wide enough for show's table (ids, ranges, ⚑ marks) uncut
 
 
 def utc_now() -> str:
