@@ -1,3 +1,5 @@
+from functools import partial
+
 from dataclasses import replace
 
 from ...knobs import Knob
@@ -5,7 +7,8 @@ from ..limits import nofile_knob
 from ..tls import tls_knobs
 from ..tlsrules import described
 
-C = "lighttpd"
+COMPONENT = "lighttpd"
+knob = partial(Knob, COMPONENT)   # every knob below is one of this component
 
 
 def _lighttpd_tls(knob: Knob) -> Knob:
@@ -18,26 +21,26 @@ def _lighttpd_tls(knob: Knob) -> Knob:
                    "(ssl.session-cache is ignored), so only false; resumption is by tickets.")
 
 KNOBS = [
-    Knob(C, "max_worker", int, 0, "server.max-worker: processes forked to serve requests "
+    knob("max_worker", int, 0, "server.max-worker: processes forked to serve requests "
          "(0 = one event-driven process, lighttpd's own design).", min=0, max=64,
          source="S1, S4"),
-    Knob(C, "max_keep_alive_requests", int, 1000, "server.max-keep-alive-requests: requests "
+    knob("max_keep_alive_requests", int, 1000, "server.max-keep-alive-requests: requests "
          "over one keep-alive connection (0 disables keep-alive).", min=0, max=10_000_000,
          source="S2"),
-    Knob(C, "max_keep_alive_idle", int, 5, "server.max-keep-alive-idle: seconds an idle "
+    knob("max_keep_alive_idle", int, 5, "server.max-keep-alive-idle: seconds an idle "
          "keep-alive connection stays open.", min=1, max=3600, source="S2"),
-    Knob(C, "stat_cache", bool, True, "server.stat-cache-engine: cache file metadata "
+    knob("stat_cache", bool, True, "server.stat-cache-engine: cache file metadata "
          "(simple) or stat every request (disable).", source="S1"),
-    Knob(C, "access_log", bool, True, "Write an access log (mod_accesslog, in the run "
+    knob("access_log", bool, True, "Write an access log (mod_accesslog, in the run "
          "directory).", source="S1"),
-    Knob(C, "deflate", bool, False, "Compress responses with gzip (mod_deflate; compressed "
+    knob("deflate", bool, False, "Compress responses with gzip (mod_deflate; compressed "
          "static files cached in the run directory).", source="S2, S4"),
-    Knob(C, "deflate_level", int, 1, "deflate.compression-level: gzip level 1 (fast) to 9 "
+    knob("deflate_level", int, 1, "deflate.compression-level: gzip level 1 (fast) to 9 "
          "(small).", min=1, max=9, source="S2", acts_with={"deflate": True}),
-    Knob(C, "listen_backlog", int, 1024, "server.listen-backlog: listen backlog of the "
+    knob("listen_backlog", int, 1024, "server.listen-backlog: listen backlog of the "
          "server socket.", min=1, max=65535),
-    nofile_knob(C, "server.max-fds: open files of the server (0 = inherit)."),
-    Knob(C, "php", str, "none", "Where .php goes: none (served as files) or fpm (mod_fastcgi "
+    nofile_knob(COMPONENT, "server.max-fds: open files of the server (0 = inherit)."),
+    knob("php", str, "none", "Where .php goes: none (served as files) or fpm (mod_fastcgi "
          "to PHP-FPM); set by the stack.", choices=("none", "fpm"), source="S1, S4"),
-    *(_lighttpd_tls(described(k)) for k in tls_knobs(C)),
+    *(_lighttpd_tls(described(k)) for k in tls_knobs(COMPONENT)),
 ]

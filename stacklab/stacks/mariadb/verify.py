@@ -9,7 +9,7 @@ from ...verify import Status, Verdict, fetch
 from ..base import Database, RunningComponent
 from .client import query, status
 
-C = "mariadb"
+MARIADB = "mariadb"
 COUNTERS = ("Questions", "Rows_read", "Qcache_hits")
 
 
@@ -18,7 +18,7 @@ def verify_mariadb(started: RunningComponent, front: RunningComponent) -> list[V
     try:
         return [_settings(started.endpoint.unix, started.knobs)]
     except (StackError, OSError, ValueError) as e:
-        return [Verdict(C, "database", Status.FAIL, str(e))]
+        return [Verdict(MARIADB, "database", Status.FAIL, str(e))]
 
 
 def verify_database(started: RunningComponent, front: RunningComponent) -> list[Verdict]:
@@ -34,7 +34,7 @@ def verify_database(started: RunningComponent, front: RunningComponent) -> list[
         verdicts += _pages(socket, db, front)
         verdicts.append(_query_cache(socket, started.knobs, db, front))
     except (StackError, OSError, ValueError) as e:
-        verdicts.append(Verdict(C, "database", Status.FAIL, str(e)))
+        verdicts.append(Verdict(MARIADB, "database", Status.FAIL, str(e)))
     return verdicts
 
 
@@ -47,10 +47,10 @@ def _settings(socket, k) -> Verdict:
         f"@@{name}" for name in want))[0])))
     off = {n: (got[n], v) for n, v in want.items() if got[n] != v}
     if off:
-        return Verdict(C, "settings", Status.FAIL, "not applied: " + ", ".join(
+        return Verdict(MARIADB, "settings", Status.FAIL, "not applied: " + ", ".join(
             f"{n} = {g} (wanted {w})" for n, (g, w) in off.items()))
     pool, keys = got["innodb_buffer_pool_size"] >> 20, got["key_buffer_size"] >> 20
-    return Verdict(C, "settings", Status.PASS,
+    return Verdict(MARIADB, "settings", Status.PASS,
                    f"buffer pool {pool} MB, key buffer {keys} MB, as configured")
 
 
@@ -62,13 +62,13 @@ def _data(socket, db: Database, engine: str) -> Verdict:
     engines = {r[1].lower() for r in rows}
     got = dict(zip(want, (int(n) for n in rows[0][2:]))) if rows else dict.fromkeys(want, 0)
     if engines != {engine}:
-        return Verdict(C, "data", Status.FAIL, f"tables use {sorted(engines)}, not {engine}")
+        return Verdict(MARIADB, "data", Status.FAIL, f"tables use {sorted(engines)}, not {engine}")
     if got != want or not all(got.values()):
-        return Verdict(C, "data", Status.FAIL, "holds " + " and ".join(
+        return Verdict(MARIADB, "data", Status.FAIL, "holds " + " and ".join(
             f"{n} {table}" for table, n in got.items()) + "; the workload needs "
             + " and ".join(map(str, want.values())))
-    return Verdict(C, "data", Status.PASS, ", ".join(f"{n} {table}" for table, n in got.items())
-                   + f", {engine}")
+    return Verdict(MARIADB, "data", Status.PASS,
+                   ", ".join(f"{n} {table}" for table, n in got.items()) + f", {engine}")
 
 
 def _pages(socket, db: Database, front: RunningComponent) -> list[Verdict]:
@@ -85,16 +85,17 @@ def _pages(socket, db: Database, front: RunningComponent) -> list[Verdict]:
         read = delta["Rows_read"]     # MariaDB's rows read by any engine
         check = f"queries {path}"
         if resp.status != 200:
-            verdicts.append(Verdict(C, check, Status.FAIL, f"status {resp.status}"))
+            verdicts.append(Verdict(MARIADB, check, Status.FAIL, f"status {resp.status}"))
         elif asked != queries:
-            verdicts.append(Verdict(C, check, Status.FAIL, f"{asked} statements reached the "
+            verdicts.append(Verdict(MARIADB, check, Status.FAIL, f"{asked} statements reached the "
                                     f"database, expected {queries}"))
         elif read <= 0 and not delta["Qcache_hits"]:
-            verdicts.append(Verdict(C, check, Status.FAIL, f"{asked} statements read no rows "
-                                    "(an empty database?)"))
+            verdicts.append(Verdict(MARIADB, check, Status.FAIL,
+                                    f"{asked} statements read no rows (an empty database?)"))
         else:
-            verdicts.append(Verdict(C, check, Status.PASS, f"{asked} statements, {read} rows "
-                                    f"read, {delta['Qcache_hits']} query cache hits"))
+            verdicts.append(Verdict(MARIADB, check, Status.PASS,
+                                    f"{asked} statements, {read} rows read, "
+                                    f"{delta['Qcache_hits']} query cache hits"))
     return verdicts
 
 
@@ -106,7 +107,8 @@ def _query_cache(socket, k, db: Database, front: RunningComponent) -> Verdict:
     fetch(front.endpoint, path)
     hits = status(socket, ("Qcache_hits",))["Qcache_hits"] - before
     if on != (hits > 0):
-        return Verdict(C, "query cache", Status.FAIL, f"query cache is {'on' if on else 'off'} "
-                       f"but a repeated page got {hits} hits")
-    return Verdict(C, "query cache", Status.PASS, f"{hits} hits on a repeated page"
+        return Verdict(MARIADB, "query cache", Status.FAIL,
+                       f"query cache is {'on' if on else 'off'} but a repeated page got "
+                       f"{hits} hits")
+    return Verdict(MARIADB, "query cache", Status.PASS, f"{hits} hits on a repeated page"
                    if on else "no hits (off)")

@@ -1,20 +1,23 @@
+from functools import partial
+
 from ...knobs import Knob
 
-C = "webfs"
+COMPONENT = "webfs"
+knob = partial(Knob, COMPONENT)   # every knob below is one of this component
 # webfsd 1.21 stands in for the studies' boa (S1): a single-process, select()-driven
 # static server. Keep-alive is always on and nothing is compressed; its TLS (-S, GnuTLS
 # priority strings) has no protocol or session settings of ours, so the shared TLS knobs
 # are not declared for it.
 KNOBS = [
-    Knob(C, "timeout", int, 60, "Network timeout in seconds (-t): also how long an idle "
+    knob("timeout", int, 60, "Network timeout in seconds (-t): also how long an idle "
          "keep-alive connection stays open.", min=1, max=3600, source="S1"),
-    Knob(C, "max_connections", int, 32, "Connections served at once (-c); more wait in the "
+    knob("max_connections", int, 32, "Connections served at once (-c); more wait in the "
          "listen queue.", min=1, max=65536, source="S1"),
-    Knob(C, "dir_cache", int, 128, "Directories whose listings are cached (-a).", min=1,
+    knob("dir_cache", int, 128, "Directories whose listings are cached (-a).", min=1,
          max=100_000),
-    Knob(C, "access_log", bool, True, "Write an access log (-L, flushed every line, in the "
+    knob("access_log", bool, True, "Write an access log (-L, flushed every line, in the "
          "run directory).", source="S1"),
-    Knob(C, "expires", int, 0, "Expires header on every file (-e; 0 = none). webfsd dates "
+    knob("expires", int, 0, "Expires header on every file (-e; 0 = none). webfsd dates "
          "it from the file's mtime, not from now: on files older than this it is already "
          "past.", min=0, max=31_536_000, source="S1"),
 ]
