@@ -216,13 +216,8 @@ def load_view(store: Store, experiment: str | int | None) -> ExperimentView:
                           versions=versions, summaries=summaries, runs=runs)
 
 
-# Run flags after which a trial's figures are a limit, not a measurement: a run held back
-# by the load engine or by other work on the host served less than the server could.
-BOUNDING_FLAGS = {"generator-bound": "was limited by the load engine",
-                  "host-busy": "ran while the host was busy with other work"}
-assert set(BOUNDING_FLAGS) == set(BOUNDING), "flags.BOUNDING and the words for it disagree"
-
-
+# A run held back by the load engine or by other work on the host (flags.BOUNDING)
+# served less than the server could: a ratio against it is a limit, not a measurement.
 @dataclass(frozen=True)
 class Bound:
     """A ratio B/A with a limited side is a bound: the true ratio is at least (≥) or at
@@ -238,8 +233,8 @@ def bound(a: TrialSummary, b: TrialSummary, limited_is_low: bool | None,
     """`limited_is_low`: a limited side's true value can only be higher than measured
     (True: throughput), only lower (False: latency), or either way (None: CPU, memory).
     `name` names a trial in `why` (default: "A (its label)", "B (its label)")."""
-    why_a = [BOUNDING_FLAGS[f] for f in a.flagged if f in BOUNDING_FLAGS]
-    why_b = [BOUNDING_FLAGS[f] for f in b.flagged if f in BOUNDING_FLAGS]
+    why_a = [BOUNDING[f] for f in a.flagged if f in BOUNDING]
+    why_b = [BOUNDING[f] for f in b.flagged if f in BOUNDING]
     if not why_a and not why_b:
         return None
     why = "; ".join(f"{name(s) if name else f'{side} ({s.label})'} {' and '.join(w)}"

@@ -303,6 +303,22 @@ def validate_plan(plan: Plan, origin: Origin) -> None:
         for name in stack.components:
             if problem := COMPONENTS[name].problem(knobs[name]):
                 raise origin.refuse(trial, "component", name, problem)
+        if problem := threads_problem(knobs["load"]):
+            raise origin.refuse(trial, "component", "load", problem)
+
+
+def threads_problem(load: dict) -> str | None:
+    """More engine threads than the CPUs `load.cpus` allows would share those CPUs, and
+    the generator-bound check (busy time per thread) could no longer see a saturated
+    engine: refused. Unpinned, or threads = 0 (one per usable CPU), is always fine."""
+    from .placement import parse_cpus
+    if not load.get("cpus") or not load.get("threads"):
+        return None
+    cpus = len(parse_cpus(load["cpus"]))
+    if load["threads"] <= cpus:
+        return None
+    return (f"load.threads = {load['threads']} is more than the {cpus} CPU(s) load.cpus = "
+            f"{load['cpus']!r} allows: the engine's busy share could not show it saturated")
 
 
 def check_installed(components: Iterable[str], engine: bool) -> None:

@@ -58,3 +58,15 @@ def test_more_connections_than_open_files_allow_is_refused_before_start(tmp_path
     assert result.exit_code == 2, result.output
     line = " ".join(result.output.split())
     assert "matrix.concurrency" in line and str(hard) in line and "open files" in line
+
+
+def test_more_engine_threads_than_pinned_cpus_is_refused(tmp_path):
+    """Threads sharing fewer CPUs would hide a saturated engine from generator-bound."""
+    spec, result = run_spec(tmp_path, concurrency="4", text=BASE.format(
+        experiment="", concurrency="4") + '\n[load]\ncpus = "0"\nthreads = 2\n')
+    assert result.exit_code == 2, result.output
+    line = " ".join(result.output.split())
+    assert "load.threads = 2" in line and "load.cpus = '0'" in line
+    _, fine = run_spec(tmp_path, text=BASE.format(experiment="", concurrency="4")
+                       + '\n[load]\ncpus = "0"\nthreads = 1\n')
+    assert fine.exit_code == 0, fine.output

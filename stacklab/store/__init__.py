@@ -188,9 +188,10 @@ class Store:
     def add_run(self, r: RunRecord) -> None:
         """Commit one finished run at once (a run is never overwritten); journaled first,
         so that a run the database refuses is kept for `--resume`."""
-        journal = self._journal(r)
+        row = r.to_row()             # serialized once, for the journal and the insert
+        journal = self._journal(r, row)
         try:
-            self._insert_run(r)
+            self._insert_run(r, row)
         except AlreadyStored:
             if journal:
                 _remove(journal)
@@ -204,8 +205,7 @@ class Store:
         if journal:
             _remove(journal)
 
-    def _insert_run(self, r: RunRecord) -> None:
-        row = r.to_row()
+    def _insert_run(self, r: RunRecord, row: dict) -> None:
         try:
             with self.transaction():
                 self.conn.execute(f"INSERT INTO runs ({', '.join(row)}) "
@@ -217,7 +217,7 @@ class Store:
     def journal_dir(self) -> Path | None:
         return None if self.path is None else Path(f"{self.path}.journal")
 
-    def _journal(self, r: RunRecord) -> Path | None:
+    def _journal(self, r: RunRecord, row: dict) -> Path | None:
         """Write the run beside the database before inserting it; None if it cannot be
         written (no space): the insert is still tried."""
         directory = self.journal_dir()
@@ -225,7 +225,7 @@ class Store:
             return None
         path = directory / f"{r.experiment_id}-{r.trial_id}-r{r.repetition}.json"
         entry = {"experiment": {"id": r.experiment_id, "created_at": self._created(r)},
-                 "row": r.to_row()}
+                 "row": row}
         partial = path.with_suffix(".partial")
         try:
             directory.mkdir(exist_ok=True)
@@ -270,11 +270,12 @@ class Store:
                                  "resume without it") from e
             if entry["experiment"] != {"id": exp_id, "created_at": created}:
                 continue
-            try:
-                self.add_run(record)
+            try:                     # it is journaled already: insert, then let it go
+                self._insert_run(record, record.to_row())
                 stored += 1
             except AlreadyStored:
-                _remove(path)
+                pass
+            _remove(path)
         return stored
 
     @_sqlite_errors("cannot read the stored runs")
