@@ -125,7 +125,6 @@ def test_both_histogram_encodings_decode_to_the_same_histogram():
 def test_fakes_keep_the_contract():
     doc = fake_load(10_000, 1600, seed=2)
     jsonschema.Draft202012Validator(SCHEMA).validate(doc)     # the whole report
-    assert engine_schema(2) == SCHEMA
     assert doc["connections"]["slots"] == doc["config"]["connections"] == 16
     assert doc["latency_uncorrected_us"]["p99"] < doc["latency_us"]["p99"]
     old = fake_load(10_000, 1600, seed=2, schema=1)

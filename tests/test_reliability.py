@@ -295,15 +295,15 @@ def test_a_paced_requests_run_is_given_and_estimated_the_time_it_needs(tmp_path)
     """1000 requests at load.rate 1 take 1000 s: neither a fixed 660 s engine limit nor a
     5 s estimate."""
     from stacklab.commands.run import load
-    from stacklab.drive import LoadPlan, engine_timeout_s
+    from stacklab.drive import ENGINE_MARGIN_S, LoadPlan, engine_timeout_s
     spec_path = one_run(tmp_path, measure="requests = 1000", extra="[load]\nrate = 1\n")
     spec, plan = load(spec_path)
     assert 1000 <= plan.estimated_s(spec) < 1010
     knobs = {"rate": 1, "timeout_s": 10.0}
     paced = LoadPlan((("http://127.0.0.1:1/", 1),), 2, None, 1000, 1.0, knobs)
-    assert 1001 < engine_timeout_s(paced) < 1001 + 120
+    assert engine_timeout_s(paced) == 1000 / 1 + 1.0 + 10.0 + ENGINE_MARGIN_S
     timed = LoadPlan((("http://127.0.0.1:1/", 1),), 2, 3.0, None, 1.0, knobs)
-    assert 4 < engine_timeout_s(timed) < 4 + 120
+    assert engine_timeout_s(timed) == 3.0 + 1.0 + 10.0 + ENGINE_MARGIN_S
 
 
 def test_an_engine_that_overruns_its_limit_is_a_failed_run(tmp_path, monkeypatch):

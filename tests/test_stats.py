@@ -148,18 +148,10 @@ def test_mann_whitney_is_reported_from_five_runs_a_side_and_never_decides():
 
 
 def test_merged_histograms_give_the_pooled_percentiles():
-    import base64
-    from hdrh.histogram import HdrHistogram
+    from fakes import engine_histogram
 
-    def encoded(values):
-        h = HdrHistogram(1, 3_600_000_000, 3)
-        for v in values:
-            h.record_value(v)
-        # the engine's format: uncompressed V2, base64 (strip the compression wrapper)
-        import struct, zlib
-        wrapped = base64.b64decode(h.encode())
-        _, length = struct.unpack(">ii", wrapped[:8])
-        return base64.b64encode(zlib.decompress(wrapped[8:8 + length])).decode()
+    def encoded(values):        # as a schema-1 report stored it: uncompressed V2
+        return engine_histogram(values, schema=1)
 
     a, b = [100] * 90 + [1000] * 10, [200] * 100
     merged = merged_percentiles([encoded(a), encoded(b)])
