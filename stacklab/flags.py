@@ -21,7 +21,10 @@ in the README's "Flags" section.
 - littles-law: concurrency / throughput disagrees with the mean latency by more than
   25% (requests lost from the latency record, or time spent outside requests).
 - host-busy: processes outside the lab used more than 10% of a core, or the
-  hypervisor stole more than 2% of the CPU time, during the measured window.
+  hypervisor stole more than 2% of the CPU time, during the measured window. The core
+  limit is raised by what the lab's own per-process readings (whole clock ticks) can
+  miss: two standard deviations of their rounding, 0.07 core for 256 processes over 2 s
+  (a quiet host showed 0.04–0.08 "outside" with 256 prefork children).
 - server-child-killed: a server's child process died by a signal during the run (its
   own error log says so; the runner records those lines), not the normal reaping of idle
   children: the requests it held were lost and the server ran short of a worker.
@@ -148,11 +151,12 @@ def host_busy(host: dict) -> Flag | None:
     outside, steal = host.get("outside_cores"), host.get("steal_share")
     if outside is None:
         return None
-    if outside <= HOST_BUSY_CORE_SHARE and (steal or 0) <= HOST_STEAL_SHARE:
+    core_limit = HOST_BUSY_CORE_SHARE + host.get("tolerance_cores", 0.0)
+    if outside <= core_limit and (steal or 0) <= HOST_STEAL_SHARE:
         return None
     return Flag("host-busy", f"processes outside the lab used {outside:.2f} of a core "
                 f"and steal was {(steal or 0):.1%} during the measured window "
-                f"(limits {HOST_BUSY_CORE_SHARE:.2f} core, {HOST_STEAL_SHARE:.0%} steal)")
+                f"(limits {core_limit:.2f} core, {HOST_STEAL_SHARE:.0%} steal)")
 
 
 def server_child_killed(logs: dict) -> Flag | None:

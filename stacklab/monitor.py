@@ -15,6 +15,7 @@ cumulative (and moves to its parent when reaped), so finding it late loses none.
 
 from __future__ import annotations
 
+import math
 import os
 import statistics
 import threading
@@ -254,10 +255,15 @@ class Monitor:
         if mem is not None:
             self.host_mib.append(mem)
 
-    def host_window(self, t0: float, t1: float, lab_cpu_s: float) -> dict:
+    def host_window(self, t0: float, t1: float, lab_cpu_s: float, processes: int = 0) -> dict:
         """CPU used on the host between two moments by everything outside the lab:
         all cores' busy time minus the components' (`lab_cpu_s`, which also holds the
-        load engine's) and this process's own."""
+        load engine's) and this process's own. A process's CPU is read in whole clock
+        ticks, floored: over `processes` readings the lab's sum is off by a random
+        amount whose standard deviation is sqrt(processes / 6) ticks (the difference of
+        two uniform roundings), so `tolerance_cores` (two of them) says how much of
+        "outside" can be the lab's own uncounted time — 0.07 of a core for 256 prefork
+        children over 2 s."""
         if len(self.host) < 2:
             return {}
         a = min(self.host, key=lambda h: abs(h.t_s - t0))
@@ -267,9 +273,11 @@ class Monitor:
             return {}
         outside = (b.busy_s - a.busy_s) - lab_cpu_s - (b.self_s - a.self_s)
         total = b.total_s - a.total_s
+        tolerance = 2 * math.sqrt(processes / 6) / TICKS / window
         return {"window_s": round(window, 3),
                 "busy_cores": round((b.busy_s - a.busy_s) / window, 3),
                 "outside_cores": round(max(0.0, outside) / window, 3),
+                "tolerance_cores": round(tolerance, 3),
                 "steal_share": round((b.steal_s - a.steal_s) / total, 4) if total else 0.0}
 
     def overhead(self) -> dict:

@@ -324,8 +324,9 @@ def _resources(monitor: Monitor, t0: float, t1: float, load: LoadReport) -> dict
     the rest of the host used meanwhile (components and the engine are the lab's)."""
     out: dict = {name: trace.summary(t0, t1) for name, trace in monitor.traces.items()}
     lab_cpu = sum(r["cpu_s"] for r in out.values()) + load.engine_cpu_measured_s
+    processes = sum(r["processes_max"] for r in out.values())
     out["_monitor"] = monitor.overhead()
-    out["_host"] = monitor.host_window(t0, t1, lab_cpu)
+    out["_host"] = monitor.host_window(t0, t1, lab_cpu, processes)
     return out
 
 
