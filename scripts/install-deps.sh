@@ -13,6 +13,7 @@ APT_PACKAGES=(
   libapache2-mod-php8.2 libapache2-mod-fcgid libapache2-mpm-itk libapache2-mod-perl2
   lighttpd lighttpd-mod-deflate lighttpd-mod-openssl mini-httpd webfs
   mariadb-server mariadb-client memcached php8.2-mysql php8.2-memcached
+  varnish squid haproxy
 )
 APT_TEST_PACKAGES=(chromium)
 if [ "${1:-}" = "--test" ]; then

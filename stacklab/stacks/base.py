@@ -104,6 +104,9 @@ class RenderContext:
     tls_key: Path | None = None
     cache_dir: Path | None = None  # kept for the whole experiment (e.g. a seeded datadir)
     database: Database | None = None   # the workload's database (schema and data), if any
+    # A front layer's (cache, proxy, balancer) HTTP backends: the front of the stack behind
+    # it, one endpoint per replica. Empty for a component that is not a front layer.
+    backends: tuple[Endpoint, ...] = ()
 
     def upstream(self, need: str) -> Endpoint:
         """The backend that provides `need` (templates: `upstream("php")`); a StackError
@@ -137,6 +140,13 @@ class Component(ABC):
     # a capability of the group's kind (the php.* knobs where PHP runs).
     groups: tuple[str, ...] = ()
     provides: tuple[Capability, ...] = ()   # what it always provides
+    # A front layer sits in front of a whole stack and talks HTTP to its front
+    # (ctx.backends): "cache", "proxy" or "balancer". None: a server of the stack itself.
+    layer: str | None = None
+    balances: bool = False        # a front layer that spreads over several backends
+    # Its counter of requests served (in counters()), by which a balancer's spread over
+    # replicas is checked; None: it counts none.
+    requests_counter: str | None = None
 
     def capabilities(self, knobs: dict[str, Any]) -> tuple[Capability, ...]:
         """What it provides with these knob values (Apache runs PHP only with a PHP
@@ -151,7 +161,9 @@ class Component(ABC):
     def counters(self, started: RunningComponent) -> dict[str, float]:
         """The server's own cumulative counters now, from its status source (stub_status,
         mod_status, SHOW GLOBAL STATUS…), named as the server names them; {} without one.
-        Levels (connections open, busy workers) are not counters."""
+        Levels (connections open, busy workers) are not counters. A cache also reports
+        `cache_hits` and `cache_misses` (passes and misses both count as misses: the
+        backend answered), from which the runner computes each run's hit ratio."""
         return {}
 
     def docroot_files(self, docroot: Path, knobs: dict[str, Any]) -> dict[str, bytes]:

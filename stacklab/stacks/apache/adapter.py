@@ -56,6 +56,7 @@ class Apache(Component):
     version_pattern = r"Apache/(\S+)"
     knobs = KNOBS
     groups = ("php",)
+    requests_counter = "Total Accesses"     # with apache.extended_status on
 
     def check(self, knobs: dict[str, Any]) -> str | None:
         if knobs["php_handler"] != "none" and knobs["perl_handler"] != "none":

@@ -50,6 +50,7 @@ class Nginx(Component):
     version_args = ("-v",)
     version_pattern = r"nginx/(\S+)"
     knobs = KNOBS
+    requests_counter = "requests"
 
     def inert(self, knobs: dict[str, dict[str, Any]]) -> dict[str, str]:
         """Knobs that cannot act with these values beyond their own `acts_with`, and why."""
