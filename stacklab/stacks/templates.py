@@ -44,7 +44,20 @@ _QUOTE = {
     "mycnf": _quoted('\\"\''),                  # MariaDB option files (my.cnf)
     "sql": lambda text, syntax: "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'",
     "sh": lambda text, syntax: shlex.quote(text),
+    "vcl": _quoted("", refuse='"'),             # a VCL "string" has no escapes at all
+    "haproxy": _quoted('\\"', refuse="$"),     # "${NAME}" is expanded in double quotes
+    # squid.conf has no quoting (unless configuration_includes_quoted_values): a value
+    # is one bare word, so whatever would end or comment it is refused.
+    "squid": lambda text, syntax: _bare(text, syntax),
 }
+
+
+def _bare(text: str, syntax: str) -> str:
+    bad = next((c for c in text if c.isspace() or c in '"#\'' or not c.isprintable()), None)
+    if bad is not None or not text:
+        raise StackError(f"{text!r} cannot be written into a {syntax} config "
+                         f"(it contains {bad!r})")
+    return text
 
 
 def quote(value: Any, syntax: str) -> str:
