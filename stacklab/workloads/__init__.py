@@ -49,6 +49,7 @@ class Deployed:
     # URLs whose body length differs between requests by design (random rows, phpinfo):
     # a length check like ab's "Failed requests: Length" must not count them as failures.
     varying_length: frozenset[str] = frozenset()
+    cacheable: float | None = None             # see Workload.cacheable
 
 
 @dataclass(frozen=True)
@@ -64,6 +65,17 @@ class Workload:
     database: Callable[[int], Any] | None = None   # seed -> the database it needs
     varying_length: frozenset[str] = frozenset()  # URLs whose length varies by design
     param: Param | None = None    # what `name:value` sets (see params.py), if anything
+    # What a shared cache in front (Varnish, Squid, nginx proxy_cache, mod_cache) may do:
+    # the share (0..1) of the load's request weight whose responses it may store, by the
+    # headers the pages send (`Cache-Control: public, max-age=…` against `no-store, no-cache,
+    # must-revalidate`). After warm-up it should hit about that share and never hit where 0.
+    # None: not declared — the page says nothing (static files, PHP without Cache-Control)
+    # and each cache's own default rules decide.
+    cacheable: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.cacheable is not None and not 0 <= self.cacheable <= 1:
+            raise ValueError(f"{self.name}: cacheable is a share 0..1, not {self.cacheable}")
 
     def at(self, value: str) -> Workload:
         """This workload with its parameter set: `static-page`.at("600")."""
@@ -131,6 +143,14 @@ SIZED_LIBRARY = Param("size", 1 * KIB, 16 * MIB, "the size of the PHP code it re
 CPU_ROUNDS = Param("count", 1, 10_000_000, "the md5 rounds per request", php_cpu, "100000",
                    default=CPU_ITERATIONS)
 
+# cacheable (see Workload): the PHP pages that send no Cache-Control, Expires or
+# Last-Modified (php-page, php-cpu, php-index, php-blank, php-simple, php-output-cache,
+# app-index/show/id/tree/mix) leave it None, as static files do: Varnish's built-in rules
+# store them for its default_ttl (120 s, the query string notwithstanding); Squid's
+# refresh_pattern gives them no freshness (and 0 to any URL with a query string), nginx's
+# proxy_cache stores nothing without proxy_cache_valid, mod_cache nothing without
+# validators or an expiry. What a cache does with them is that cache's to declare.
+
 WORKLOADS: Registry = Registry({w.name: w for w in (
     Workload("static-page", _usage("a few KB of lorem-ipsum HTML (index.html, as in S5)",
                                    "static-page", SIZED_PAGE), static_page,
@@ -167,10 +187,14 @@ WORKLOADS: Registry = Registry({w.name: w for w in (
              varying_length=frozenset({"/simple.php"})),
     Workload("php-session", "starts a session and counts visits: a new session per "
              "cookie-less request (S3's session case)", pages.php_session,
-             _one("/session.php"), needs=PHP),
+             _one("/session.php"), needs=PHP, cacheable=0.0),   # no-store and Set-Cookie
     Workload("php-cacheable", "a page with Cache-Control, Last-Modified and ETag that "
              "answers conditional GETs with 304 (S4's HTTP caching)", pages.php_cacheable,
-             _one("/cacheable.php"), needs=PHP),
+             _one("/cacheable.php"), needs=PHP, cacheable=1.0),
+    Workload("php-uncacheable", "php-cacheable's page and body sent as session_start() "
+             "sends it: Cache-Control no-store, no-cache, must-revalidate; Pragma no-cache; "
+             "an Expires in the past (what S1 advised against)", pages.php_uncacheable,
+             _one("/uncacheable.php"), needs=PHP, cacheable=0.0),
     Workload("php-output-cache", "S4's output cache in the app: serve the cached file if "
              "newer than its source, else render and write it", pages.php_output_cache,
              _one("/cached.php"), needs=PHP, writable=(pages.OUTPUT_CACHE_DIR,)),
@@ -228,7 +252,7 @@ def deploy(name: str, docroot: Path, seed: int = 1) -> Deployed:
         _writable_dir(docroot / rel.strip("/"))
     database = workload.database(seed) if workload.database else None
     return Deployed(name, docroot, workload.urls, expected, database,
-                    workload.varying_length)
+                    workload.varying_length, workload.cacheable)
 
 
 def _write(docroot: Path, f: File, key: str, manifest: dict) -> tuple[str, int]:

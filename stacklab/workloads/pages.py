@@ -1,4 +1,5 @@
-"""Small PHP pages from the studies: blank, simple, session, cacheable, output cache."""
+"""Small PHP pages from the studies: blank, simple, session, cacheable, output cache; and
+the same page uncacheable, for a cache in front."""
 
 from __future__ import annotations
 
@@ -69,12 +70,32 @@ echo $body;
 """
 
 
-def php_cacheable(seed: int):
+# The same body, with what session_start() sends under PHP's default session.cache_limiter
+# "nocache" (S1 advised sending cache-friendly headers instead): no shared cache stores it,
+# and without validators there is nothing to answer a conditional GET with.
+UNCACHEABLE = b"""<?php
+header('Expires: Thu, 19 Nov 1981 08:52:00 GMT');
+header('Cache-Control: no-store, no-cache, must-revalidate');
+header('Pragma: no-cache');
+echo file_get_contents(__DIR__ . '/cacheable.html');
+"""
+
+
+def _body(seed: int):
     from . import File
     body = html_page(random.Random(seed), "stacklab cacheable page", 8, 80)
-    body = body.replace(b"</body>", CACHEABLE_MARKER + b"</body>")
-    return [File("/cacheable.php", CACHEABLE, Expect(contains=CACHEABLE_MARKER)),
-            File("/cacheable.html", body)]
+    return File("/cacheable.html", body.replace(b"</body>", CACHEABLE_MARKER + b"</body>"))
+
+
+def php_cacheable(seed: int):
+    from . import File
+    return [File("/cacheable.php", CACHEABLE, Expect(contains=CACHEABLE_MARKER)), _body(seed)]
+
+
+def php_uncacheable(seed: int):
+    from . import File
+    return [File("/uncacheable.php", UNCACHEABLE, Expect(contains=CACHEABLE_MARKER)),
+            _body(seed)]
 
 
 # S4: serve the cached output if it is newer than its source, else render and store it.

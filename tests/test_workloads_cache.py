@@ -1,0 +1,112 @@
+"""Workloads for a cache in front: the share of each load a shared cache may store
+(Workload.cacheable) is what its pages' real headers say, under real PHP."""
+
+
+import pytest
+
+from stacklab import lab
+from stacklab.stack import verify_stack
+from stacklab.verify import fetch
+from stacklab.workloads import WORKLOADS, Workload, app, deploy, pages
+
+from test_stacks import assert_all_pass
+from test_workloads import deploy_together, running
+
+NO_STORE = "no-store, no-cache, must-revalidate"   # session.cache_limiter = nocache
+
+
+def storable(headers: dict[str, str]) -> bool:
+    """Whether a shared cache may store a response by its own headers alone (RFC 9111 §3,
+    §4.2.1): no no-store, private or no-cache, no Set-Cookie (Varnish's and nginx's default
+    rules refuse it), and an explicit lifetime (max-age or s-maxage above 0). A response
+    with none of these is left to each cache's heuristics: not storable here."""
+    directives = {}
+    for part in headers.get("cache-control", "").split(","):
+        name, _, value = part.strip().lower().partition("=")
+        directives[name] = value
+    if {"no-store", "private", "no-cache"} & directives.keys() or "set-cookie" in headers:
+        return False
+    return any(directives.get(d, "0").isdigit() and int(directives.get(d, "0")) > 0
+               for d in ("s-maxage", "max-age"))
+
+
+def share(name: str, headers: dict[str, dict[str, str]]) -> float:
+    """The request weight of `name`'s URLs whose responses are storable."""
+    urls = WORKLOADS[name].urls
+    return sum(w for path, w in urls if storable(headers[path])) / sum(w for _, w in urls)
+
+
+# --- declarations, without a server -----------------------------------------------------
+
+@pytest.mark.parametrize("name, share_", [
+    ("php-cacheable", 1.0), ("php-uncacheable", 0.0), ("php-session", 0.0),
+    # No caching header at all: each cache's own rules decide (see WORKLOADS).
+    ("static-page", None), ("php-index", None), ("app-show", None), ("app-mix", None),
+])
+def test_each_workload_declares_what_a_cache_may_store(name, share_):
+    assert WORKLOADS[name].cacheable == share_
+
+
+def test_a_share_outside_0_to_1_is_refused():
+    with pytest.raises(ValueError, match="cacheable is a share 0..1, not 1.5"):
+        Workload("w", "", lambda seed: [], (("/", 1),), cacheable=1.5)
+
+
+def test_existing_workloads_keep_their_names_and_urls():
+    """Their trials' ids are made of these: a cacheable variant is a new name."""
+    assert WORKLOADS["php-cacheable"].urls == (("/cacheable.php", 1),)
+    assert {n: WORKLOADS[n].urls for n in ("app-show", "app-tree")} == {
+        "app-show": (("/showArticle.php?show=1", 1),),
+        "app-tree": (("/showArticle.php?tree=1", 1),)}
+    assert WORKLOADS["app-mix"].urls == app.URLS and len(app.URLS) == 4
+
+
+def test_deployed_carries_the_share(tmp_path):
+    page = deploy("php-uncacheable", tmp_path / "u")
+    assert (page.cacheable, set(page.expected)) == (0.0, {"/uncacheable.php"})
+    assert deploy("static-page", tmp_path / "s").cacheable is None
+
+
+def test_both_pages_serve_the_same_body_file(tmp_path):
+    deploy("php-cacheable", tmp_path / "d")
+    deploy("php-uncacheable", tmp_path / "d")
+    for script in ("cacheable.php", "uncacheable.php"):
+        assert b"__DIR__ . '/cacheable.html'" in (tmp_path / "d" / script).read_bytes()
+    assert pages.CACHEABLE_MARKER in (tmp_path / "d/cacheable.html").read_bytes()
+
+
+# --- real nginx + PHP-FPM (and MariaDB) on loopback ------------------------------------
+
+@pytest.fixture(scope="module")
+def session():
+    s = lab.open_session()
+    yield s
+    s.close()
+
+
+@pytest.mark.integration
+def test_php_pages_send_the_headers_their_shares_say(session):
+    names = ["php-cacheable", "php-uncacheable", "php-session"]
+    deployed = deploy_together(names, session.run_dir("docroot-cache-pages"))
+    with running(session, "nginx+php-fpm", deployed) as stack:
+        assert_all_pass(verify_stack(stack, deployed))
+        ep = stack.front.endpoint
+        got = {path: fetch(ep, path) for path in ("/cacheable.php", "/uncacheable.php",
+                                                  "/session.php")}
+        headers = {path: r.headers for path, r in got.items()}
+        assert {n: share(n, headers) for n in names} == {
+            n: WORKLOADS[n].cacheable for n in names}
+
+        cacheable, uncacheable = got["/cacheable.php"], got["/uncacheable.php"]
+        assert cacheable.body == uncacheable.body == (
+            deployed.docroot / "cacheable.html").read_bytes()
+        assert cacheable.headers["cache-control"] == "public, max-age=300"
+        assert "pragma" not in cacheable.headers and "expires" not in cacheable.headers
+        assert uncacheable.headers["cache-control"] == NO_STORE
+        assert uncacheable.headers["pragma"] == "no-cache"
+        assert uncacheable.headers["expires"] == "Thu, 19 Nov 1981 08:52:00 GMT"
+        assert "etag" not in uncacheable.headers and "last-modified" not in uncacheable.headers
+        etag = cacheable.headers["etag"]
+        assert fetch(ep, "/cacheable.php", {"If-None-Match": etag}).status == 304
+        again = fetch(ep, "/uncacheable.php", {"If-None-Match": etag})
+        assert (again.status, again.body) == (200, uncacheable.body)
