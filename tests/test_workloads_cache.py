@@ -7,7 +7,7 @@ import pytest
 from stacklab import lab
 from stacklab.stack import verify_stack
 from stacklab.verify import fetch
-from stacklab.workloads import WORKLOADS, Workload, app, deploy, pages
+from stacklab.workloads import WORKLOADS, Workload, app, canonical, deploy, pages
 
 from test_stacks import assert_all_pass
 from test_workloads import deploy_together, running
@@ -40,11 +40,35 @@ def share(name: str, headers: dict[str, dict[str, str]]) -> float:
 
 @pytest.mark.parametrize("name, share_", [
     ("php-cacheable", 1.0), ("php-uncacheable", 0.0), ("php-session", 0.0),
+    ("php-cache-mix", 0.5), ("php-cache-mix:90", 0.9), ("php-cache-mix:0", 0.0),
     # No caching header at all: each cache's own rules decide (see WORKLOADS).
     ("static-page", None), ("php-index", None), ("app-show", None), ("app-mix", None),
 ])
 def test_each_workload_declares_what_a_cache_may_store(name, share_):
     assert WORKLOADS[name].cacheable == share_
+
+
+@pytest.mark.parametrize("name, urls", [
+    ("php-cache-mix", (("/cacheable.php", 50), ("/uncacheable.php", 50))),
+    ("php-cache-mix:50", (("/cacheable.php", 50), ("/uncacheable.php", 50))),
+    ("php-cache-mix:25", (("/cacheable.php", 25), ("/uncacheable.php", 75))),
+    ("php-cache-mix:100", (("/cacheable.php", 100),)),      # no URL of weight 0
+    ("php-cache-mix:0", (("/uncacheable.php", 100),)),
+])
+def test_the_mix_puts_its_percent_of_the_weight_on_the_cacheable_page(name, urls):
+    workload = WORKLOADS[name]
+    assert workload.urls == urls
+    weight = dict(urls)
+    assert workload.cacheable == weight.get("/cacheable.php", 0) / sum(weight.values())
+
+
+def test_the_mix_percent_has_one_spelling_and_a_range():
+    assert canonical("php-cache-mix:50") == "php-cache-mix"
+    assert canonical("php-cache-mix:075") == "php-cache-mix:75"
+    assert "php-cache-mix:101" not in WORKLOADS and "php-cache-mix:-1" not in WORKLOADS
+    assert "php-uncacheable:5" not in WORKLOADS
+    assert "php-cache-mix:N sets the percent of requests to the cacheable page (0..100" in (
+        WORKLOADS["php-cache-mix"].description)
 
 
 def test_a_share_outside_0_to_1_is_refused():
@@ -61,15 +85,16 @@ def test_existing_workloads_keep_their_names_and_urls():
     assert WORKLOADS["app-mix"].urls == app.URLS and len(app.URLS) == 4
 
 
-def test_deployed_carries_the_share(tmp_path):
-    page = deploy("php-uncacheable", tmp_path / "u")
-    assert (page.cacheable, set(page.expected)) == (0.0, {"/uncacheable.php"})
+def test_deployed_carries_the_share_and_checks_only_its_urls(tmp_path):
+    mix = deploy("php-cache-mix:90", tmp_path / "m")
+    assert (mix.cacheable, set(mix.expected)) == (0.9, {"/cacheable.php", "/uncacheable.php"})
+    none = deploy("php-cache-mix:0", tmp_path / "n")
+    assert (none.cacheable, set(none.expected)) == (0.0, {"/uncacheable.php"})
     assert deploy("static-page", tmp_path / "s").cacheable is None
 
 
 def test_both_pages_serve_the_same_body_file(tmp_path):
-    deploy("php-cacheable", tmp_path / "d")
-    deploy("php-uncacheable", tmp_path / "d")
+    deploy("php-cache-mix", tmp_path / "d")
     for script in ("cacheable.php", "uncacheable.php"):
         assert b"__DIR__ . '/cacheable.html'" in (tmp_path / "d" / script).read_bytes()
     assert pages.CACHEABLE_MARKER in (tmp_path / "d/cacheable.html").read_bytes()
@@ -86,7 +111,8 @@ def session():
 
 @pytest.mark.integration
 def test_php_pages_send_the_headers_their_shares_say(session):
-    names = ["php-cacheable", "php-uncacheable", "php-session"]
+    names = ["php-cacheable", "php-uncacheable", "php-cache-mix", "php-cache-mix:90",
+             "php-session"]
     deployed = deploy_together(names, session.run_dir("docroot-cache-pages"))
     with running(session, "nginx+php-fpm", deployed) as stack:
         assert_all_pass(verify_stack(stack, deployed))

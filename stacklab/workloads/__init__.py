@@ -72,6 +72,9 @@ class Workload:
     # None: not declared — the page says nothing (static files, PHP without Cache-Control)
     # and each cache's own default rules decide.
     cacheable: float | None = None
+    # A parameter that sets the load rather than the files (php-cache-mix): value -> the
+    # URLs with weights and the cacheable share at that value.
+    mix: Callable[[int], tuple[tuple[tuple[str, int], ...], float | None]] | None = None
 
     def __post_init__(self) -> None:
         if self.cacheable is not None and not 0 <= self.cacheable <= 1:
@@ -85,8 +88,10 @@ class Workload:
         if n == self.param.default:
             return self          # the bare name already means these bytes
         param = self.param
+        urls, cacheable = self.mix(n) if self.mix else (self.urls, self.cacheable)
         return replace(self, name=f"{self.name}:{param.spell(n)}",
-                       build=lambda seed: param.build(seed, n), param=None,
+                       build=lambda seed: param.build(seed, n), param=None, mix=None,
+                       urls=urls, cacheable=cacheable,
                        description=f"{self.name} at {param.spell(n)} ({param.what})")
 
 
@@ -142,6 +147,9 @@ SIZED_LIBRARY = Param("size", 1 * KIB, 16 * MIB, "the size of the PHP code it re
                       php_page, "680k")
 CPU_ROUNDS = Param("count", 1, 10_000_000, "the md5 rounds per request", php_cpu, "100000",
                    default=CPU_ITERATIONS)
+CACHE_PERCENT = Param("count", 0, 100, "the percent of requests to the cacheable page",
+                      pages.php_cache_mix, "90", default=50)
+CACHE_MIX_URLS, CACHE_MIX_SHARE = pages.cache_mix(CACHE_PERCENT.default)
 
 # cacheable (see Workload): the PHP pages that send no Cache-Control, Expires or
 # Last-Modified (php-page, php-cpu, php-index, php-blank, php-simple, php-output-cache,
@@ -195,6 +203,11 @@ WORKLOADS: Registry = Registry({w.name: w for w in (
              "sends it: Cache-Control no-store, no-cache, must-revalidate; Pragma no-cache; "
              "an Expires in the past (what S1 advised against)", pages.php_uncacheable,
              _one("/uncacheable.php"), needs=PHP, cacheable=0.0),
+    Workload("php-cache-mix", _usage("php-cacheable's and php-uncacheable's pages, half of "
+                                     "the requests each: a cache in front hits about half",
+                                     "php-cache-mix", CACHE_PERCENT),
+             pages.php_cache_mix, CACHE_MIX_URLS, needs=PHP, param=CACHE_PERCENT,
+             cacheable=CACHE_MIX_SHARE, mix=pages.cache_mix),
     Workload("php-output-cache", "S4's output cache in the app: serve the cached file if "
              "newer than its source, else render and write it", pages.php_output_cache,
              _one("/cached.php"), needs=PHP, writable=(pages.OUTPUT_CACHE_DIR,)),

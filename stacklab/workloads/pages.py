@@ -1,5 +1,5 @@
 """Small PHP pages from the studies: blank, simple, session, cacheable, output cache; and
-the same page uncacheable, for a cache in front."""
+the same page uncacheable, and a mix of the two at a chosen share, for a cache in front."""
 
 from __future__ import annotations
 
@@ -96,6 +96,20 @@ def php_uncacheable(seed: int):
     from . import File
     return [File("/uncacheable.php", UNCACHEABLE, Expect(contains=CACHEABLE_MARKER)),
             _body(seed)]
+
+
+def php_cache_mix(seed: int, percent: int | None = None):
+    """Both pages, whatever the percent (a Workload's and a Param's build): which share of
+    the load goes to which is cache_mix's."""
+    return [*php_cacheable(seed), php_uncacheable(seed)[0]]
+
+
+def cache_mix(percent: int) -> tuple[tuple[tuple[str, int], ...], float]:
+    """The URLs of php-cache-mix at `percent` and the share a shared cache may store:
+    `percent` of the request weight on the cacheable page, the rest on the uncacheable one
+    (a URL of weight 0 is left out: the load never asks for it)."""
+    urls = (("/cacheable.php", percent), ("/uncacheable.php", 100 - percent))
+    return tuple((path, w) for path, w in urls if w), percent / 100
 
 
 # S4: serve the cached output if it is newer than its source, else render and store it.
