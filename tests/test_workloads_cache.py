@@ -1,6 +1,9 @@
 """Workloads for a cache in front: the share of each load a shared cache may store
 (Workload.cacheable) is what its pages' real headers say, under real PHP."""
 
+import os
+import subprocess
+from dataclasses import replace
 
 import pytest
 
@@ -8,6 +11,7 @@ from stacklab import lab
 from stacklab.stack import verify_stack
 from stacklab.verify import fetch
 from stacklab.workloads import WORKLOADS, Workload, app, canonical, deploy, pages
+from stacklab.workloads.appdata import AppDatabase
 
 from test_stacks import assert_all_pass
 from test_workloads import deploy_together, running
@@ -41,6 +45,7 @@ def share(name: str, headers: dict[str, dict[str, str]]) -> float:
 @pytest.mark.parametrize("name, share_", [
     ("php-cacheable", 1.0), ("php-uncacheable", 0.0), ("php-session", 0.0),
     ("php-cache-mix", 0.5), ("php-cache-mix:90", 0.9), ("php-cache-mix:0", 0.0),
+    ("app-show-cacheable", 1.0), ("app-tree-cacheable", 1.0),
     # No caching header at all: each cache's own rules decide (see WORKLOADS).
     ("static-page", None), ("php-index", None), ("app-show", None), ("app-mix", None),
 ])
@@ -91,6 +96,9 @@ def test_deployed_carries_the_share_and_checks_only_its_urls(tmp_path):
     none = deploy("php-cache-mix:0", tmp_path / "n")
     assert (none.cacheable, set(none.expected)) == (0.0, {"/uncacheable.php"})
     assert deploy("static-page", tmp_path / "s").cacheable is None
+    shown = deploy("app-show-cacheable", tmp_path / "a")
+    assert (shown.cacheable, set(shown.expected)) == (1.0, {app.SHOW_CACHEABLE})
+    assert shown.expected[app.SHOW_CACHEABLE].contains == app.marker("show")
 
 
 def test_both_pages_serve_the_same_body_file(tmp_path):
@@ -98,6 +106,33 @@ def test_both_pages_serve_the_same_body_file(tmp_path):
     for script in ("cacheable.php", "uncacheable.php"):
         assert b"__DIR__ . '/cacheable.html'" in (tmp_path / "d" / script).read_bytes()
     assert pages.CACHEABLE_MARKER in (tmp_path / "d/cacheable.html").read_bytes()
+
+
+def cgi(script, query: str) -> tuple[dict[str, str], bytes]:
+    """One GET of `script` under php-cgi (no php.ini: no mysqli): its headers and body."""
+    env = {"GATEWAY_INTERFACE": "CGI/1.1", "REQUEST_METHOD": "GET", "REDIRECT_STATUS": "200",
+           "SCRIPT_FILENAME": str(script), "QUERY_STRING": query, "PATH": os.environ["PATH"]}
+    out = subprocess.run(["php-cgi", "-n"], env=env, capture_output=True, check=True,
+                         timeout=30).stdout
+    head, _, body = out.partition(b"\r\n\r\n")
+    return {k.strip().lower(): v.strip() for k, _, v in
+            (line.partition(":") for line in head.decode().split("\r\n"))}, body
+
+
+def test_the_application_sends_cache_control_only_when_asked_and_only_on_success(tmp_path):
+    """lib.php's sl_finish under real PHP: &cache=1 makes a page storable; a page that
+    fails (here: no mysqli) is never."""
+    deploy("app-show-cacheable", tmp_path / "d")
+    page = tmp_path / "d" / "finish.php"
+    page.write_text("<?php require __DIR__ . '/lib.php'; echo 'page'; sl_finish();\n")
+    asked, body = cgi(page, "show=1&cache=1")
+    assert asked["cache-control"] == "public, max-age=300" and body == b"page"
+    assert storable(asked)
+    plain, _ = cgi(page, "show=1")
+    assert "cache-control" not in plain and "server-timing" in plain
+    failed, body = cgi(tmp_path / "d" / "showArticle.php", "show=1&cache=1")
+    assert failed["status"].startswith("500") and b"mysqli" in body
+    assert "cache-control" not in failed
 
 
 # --- real nginx + PHP-FPM (and MariaDB) on loopback ------------------------------------
@@ -136,3 +171,22 @@ def test_php_pages_send_the_headers_their_shares_say(session):
         assert fetch(ep, "/cacheable.php", {"If-None-Match": etag}).status == 304
         again = fetch(ep, "/uncacheable.php", {"If-None-Match": etag})
         assert (again.status, again.body) == (200, uncacheable.body)
+
+
+@pytest.mark.integration
+def test_application_pages_are_cacheable_only_with_cache_1(session):
+    names = ["app-show", "app-tree", "app-show-cacheable", "app-tree-cacheable"]
+    deployed = deploy_together(names, session.run_dir("docroot-cache-app"))
+    deployed = replace(deployed, database=AppDatabase(5, articles=1000))
+    with running(session, "nginx+php-fpm+mariadb", deployed) as stack:
+        assert_all_pass(verify_stack(stack, deployed))
+        ep = stack.front.endpoint
+        got = {path: fetch(ep, path) for name in names for path, _ in WORKLOADS[name].urls}
+        assert {n: share(n, {p: r.headers for p, r in got.items()}) for n in names[2:]} == {
+            n: 1.0 for n in names[2:]}
+        for plain, cached in (("/showArticle.php?show=1", app.SHOW_CACHEABLE),
+                              ("/showArticle.php?tree=1", app.TREE_CACHEABLE)):
+            assert got[cached].headers["cache-control"] == "public, max-age=300"
+            assert not {"cache-control", "expires", "last-modified", "etag", "pragma"} & set(
+                got[plain].headers)           # nothing said: a cache's own rules decide
+            assert got[cached].body == got[plain].body         # the same page

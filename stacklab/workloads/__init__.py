@@ -224,6 +224,12 @@ WORKLOADS: Registry = Registry({w.name: w for w in (
     Workload("app-tree", "the model application: the article tree to depth 2, fetched "
              "recursively (S1 test 4)", app.app_files, _one("/showArticle.php?tree=1"),
              needs=APP, database=app.database),
+    Workload("app-show-cacheable", "app-show's page sending Cache-Control: public, "
+             "max-age=300 (&cache=1): a cache in front may store it", app.app_files,
+             _one(app.SHOW_CACHEABLE), needs=APP, database=app.database, cacheable=1.0),
+    Workload("app-tree-cacheable", "app-tree's page sending Cache-Control: public, "
+             "max-age=300 (&cache=1): a cache in front may store it", app.app_files,
+             _one(app.TREE_CACHEABLE), needs=APP, database=app.database, cacheable=1.0),
     Workload("app-mix", "the model application's four URLs, equally likely (S1 tests 1-4)",
              app.app_files, app.URLS, needs=APP, database=app.database,
              varying_length=app.VARYING),

@@ -3,7 +3,8 @@
 PHP connects with mysqli to 'localhost', i.e. to the unix socket php.ini's
 mysqli.default_socket names (rendered from the running mariadb component). Every page
 sends `Server-Timing: db;dur=X, php;dur=Y` in ms: time in database calls, and the rest
-of the script — S1's "overview method" split of one request.
+of the script — S1's "overview method" split of one request. No page says whether a
+cache may store it, unless asked with &cache=1 (see SHOW_CACHEABLE).
 """
 
 from __future__ import annotations
@@ -14,6 +15,12 @@ from .appdata import AppDatabase
 URLS = (("/index.php", 1), ("/showArticle.php?show=1", 1), ("/showArticle.php?id=1", 1),
         ("/showArticle.php?tree=1", 1))
 VARYING = frozenset({"/showArticle.php?id=1"})   # 5 random articles: a different length
+# The pages above send no Cache-Control, Expires or Last-Modified (no session, so no cache
+# limiter either): whether a cache stores them is its default rules' choice. With &cache=1 a
+# page sends `Cache-Control: public, max-age=300` (sl_finish, on success only): any shared
+# cache may store it. Not for id=1, whose random rows a cache would freeze.
+SHOW_CACHEABLE = "/showArticle.php?show=1&cache=1"
+TREE_CACHEABLE = "/showArticle.php?tree=1&cache=1"
 
 
 def marker(mode: str) -> bytes:
@@ -85,6 +92,9 @@ function sl_query(string $sql): array {
 
 function sl_finish(): void {
     global $SL_T0, $SL_DB_NS;
+    if (isset($_GET['cache'])) {     // the same page as a shared cache may store it
+        header('Cache-Control: public, max-age=300');
+    }
     $total = hrtime(true) - $SL_T0;
     header(sprintf('Server-Timing: db;dur=%%.3f, php;dur=%%.3f', $SL_DB_NS / 1e6,
                    ($total - $SL_DB_NS) / 1e6));
@@ -167,4 +177,4 @@ def app_files(seed: int):
             File("/lib.php", lib.encode()),
             File("/showArticle.php", SHOW),
             *(Url(path, Expect(contains=marker(path.split("?")[1].split("=")[0])))
-              for path, _ in URLS[1:])]
+              for path in (*(p for p, _ in URLS[1:]), SHOW_CACHEABLE, TREE_CACHEABLE))]
