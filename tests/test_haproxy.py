@@ -4,6 +4,7 @@ as well as HAProxy's, a stopped replica fails verify, and nothing is left runnin
 
 import os
 import pwd
+import stat
 import subprocess
 from collections import Counter
 
@@ -88,6 +89,8 @@ def test_balances_verifies_and_stops(lab_session, replicas, overrides):
         after = HAPROXY.counters(started)
         uids = [os.stat(f"/proc/{pid}").st_uid for pid in procs.group_members(
             started.proc.pgid)]
+        pid_file = (started.ctx.run_dir / "haproxy.pid").read_text()
+        socket_mode = stat.S_IMODE(os.stat(started.ctx.run_dir / "haproxy.sock").st_mode)
     finally:
         stop_all(started)
     assert [v.status for v in verdicts] == [Status.PASS] * 4, verdicts
@@ -98,6 +101,8 @@ def test_balances_verifies_and_stops(lab_session, replicas, overrides):
     assert after["requests"] - before["requests"] == sent
     assert sum(after[f"backend:{i}"] - before[f"backend:{i}"] for i in range(3)) == sent
     assert len(uids) == HAPROXY.processes(started.knobs)
+    assert pid_file == f"{started.proc.pgid}\n"     # the master's: the process we started
+    assert socket_mode == 0o600
     if started.ctx.user:     # the worker drops to the server user, the master stays root
         assert sorted(uids) == sorted([0, pwd.getpwnam(started.ctx.user).pw_uid])
 
