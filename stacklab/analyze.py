@@ -80,6 +80,8 @@ class TrialSummary:
     idle_pss_mib_per_worker: dict[str, Estimate] = field(default_factory=dict)  # before load
     runs_invalid: int = 0                 # verification FAILed: not measured
     tls: dict | None = None               # what the engine negotiated, over the ok runs
+    # front layer -> {"hit_ratio": Estimate | None, "spread": {replica: median share}}
+    layers: dict[str, dict] = field(default_factory=dict)
 
     @property
     def latency_distorted(self) -> bool:
@@ -167,7 +169,25 @@ def summarize(definition: dict, label: str, trial_id: str,
                               if r.outcome is not Outcome.OK and r.reason})),
         verdicts=runs[-1].verdicts if runs else (), flag_details=tuple(details),
         idle_pss_mib_per_worker=per_component("idle_pss_mib_per_worker"),
-        runs_invalid=invalid, tls=_tls(ok))
+        runs_invalid=invalid, tls=_tls(ok), layers=_layers(ok))
+
+
+def _layers(ok: list[RunRecord]) -> dict[str, dict]:
+    """Each front layer's hit ratio over the repetitions, and a balancer's median share
+    per replica (layercheck's figures of each run's measured window)."""
+    ratios: dict[str, list[float]] = {}
+    shares: dict[str, dict[str, list[float]]] = {}
+    for r in ok:
+        for layer, fig in r.resources.get("_layers", {}).items():
+            if fig.get("hit_ratio") is not None:
+                ratios.setdefault(layer, []).append(fig["hit_ratio"])
+            total = sum(fig.get("spread", {}).values())
+            for replica, n in fig.get("spread", {}).items():
+                if total:
+                    shares.setdefault(layer, {}).setdefault(replica, []).append(n / total)
+    return {layer: {"hit_ratio": Estimate.of(ratios[layer]) if layer in ratios else None,
+                    "spread": {k: round(median(v), 4) for k, v in shares.get(layer, {}).items()}}
+            for layer in dict.fromkeys([*ratios, *shares])}
 
 
 def _tls(ok: list[RunRecord]) -> dict | None:

@@ -16,6 +16,8 @@ import json
 import re
 import shutil
 import signal
+import threading
+import time
 import zlib
 from contextlib import nullcontext
 from dataclasses import dataclass, field
@@ -32,6 +34,7 @@ from .errors import (EngineError, Interrupted, LabError, NotFound, StackError, S
 from .flags import flag_names
 from .hostinfo import git_commit, host_facts
 from .knobs import KnobRegistry
+from .layercheck import layer_figures, layer_verdicts
 from .monitor import Monitor
 from .plan import Plan, PlannedRun, Trial, effective_knobs
 from .spec import ExperimentSpec
@@ -41,7 +44,7 @@ from .stacks.base import RunningComponent
 from .stacks.tls import make_certificate
 from .store import Outcome, RunRecord, Store
 from .systune import CpuAwake
-from .verify import Verdict
+from .verify import Status, Verdict
 from .workloads import Deployed, deploy
 
 KEPT_LOG_LINES = 200
@@ -245,6 +248,13 @@ def execute_run(ctx: RunContext, run: PlannedRun) -> RunRecord:
             load, resources = _measure(ctx, trial, knobs["load"], deployed, running, run_dir)
             flags = tuple(flag_names(load, resources))
             outcome, reason = _load_outcome(load, running.alive())
+            checked = layer_verdicts(running.stack, resources.get("_layers", {}),
+                                     deployed.cacheable, knobs)
+            verdicts = (*verdicts, *checked)
+            if outcome is Outcome.OK and (failed := [v for v in checked
+                                                     if v.status is Status.FAIL]):
+                outcome, reason = Outcome.INVALID, "; ".join(f"{v.component} {v.check}: "
+                                                             f"{v.detail}" for v in failed)
     except VerificationFailed as e:
         outcome, reason, verdicts = Outcome.INVALID, e.reason, e.verdicts
     except StackError as e:
@@ -277,19 +287,39 @@ def _measure(ctx: RunContext, trial: Trial, load_knobs: dict, deployed: Deployed
     (with the system settings, other labs, and the servers' child deaths, read before
     they stop)."""
     plan = _load_plan(ctx.spec, trial, load_knobs, deployed, running.front)
-    before = stack_counters(running)       # read outside the monitor's window: they cost
-    with Monitor({s.name: s.proc.pgid for s in running.started}) as monitor:
+    # What each server counted itself over the measured window: read when the warm-up
+    # ends (one engine process runs both) and after the load. They cost: read on a timer
+    # thread at the boundary, not by the monitor.
+    at_warm = _Later(plan.warmup_s, lambda: stack_counters(running))
+    with Monitor({s.label: s.proc.pgid for s in running.started}) as monitor:
         began = monitor.now_s()
+        at_warm.start()
         load = run_load(plan, run_dir)
         ended = monitor.now_s()
+    at_warm.join()
     resources = _resources(monitor, began + plan.warmup_s, ended, load)
-    # What each server counted itself over warm-up and load (one engine process runs
-    # both), beside what the engine counted: the proxies' hit ratios will come from here.
-    resources["_counters"] = counters_delta(before, stack_counters(running))
+    resources["_counters"] = counters_delta(at_warm.result, stack_counters(running))
+    if figures := layer_figures(running.stack, resources["_counters"]):
+        resources["_layers"] = figures
     others = {o["dir"]: o for o in ctx.other_labs + lab.other_labs(ctx.session)}
     resources["_system"] = {**ctx.system, "other_labs": list(others.values())}
     resources["_logs"] = {"child_signals": child_signals(run_dir)}
     return load, resources
+
+
+class _Later(threading.Thread):
+    """`read()` after `delay_s` (at once when 0); its answer in `result`."""
+
+    def __init__(self, delay_s: float, read: Callable[[], dict]):
+        super().__init__(daemon=True)
+        self.delay_s, self.read, self.result = delay_s, read, {}
+        if not delay_s:
+            self.result = read()
+
+    def run(self) -> None:
+        if self.delay_s:
+            time.sleep(self.delay_s)
+            self.result = self.read()
 
 
 def _kept_dir(parent: Path, name: str, clock: Callable[[], str]) -> Path:

@@ -6,7 +6,7 @@ import math
 import re
 import tomllib
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from pydantic import (BaseModel, ConfigDict, Field, ValidationError, ValidationInfo,
                       field_validator)
@@ -33,6 +33,12 @@ def parse_duration(value: Any) -> float:
     if seconds < 0:
         raise ValueError("a duration cannot be negative")
     return seconds
+
+
+class StackNames(Protocol):
+    """The stacks an experiment may name (stacks.STACKS): named ones and compositions."""
+
+    def canonical(self, text: str) -> str: ...   # ValueError: why it is no stack
 
 
 class _Strict(BaseModel):
@@ -108,7 +114,7 @@ class ExperimentSpec(_Strict):
                 "seed": e.seed, "keep_cpus_awake": e.keep_cpus_awake}
 
 
-def load_spec(path: Path, registry: KnobRegistry, stacks: set[str],
+def load_spec(path: Path, registry: KnobRegistry, stacks: StackNames,
               workloads: set[str]) -> ExperimentSpec:
     file = str(path)
     try:
@@ -130,7 +136,7 @@ def load_spec(path: Path, registry: KnobRegistry, stacks: set[str],
                         "deeply: knob values are flat (a number, a string, a list)") from None
 
 
-def parse_spec(doc: dict, file: str, registry: KnobRegistry, stacks: set[str],
+def parse_spec(doc: dict, file: str, registry: KnobRegistry, stacks: StackNames,
                workloads: set[str]) -> ExperimentSpec:
     for key in doc:
         if key not in ("experiment", "load", "knobs", "matrix"):
@@ -155,7 +161,7 @@ def parse_spec(doc: dict, file: str, registry: KnobRegistry, stacks: set[str],
 
     matrix = _table(doc.get("matrix", {}), file, "matrix")
     axes = _axes(matrix, file, registry, stacks, workloads)
-    exclude = _exclude(matrix.get("exclude", []), file, axes)
+    exclude = _exclude(matrix.get("exclude", []), file, axes, stacks)
     for key in axes:
         if key in fixed:
             raise SpecError(file, f"matrix.{key}", list(axes[key]),
@@ -199,7 +205,7 @@ def _knob(registry: KnobRegistry, file: str, where: str, component: str, name: s
     return knob.key
 
 
-def _axes(matrix: dict, file: str, registry: KnobRegistry, stacks: set[str],
+def _axes(matrix: dict, file: str, registry: KnobRegistry, stacks: StackNames,
           workloads: set[str]) -> dict[str, tuple]:
     axes: dict[str, tuple] = {}
     for key, value in matrix.items():
@@ -225,15 +231,26 @@ def _axes(matrix: dict, file: str, registry: KnobRegistry, stacks: set[str],
         for v in axes[axis]:
             if not isinstance(v, str):
                 raise SpecError(file, f"matrix.{axis}", v, "expected a name (a string)")
-    for v in axes["stack"]:
-        if v not in stacks:
-            raise SpecError(file, "matrix.stack", v,
-                            f"unknown stack (known: {', '.join(sorted(stacks))})")
+    axes["stack"] = _stacks(axes["stack"], file, stacks)
     axes["workload"] = _workloads(axes["workload"], file, workloads)
     for v in axes["concurrency"]:
         if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= 100_000:
             raise SpecError(file, "matrix.concurrency", v, "expected an integer 1..100000")
     return axes
+
+
+def _stacks(names: tuple, file: str, stacks: StackNames) -> tuple:
+    """Stack names and expressions ('varnish>nginx' -> 'varnish > nginx'), spelled one
+    way so that a trial's id does not depend on the spacing."""
+    out = []
+    for v in names:
+        try:
+            out.append(stacks.canonical(v))
+        except ValueError as e:
+            raise SpecError(file, "matrix.stack", v, str(e)) from None
+    if len(set(out)) != len(out):
+        raise SpecError(file, "matrix.stack", list(names), f"values repeat (as {', '.join(out)})")
+    return tuple(out)
 
 
 def _workloads(names: tuple, file: str, workloads: set[str]) -> tuple:
@@ -268,7 +285,8 @@ def _axis_values(value: Any, file: str, where: str) -> tuple:
     return tuple(value)
 
 
-def _exclude(rules: Any, file: str, axes: dict[str, tuple]) -> tuple[dict, ...]:
+def _exclude(rules: Any, file: str, axes: dict[str, tuple], stacks: StackNames
+             ) -> tuple[dict, ...]:
     if not isinstance(rules, list):
         raise SpecError(file, "matrix.exclude", rules, "expected a list of tables")
     out = []
@@ -277,6 +295,11 @@ def _exclude(rules: Any, file: str, axes: dict[str, tuple]) -> tuple[dict, ...]:
         rule = _flatten(_table(rule, file, where))
         if not rule:
             raise SpecError(file, where, rule, "an empty rule would exclude everything")
+        if isinstance(rule.get("stack"), str):
+            try:
+                rule["stack"] = stacks.canonical(rule["stack"])
+            except ValueError:
+                pass             # reported below: not a value of that axis
         if isinstance(rule.get("workload"), str):
             try:
                 rule["workload"] = canonical(rule["workload"])

@@ -13,12 +13,13 @@ import http.client
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from . import lab
 from .errors import StackError, VerificationFailed
-from .net import free_port
+from .net import Endpoint, free_port
 from .stacks import COMPONENTS, StackDef
 from .stacks.base import Capability, RenderContext, RunningComponent, Upstream
 from .stacks.limits import verify_limits
@@ -38,11 +39,21 @@ class RunningStack:
     def front(self) -> RunningComponent:
         return self.started[-1]
 
+    def own_front(self, of: RunningComponent) -> RunningComponent:
+        """The front of the stack behind the front layers, in the replica of `of` (a
+        front layer: the whole stack's front): where a component's probes are asked,
+        so that no cache answers them and each replica checks its own database."""
+        if of.name in self.stack.layers:
+            return self.front
+        _, dot, replica = of.label.partition(".")
+        label = self.stack.base[0] + (f".{replica}" if dot else "")
+        return next(s for s in self.started if s.label == label)
+
     def alive(self) -> bool:
         return all(s.proc.alive() for s in self.started)
 
     def files(self) -> dict[str, str]:
-        return {f"{s.name}/{f}": text for s in self.started for f, text in s.files.items()}
+        return {f"{s.label}/{f}": text for s in self.started for f, text in s.files.items()}
 
     def log_tail(self) -> str:
         return "\n".join(COMPONENTS[s.name].log_tail(s) for s in self.started)
@@ -59,19 +70,44 @@ def start_stack(running: RunningStack, knobs: dict[str, dict[str, Any]], deploye
                 run_as: str | None = None, ready_timeout_s: float | None = None) -> None:
     """Put what the stack needs into the docroot, then start the components back to front
     into `running` (so that whatever started is stopped by stop_stack even if a later one
-    fails); each gets the components already up as its upstreams."""
+    fails): each replica of the stack behind its front layers, its components given the
+    ones already up in that replica as their upstreams; then the front layers, each given
+    the fronts of what is behind it (every replica's) as its backends."""
+    stack = running.stack
+    start = partial(_start, running, knobs, deployed, run_dir, tls, cache_dir, run_as,
+                    ready_timeout_s)
+    _place(running, knobs, deployed.docroot)
+    backends = []
+    for replica in range(1, stack.replicas + 1):
+        mine: list[RunningComponent] = []
+        for name in reversed(stack.base):
+            label = name if stack.replicas == 1 else f"{name}.{replica}"
+            mine.append(start(name, label, upstreams=_upstreams(mine)))
+        backends.append(mine[-1].endpoint)
+    for name in reversed(stack.layers):
+        backends = [start(name, name, backends=tuple(backends)).endpoint]
+
+
+def _upstreams(started: list[RunningComponent]) -> tuple[Upstream, ...]:
+    return tuple(Upstream(s.name, s.endpoint, tuple(
+        cap.name for cap in COMPONENTS[s.name].capabilities(s.knobs))) for s in started)
+
+
+def _start(running: RunningStack, knobs: dict[str, dict[str, Any]], deployed: Deployed,
+           run_dir: Path, tls: tuple[Path, Path], cache_dir: Path | None,
+           run_as: str | None, ready_timeout_s: float | None, name: str, label: str,
+           upstreams: tuple[Upstream, ...] = (),
+           backends: tuple[Endpoint, ...] = ()) -> RunningComponent:
+    """Start one component (or replica of one) in its own run directory and port."""
     user, group = (None, None) if run_as else lab.server_user()
     wait = {} if ready_timeout_s is None else {"ready_timeout_s": ready_timeout_s}
     groups = {g: knobs[g] for g in running.stack.groups}
-    _place(running, knobs, deployed.docroot)
-    for name in reversed(running.stack.components):
-        upstreams = tuple(Upstream(s.name, s.endpoint, tuple(
-            cap.name for cap in COMPONENTS[s.name].capabilities(s.knobs)))
-            for s in running.started)
-        ctx = RenderContext(run_dir / name, deployed.docroot, HOST, free_port(HOST), user,
-                            group, upstreams, groups, *tls, cache_dir, deployed.database)
-        running.started.append(COMPONENTS[name].start(ctx, knobs[name], run_as=run_as,
-                                                      **wait))
+    ctx = RenderContext(run_dir / label, deployed.docroot, HOST, free_port(HOST), user, group,
+                        upstreams, groups, *tls, cache_dir, deployed.database, backends)
+    started = COMPONENTS[name].start(ctx, knobs[name], run_as=run_as, **wait)
+    started.label = label
+    running.started.append(started)
+    return started
 
 
 def _place(running: RunningStack, knobs: dict[str, dict[str, Any]], docroot: Path) -> None:
@@ -106,15 +142,15 @@ def stop_stack(running: RunningStack) -> list[str]:
 
 def verify_stack(running: RunningStack, deployed: Deployed) -> list[Verdict]:
     """Content through the front, then each component's own claims and process limits,
-    then each capability the stack provides, by its own verifier."""
-    front = running.front
-    verdicts = check_content(front.endpoint, deployed.expected)
+    then each capability the stack provides, by its own verifier — those through the
+    stack's own front, behind any cache (a cached page would not reach the database)."""
+    verdicts = check_content(running.front.endpoint, deployed.expected)
     for s in reversed(running.started):
-        verdicts += COMPONENTS[s.name].verify(s, front)
+        verdicts += COMPONENTS[s.name].verify(s, running.own_front(s))
         verdicts += verify_limits(s.name, s.proc.pgid, s.knobs)
     for cap, provider in running.capabilities():
         if cap.verify:
-            verdicts += cap.verify(provider, front)
+            verdicts += cap.verify(provider, running.own_front(provider))
     return verdicts
 
 
@@ -129,7 +165,7 @@ def stack_counters(running: RunningStack) -> dict[str, dict[str, float]]:
         except (OSError, ValueError, StackError, http.client.HTTPException):
             continue
         if found:
-            out[s.name] = found
+            out[s.label] = found
     return out
 
 

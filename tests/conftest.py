@@ -23,7 +23,7 @@ def pytest_configure(config):
 @pytest.fixture
 def spec_args():
     """What load_spec/parse_spec need besides the document."""
-    return REGISTRY, set(STACKS), set(WORKLOADS)
+    return REGISTRY, STACKS, set(WORKLOADS)
 
 
 @pytest.fixture

@@ -5,8 +5,9 @@ from __future__ import annotations
 from ..env import Environment
 from ..errors import ExitStatus
 from ..inventory import knob_sections, ready, tools
-from ..report.listings import knobs_table, print_doctor, stacks_table, workloads_table
-from ..stacks import STACKS
+from ..report.listings import (knobs_table, layers_table, print_doctor, stacks_table,
+                                workloads_table)
+from ..stacks import COMPONENTS, STACKS
 from ..workloads import WORKLOADS
 
 
@@ -19,6 +20,7 @@ def doctor(env: Environment) -> ExitStatus:
 
 def stacks(env: Environment) -> ExitStatus:
     env.stdout.print(stacks_table(STACKS.values()))
+    env.stdout.print(layers_table(COMPONENTS.values()))
     env.stdout.print(knobs_table(knob_sections()))
     return ExitStatus.OK
 

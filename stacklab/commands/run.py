@@ -26,7 +26,7 @@ CPU_AWAKE_NOTE = ("cannot hold /dev/cpu_dma_latency (needs root): idle CPUs may 
 def load(spec_path: Path) -> tuple[ExperimentSpec, Plan]:
     """The spec and its whole plan, validated (plan.validate_plan: every trial's knob
     combination), before anything starts: what run, run --dry-run and dbbench begin with."""
-    spec = load_spec(spec_path, REGISTRY, set(STACKS), set(WORKLOADS))
+    spec = load_spec(spec_path, REGISTRY, STACKS, set(WORKLOADS))
     plan = make_plan(spec, STACKS)
     validate_plan(plan, SpecOrigin(spec))
     return spec, plan

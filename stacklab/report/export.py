@@ -14,7 +14,7 @@ from ..analyze import ExperimentView, TrialSummary
 from ..store import RunRecord
 from ..store.records import verdict_doc
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 CSV_COLUMNS = ("experiment_id", "trial_id", "label", "repetition", "outcome", "reason",
                "started_at", "ended_at", "stack", "workload", "concurrency", "rps",

@@ -11,6 +11,7 @@ from rich.table import Table
 from ..inventory import KnobSection, Tool
 from ..plan import Plan
 from ..spec import ExperimentSpec
+from ..stacks.compose import UNAVAILABLE
 
 
 def doctor_table(tools: list[Tool]) -> Table:
@@ -38,6 +39,22 @@ def stacks_table(stacks) -> Table:
     table.add_column("description")
     for s in stacks:
         table.add_row(s.name, " → ".join(s.components), s.description)
+    return table
+
+
+def layers_table(components) -> Table:
+    """Front layers: what each is, and how it is written in front of a stack."""
+    table = Table(title="front layers (in front of any stack or layer: "
+                        "'varnish > nginx+php-fpm', 'haproxy > apache * 3')")
+    for col in ("layer", "kind", "over replicas", "example"):
+        table.add_column(col)
+    for c in components:
+        if c.layer is None:
+            continue
+        example = f"{c.name} > apache * 2" if c.balances else f"{c.name} > nginx+php-fpm"
+        table.add_row(c.name, c.layer, "balances" if c.balances else "one backend", example)
+    for name, why in UNAVAILABLE.items():
+        table.add_row(name, "not here", "", why)
     return table
 
 

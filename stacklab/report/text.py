@@ -55,6 +55,8 @@ def print_summary(view: ExperimentView, console: Console) -> None:
         if s.latency_distorted:
             console.print(f"⚑ {s.label}: its p50/p99 describe the clients that were served, "
                           "not the trial's latency", style="yellow", markup=False)
+        for line in layer_lines(s):
+            console.print(line, markup=False)
         if s.tls:
             console.print(f"TLS {s.label}: {', '.join(s.tls['protocols'])} "
                           f"{', '.join(s.tls['ciphers'])}, {s.tls['handshakes']:,} handshakes, "
@@ -62,6 +64,22 @@ def print_summary(view: ExperimentView, console: Console) -> None:
         for reason in s.reasons:     # "failed: …" or "invalid: …"
             outcome, _, why = reason.partition(": ")
             console.print(f"[red]{outcome}[/red] {s.label}: {why}")
+
+
+def layer_lines(s: TrialSummary) -> list[str]:
+    """A cache's hit ratio and a balancer's spread, one line per front layer."""
+    out = []
+    for layer, fig in s.layers.items():
+        parts = []
+        if fig["hit_ratio"] is not None:
+            parts.append(f"hit ratio {fig['hit_ratio'].median:.1%} "
+                         f"(runs {min(fig['hit_ratio'].values):.1%}…"
+                         f"{max(fig['hit_ratio'].values):.1%})")
+        if fig["spread"]:
+            parts.append("requests per replica " + ", ".join(
+                f"{replica} {share:.0%}" for replica, share in fig["spread"].items()))
+        out.append(f"{layer} in {s.label}: {'; '.join(parts)}")
+    return out
 
 
 COMPARISON_NOTE = ("A, B: medians of the runs (latency: each run's p50/p99); B/A: ratio of "

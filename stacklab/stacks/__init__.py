@@ -8,13 +8,15 @@ database:mysql…), and is matched against what a workload needs.
 
 from __future__ import annotations
 
+from collections.abc import MutableMapping
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator
 
 from ..knobs import KnobRegistry
 from . import php
 from .apache import Apache
 from .base import Capability, Component, satisfies
+from .compose import compose, front_layers
 from .nginx import Nginx
 from .php_fpm import PhpFpm
 from .lighttpd import Lighttpd
@@ -37,6 +39,13 @@ class StackDef:
     description: str
     knobs: dict[str, Any] = field(default_factory=dict)     # fixed by the stack itself
     defaults: dict[str, Any] = field(default_factory=dict)  # the stack's own defaults
+    layers: tuple[str, ...] = ()     # front layers in front of the rest, front first
+    replicas: int = 1                # copies of the rest (behind a balancing layer)
+
+    @property
+    def base(self) -> tuple[str, ...]:
+        """The components that are replicated: all but the front layers, front first."""
+        return self.components[len(self.layers):]
 
     def component_knobs(self, name: str) -> dict[str, Any]:
         """A component's knobs as the stack sets them: declared defaults < the stack's
@@ -77,7 +86,46 @@ class StackDef:
         return self.components + self.groups
 
 
-STACKS: dict[str, StackDef] = {s.name: s for s in (
+class StackCatalog(MutableMapping[str, StackDef]):
+    """The named stacks, and every composition of them (compose.py) looked up by its
+    expression: `STACKS["varnish > nginx+php-fpm"]`. Iterating lists the named ones."""
+
+    def __init__(self, named: dict[str, StackDef]):
+        self.named = named
+
+    def canonical(self, text: str) -> str:
+        """The one spelling of a stack expression; ValueError naming the layer at fault."""
+        if text in self.named:
+            return text
+        return compose(text, COMPONENTS, self.named).name
+
+    def __getitem__(self, text: str) -> StackDef:
+        if text in self.named:
+            return self.named[text]
+        try:
+            c = compose(text, COMPONENTS, self.named)
+        except ValueError:
+            raise KeyError(text) from None
+        base = self.named[c.base]
+        behind = base.name + (f" ({c.replicas} replicas)" if c.replicas > 1 else "")
+        return StackDef(c.name, (*c.layers, *base.components),
+                        f"{' in front of '.join(c.layers)} in front of {behind}",
+                        base.knobs, base.defaults, c.layers, c.replicas)
+
+    def __setitem__(self, name: str, stack: StackDef) -> None:
+        self.named[name] = stack
+
+    def __delitem__(self, name: str) -> None:
+        del self.named[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.named)
+
+    def __len__(self) -> int:
+        return len(self.named)
+
+
+STACKS = StackCatalog({s.name: s for s in (
     StackDef("nginx", ("nginx",), "nginx serving files itself"),
     StackDef("apache", ("apache",), "Apache httpd 2.4 serving files itself (event MPM "
              "unless apache.mpm says otherwise)"),
@@ -117,7 +165,7 @@ STACKS: dict[str, StackDef] = {s.name: s for s in (
     StackDef("nginx+php-fpm+memcached", ("nginx", "php-fpm", "memcached"), "nginx and "
              "PHP-FPM with sessions in memcached (S3)",
              {"nginx.php": "fpm", "php.session_handler": "memcached"}),
-)}
+)})
 
 
 def needs_problem(stack: str, needs: Iterable[str]) -> str | None:
@@ -126,7 +174,7 @@ def needs_problem(stack: str, needs: Iterable[str]) -> str | None:
     unmet = STACKS[stack].unmet(needs)
     if not unmet:
         return None
-    able = [name for name, s in STACKS.items() if not s.unmet(needs)]
+    able = [name for name, s in STACKS.items() if not s.unmet(needs)]   # the named ones
     return (f"needs {', '.join(unmet)}, which stack {stack!r} does not provide (stacks that "
             f"do: {', '.join(able) or 'none'})")
 

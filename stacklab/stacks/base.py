@@ -129,6 +129,12 @@ class RunningComponent:
     knobs: dict[str, Any]
     endpoint: Endpoint
     files: dict[str, str] = field(default_factory=dict)  # rendered configs by name
+    # Which instance it is in its stack: the component's name, or "apache.2" for the
+    # second replica (run directory, monitor trace, counters and configs go by it).
+    label: str = ""
+
+    def __post_init__(self) -> None:
+        self.label = self.label or self.name
 
 
 class Component(ABC):
@@ -165,6 +171,16 @@ class Component(ABC):
         `cache_hits` and `cache_misses` (passes and misses both count as misses: the
         backend answered), from which the runner computes each run's hit ratio."""
         return {}
+
+    def overrides_headers(self, knobs: dict[str, Any]) -> bool:
+        """A cache told to store what the backend's headers forbid (a TTL forced on every
+        page): then hits on an uncacheable workload are what was asked for."""
+        return False
+
+    def shares(self, knobs: dict[str, Any], backends: int) -> list[float] | None:
+        """A balancer's promise: the share of requests each backend gets (round robin,
+        weights), or None where it promises none (least connections)."""
+        return None
 
     def docroot_files(self, docroot: Path, knobs: dict[str, Any]) -> dict[str, bytes]:
         """Files (URL path -> bytes) this server's knobs expect in the deployed docroot,

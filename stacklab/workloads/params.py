@@ -46,7 +46,8 @@ class Param:
             value = int(m.group(1)) * {"": 1, "k": KIB, "m": MIB}[m.group(2).lower()]
         else:
             if not _COUNT.match(text.strip()):
-                raise ValueError(f"expected {self.what} as a whole number such as 20000")
+                raise ValueError(f"expected {self.what} as a whole number such as "
+                                 f"{self.example}")
             value = int(text)
         if not self.min <= value <= self.max:
             raise ValueError(f"{self.what} must be {self.spell(self.min)}..{self.spell(self.max)}"

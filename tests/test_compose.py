@@ -1,0 +1,82 @@
+"""Stack expressions: front layers in front of a named stack, replicas behind a balancer;
+one spelling per stack (trial ids), and one line naming the layer at fault."""
+
+from types import SimpleNamespace
+
+import pytest
+
+from stacklab.stacks.compose import MAX_REPLICAS, Composition, compose
+
+COMPONENTS = {
+    "nginx": SimpleNamespace(layer=None, balances=False),
+    "apache": SimpleNamespace(layer=None, balances=False),
+    "mariadb": SimpleNamespace(layer=None, balances=False),
+    "varnish": SimpleNamespace(layer="cache", balances=True),
+    "squid": SimpleNamespace(layer="cache", balances=False),
+    "haproxy": SimpleNamespace(layer="balancer", balances=True),
+    "nginx-proxy": SimpleNamespace(layer="proxy", balances=True),
+}
+NAMED = {"nginx", "apache", "nginx+php-fpm", "apache+mod_php+mariadb"}
+
+
+@pytest.mark.parametrize("text, layers, base, replicas, name", [
+    ("varnish > nginx+php-fpm", ("varnish",), "nginx+php-fpm", 1, "varnish > nginx+php-fpm"),
+    ("varnish>nginx+php-fpm", ("varnish",), "nginx+php-fpm", 1, "varnish > nginx+php-fpm"),
+    ("haproxy > apache*3", ("haproxy",), "apache", 3, "haproxy > apache * 3"),
+    ("varnish > haproxy > apache * 2", ("varnish", "haproxy"), "apache", 2,
+     "varnish > haproxy > apache * 2"),
+    ("  squid  >  apache+mod_php+mariadb ", ("squid",), "apache+mod_php+mariadb", 1,
+     "squid > apache+mod_php+mariadb"),
+    ("apache * 1", (), "apache", 1, "apache"),
+])
+def test_expressions_and_their_one_spelling(text, layers, base, replicas, name):
+    c = compose(text, COMPONENTS, NAMED)
+    assert c == Composition(layers, base, replicas)
+    assert c.name == name
+    assert compose(c.name, COMPONENTS, NAMED) == c       # the spelling reads back
+
+
+@pytest.mark.parametrize("text, message", [
+    ("apache+mod_php+mariadb > squid", "squid is a front layer: it needs a stack behind it"),
+    ("mariadb > nginx", "mariadb cannot sit in front of nginx: it is a stack's own server"),
+    ("nginx > nginx+php-fpm", "nginx cannot sit in front of nginx+php-fpm: it is not a "
+                              "cache, proxy or balancer"),
+    ("nginx > nginx+php-fpm", "in front of a stack it is nginx-proxy"),
+    ("nginx+php-fpm > apache", "nginx+php-fpm cannot sit in front of apache"),
+    ("varnish > varnish > nginx", "varnish appears twice"),
+    ("haproxy > tomcat", "unknown stack 'tomcat'"),
+    ("varnish > ", "a layer is empty"),
+    ("apache * 3", "replicas need a balancer in front (haproxy, nginx-proxy, varnish)"),
+    ("squid > apache * 3", "squid cannot spread over 3 replicas of apache: it does not "
+                           "balance"),
+    ("haproxy > apache * 0", "replicas must be a whole number 1..8"),
+    (f"haproxy > apache * {MAX_REPLICAS + 1}", "replicas must be a whole number"),
+    ("haproxy > apache * two", "not 'two'"),
+    ("lvs > apache * 2", "lvs is not available here: S2's balancer (IPVS) needs the "
+                         "kernel's ip_vs module"),
+])
+def test_a_wrong_expression_names_the_layer_at_fault(text, message):
+    with pytest.raises(ValueError) as e:
+        compose(text, COMPONENTS, NAMED)
+    assert message in str(e.value)
+    assert "\n" not in str(e.value)
+
+
+def test_named_stacks_keep_their_names_so_their_trial_ids_stay():
+    """A trial's id is made from its stack's spelling: every named stack is spelled as
+    before composition existed, and a composition as its canonical expression."""
+    from stacklab.stacks import STACKS
+    assert all(STACKS.canonical(name) == name for name in STACKS)
+    assert STACKS["nginx"].layers == () and STACKS["nginx"].replicas == 1
+
+
+def test_a_wrong_stack_in_the_experiment_file_is_one_line_naming_it(spec_args):
+    from stacklab.errors import SpecError
+    from stacklab.spec import parse_spec
+    doc = {"experiment": {"name": "x", "duration": "1s"},
+           "matrix": {"stack": ["nginx", "nginx > nginx"], "workload": ["static-page"],
+                      "concurrency": [1]}}
+    with pytest.raises(SpecError) as e:
+        parse_spec(doc, "x.toml", *spec_args)
+    assert "matrix.stack" in str(e.value) and "'nginx > nginx'" in str(e.value)
+    assert "nginx-proxy" in str(e.value)
