@@ -1,0 +1,3 @@
+from .adapter import ApacheProxy
+
+__all__ = ["ApacheProxy"]
