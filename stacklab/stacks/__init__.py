@@ -24,9 +24,12 @@ from .minihttpd import MiniHttpd
 from .webfs import Webfs
 from .mariadb import MariaDB
 from .memcached import Memcached
+from .haproxy import HAProxy
+from .varnish import Varnish
 
 COMPONENTS: dict[str, Component] = {c.name: c for c in (
-    Nginx(), Apache(), PhpFpm(), Lighttpd(), MiniHttpd(), Webfs(), MariaDB(), Memcached())}
+    Nginx(), Apache(), PhpFpm(), Lighttpd(), MiniHttpd(), Webfs(), MariaDB(), Memcached(),
+    HAProxy(), Varnish())}
 
 # Knob groups: shared settings that are not processes (rendered by the components above).
 GROUPS = {"php": php.KNOBS}

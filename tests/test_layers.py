@@ -1,0 +1,114 @@
+"""Front layers over a measured run: a cache's hit ratio against the workload's cacheable
+share, a balancer's spread over replicas by the replicas' own counters; and a composed
+stack through `stacklab run`, each replica in its own directory, nothing left behind."""
+
+import json
+import sqlite3
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from stacklab.cli import cli
+from stacklab.layercheck import layer_figures, layer_verdicts
+from stacklab.stacks import REGISTRY, STACKS
+from stacklab.verify import Status
+
+from helpers import require_engine, server_processes
+
+
+def knobs_of(stack):
+    return {name: REGISTRY.defaults(name) for name in STACKS[stack].components}
+
+
+def test_a_balancer_that_sends_everything_to_one_replica_fails():
+    stack = "haproxy > nginx * 3"
+    counted = {"nginx.1": {"requests": 9000}, "nginx.2": {"requests": 2},
+               "nginx.3": {"requests": 1}, "haproxy": {"requests": 9003}}
+    figures = layer_figures(STACKS[stack], counted)
+    assert figures["haproxy"]["spread"] == {"nginx.1": 9000, "nginx.2": 2, "nginx.3": 1}
+    [verdict] = layer_verdicts(STACKS[stack], figures, None, knobs_of(stack))
+    assert verdict.status is Status.FAIL
+    assert "nginx.2, nginx.3 got less than half a fair share" in verdict.detail
+
+
+@pytest.mark.parametrize("counts, status", [
+    ((3000, 3010, 2990), Status.PASS),
+    ((2000, 4000, 3000), Status.FAIL),     # round robin promised a third each
+])
+def test_round_robin_is_held_to_its_promise(counts, status):
+    stack = "haproxy > nginx * 3"
+    counted = {f"nginx.{i}": {"requests": n} for i, n in enumerate(counts, 1)}
+    figures = layer_figures(STACKS[stack], counted)
+    [verdict] = layer_verdicts(STACKS[stack], figures, None, knobs_of(stack))
+    assert verdict.status is status, verdict.detail
+
+
+def test_without_the_replicas_counters_the_balancers_own_are_used():
+    stack = "haproxy > apache * 2"        # Apache counts nothing without extended status
+    counted = {"apache.1": {}, "apache.2": {}, "haproxy": {"backend:0": 50, "backend:1": 50}}
+    figures = layer_figures(STACKS[stack], counted)
+    assert figures["haproxy"]["spread_source"] == "haproxy's per-backend counters"
+    assert layer_verdicts(STACKS[stack], figures, None, knobs_of(stack))[0].status \
+        is Status.PASS
+
+
+@pytest.mark.parametrize("hits, misses, cacheable, status", [
+    (9990, 10, 1.0, Status.PASS),
+    (0, 10000, 1.0, Status.FAIL),         # the cache did not cache
+    (5000, 5000, 0.0, Status.FAIL),       # it served pages that forbid it
+    (10, 9990, 0.0, Status.PASS),
+    (5000, 5000, 0.5, Status.PASS),
+    (2000, 8000, 0.5, Status.WARN),       # a URL set larger than the cache
+])
+def test_a_caches_hit_ratio_is_judged_by_the_workloads_cacheable_share(hits, misses,
+                                                                        cacheable, status):
+    stack = "haproxy > nginx"
+    figures = {"haproxy": {"hits": hits, "misses": misses,
+                           "hit_ratio": hits / (hits + misses)}}
+    [verdict] = layer_verdicts(STACKS[stack], figures, cacheable, knobs_of(stack))
+    assert verdict.status is status, verdict.detail
+    assert f"cacheable share is {cacheable:.0%}" in verdict.detail
+
+
+CLUSTER = """
+[experiment]
+name = "cluster"
+repetitions = 1
+duration = "1s"
+warmup = "0.3s"
+
+[knobs]
+haproxy.balance = "static-rr"
+haproxy.weights = "1,2,1"
+
+[matrix]
+stack = ["haproxy > nginx * 3"]
+workload = ["static-page"]
+concurrency = [8]
+"""
+
+
+@pytest.mark.integration
+def test_a_three_replica_cluster_runs_with_its_spread_verified(tmp_path):
+    require_engine()
+    spec, db = tmp_path / "cluster.toml", tmp_path / "r.db"
+    spec.write_text(CLUSTER)
+    result = CliRunner().invoke(cli, ["run", str(spec), "--db", str(db)])
+    assert result.exit_code == 0, result.output
+    outcome, verdicts, resources, run_dir = sqlite3.connect(db).execute(
+        "SELECT outcome, verdicts_json, resources_json, run_dir FROM runs").fetchone()
+    assert outcome == "ok"
+    resources = json.loads(resources)
+    assert {"nginx.1", "nginx.2", "nginx.3", "haproxy"} <= set(resources)
+    spread = resources["_layers"]["haproxy"]["spread"]
+    total = sum(spread.values())
+    for replica, weight in zip(("nginx.1", "nginx.2", "nginx.3"), (1, 2, 1)):
+        assert abs(spread[replica] / total - weight / 4) <= 0.1 * weight / 4, spread
+    [after] = [v for v in json.loads(verdicts) if v["check"] == "spread over replicas"]
+    assert after["status"] == "PASS", after
+    kept = {p.name for p in Path(run_dir).iterdir() if p.is_dir()}
+    assert kept == {"nginx.1", "nginx.2", "nginx.3", "haproxy"}, kept   # each its own logs
+    shown = " ".join(CliRunner().invoke(cli, ["show", "--db", str(db)]).output.split())
+    assert "requests per replica nginx.1 25%, nginx.2 50%, nginx.3 25%" in shown
+    assert not server_processes()
