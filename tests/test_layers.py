@@ -111,4 +111,8 @@ def test_a_three_replica_cluster_runs_with_its_spread_verified(tmp_path):
     assert kept == {"nginx.1", "nginx.2", "nginx.3", "haproxy"}, kept   # each its own logs
     shown = " ".join(CliRunner().invoke(cli, ["show", "--db", str(db)]).output.split())
     assert "requests per replica nginx.1 25%, nginx.2 50%, nginx.3 25%" in shown
+    report = tmp_path / "report.html"
+    assert CliRunner().invoke(cli, ["report", "--db", str(db), "-o", str(report)]).exit_code == 0
+    html = report.read_text()
+    assert '<table id="layers">' in html and "nginx.1 25%, nginx.2 50%, nginx.3 25%" in html
     assert not server_processes()
