@@ -303,8 +303,23 @@ def validate_plan(plan: Plan, origin: Origin) -> None:
         for name in stack.components:
             if problem := COMPONENTS[name].problem(knobs[name]):
                 raise origin.refuse(trial, "component", name, problem)
+        if problem := layers_problem(stack, knobs):
+            raise origin.refuse(trial, "component", stack.layers[-1], problem)
         if problem := threads_problem(knobs["load"]):
             raise origin.refuse(trial, "component", "load", problem)
+
+
+def layers_problem(stack, knobs: dict[str, dict]) -> str | None:
+    """The layer in front of the replicas must be able to split them as its knobs say
+    (as many weights as replicas)."""
+    from .stacks import COMPONENTS
+    if not stack.layers:
+        return None
+    try:
+        COMPONENTS[stack.layers[-1]].shares(knobs[stack.layers[-1]], stack.replicas)
+    except StacklabError as e:
+        return str(e)
+    return None
 
 
 def threads_problem(load: dict) -> str | None:

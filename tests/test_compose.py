@@ -80,3 +80,18 @@ def test_a_wrong_stack_in_the_experiment_file_is_one_line_naming_it(spec_args):
         parse_spec(doc, "x.toml", *spec_args)
     assert "matrix.stack" in str(e.value) and "'nginx > nginx'" in str(e.value)
     assert "nginx-proxy" in str(e.value)
+
+
+def test_weights_that_do_not_match_the_replicas_are_refused_before_anything_starts(
+        tmp_path):
+    from typer.testing import CliRunner
+    from stacklab.cli import cli
+    spec = tmp_path / "w.toml"
+    spec.write_text('[experiment]\nname = "w"\nrepetitions = 1\nduration = "1s"\n'
+                    '[knobs]\nhaproxy.weights = "1,2"\n[matrix]\n'
+                    'stack = ["haproxy > nginx * 3"]\nworkload = ["static-page"]\n'
+                    'concurrency = [1]\n')
+    result = CliRunner().invoke(cli, ["run", str(spec), "--db", str(tmp_path / "r.db"),
+                                      "--dry-run"])
+    assert result.exit_code != 0
+    assert "haproxy.weights = '1,2' gives 2 weights for 3 backends" in result.output
