@@ -16,9 +16,10 @@ from stacklab.stacks import STACKS
 from stacklab.stacks.base import RenderContext
 from stacklab.stacks.squid import Squid
 from stacklab.stacks.squid.knobs import KNOBS
+from stacklab.stacks.squid.verify import VERIFY_PATH
 from stacklab.stacks.tls import make_certificate
 from stacklab.verify import CHECK_PATH, Status, fetch
-from stacklab.workloads import deploy
+from stacklab.workloads import deploy, place
 
 from test_stacks import knobs_for
 
@@ -40,7 +41,10 @@ def start_squid(session, docroot, backend, run_as=None, **overrides):
         entry = pwd.getpwnam(run_as)
         os.chown(run_dir, entry.pw_uid, entry.pw_gid)
     ctx = squid_ctx(run_dir, docroot, [backend], user, group)
-    return SQUID.start(ctx, DEFAULTS | overrides, run_as=run_as)
+    knobs = DEFAULTS | overrides
+    for path, content in SQUID.docroot_files(docroot, knobs).items():   # as stack.py does
+        place(docroot, path, content)
+    return SQUID.start(ctx, knobs, run_as=run_as)
 
 
 def marked(run_dir: Path) -> list[int]:
@@ -114,7 +118,7 @@ def test_squid_hits_what_it_may_store_and_passes_the_rest(session, php_backend):
                 lab.server_user()[0]).pw_uid
         verdicts = SQUID.verify(started, started)
         assert [v.status for v in verdicts] == [Status.PASS, Status.PASS], verdicts
-        assert verdicts[0].data["path"] == "/cacheable.html"
+        assert verdicts[0].data["path"] == VERIFY_PATH
 
         cached, moved = twice(started, "/cacheable.php")       # max-age=300
         assert cached.headers["x-cache"].startswith("HIT")
@@ -125,6 +129,7 @@ def test_squid_hits_what_it_may_store_and_passes_the_rest(session, php_backend):
         probe, moved = twice(started, CHECK_PATH)
         assert probe.headers["x-cache"].startswith("MISS") and moved["cache_hits"] == 0
 
+        fetch(started.endpoint, "/cacheable.html")            # stored
         before = SQUID.counters(started)
         for _ in range(5):
             assert fetch(started.endpoint, "/cacheable.html").status == 200
@@ -160,6 +165,31 @@ def test_disk_cache_serves_from_disk_and_starts_cold(session, static_backend):
         assert fetch(again.endpoint, "/index.html").headers["x-cache"].startswith("MISS")
     finally:
         stop_squid(again)
+
+
+def test_verify_fails_when_squid_stores_nothing(session, static_backend, monkeypatch):
+    """A squid whose config is not what its knobs say (it caches nothing) FAILs the hit
+    check, by its header and by its counters."""
+    real = Squid.render
+
+    def render(self, ctx, knobs):
+        files = real(self, ctx, knobs)
+        assert "\ncache deny stacklab\n" in files["squid.conf"]
+        files["squid.conf"] = files["squid.conf"].replace("cache deny stacklab",
+                                                          "cache deny all")
+        return files
+
+    monkeypatch.setattr(Squid, "render", render)
+    deployed, backend = static_backend
+    started = start_squid(session, deployed.docroot, backend.endpoint)
+    try:
+        verdicts = {v.check: v for v in SQUID.verify(started, started)}
+    finally:
+        stop_squid(started)
+    hit = verdicts["cache hit"]
+    assert hit.status is Status.FAIL and "X-Cache: MISS" in hit.detail, hit
+    assert (hit.data["cache_hits"], hit.data["cache_misses"]) == (0, 1)
+    assert verdicts["/_stacklab/ never cached"].status is Status.PASS
 
 
 def test_rendered_config_keeps_everything_in_the_run_dir(tmp_path):

@@ -18,7 +18,7 @@ from ...verify import Verdict, fetch
 from ..base import Component, RenderContext, RunningComponent
 from ..templates import render_template
 from .knobs import KNOBS
-from .verify import verify_cache
+from .verify import VERIFY_PAGE, VERIFY_PATH, verify_cache
 
 HERE = Path(__file__).parent
 CONF = "squid.conf"
@@ -135,6 +135,11 @@ class Squid(Component):
         return {**{name: found[name] for name in COUNTERS},
                 "cache_hits": found["client_http.hits"],
                 "cache_misses": found["server.http.requests"]}
+
+    def docroot_files(self, docroot: Path, knobs: dict[str, Any]) -> dict[str, bytes]:
+        """verify()'s cacheable page: every URL under /_stacklab/ is passed, so the
+        check page cannot show a hit."""
+        return {VERIFY_PATH: VERIFY_PAGE}
 
     def verify(self, started: RunningComponent, front: RunningComponent) -> list[Verdict]:
         return verify_cache(self, started)
