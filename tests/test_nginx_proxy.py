@@ -260,6 +260,16 @@ def test_backends_and_weights_must_match(tmp_path):
     assert "server 127.0.0.1:8082 weight=3;" in render(two, weights="1,3")["nginx-proxy.conf"]
 
 
+def test_shares_promised_by_round_robin_only():
+    assert PROXY.shares(DEFAULTS, 2) == [0.5, 0.5]
+    assert PROXY.shares(DEFAULTS | {"weights": "1,2,1"}, 3) == [0.25, 0.5, 0.25]
+    assert PROXY.shares(DEFAULTS | {"balance": "least_conn"}, 3) is None
+    with pytest.raises(StackError, match=r"^nginx-proxy.weights = '1,2' gives 2 weights "
+                                         r"for 3 backends$"):
+        PROXY.shares(DEFAULTS | {"balance": "least_conn", "weights": "1,2"}, 3)
+    assert PROXY.overrides_headers(DEFAULTS | {"cache": True}) is False
+
+
 @pytest.mark.parametrize("knobs, reason", [
     ({}, None),
     ({"weights": "1, 2"}, None),

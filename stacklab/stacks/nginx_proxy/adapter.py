@@ -44,6 +44,15 @@ class NginxProxy(Component):
                     "(at most half of it)")
         return None
 
+    def shares(self, knobs: dict[str, Any], backends: int) -> list[float] | None:
+        """round_robin promises each backend its weight's share (one state shared by the
+        workers); least_conn none (it follows open connections). A StackError names the
+        knob when the weights do not match the backends."""
+        weights = backend_weights(backends, knobs["weights"])
+        if knobs["balance"] == "least_conn":
+            return None
+        return [w / sum(weights) for w in weights]
+
     def render(self, ctx: RenderContext, knobs: dict[str, Any]) -> dict[str, str]:
         (ctx.run_dir / "tmp").mkdir(parents=True, exist_ok=True)
         weights = backend_weights(len(ctx.backends), knobs["weights"])
