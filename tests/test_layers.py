@@ -116,3 +116,12 @@ def test_a_three_replica_cluster_runs_with_its_spread_verified(tmp_path):
     html = report.read_text()
     assert '<table id="layers">' in html and "nginx.1 25%, nginx.2 50%, nginx.3 25%" in html
     assert not server_processes()
+
+
+def test_a_spread_over_the_few_requests_a_cache_let_through_is_not_judged():
+    stack = "nginx-proxy > nginx * 3"
+    counted = {"nginx.1": {"requests": 2}, "nginx.2": {"requests": 1},
+               "nginx.3": {"requests": 1}}
+    figures = layer_figures(STACKS[stack], counted)
+    [verdict] = layer_verdicts(STACKS[stack], figures, None, knobs_of(stack))
+    assert verdict.status is Status.WARN and "too few to judge" in verdict.detail

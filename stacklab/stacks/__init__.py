@@ -26,10 +26,11 @@ from .mariadb import MariaDB
 from .memcached import Memcached
 from .haproxy import HAProxy
 from .varnish import Varnish
+from .nginx_proxy import NginxProxy
 
 COMPONENTS: dict[str, Component] = {c.name: c for c in (
     Nginx(), Apache(), PhpFpm(), Lighttpd(), MiniHttpd(), Webfs(), MariaDB(), Memcached(),
-    HAProxy(), Varnish())}
+    HAProxy(), Varnish(), NginxProxy())}
 
 # Knob groups: shared settings that are not processes (rendered by the components above).
 GROUPS = {"php": php.KNOBS}
