@@ -11,12 +11,13 @@ from typing import Any
 
 from ...errors import StackError
 from ...net import Endpoint
-from ...verify import Verdict, check_keepalive, fetch
+from ...verify import CHECK_PATH, Verdict, check_keepalive, fetch
 from ..apache.adapter import MODULES, number
 from ..base import Component, RenderContext, RunningComponent
 from ..templates import render_template
 from .knobs import KNOBS, loadfactors, weights_problem
-from .proxyverify import check_backend_reuse, check_cache, check_passed, check_spread
+from .proxyverify import (VERIFY_PATH, check_backend_reuse, check_cache, check_passed,
+                          check_spread)
 
 HERE = Path(__file__).parent
 # mod_status of the proxy itself, never passed: the stack behind has its own under
@@ -53,6 +54,13 @@ class ApacheProxy(Component):
         problem = weights_problem(knobs["weights"])
         return f"apache-proxy.weights: {problem}" if problem else None
 
+    def shares(self, knobs: dict[str, Any], backends: int) -> list[float] | None:
+        """byrequests promises each backend its loadfactor's share; bybusyness none."""
+        factors = loadfactors(knobs["weights"], backends)
+        if knobs["lbmethod"] != "byrequests" or len(factors) != backends:
+            return None
+        return [f / sum(factors) for f in factors]
+
     def modules(self, knobs: dict[str, Any], backends: int, tls: bool) -> list[str]:
         mods = [*BASE_MODULES, *CACHE_MODULES[knobs["cache"]]]
         if backends > 1:
@@ -67,15 +75,15 @@ class ApacheProxy(Component):
         ctx.run_dir.chmod(0o755)
         (ctx.run_dir / "htdocs").mkdir(exist_ok=True)    # DocumentRoot: nothing served
         if knobs["cache"] == "disk":
-            cache = ctx.run_dir / "cache"      # written by the children, as ctx.user
-            cache.mkdir(exist_ok=True)
-            if ctx.user:
-                shutil.chown(cache, ctx.user, ctx.group)
+            server_dir(ctx, "cache")
+        if knobs["cache"] != "none" and knobs["cache_lock"]:
+            server_dir(ctx, "cache-lock")
         tls = any(b.scheme == "https" for b in ctx.backends)
         text = render_template(
             HERE / "httpd-proxy.conf.j2", ctx, knobs, modules=MODULES,
             load_modules=self.modules(knobs, len(ctx.backends), tls),
-            start_servers=START_SERVERS, status_path=STATUS_PATH, hits_log=HITS_LOG,
+            start_servers=START_SERVERS, status_path=STATUS_PATH, verify_path=VERIFY_PATH,
+            check_path=CHECK_PATH, hits_log=HITS_LOG,
             backend_log=BACKEND_LOG,
             members=members(ctx.backends, knobs["weights"]), tls_backends=tls,
             reuse="" if knobs["backend_keepalive"] else " disablereuse=On")
@@ -119,6 +127,17 @@ class ApacheProxy(Component):
         if len(started.ctx.backends) > 1:
             verdicts.append(check_spread(self, started))
         return verdicts
+
+
+def server_dir(ctx: RenderContext, name: str) -> None:
+    """A directory of the run the children write (as ctx.user), emptied: mod_cache_disk's
+    CacheRoot (every start begins with a cold cache, as socache's shared memory does),
+    CacheLockPath."""
+    path = ctx.run_dir / name
+    shutil.rmtree(path, ignore_errors=True)
+    path.mkdir()
+    if ctx.user:
+        shutil.chown(path, ctx.user, ctx.group)
 
 
 def members(backends: tuple[Endpoint, ...], weights: str) -> list[dict[str, Any]]:
