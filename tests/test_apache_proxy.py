@@ -213,15 +213,32 @@ def test_composed_in_front_of_two_replicas_it_starts_verifies_and_stops(session,
     assert PROXY.shares(proxy_knobs(lbmethod="bybusyness"), 2) is None
 
 
-def test_verify_fails_when_reuse_is_claimed_but_disabled(session, docroot, monkeypatch):
-    """The config says disablereuse while the knob says reuse: the verdict sees it."""
+@pytest.mark.parametrize("backends, knobs, pattern, replacement, check, detail", [
+    (1, {}, r"retry=0$", "retry=0 disablereuse=On", "backend reuse",
+     ("0 connection(s) to the backends open after passing requests with "
+      "backend_keepalive on", "")),
+    (1, {"cache": "disk"}, r"^CacheEnable disk .*$", "", "cache",
+     ("cache disk: /_apache-proxy-verify 5 times: X-Cache None, None, None, None, None; "
+      "counters hits +0, misses +5; expected a HIT, counted as X-Cache said", "")),
+    (1, {"cache": "socache"}, r'^CacheDisable "/_stacklab/"$', "", "/_stacklab/ passed",
+     ("/_stacklab/check.html twice: statuses [200, 200], X-Cache ['MISS from localhost', ",
+      "; expected two passes")),      # the second a HIT, or a MISS if not yet stored
+    (2, {"weights": "1,3"}, r"loadfactor=3", "loadfactor=1", "spread",
+     ("80 requests: backends got [40, 40] (within ±10% of [20, 60]): not spread as the "
+      "weights say", "")),
+])
+def test_verify_fails_on_a_config_that_is_not_the_knobs(session, docroot, monkeypatch,
+                                                         backends, knobs, pattern,
+                                                         replacement, check, detail):
+    """Each check FAILs, saying what it saw, when the running config does not do what
+    the knobs claim."""
     monkeypatch.setitem(COMPONENTS, "apache-proxy", PROXY)    # until it is registered
-    tamper(monkeypatch, "apache-proxy", "httpd.conf", r"retry=0$", "retry=0 disablereuse=On")
-    with running(session, docroot, monkeypatch) as (proxy, _):
-        reuse = verdict(PROXY.verify(proxy, proxy), "backend reuse")
-    assert reuse.status is Status.FAIL, reuse
-    assert reuse.detail == ("0 connection(s) to the backends open after passing requests "
-                            "with backend_keepalive on")
+    tamper(monkeypatch, "apache-proxy", "httpd.conf", pattern, replacement)
+    with running(session, docroot, monkeypatch, backends, **knobs) as (proxy, _):
+        failed = verdict(PROXY.verify(proxy, proxy), check)
+    assert failed.status is Status.FAIL, failed
+    starts, ends = detail
+    assert failed.detail.startswith(starts) and failed.detail.endswith(ends), failed.detail
 
 
 def test_reuse_is_a_warning_when_the_backends_close_connections(session, docroot,
