@@ -21,6 +21,7 @@ from stacklab.stacks.tls import make_certificate
 from stacklab.verify import CHECK_PATH, Status, fetch
 from stacklab.workloads import deploy, place
 
+from helpers import wait_for
 from test_stacks import knobs_for
 
 pytestmark = pytest.mark.integration
@@ -155,6 +156,10 @@ def test_disk_cache_serves_from_disk_and_starts_cold(session, static_backend):
         assert [(v.check, v.status) for v in verdicts] == [
             ("cache hit", Status.PASS), ("/_stacklab/ never cached", Status.PASS),
             ("disk cache", Status.PASS)], verdicts
+        outs = SQUID.counters(started)["swap.outs"]
+        fetch(started.endpoint, "/index.html")      # a miss: then written out (aufs threads)
+        wait_for(lambda: SQUID.counters(started)["swap.outs"] > outs, 2.0,
+                 "/index.html written to the disk cache")
         resp, moved = twice(started, "/index.html")
         # read back from disk (squid counts 2 swap.ins per disk hit); from memory: 0
         assert resp.headers["x-cache"].startswith("HIT") and moved["swap.ins"] > 0
