@@ -165,10 +165,11 @@ def cleanup_leftovers(run_dir: Path) -> list[int]:
     system daemon after a reboot, say — is never touched. Returns the groups stopped.
     """
     stopped = []
-    pgids = run_dir / PGIDS_FILE
-    if not pgids.exists():
+    try:
+        text = (run_dir / PGIDS_FILE).read_text()
+    except FileNotFoundError:     # none recorded, or its session is being removed now
         return stopped
-    for line in pgids.read_text().splitlines():
+    for line in text.splitlines():
         pid_s, _, binary = line.partition(" ")
         if not pid_s.isdigit() or not binary:
             continue                     # a line cut short by the crash

@@ -27,10 +27,11 @@ from .memcached import Memcached
 from .haproxy import HAProxy
 from .varnish import Varnish
 from .nginx_proxy import NginxProxy
+from .apache_proxy import ApacheProxy
 
 COMPONENTS: dict[str, Component] = {c.name: c for c in (
     Nginx(), Apache(), PhpFpm(), Lighttpd(), MiniHttpd(), Webfs(), MariaDB(), Memcached(),
-    HAProxy(), Varnish(), NginxProxy())}
+    HAProxy(), Varnish(), NginxProxy(), ApacheProxy())}
 
 # Knob groups: shared settings that are not processes (rendered by the components above).
 GROUPS = {"php": php.KNOBS}
