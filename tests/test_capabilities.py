@@ -147,7 +147,9 @@ def test_cautions_and_expiry_seconds_are_declared_on_the_knobs():
                                   if k.caution}
     assert set(recommend.CAUTIONS) == {"php.session_auto_start", "apache.hostname_lookups",
                                        "apache.allow_override",
-                                       "php.opcache_validate_timestamps"}
+                                       "php.opcache_validate_timestamps",
+                                       "varnish.honour_cache_control",
+                                       "varnish.honour_cookies"}
     for name in ("nginx", "apache"):
         knob = COMPONENTS[name].knob("expires")
         assert knob.means == {"off": None, "1h": 3600, "1d": 86400, "30d": 2_592_000}
@@ -156,7 +158,7 @@ def test_cautions_and_expiry_seconds_are_declared_on_the_knobs():
 
 def test_nofile_is_one_declaration():
     declared = [k for k in REGISTRY.knobs.values() if k.name == "nofile"]
-    assert {k.component for k in declared} == {"nginx", "apache", "lighttpd"}
+    assert {k.component for k in declared} == {"nginx", "apache", "lighttpd", "apache-proxy"}
     assert {(k.type, k.default, k.min, k.max) for k in declared} == {(int, 0, 0, 1_048_576)}
 
 

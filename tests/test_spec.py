@@ -51,7 +51,7 @@ def test_good_spec_parses(spec_args):
     (("matrix", "nginx"), {"worker_procs": [1]}, "matrix.nginx.worker_procs", "unknown knob"),
     (("matrix", "nginx"), {"worker_processes": ["two"]}, "matrix.nginx.worker_processes",
      "takes a int"),
-    (("matrix", "varnish"), {"size": [1]}, "matrix.varnish.size", "unknown component"),
+    (("matrix", "tomcat"), {"size": [1]}, "matrix.tomcat.size", "unknown component"),
     (("matrix", "threads"), [1], "matrix.threads", "unknown axis"),
     (("matrix", "exclude"), [{"stack": "iis"}], "matrix.exclude[0].stack", "not a value"),
     (("matrix", "exclude"), [{"c": 1}], "matrix.exclude[0].c", "not an axis"),

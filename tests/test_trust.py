@@ -195,15 +195,21 @@ def test_prefork_with_too_few_workers_for_its_connections_is_flagged_starved(tmp
     from stacklab.cli import cli
     from helpers import require_engine
     require_engine()
-    spec, db = tmp_path / "prefork.toml", tmp_path / "r.db"
+    spec = tmp_path / "prefork.toml"
     spec.write_text(PREFORK)
-    result = CliRunner().invoke(cli, ["run", str(spec), "--db", str(db)])
-    assert result.exit_code == 0, result.output
-    rows = sqlite3.connect(db).execute("SELECT knobs_json, flags_json FROM runs").fetchall()
-    flags = {json.loads(k)["apache"]["max_request_workers"]: json.loads(f) for k, f in rows}
-    assert "starved" in flags[150]
-    # Served alike. Other work on the machine can take the CPU its 256 servers need; the
-    # run then says so, and the test says it could not judge rather than passing.
+    # Served alike — on a quiet host. Other work on the machine can take the CPU the 256
+    # servers need; such a run says so (host-busy) and cannot judge: measured again, up
+    # to three times, and the test fails if the host never was quiet.
+    for attempt in range(3):
+        db = tmp_path / f"r{attempt}.db"
+        result = CliRunner().invoke(cli, ["run", str(spec), "--db", str(db)])
+        assert result.exit_code == 0, result.output
+        rows = sqlite3.connect(db).execute("SELECT knobs_json, flags_json FROM runs").fetchall()
+        flags = {json.loads(k)["apache"]["max_request_workers"]: json.loads(f)
+                 for k, f in rows}
+        assert "starved" in flags[150]
+        if "host-busy" not in flags[256]:
+            break
     assert "host-busy" not in flags[256], "the host was busy: the 256-server run cannot be judged"
     assert "starved" not in flags[256], flags[256]
     shown = " ".join(CliRunner().invoke(cli, ["show", "--db", str(db)]).output.split())
