@@ -15,6 +15,7 @@ from stacklab.stack import RunningStack, start_stack, stop_stack
 from stacklab.stacks import STACKS
 from stacklab.stacks.base import RenderContext
 from stacklab.stacks.squid import Squid
+from stacklab.stacks.squid.adapter import SHM_DIR, service_name
 from stacklab.stacks.squid.knobs import KNOBS
 from stacklab.stacks.squid.verify import VERIFY_PATH
 from stacklab.stacks.tls import make_certificate
@@ -62,11 +63,16 @@ def marked(run_dir: Path) -> list[int]:
     return found
 
 
+def segments(started) -> list[Path]:
+    return list(SHM_DIR.glob(f"{service_name(started.ctx)}-*.shm"))
+
+
 def stop_squid(started):
     pgid = started.proc.pgid
     SQUID.stop(started)
     assert procs.group_members(pgid) == []
     assert marked(started.ctx.run_dir) == []
+    assert segments(started) == []
 
 
 def twice(started, path, headers=None):
@@ -172,6 +178,24 @@ def test_disk_cache_serves_from_disk_and_starts_cold(session, static_backend):
         stop_squid(again)
 
 
+def test_two_squids_keep_apart(session, static_backend):
+    """Even with -N squid makes shared memory segments named after its service, unlinks
+    that name's segments as it starts and stops, and dies if another creates them at the
+    same moment: each squid has its own name (-n), so one leaves another's alone."""
+    deployed, backend = static_backend
+    first = start_squid(session, deployed.docroot, backend.endpoint)
+    try:
+        second = start_squid(session, deployed.docroot, backend.endpoint)
+        try:
+            assert segments(first) and segments(second)
+        finally:
+            stop_squid(second)
+        assert segments(first)
+        assert fetch(first.endpoint, VERIFY_PATH).status == 200
+    finally:
+        stop_squid(first)
+
+
 def test_verify_fails_when_squid_stores_nothing(session, static_backend, monkeypatch):
     """A squid whose config is not what its knobs say (it caches nothing) FAILs the hit
     check, by its header and by its counters."""
@@ -231,8 +255,11 @@ def test_check_refuses_bad_combinations(knobs, problem):
     assert problem in SQUID.check(DEFAULTS | knobs)
 
 
-def test_check_and_inert_accept_the_defaults():
+def test_check_accepts_and_inert_names_what_cannot_act():
     assert SQUID.check(DEFAULTS) is None
     assert "acts only with a disk cache" in SQUID.inert({"squid": DEFAULTS})[
         "squid.maximum_object_size_kb"]
     assert SQUID.inert({"squid": DEFAULTS | {"disk_cache_mb": 100}}) == {}
+    disk_only = DEFAULTS | {"cache_mem_mb": 0, "disk_cache_mb": 100}
+    assert SQUID.check(disk_only) is None
+    assert list(SQUID.inert({"squid": disk_only})) == ["squid.maximum_object_size_in_memory_kb"]

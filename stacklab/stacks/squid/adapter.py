@@ -4,6 +4,7 @@ there too; never /etc/squid, never /var/spool/squid."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import pwd
 import shutil
@@ -23,6 +24,7 @@ from .verify import VERIFY_PAGE, VERIFY_PATH, verify_cache
 HERE = Path(__file__).parent
 CONF = "squid.conf"
 SWAP_DIR = "cache"              # the aufs cache_dir, under the run directory
+SHM_DIR = Path("/dev/shm")      # where shm_open(3) puts squid's shared memory segments
 MANAGER_PATH = "/squid-internal-mgr/counters"
 # Debian's squid is built --with-default-user=proxy: what it drops to as root when its
 # config names no cache_effective_user.
@@ -56,8 +58,9 @@ class Squid(Component):
         return {CONF: conf, "errorpage.css": ERRORPAGE_CSS}
 
     def command(self, ctx: RenderContext, knobs: dict[str, Any]) -> list[str]:
-        """-N: no daemon and no kids (the master serves); no -d: cache.log has it all."""
-        return [self.binary, "-N", "-f", str(ctx.run_dir / CONF)]
+        """-N: no daemon and no kids (the master serves); -n: its own shared memory
+        segments; no -d: cache.log has it all."""
+        return [self.binary, "-N", "-n", service_name(ctx), "-f", str(ctx.run_dir / CONF)]
 
     def start(self, ctx: RenderContext, knobs: dict[str, Any],
               ready_timeout_s: float = 15.0, run_as: str | None = None) -> RunningComponent:
@@ -72,16 +75,25 @@ class Squid(Component):
                 os.chown(path, entry.pw_uid, entry.pw_gid)
         if knobs["disk_cache_mb"]:
             self._make_swap_dirs(ctx, knobs, run_as)
+        remove_segments(ctx)          # of a squid killed in this run directory before
         return super().start(ctx, knobs, ready_timeout_s, run_as)
+
+    def stop(self, started: RunningComponent) -> None:
+        """A squid that had to be killed leaves its shared memory segments behind."""
+        try:
+            super().stop(started)
+        finally:
+            remove_segments(started.ctx)
 
     def _make_swap_dirs(self, ctx: RenderContext, knobs: dict[str, Any],
                         run_as: str | None) -> None:
         shutil.rmtree(ctx.run_dir / SWAP_DIR, ignore_errors=True)
         conf = ctx.run_dir / CONF
         conf.write_text(self.render(ctx, knobs)[CONF])
-        argv = [self.binary, "-z", "-N", "-f", str(conf)]
+        argv = [self.binary, "-z", "-N", "-n", service_name(ctx), "-f", str(conf)]
         done = subprocess.run(argv, cwd=ctx.run_dir, stdin=subprocess.DEVNULL,
-                              capture_output=True, text=True, timeout=60, user=run_as)
+                              capture_output=True, text=True, timeout=60, user=run_as,
+                              group=pwd.getpwnam(run_as).pw_gid if run_as else None)
         if done.returncode != 0:
             raise StackError(f"squid -z (creating the swap directories) exited with "
                              f"{done.returncode}", procs.log_tail(ctx.run_dir / "cache.log",
@@ -96,7 +108,7 @@ class Squid(Component):
         mem, disk = knobs["cache_mem_mb"], knobs["disk_cache_mb"]
         if mem == 0 and disk == 0:
             return "squid.cache_mem_mb = 0 with squid.disk_cache_mb = 0 leaves no cache"
-        if knobs["maximum_object_size_in_memory_kb"] > mem * 1024:
+        if mem and knobs["maximum_object_size_in_memory_kb"] > mem * 1024:
             return (f"squid.maximum_object_size_in_memory_kb = "
                     f"{knobs['maximum_object_size_in_memory_kb']} is more than all of "
                     f"squid.cache_mem_mb = {mem}")
@@ -107,14 +119,17 @@ class Squid(Component):
 
     def inert(self, knobs: dict[str, dict[str, Any]]) -> dict[str, str]:
         """Without a disk cache an object is stored only if it fits in memory, so the
-        larger limit cannot act."""
-        k = knobs[self.name]
+        larger limit cannot act; without a memory cache, the in-memory limit cannot."""
+        k, out = knobs[self.name], {}
         if not k["disk_cache_mb"] and \
                 k["maximum_object_size_kb"] > k["maximum_object_size_in_memory_kb"]:
-            return {"squid.maximum_object_size_kb": "acts only with a disk cache "
-                    "(squid.disk_cache_mb > 0): in memory, "
-                    "squid.maximum_object_size_in_memory_kb is the limit"}
-        return {}
+            out["squid.maximum_object_size_kb"] = (
+                "acts only with a disk cache (squid.disk_cache_mb > 0): in memory, "
+                "squid.maximum_object_size_in_memory_kb is the limit")
+        if not k["cache_mem_mb"]:
+            out["squid.maximum_object_size_in_memory_kb"] = (
+                "acts only with a memory cache (squid.cache_mem_mb > 0)")
+        return out
 
     def counters(self, started: RunningComponent) -> dict[str, float]:
         """The cache manager's `counters`, asked from localhost on squid's own port: one
@@ -154,6 +169,19 @@ def parse_counters(text: str) -> dict[str, float]:
         if sep:
             found[name.strip()] = float(value.split()[0])
     return found
+
+
+def service_name(ctx: RenderContext) -> str:
+    """squid's -n, one per run directory (alphanumeric, as squid requires). Even with -N
+    squid makes shared memory segments named after it (/dev/shm/squid-cf__*.shm by
+    default): a second squid on the machine under the same name dies at start
+    (shm_open: File exists)."""
+    return "stacklab" + hashlib.sha256(str(ctx.run_dir).encode()).hexdigest()[:16]
+
+
+def remove_segments(ctx: RenderContext) -> None:
+    for segment in SHM_DIR.glob(f"{service_name(ctx)}-*.shm"):
+        segment.unlink(missing_ok=True)
 
 
 def drops_to(ctx: RenderContext) -> tuple[str, str] | None:
