@@ -28,10 +28,11 @@ from .haproxy import HAProxy
 from .varnish import Varnish
 from .nginx_proxy import NginxProxy
 from .apache_proxy import ApacheProxy
+from .squid import Squid
 
 COMPONENTS: dict[str, Component] = {c.name: c for c in (
     Nginx(), Apache(), PhpFpm(), Lighttpd(), MiniHttpd(), Webfs(), MariaDB(), Memcached(),
-    HAProxy(), Varnish(), NginxProxy(), ApacheProxy())}
+    HAProxy(), Varnish(), NginxProxy(), ApacheProxy(), Squid())}
 
 # Knob groups: shared settings that are not processes (rendered by the components above).
 GROUPS = {"php": php.KNOBS}
