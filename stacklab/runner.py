@@ -13,11 +13,7 @@ import errno
 import hashlib
 import http.client
 import json
-import re
 import shutil
-import signal
-import threading
-import time
 import zlib
 from contextlib import nullcontext
 from dataclasses import dataclass, field
@@ -27,18 +23,18 @@ from typing import Callable, Protocol
 
 from . import __version__, lab
 from .analyze import Estimate
-from .drive import LoadPlan, LoadReport, engine_version, run_load
+from .drive import LoadPlan, LoadReport, engine_version
 from .env import Environment
 from .errors import (EngineError, Interrupted, LabError, NotFound, StackError, StoreError,
                      VerificationFailed)
 from .flags import flag_names
 from .hostinfo import git_commit, host_facts
 from .knobs import KnobRegistry
-from .layercheck import layer_figures, layer_verdicts
-from .monitor import Monitor
+from .layercheck import layer_verdicts
+from .measurement import load_outcome, measure
 from .plan import Plan, PlannedRun, Trial, effective_knobs
 from .spec import ExperimentSpec
-from .stack import RunningStack, counters_delta, lifecycle, stack_counters
+from .stack import RunningStack, lifecycle
 from .stacks import COMPONENTS, STACKS
 from .stacks.base import RunningComponent
 from .stacks.tls import make_certificate
@@ -60,10 +56,6 @@ RESULTS_RESERVE_MIB = 4
 # process 123 exited on signal 9", PHP-FPM "child 123 exited on signal 9 (SIGKILL)",
 # Apache "AH00052: child pid 123 exit signal Killed (9)". PHP-FPM ends idle children
 # with SIGQUIT (its pm's normal reaping), which is not a death.
-CHILD_SIGNAL = re.compile(r"exited on signal (\d+)|exit signal .*\((\d+)\)")
-REAPING_SIGNALS = {signal.SIGQUIT}
-
-
 class Progress(Protocol):
     def begin(self, total: int, done: int) -> None: ...
     def note(self, text: str) -> None: ...
@@ -247,7 +239,7 @@ def execute_run(ctx: RunContext, run: PlannedRun) -> RunRecord:
                        ctx.session.cache()) as verdicts:
             load, resources = _measure(ctx, trial, knobs["load"], deployed, running, run_dir)
             flags = tuple(flag_names(load, resources))
-            outcome, reason = _load_outcome(load, running.alive())
+            outcome, reason = load_outcome(load, running.alive())
             checked = layer_verdicts(running.stack, resources.get("_layers", {}),
                                      deployed.cacheable, knobs)
             verdicts = (*verdicts, *checked)
@@ -282,44 +274,13 @@ def execute_run(ctx: RunContext, run: PlannedRun) -> RunRecord:
 
 def _measure(ctx: RunContext, trial: Trial, load_knobs: dict, deployed: Deployed,
              running: RunningStack, run_dir: Path) -> tuple[LoadReport, dict]:
-    """A run's measurement, inside the lifecycle: the engine's warm-up and load while the
-    monitor samples every component; the report and the resources of the measured window
-    (with the system settings, other labs, and the servers' child deaths, read before
-    they stop)."""
+    """A run's measurement, inside the lifecycle, with the system settings and the other
+    labs seen meanwhile."""
     plan = _load_plan(ctx.spec, trial, load_knobs, deployed, running.front)
-    # What each server counted itself over the measured window: read when the warm-up
-    # ends (one engine process runs both) and after the load. They cost: read on a timer
-    # thread at the boundary, not by the monitor.
-    at_warm = _Later(plan.warmup_s, lambda: stack_counters(running))
-    with Monitor({s.label: s.proc.pgid for s in running.started}) as monitor:
-        began = monitor.now_s()
-        at_warm.start()
-        load = run_load(plan, run_dir)
-        ended = monitor.now_s()
-    at_warm.join()
-    resources = _resources(monitor, began + plan.warmup_s, ended, load)
-    resources["_counters"] = counters_delta(at_warm.result, stack_counters(running))
-    if figures := layer_figures(running.stack, resources["_counters"]):
-        resources["_layers"] = figures
+    load, resources = measure(plan, running, run_dir)
     others = {o["dir"]: o for o in ctx.other_labs + lab.other_labs(ctx.session)}
     resources["_system"] = {**ctx.system, "other_labs": list(others.values())}
-    resources["_logs"] = {"child_signals": child_signals(run_dir)}
     return load, resources
-
-
-class _Later(threading.Thread):
-    """`read()` after `delay_s` (at once when 0); its answer in `result`."""
-
-    def __init__(self, delay_s: float, read: Callable[[], dict]):
-        super().__init__(daemon=True)
-        self.delay_s, self.read, self.result = delay_s, read, {}
-        if not delay_s:
-            self.result = read()
-
-    def run(self) -> None:
-        if self.delay_s:
-            time.sleep(self.delay_s)
-            self.result = self.read()
 
 
 def _kept_dir(parent: Path, name: str, clock: Callable[[], str]) -> Path:
@@ -331,33 +292,6 @@ def _kept_dir(parent: Path, name: str, clock: Callable[[], str]) -> Path:
         kept = parent / (f"{name}-{stamp}" + (f"-{n}" if n > 1 else ""))
         n += 1
     return kept
-
-
-def _load_outcome(load: LoadReport, alive: bool) -> tuple[Outcome, str | None]:
-    """A report is not a measurement of the trial when the engine was stopped early by a
-    signal (stacklab sends none mid-run: it came from outside), when the server died, or
-    when no request completed; such runs are failed, out of every median."""
-    if load.interrupted:
-        return Outcome.FAILED, (f"engine interrupted: a signal from outside stopped "
-                                f"stacklab-load after {load.duration_s or 0:.2f} s of "
-                                "measured load")
-    if not alive:
-        return Outcome.FAILED, "server exited during the load"
-    if not load.completed:
-        errors = ", ".join(f"{n} {kind}" for kind, n in load.errors.items() if n)
-        return Outcome.FAILED, f"no request completed ({errors or 'no request was sent'})"
-    return Outcome.OK, None
-
-
-def _resources(monitor: Monitor, t0: float, t1: float, load: LoadReport) -> dict:
-    """Each component's summary of the measured window, the sampler's cost, and the CPU
-    the rest of the host used meanwhile (components and the engine are the lab's)."""
-    out: dict = {name: trace.summary(t0, t1) for name, trace in monitor.traces.items()}
-    lab_cpu = sum(r["cpu_s"] for r in out.values()) + load.engine_cpu_measured_s
-    processes = sum(r["processes_max"] for r in out.values())
-    out["_monitor"] = monitor.overhead()
-    out["_host"] = monitor.host_window(t0, t1, lab_cpu, processes)
-    return out
 
 
 def _deployed(ctx: RunContext, workload: str) -> Deployed:
@@ -374,25 +308,6 @@ def _load_plan(spec: ExperimentSpec, trial: Trial, load: dict, deployed: Deploye
     return LoadPlan(tuple((base + path, w) for path, w in deployed.urls), trial.concurrency,
                     e.duration, e.requests, e.warmup, load, e.seed,
                     frozenset(base + path for path in deployed.varying_length))
-
-
-def child_signals(run_dir: Path, most: int = 20) -> list[str]:
-    """The lines of the servers' logs (access logs aside) saying a child process died by
-    a signal, each as "<log>: <line>". Read before the servers are stopped, so that
-    their own shutdown is not counted."""
-    found = []
-    for log in sorted(run_dir.rglob("*.log")):
-        if "access" in log.name:
-            continue
-        try:
-            with open(log, errors="replace") as f:
-                for line in f:
-                    m = CHILD_SIGNAL.search(line)
-                    if m and int(m[1] or m[2]) not in REAPING_SIGNALS:
-                        found.append(f"{log.relative_to(run_dir)}: {line.strip()[:300]}")
-        except OSError:
-            continue
-    return found[:most]
 
 
 def _keep_logs(run_dir: Path, kept_dir: Path) -> str | None:

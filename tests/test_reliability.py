@@ -19,7 +19,7 @@ import pytest
 from typer.testing import CliRunner
 
 import stacklab.store as store_module
-from stacklab import hostinfo, runner
+from stacklab import hostinfo, measurement, runner
 from stacklab.cli import cli
 from stacklab.store import Store
 
@@ -224,13 +224,13 @@ def test_a_lab_directory_that_fills_up_during_the_run_fails_the_run(tmp_path, la
     require_engine()
     monkeypatch.setattr(runner, "LAB_MIN_FREE_MIB", 1)
     root = lab_on("3m")
-    real_run_load = runner.run_load
+    real_run_load = measurement.run_load
 
     def fill_then_load(plan, work_dir):
         fill(root, 1200 << 10)         # just above the minimum; the access log takes it
         return real_run_load(plan, work_dir)
 
-    monkeypatch.setattr(runner, "run_load", fill_then_load)
+    monkeypatch.setattr(measurement, "run_load", fill_then_load)
     spec, db = one_run(tmp_path, measure="requests = 20000"), tmp_path / "stacklab.db"
     result = invoke("run", spec, "--db", db)
     assert result.exit_code == 0, result.output
@@ -355,7 +355,7 @@ def test_child_signals_are_told_from_the_reaping_of_idle_children(tmp_path):
     (tmp_path / "apache" / "error.log").write_text(
         "[mpm_event:notice] AH00052: child pid 14 exit signal Segmentation fault (11)\n")
     (tmp_path / "apache" / "access.log").write_text('"GET /exited on signal 9" 404\n')
-    assert runner.child_signals(tmp_path) == [
+    assert measurement.child_signals(tmp_path) == [
         "apache/error.log: [mpm_event:notice] AH00052: child pid 14 exit signal "
         "Segmentation fault (11)",
         "php-fpm/error.log: WARNING: [pool www] child 13 exited on signal 9 (SIGKILL) "

@@ -12,7 +12,7 @@ from dataclasses import replace
 import pytest
 from typer.testing import CliRunner
 
-from stacklab import lab, runner
+from stacklab import lab, measurement
 from stacklab.cli import cli
 from stacklab.stack import RunningStack, start_stack, stop_stack
 from stacklab.stacks import COMPONENTS, REGISTRY, STACKS, perl, php
@@ -307,8 +307,8 @@ def test_an_experiment_whose_verification_fails_stores_an_invalid_run_without_lo
     require_engine()
     tamper(monkeypatch, "nginx", "nginx.conf", r"^(\s*)gzip on;", r"\1gzip off;")
     loads = []
-    real_run_load = runner.run_load
-    monkeypatch.setattr(runner, "run_load", lambda plan, run_dir: loads.append(plan) or
+    real_run_load = measurement.run_load
+    monkeypatch.setattr(measurement, "run_load", lambda plan, run_dir: loads.append(plan) or
                         real_run_load(plan, run_dir))
     spec, db = tmp_path / "lying.toml", tmp_path / "stacklab.db"
     spec.write_text(LYING)

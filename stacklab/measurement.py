@@ -1,0 +1,104 @@
+"""One run's measurement inside its stack's lifecycle: the engine's warm-up and load while
+the monitor samples every component; then the resources of the measured window, what
+each server counted itself over it, the front layers' figures, and the servers' child
+deaths (read before the servers stop)."""
+
+from __future__ import annotations
+
+import re
+import signal
+import threading
+import time
+from pathlib import Path
+from typing import Callable
+
+from .drive import LoadPlan, LoadReport, run_load
+from .layercheck import layer_figures
+from .monitor import Monitor
+from .stack import RunningStack, counters_delta, stack_counters
+from .store import Outcome
+
+CHILD_SIGNAL = re.compile(r"exited on signal (\d+)|exit signal .*\((\d+)\)")
+REAPING_SIGNALS = {signal.SIGQUIT}
+
+
+
+def measure(plan: LoadPlan, running: RunningStack, run_dir: Path) -> tuple[LoadReport, dict]:
+    """The engine's report and the resources of the measured window."""
+    # What each server counted itself over the measured window: read when the warm-up
+    # ends (one engine process runs both) and after the load. They cost: read on a timer
+    # thread at the boundary, not by the monitor.
+    at_warm = _Later(plan.warmup_s, lambda: stack_counters(running))
+    with Monitor({s.label: s.proc.pgid for s in running.started}) as monitor:
+        began = monitor.now_s()
+        at_warm.start()
+        load = run_load(plan, run_dir)
+        ended = monitor.now_s()
+    at_warm.join()
+    resources = _resources(monitor, began + plan.warmup_s, ended, load)
+    resources["_counters"] = counters_delta(at_warm.result, stack_counters(running))
+    if figures := layer_figures(running.stack, resources["_counters"]):
+        resources["_layers"] = figures
+    resources["_logs"] = {"child_signals": child_signals(run_dir)}
+    return load, resources
+
+
+class _Later(threading.Thread):
+    """`read()` after `delay_s` (at once when 0); its answer in `result`."""
+
+    def __init__(self, delay_s: float, read: Callable[[], dict]):
+        super().__init__(daemon=True)
+        self.delay_s, self.read, self.result = delay_s, read, {}
+        if not delay_s:
+            self.result = read()
+
+    def run(self) -> None:
+        if self.delay_s:
+            time.sleep(self.delay_s)
+            self.result = self.read()
+
+
+def load_outcome(load: LoadReport, alive: bool) -> tuple[Outcome, str | None]:
+    """A report is not a measurement of the trial when the engine was stopped early by a
+    signal (stacklab sends none mid-run: it came from outside), when the server died, or
+    when no request completed; such runs are failed, out of every median."""
+    if load.interrupted:
+        return Outcome.FAILED, (f"engine interrupted: a signal from outside stopped "
+                                f"stacklab-load after {load.duration_s or 0:.2f} s of "
+                                "measured load")
+    if not alive:
+        return Outcome.FAILED, "server exited during the load"
+    if not load.completed:
+        errors = ", ".join(f"{n} {kind}" for kind, n in load.errors.items() if n)
+        return Outcome.FAILED, f"no request completed ({errors or 'no request was sent'})"
+    return Outcome.OK, None
+
+
+def _resources(monitor: Monitor, t0: float, t1: float, load: LoadReport) -> dict:
+    """Each component's summary of the measured window, the sampler's cost, and the CPU
+    the rest of the host used meanwhile (components and the engine are the lab's)."""
+    out: dict = {name: trace.summary(t0, t1) for name, trace in monitor.traces.items()}
+    lab_cpu = sum(r["cpu_s"] for r in out.values()) + load.engine_cpu_measured_s
+    processes = sum(r["processes_max"] for r in out.values())
+    out["_monitor"] = monitor.overhead()
+    out["_host"] = monitor.host_window(t0, t1, lab_cpu, processes)
+    return out
+
+
+def child_signals(run_dir: Path, most: int = 20) -> list[str]:
+    """The lines of the servers' logs (access logs aside) saying a child process died by
+    a signal, each as "<log>: <line>". Read before the servers are stopped, so that
+    their own shutdown is not counted."""
+    found = []
+    for log in sorted(run_dir.rglob("*.log")):
+        if "access" in log.name:
+            continue
+        try:
+            with open(log, errors="replace") as f:
+                for line in f:
+                    m = CHILD_SIGNAL.search(line)
+                    if m and int(m[1] or m[2]) not in REAPING_SIGNALS:
+                        found.append(f"{log.relative_to(run_dir)}: {line.strip()[:300]}")
+        except OSError:
+            continue
+    return found[:most]
