@@ -33,8 +33,8 @@ from .drive import LoadPlan, engine_version, run_load
 from .env import Environment
 from .errors import StacklabError, UsageError
 from .hostinfo import host_facts
-from .plan import (Field, Plan, PlannedRun, Trial, check_installed, effective_knobs,
-                   fixed_conflict, validate_plan)
+from .plan import Plan, PlannedRun, Trial, effective_knobs, fixed_conflict
+from .validate import Field, check_installed, validate_plan
 from .stack import RunningStack, lifecycle
 from .stacks import COMPONENTS, REGISTRY, STACKS
 from .stacks.tls import make_certificate
@@ -94,7 +94,7 @@ def parse_knob(arg: str) -> tuple[str, Any]:
 @dataclass(frozen=True)
 class Arguments:
     """breakdown's command line as the origin of its one-trial plan: a problem that
-    plan.validate_plan finds names the WORKLOAD or the --knob values given."""
+    validate.validate_plan finds names the WORKLOAD or the --knob values given."""
 
     knobs: dict[str, Any]
 

@@ -29,7 +29,8 @@ from . import __version__, lab
 from .env import Environment
 from .errors import SpecError, StacklabError
 from .hostinfo import host_facts
-from .plan import Plan, check_installed, effective_knobs
+from .plan import Plan, effective_knobs
+from .validate import check_installed
 from .spec import ExperimentSpec
 from .stack import RunningStack, lifecycle
 from .stacks import COMPONENTS, REGISTRY, STACKS, StackDef

@@ -1,6 +1,5 @@
 """Plan: expand the matrix into trials with stable ids, check every trial's knobs, then
-interleave repetitions; and validate a plan whole before any server starts (every command
-that measures calls validate_plan: run, run --dry-run, breakdown, dbbench).
+interleave repetitions (validate.py then checks a plan whole before any server starts).
 
 A knob the user sets may not act in every trial: `nginx.tcp_nopush` acts only with
 `nginx.sendfile` on, `apache.mpm` only where the stack has Apache. Set where it cannot act
@@ -16,14 +15,11 @@ import hashlib
 import itertools
 import json
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Literal, Mapping, Protocol
+from typing import Any, Callable, Mapping, Protocol
 
-from .drive import engine_path
-from .errors import SpecError, StacklabError
+from .errors import SpecError
 from .knobs import KnobRegistry
-from .procs import connections_problem
 from .spec import ExperimentSpec
-from .workloads import WORKLOADS
 
 # Seconds a run costs beyond warm-up and load: start, readiness, verify, stop.
 RUN_OVERHEAD_S = 1.5
@@ -256,94 +252,3 @@ def where(spec: ExperimentSpec, key: str) -> str:
 def _lab() -> tuple[KnobRegistry, dict[str, InertRule]]:
     from .stacks import COMPONENTS, REGISTRY
     return REGISTRY, {name: c.inert for name, c in COMPONENTS.items()}
-
-
-# Validation: what can be known before any server starts ------------------------------
-
-# What a trial's problem is about: its workload, its concurrency, or a component's knobs.
-Field = Literal["workload", "concurrency", "component"]
-
-
-class Origin(Protocol):
-    """Where a plan's values were given (an experiment file, a command line): a problem
-    found in a trial becomes the error that names the value there."""
-
-    def refuse(self, trial: Trial, field: Field, value: Any, problem: str) -> StacklabError: ...
-
-
-@dataclass(frozen=True)
-class SpecOrigin:
-    """A plan expanded from an experiment file: errors name the file, key and value."""
-
-    spec: ExperimentSpec
-
-    def refuse(self, trial: Trial, field: Field, value: Any, problem: str) -> SpecError:
-        path = self.spec.path
-        if field == "workload":
-            return SpecError(path, "matrix.workload", value, f"{problem} (exclude the "
-                             "combination or pick another stack)")
-        if field == "concurrency":
-            return SpecError(path, "matrix.concurrency", value, problem)
-        return SpecError(path, f"trial {trial.label()}", trial.id, problem)
-
-
-def validate_plan(plan: Plan, origin: Origin) -> None:
-    """Refuse a plan that cannot run as planned, before any server starts, naming the value
-    at fault where `origin` says it was given: in every trial, the stack runs what the
-    workload needs, the engine can hold its connections, and every component accepts its
-    knobs (their combination, and the process limits they ask for)."""
-    from .stacks import COMPONENTS, REGISTRY, STACKS, needs_problem
-    for trial in plan.trials:
-        stack = STACKS[trial.stack]
-        if problem := needs_problem(trial.stack, WORKLOADS[trial.workload].needs):
-            raise origin.refuse(trial, "workload", trial.workload, problem)
-        if problem := connections_problem(trial.concurrency):
-            raise origin.refuse(trial, "concurrency", trial.concurrency, problem)
-        knobs = effective_knobs(REGISTRY, stack, trial)
-        for name in stack.components:
-            if problem := COMPONENTS[name].problem(knobs[name]):
-                raise origin.refuse(trial, "component", name, problem)
-        if problem := layers_problem(stack, knobs):
-            raise origin.refuse(trial, "component", stack.layers[-1], problem)
-        if problem := threads_problem(knobs["load"]):
-            raise origin.refuse(trial, "component", "load", problem)
-
-
-def layers_problem(stack, knobs: dict[str, dict]) -> str | None:
-    """The layer in front of the replicas must be able to split them as its knobs say
-    (as many weights as replicas)."""
-    from .stacks import COMPONENTS
-    if not stack.layers:
-        return None
-    try:
-        COMPONENTS[stack.layers[-1]].shares(knobs[stack.layers[-1]], stack.replicas)
-    except StacklabError as e:
-        return str(e)
-    return None
-
-
-def threads_problem(load: dict) -> str | None:
-    """More engine threads than the CPUs `load.cpus` allows would share those CPUs, and
-    the generator-bound check (busy time per thread) could no longer see a saturated
-    engine: refused. Unpinned, or threads = 0 (one per usable CPU), is always fine."""
-    from .placement import parse_cpus
-    if not load.get("cpus") or not load.get("threads"):
-        return None
-    cpus = len(parse_cpus(load["cpus"]))
-    if load["threads"] <= cpus:
-        return None
-    return (f"load.threads = {load['threads']} is more than the {cpus} CPU(s) load.cpus = "
-            f"{load['cpus']!r} allows: the engine's busy share could not show it saturated")
-
-
-def check_installed(components: Iterable[str], engine: bool) -> None:
-    """What a command is about to start is on this machine: each component's binary (the
-    error names its apt package) and, for a command that drives load, the engine."""
-    from .stacks import COMPONENTS
-    for name in components:
-        comp = COMPONENTS[name]
-        if not comp.installed():
-            raise StacklabError(f"{name} is not installed ({comp.binary} missing): "
-                                f"apt-get install {comp.package}")
-    if engine:
-        engine_path()

@@ -1,5 +1,5 @@
 """One lifecycle (stack.lifecycle: start → ready → verify → measure → always stop) that
-every measurement plugs into, one plan validation (plan.validate_plan) that every
+every measurement plugs into, one plan validation (validate.validate_plan) that every
 measuring command calls, and the lab's names made and matched from one definition."""
 
 import contextlib
@@ -12,7 +12,8 @@ from stacklab import stack as stack_module
 from stacklab.breakdown import Arguments
 from stacklab.errors import EngineError, SpecError, StackError, UsageError, VerificationFailed
 from stacklab.exportconfig import clean
-from stacklab.plan import Plan, PlannedRun, SpecOrigin, Trial, effective_knobs, validate_plan
+from stacklab.plan import Plan, PlannedRun, Trial, effective_knobs
+from stacklab.validate import SpecOrigin, validate_plan
 from stacklab.runner import _kept_dir
 from stacklab.spec import parse_spec
 from stacklab.stack import RunningStack, lifecycle

@@ -8,7 +8,8 @@ from .. import lab
 from ..analyze import load_view
 from ..env import Environment
 from ..errors import ExitStatus
-from ..plan import Plan, SpecOrigin, check_installed, make_plan, validate_plan
+from ..plan import Plan, make_plan
+from ..validate import SpecOrigin, check_installed, validate_plan
 from ..report.listings import print_notes, print_plan
 from ..report.progress import RichProgress
 from ..report.text import print_summary
@@ -24,7 +25,7 @@ CPU_AWAKE_NOTE = ("cannot hold /dev/cpu_dma_latency (needs root): idle CPUs may 
 
 
 def load(spec_path: Path) -> tuple[ExperimentSpec, Plan]:
-    """The spec and its whole plan, validated (plan.validate_plan: every trial's knob
+    """The spec and its whole plan, validated (validate.validate_plan: every trial's knob
     combination), before anything starts: what run, run --dry-run and dbbench begin with."""
     spec = load_spec(spec_path, REGISTRY, STACKS, set(WORKLOADS))
     plan = make_plan(spec, STACKS)
