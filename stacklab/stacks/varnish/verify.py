@@ -12,13 +12,10 @@ import re
 import time
 import uuid
 from email.utils import parsedate_to_datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ...verify import Response, Status, Verdict, fetch
-
-if TYPE_CHECKING:
-    from ..base import RunningComponent
-    from .adapter import Varnish
+from ..base import Component, RunningComponent
 
 VERIFY_PREFIX = "/_varnish-verify/"
 TTL_SLACK_S = 1.5      # Age is whole seconds, and the checks' requests take time
@@ -62,7 +59,7 @@ def expected_ttl(headers: dict[str, str], knobs: dict[str, Any]) -> float:
     return knobs["ttl"]
 
 
-def quiet(varnish: Varnish, started: RunningComponent, sent: int = 0,
+def quiet(varnish: Component, started: RunningComponent, sent: int = 0,
           before: dict[str, float] | None = None) -> dict[str, float]:
     """The counters once every request is in them: `sent` more client requests than
     `before`, and two readings QUIET_S apart that agree. A worker adds its counts when it
@@ -84,7 +81,7 @@ def change(before: dict[str, float], after: dict[str, float]) -> dict[str, float
     return {name: after[name] - before.get(name, 0) for name in after}
 
 
-def check_cached(varnish: Varnish, started: RunningComponent) -> Verdict:
+def check_cached(varnish: Component, started: RunningComponent) -> Verdict:
     """The same URL twice: the second a hit by X-Varnish and by cache_hit (+1), its object
     kept the TTL expected; or, where nothing should be cached, a miss by both."""
     ep, knobs, path = started.endpoint, started.knobs, fresh_path()
@@ -121,7 +118,7 @@ def expected_grace(headers: dict[str, str], knobs: dict[str, Any]) -> float:
     return int(m.group(1)) if m and knobs["honour_cache_control"] else knobs["grace"]
 
 
-def check_cookies(varnish: Varnish, started: RunningComponent, cached: Verdict) -> Verdict:
+def check_cookies(varnish: Component, started: RunningComponent, cached: Verdict) -> Verdict:
     """A cached page asked for with a Cookie: passed to the backend (varnish.honour_cookies
     on: X-Varnish has one id, s_pass +1, cache_hit +0) or served from the cache (off)."""
     if not cached.data.get("hit"):
