@@ -125,3 +125,39 @@ def test_a_spread_over_the_few_requests_a_cache_let_through_is_not_judged():
     figures = layer_figures(STACKS[stack], counted)
     [verdict] = layer_verdicts(STACKS[stack], figures, None, knobs_of(stack))
     assert verdict.status is Status.WARN and "too few to judge" in verdict.detail
+
+
+CACHED = """
+[experiment]
+name = "cached"
+repetitions = 1
+duration = "1s"
+warmup = "0.3s"
+
+[matrix]
+stack = ["varnish > nginx+php-fpm"]
+workload = ["php-cacheable", "php-uncacheable", "php-cache-mix:50"]
+concurrency = [4]
+"""
+
+
+@pytest.mark.integration
+def test_varnish_in_front_of_php_hits_what_may_be_cached_and_nothing_else(tmp_path):
+    """The hit ratio over the measured window follows the workload's cacheable share —
+    all, none, half — and each is verified after the load."""
+    require_engine()
+    spec, db = tmp_path / "cached.toml", tmp_path / "r.db"
+    spec.write_text(CACHED)
+    result = CliRunner().invoke(cli, ["run", str(spec), "--db", str(db)])
+    assert result.exit_code == 0, result.output
+    got = {}
+    for label, outcome, resources, verdicts in sqlite3.connect(db).execute(
+            "SELECT t.label, r.outcome, r.resources_json, r.verdicts_json "
+            "FROM runs r JOIN trials t USING (trial_id)"):
+        assert outcome == "ok", (label, outcome)
+        [hits] = [v for v in json.loads(verdicts) if v["check"] == "hit ratio"]
+        assert hits["status"] == "PASS", hits
+        got[label.split()[-2]] = json.loads(resources)["_layers"]["varnish"]["hit_ratio"]
+    assert got["php-cacheable"] > 0.99 and got["php-uncacheable"] == 0
+    assert 0.4 < got["php-cache-mix"] < 0.6, got
+    assert not server_processes()
