@@ -78,7 +78,7 @@ class TrialSummary:
     verdicts: tuple[Verdict, ...] = ()    # of the latest run
     flag_details: tuple[tuple[str, str], ...] = ()   # (flag, the numbers that raised it)
     idle_pss_mib_per_worker: dict[str, Estimate] = field(default_factory=dict)  # before load
-    runs_invalid: int = 0                 # verification FAILed: not measured
+    runs_invalid: int = 0                 # a verification FAILed, before or after the load
     tls: dict | None = None               # what the engine negotiated, over the ok runs
     # front layer -> {"hit_ratio": Estimate | None, "spread": {replica: median share}}
     layers: dict[str, dict] = field(default_factory=dict)

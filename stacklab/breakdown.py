@@ -110,8 +110,14 @@ def plan_breakdown(stack: str, workload: str, knob_args: list[str], requests: in
                    seed: int = 1) -> BreakdownPlan:
     """Validate everything before any server starts (the arguments, then the one-trial
     plan as every command does); every error names the value."""
-    if stack not in STACKS:
-        raise UsageError(f"STACK {stack!r}: unknown stack (`stacklab stacks` lists them)")
+    try:
+        stack = STACKS.canonical(stack)
+    except ValueError as e:
+        raise UsageError(f"STACK {stack!r}: {e}") from None
+    if STACKS[stack].layers:
+        raise UsageError(f"STACK {stack!r}: breakdown splits one server's time with its "
+                         f"own Server-Timing; {STACKS[stack].layers[0]} in front would "
+                         "replay stored headers (measure the stack behind it alone)")
     if workload not in WORKLOADS:
         raise UsageError(f"WORKLOAD {workload!r}: unknown workload; one of "
                          f"{', '.join(WORKLOADS)}")

@@ -5,10 +5,10 @@ deaths (read before the servers stop)."""
 
 from __future__ import annotations
 
+import os
 import re
 import signal
 import threading
-import time
 from pathlib import Path
 from typing import Callable
 
@@ -18,44 +18,66 @@ from .monitor import Monitor
 from .stack import RunningStack, counters_delta, stack_counters
 from .store import Outcome
 
+# A server child that died by a signal, in the servers' own error logs: nginx "worker
+# process 123 exited on signal 9", PHP-FPM "child 123 exited on signal 9 (SIGKILL)",
+# Apache "AH00052: child pid 123 exit signal Killed (9)". PHP-FPM ends idle children
+# with SIGQUIT (its pm's normal reaping), which is not a death.
 CHILD_SIGNAL = re.compile(r"exited on signal (\d+)|exit signal .*\((\d+)\)")
 REAPING_SIGNALS = {signal.SIGQUIT}
 
 
-
-def measure(plan: LoadPlan, running: RunningStack, run_dir: Path) -> tuple[LoadReport, dict]:
+def measure(plan: LoadPlan, running: RunningStack, knobs: dict[str, dict],
+            run_dir: Path) -> tuple[LoadReport, dict]:
     """The engine's report and the resources of the measured window."""
     # What each server counted itself over the measured window: read when the warm-up
     # ends (one engine process runs both) and after the load. They cost: read on a timer
     # thread at the boundary, not by the monitor.
     at_warm = _Later(plan.warmup_s, lambda: stack_counters(running))
-    with Monitor({s.label: s.proc.pgid for s in running.started}) as monitor:
-        began = monitor.now_s()
-        at_warm.start()
-        load = run_load(plan, run_dir)
-        ended = monitor.now_s()
-    at_warm.join()
-    resources = _resources(monitor, began + plan.warmup_s, ended, load)
+    try:
+        with Monitor({s.label: s.proc.pgid for s in running.started}) as monitor:
+            began = monitor.now_s()
+            at_warm.start()
+            load = run_load(plan, run_dir)
+            ended = monitor.now_s()
+    finally:        # a load that raised: no reading may come later, into the next run
+        at_warm.cancel()
+    # A reading inside the window is the lab's work, not the host's other work.
+    resources = _resources(monitor, began + plan.warmup_s, ended, load,
+                           at_warm.children_cpu_s)
     resources["_counters"] = counters_delta(at_warm.result, stack_counters(running))
-    if figures := layer_figures(running.stack, resources["_counters"]):
+    if figures := layer_figures(running.stack, resources["_counters"], knobs):
         resources["_layers"] = figures
     resources["_logs"] = {"child_signals": child_signals(run_dir)}
     return load, resources
 
 
 class _Later(threading.Thread):
-    """`read()` after `delay_s` (at once when 0); its answer in `result`."""
+    """`read()` after `delay_s` (at once, in the caller, when 0); its answer in `result`.
+    A thread, so that the reading happens while the engine runs; cancellable, so that a
+    run that ends early never reads its stopped stack (whose ports may then be another
+    run's) after the fact."""
 
     def __init__(self, delay_s: float, read: Callable[[], dict]):
         super().__init__(daemon=True)
         self.delay_s, self.read, self.result = delay_s, read, {}
+        self.children_cpu_s = 0.0   # of the programs the reading ran (varnishstat)
+        self._cancelled = threading.Event()
         if not delay_s:
             self.result = read()
 
     def run(self) -> None:
-        if self.delay_s:
-            time.sleep(self.delay_s)
+        if self.delay_s and not self._cancelled.wait(self.delay_s):
+            before = os.times()
             self.result = self.read()
+            after = os.times()
+            self.children_cpu_s = (after.children_user + after.children_system
+                                   - before.children_user - before.children_system)
+
+    def cancel(self) -> None:
+        """Stop a reading that has not begun, and wait for one that has."""
+        self._cancelled.set()
+        if self.is_alive():
+            self.join()
 
 
 def load_outcome(load: LoadReport, alive: bool) -> tuple[Outcome, str | None]:
@@ -74,11 +96,13 @@ def load_outcome(load: LoadReport, alive: bool) -> tuple[Outcome, str | None]:
     return Outcome.OK, None
 
 
-def _resources(monitor: Monitor, t0: float, t1: float, load: LoadReport) -> dict:
+def _resources(monitor: Monitor, t0: float, t1: float, load: LoadReport,
+               readings_cpu_s: float = 0.0) -> dict:
     """Each component's summary of the measured window, the sampler's cost, and the CPU
     the rest of the host used meanwhile (components and the engine are the lab's)."""
     out: dict = {name: trace.summary(t0, t1) for name, trace in monitor.traces.items()}
-    lab_cpu = sum(r["cpu_s"] for r in out.values()) + load.engine_cpu_measured_s
+    lab_cpu = (sum(r["cpu_s"] for r in out.values()) + load.engine_cpu_measured_s
+               + readings_cpu_s)
     processes = sum(r["processes_max"] for r in out.values())
     out["_monitor"] = monitor.overhead()
     out["_host"] = monitor.host_window(t0, t1, lab_cpu, processes)

@@ -52,10 +52,8 @@ LAB_FULL_MIB = 1
 # Logs are kept only while this much stays free beside the database for the run's row
 # and its journal entry: the logs can go, the measurement must not.
 RESULTS_RESERVE_MIB = 4
-# A server child that died by a signal, in the servers' own error logs: nginx "worker
-# process 123 exited on signal 9", PHP-FPM "child 123 exited on signal 9 (SIGKILL)",
-# Apache "AH00052: child pid 123 exit signal Killed (9)". PHP-FPM ends idle children
-# with SIGQUIT (its pm's normal reaping), which is not a death.
+
+
 class Progress(Protocol):
     def begin(self, total: int, done: int) -> None: ...
     def note(self, text: str) -> None: ...
@@ -237,7 +235,7 @@ def execute_run(ctx: RunContext, run: PlannedRun) -> RunRecord:
         deployed = _deployed(ctx, trial.workload)
         with lifecycle(running, knobs, deployed, run_dir, ctx.tls,
                        ctx.session.cache()) as verdicts:
-            load, resources = _measure(ctx, trial, knobs["load"], deployed, running, run_dir)
+            load, resources = _measure(ctx, trial, knobs, deployed, running, run_dir)
             flags = tuple(flag_names(load, resources))
             outcome, reason = load_outcome(load, running.alive())
             checked = layer_verdicts(running.stack, resources.get("_layers", {}),
@@ -252,6 +250,8 @@ def execute_run(ctx: RunContext, run: PlannedRun) -> RunRecord:
     except StackError as e:
         if outcome is Outcome.OK:      # a start failure, or a stop failing a measured run
             outcome, reason, tail = Outcome.FAILED, str(e), e.log_tail
+        else:                          # a stop failing a run already judged: say both
+            reason = f"{reason}; and stopping the stack: {e}"
     except EngineError as e:
         outcome, reason = Outcome.FAILED, str(e)
     except (OSError, http.client.HTTPException, ValueError, zlib.error) as e:
@@ -272,12 +272,12 @@ def execute_run(ctx: RunContext, run: PlannedRun) -> RunRecord:
                      run_dir=kept_dir and str(kept_dir))
 
 
-def _measure(ctx: RunContext, trial: Trial, load_knobs: dict, deployed: Deployed,
+def _measure(ctx: RunContext, trial: Trial, knobs: dict[str, dict], deployed: Deployed,
              running: RunningStack, run_dir: Path) -> tuple[LoadReport, dict]:
     """A run's measurement, inside the lifecycle, with the system settings and the other
     labs seen meanwhile."""
-    plan = _load_plan(ctx.spec, trial, load_knobs, deployed, running.front)
-    load, resources = measure(plan, running, run_dir)
+    plan = _load_plan(ctx.spec, trial, knobs["load"], deployed, running.front)
+    load, resources = measure(plan, running, knobs, run_dir)
     others = {o["dir"]: o for o in ctx.other_labs + lab.other_labs(ctx.session)}
     resources["_system"] = {**ctx.system, "other_labs": list(others.values())}
     return load, resources

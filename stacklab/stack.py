@@ -12,7 +12,7 @@ from __future__ import annotations
 import http.client
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -146,12 +146,18 @@ def verify_stack(running: RunningStack, deployed: Deployed) -> list[Verdict]:
     stack's own front, behind any cache (a cached page would not reach the database)."""
     verdicts = check_content(running.front.endpoint, deployed.expected)
     for s in reversed(running.started):
-        verdicts += COMPONENTS[s.name].verify(s, running.own_front(s))
-        verdicts += verify_limits(s.name, s.proc.pgid, s.knobs)
+        verdicts += _named(s, COMPONENTS[s.name].verify(s, running.own_front(s)))
+        verdicts += verify_limits(s.label, s.proc.pgid, s.knobs)
     for cap, provider in running.capabilities():
         if cap.verify:
-            verdicts += cap.verify(provider, running.own_front(provider))
+            verdicts += _named(provider, cap.verify(provider, running.own_front(provider)))
     return verdicts
+
+
+def _named(started: RunningComponent, verdicts: list[Verdict]) -> list[Verdict]:
+    """A replica's verdicts name it (apache.2), so a FAIL says which one."""
+    return [replace(v, component=started.label) if v.component == started.name else v
+            for v in verdicts]
 
 
 def stack_counters(running: RunningStack) -> dict[str, dict[str, float]]:

@@ -57,22 +57,23 @@ def validate_plan(plan: Plan, origin: Origin) -> None:
         for name in stack.components:
             if problem := COMPONENTS[name].problem(knobs[name]):
                 raise origin.refuse(trial, "component", name, problem)
-        if problem := layers_problem(stack, knobs):
-            raise origin.refuse(trial, "component", stack.layers[-1], problem)
+        if found := layers_problem(stack, knobs):
+            raise origin.refuse(trial, "component", *found)
         if problem := threads_problem(knobs["load"]):
             raise origin.refuse(trial, "component", "load", problem)
 
 
-def layers_problem(stack, knobs: dict[str, dict]) -> str | None:
-    """The layer in front of the replicas must be able to split them as its knobs say
-    (as many weights as replicas)."""
+def layers_problem(stack, knobs: dict[str, dict]) -> tuple[str, str] | None:
+    """(layer, why) when a front layer cannot split what is behind it as its knobs say:
+    as many weights as backends — the replicas for the layer in front of them, one for
+    the others."""
     from .stacks import COMPONENTS
-    if not stack.layers:
-        return None
-    try:
-        COMPONENTS[stack.layers[-1]].shares(knobs[stack.layers[-1]], stack.replicas)
-    except StacklabError as e:
-        return str(e)
+    for layer in stack.layers:
+        backends = stack.replicas if layer == stack.layers[-1] else 1
+        try:
+            COMPONENTS[layer].shares(knobs[layer], backends)
+        except StacklabError as e:
+            return layer, str(e)
     return None
 
 

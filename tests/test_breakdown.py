@@ -59,6 +59,8 @@ def test_bad_knob_arguments_name_the_value(arg, named):
 
 @pytest.mark.parametrize("stack, workload, knobs, named", [
     ("nope", "app-show", [], "'nope'"),
+    ("varnish > nginx+php-fpm+mariadb", "app-show", [], "varnish in front would replay"),
+    ("squid > apache * 2", "app-show", [], "squid cannot spread over 2 replicas"),
     ("nginx", "nope", [], "'nope'"),
     ("nginx", "app-show", [], "needs php"),
     ("nginx+php-fpm", "app-show", [], "needs database:mysql"),

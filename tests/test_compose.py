@@ -52,6 +52,7 @@ def test_expressions_and_their_one_spelling(text, layers, base, replicas, name):
     ("haproxy > apache * 0", "replicas must be a whole number 1..8"),
     (f"haproxy > apache * {MAX_REPLICAS + 1}", "replicas must be a whole number"),
     ("haproxy > apache * two", "not 'two'"),
+    ("haproxy > apache * ³", "not '³'"),
     ("lvs > apache * 2", "lvs is not available here: S2's balancer (IPVS) needs the "
                          "kernel's ip_vs module"),
 ])
@@ -95,3 +96,32 @@ def test_weights_that_do_not_match_the_replicas_are_refused_before_anything_star
                                       "--dry-run"])
     assert result.exit_code != 0
     assert "haproxy.weights = '1,2' gives 2 weights for 3 backends" in result.output
+
+
+@pytest.mark.parametrize("text, held", [
+    ("haproxy > apache+mod_php+mariadb * 2", "database:mysql"),
+    ("haproxy > nginx+php-fpm+memcached * 3", "sessions:memcached"),
+])
+def test_a_stack_holding_shared_state_is_not_replicated(text, held):
+    """Each replica would have its own database or session store, which a cluster's
+    nodes share: refused in one line, before anything starts."""
+    from stacklab.stacks import STACKS
+    with pytest.raises(ValueError) as e:
+        STACKS.canonical(text)
+    assert f"would hold its own {held}, which a cluster shares" in str(e.value)
+    assert STACKS.canonical(text.rsplit(" * ", 1)[0])     # one copy behind a layer is fine
+
+
+def test_weights_on_a_layer_with_one_backend_are_refused_before_anything_starts(tmp_path):
+    """haproxy behind varnish has one backend (varnish's director spreads the replicas)."""
+    from typer.testing import CliRunner
+    from stacklab.cli import cli
+    spec = tmp_path / "w.toml"
+    spec.write_text('[experiment]\nname = "w"\nrepetitions = 1\nduration = "1s"\n'
+                    '[knobs]\nhaproxy.weights = "1,2"\nhaproxy.balance = "leastconn"\n'
+                    '[matrix]\nstack = ["haproxy > varnish > nginx * 2"]\n'
+                    'workload = ["static-page"]\nconcurrency = [1]\n')
+    result = CliRunner().invoke(cli, ["run", str(spec), "--db", str(tmp_path / "r.db"),
+                                      "--dry-run"])
+    assert result.exit_code != 0
+    assert "haproxy.weights = '1,2' gives 2 weights for 1 backends" in result.output

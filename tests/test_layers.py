@@ -25,11 +25,12 @@ def test_a_balancer_that_sends_everything_to_one_replica_fails():
     stack = "haproxy > nginx * 3"
     counted = {"nginx.1": {"requests": 9000}, "nginx.2": {"requests": 2},
                "nginx.3": {"requests": 1}, "haproxy": {"requests": 9003}}
-    figures = layer_figures(STACKS[stack], counted)
+    figures = layer_figures(STACKS[stack], counted, knobs_of(stack))
     assert figures["haproxy"]["spread"] == {"nginx.1": 9000, "nginx.2": 2, "nginx.3": 1}
     [verdict] = layer_verdicts(STACKS[stack], figures, None, knobs_of(stack))
     assert verdict.status is Status.FAIL
-    assert "nginx.2, nginx.3 got less than half a fair share" in verdict.detail
+    assert "nginx.2, nginx.3 got less than half of the share its weight promises" \
+        in verdict.detail
 
 
 @pytest.mark.parametrize("counts, status", [
@@ -39,7 +40,7 @@ def test_a_balancer_that_sends_everything_to_one_replica_fails():
 def test_round_robin_is_held_to_its_promise(counts, status):
     stack = "haproxy > nginx * 3"
     counted = {f"nginx.{i}": {"requests": n} for i, n in enumerate(counts, 1)}
-    figures = layer_figures(STACKS[stack], counted)
+    figures = layer_figures(STACKS[stack], counted, knobs_of(stack))
     [verdict] = layer_verdicts(STACKS[stack], figures, None, knobs_of(stack))
     assert verdict.status is status, verdict.detail
 
@@ -47,7 +48,7 @@ def test_round_robin_is_held_to_its_promise(counts, status):
 def test_without_the_replicas_counters_the_balancers_own_are_used():
     stack = "haproxy > apache * 2"        # Apache counts nothing without extended status
     counted = {"apache.1": {}, "apache.2": {}, "haproxy": {"backend:0": 50, "backend:1": 50}}
-    figures = layer_figures(STACKS[stack], counted)
+    figures = layer_figures(STACKS[stack], counted, knobs_of(stack))
     assert figures["haproxy"]["spread_source"] == "haproxy's per-backend counters"
     assert layer_verdicts(STACKS[stack], figures, None, knobs_of(stack))[0].status \
         is Status.PASS
@@ -60,11 +61,12 @@ def test_without_the_replicas_counters_the_balancers_own_are_used():
     (10, 9990, 0.0, Status.PASS),
     (5000, 5000, 0.5, Status.PASS),
     (2000, 8000, 0.5, Status.WARN),       # a URL set larger than the cache
+    (800, 9200, 1.0, Status.WARN),        # a cache smaller than the set: still measured
 ])
 def test_a_caches_hit_ratio_is_judged_by_the_workloads_cacheable_share(hits, misses,
                                                                         cacheable, status):
-    stack = "haproxy > nginx"
-    figures = {"haproxy": {"hits": hits, "misses": misses,
+    stack = "varnish > nginx"
+    figures = {"varnish": {"hits": hits, "misses": misses,
                            "hit_ratio": hits / (hits + misses)}}
     [verdict] = layer_verdicts(STACKS[stack], figures, cacheable, knobs_of(stack))
     assert verdict.status is status, verdict.detail
@@ -118,11 +120,44 @@ def test_a_three_replica_cluster_runs_with_its_spread_verified(tmp_path):
     assert not server_processes()
 
 
+def test_a_weighted_balancer_that_keeps_its_weights_passes():
+    """1,4 promises 20% and 80%: 20% is not "less than half a fair share"."""
+    stack = "haproxy > nginx * 2"
+    knobs = knobs_of(stack)
+    knobs["haproxy"]["weights"] = "1,4"
+    counted = {"nginx.1": {"requests": 2000}, "nginx.2": {"requests": 8000}}
+    figures = layer_figures(STACKS[stack], counted, knobs)
+    [verdict] = layer_verdicts(STACKS[stack], figures, None, knobs)
+    assert verdict.status is Status.PASS, verdict.detail
+
+
+def test_only_the_outermost_cache_is_held_to_the_workloads_share():
+    """The inner cache sees only the outer one's misses; and a cache whose counters were
+    not read is said to be unknown, not passed."""
+    stack = "varnish > squid > nginx"
+    knobs = knobs_of(stack)
+    figures = layer_figures(STACKS[stack], {
+        "varnish": {"cache_hits": 5000, "cache_misses": 5000},
+        "squid": {"cache_hits": 0, "cache_misses": 5000}}, knobs)
+    verdicts = layer_verdicts(STACKS[stack], figures, 0.5, knobs)
+    assert [(v.component, v.status) for v in verdicts] == [("varnish", Status.PASS)]
+    figures = layer_figures(STACKS[stack], {"squid": {"cache_hits": 0,
+                                                      "cache_misses": 5000}}, knobs)
+    [unknown] = layer_verdicts(STACKS[stack], figures, 0.5, knobs)
+    assert unknown.component == "varnish" and unknown.status is Status.WARN
+
+
+def test_a_proxy_that_does_not_cache_has_no_hit_ratio():
+    stack = "apache-proxy > nginx"
+    counted = {"apache-proxy": {"cache_hits": 0, "cache_misses": 9000}}
+    assert layer_figures(STACKS[stack], counted, knobs_of(stack)) == {}
+
+
 def test_a_spread_over_the_few_requests_a_cache_let_through_is_not_judged():
     stack = "nginx-proxy > nginx * 3"
     counted = {"nginx.1": {"requests": 2}, "nginx.2": {"requests": 1},
                "nginx.3": {"requests": 1}}
-    figures = layer_figures(STACKS[stack], counted)
+    figures = layer_figures(STACKS[stack], counted, knobs_of(stack))
     [verdict] = layer_verdicts(STACKS[stack], figures, None, knobs_of(stack))
     assert verdict.status is Status.WARN and "too few to judge" in verdict.detail
 

@@ -46,7 +46,7 @@ def layers_table(components) -> Table:
     """Front layers: what each is, and how it is written in front of a stack."""
     table = Table(title="front layers (in front of any stack or layer: "
                         "'varnish > nginx+php-fpm', 'haproxy > apache * 3')")
-    for col in ("layer", "kind", "over replicas", "example"):
+    for col in ("layer", "kind", "over replicas", "example, or why not here"):
         table.add_column(col)
     for c in components:
         if c.layer is None:

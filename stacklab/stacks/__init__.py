@@ -92,6 +92,10 @@ class StackDef:
         return self.components + self.groups
 
 
+# Capability kinds whose state a cluster's nodes share (one database, one session store).
+SHARED_STATE = ("database", "sessions")
+
+
 class StackCatalog(MutableMapping[str, StackDef]):
     """The named stacks, and every composition of them (compose.py) looked up by its
     expression: `STACKS["varnish > nginx+php-fpm"]`. Iterating lists the named ones."""
@@ -103,13 +107,13 @@ class StackCatalog(MutableMapping[str, StackDef]):
         """The one spelling of a stack expression; ValueError naming the layer at fault."""
         if text in self.named:
             return text
-        return compose(text, COMPONENTS, self.named).name
+        return self._compose(text).name
 
     def __getitem__(self, text: str) -> StackDef:
         if text in self.named:
             return self.named[text]
         try:
-            c = compose(text, COMPONENTS, self.named)
+            c = self._compose(text)
         except ValueError:
             raise KeyError(text) from None
         base = self.named[c.base]
@@ -117,6 +121,18 @@ class StackCatalog(MutableMapping[str, StackDef]):
         return StackDef(c.name, (*c.layers, *base.components),
                         f"{' in front of '.join(c.layers)} in front of {behind}",
                         base.knobs, base.defaults, c.layers, c.replicas)
+
+    def _compose(self, text: str):
+        """compose.py's parse, and what only the stacks know: state that replicas would
+        each hold apart (a database, a session store) cannot be replicated yet."""
+        c = compose(text, COMPONENTS, self.named)
+        held = [cap.name for cap in self.named[c.base].capabilities
+                if cap.kind in SHARED_STATE]
+        if c.replicas > 1 and held:
+            raise ValueError(f"{c.base} * {c.replicas}: each replica would hold its own "
+                             f"{', '.join(held)}, which a cluster shares; replicate a stack "
+                             "without it")
+        return c
 
     def __setitem__(self, name: str, stack: StackDef) -> None:
         self.named[name] = stack

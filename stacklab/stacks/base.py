@@ -172,6 +172,11 @@ class Component(ABC):
         backend answered), from which the runner computes each run's hit ratio."""
         return {}
 
+    def caches(self, knobs: dict[str, Any]) -> bool:
+        """Whether it stores responses with these knobs (a proxy may or may not): only
+        then is its hit ratio measured and judged."""
+        return False
+
     def overrides_headers(self, knobs: dict[str, Any]) -> bool:
         """A cache told to store what the backend's headers forbid (a TTL forced on every
         page): then hits on an uncacheable workload are what was asked for."""

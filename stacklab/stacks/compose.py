@@ -86,6 +86,7 @@ def compose(text: str, components: Mapping[str, Layer], named: Collection[str]
 
 
 def front_layers(components: Mapping[str, Layer]) -> list[str]:
+    """The components that can sit in front of a stack, by name (for errors and lists)."""
     return sorted(name for name, c in components.items() if c.layer is not None)
 
 
@@ -95,7 +96,7 @@ def _replicas(text: str) -> tuple[str, int]:
     if not m:
         return text, 1
     count = m["n"]
-    if not count.isdigit() or not 1 <= int(count) <= MAX_REPLICAS:
+    if not (count.isascii() and count.isdigit()) or not 1 <= int(count) <= MAX_REPLICAS:
         raise ValueError(f"{text}: replicas must be a whole number 1..{MAX_REPLICAS}, "
                          f"not {count!r}")
     return m["base"], int(count)

@@ -54,10 +54,17 @@ class ApacheProxy(Component):
         problem = weights_problem(knobs["weights"])
         return f"apache-proxy.weights: {problem}" if problem else None
 
+    def caches(self, knobs: dict[str, Any]) -> bool:
+        return knobs["cache"] != "none"
+
     def shares(self, knobs: dict[str, Any], backends: int) -> list[float] | None:
-        """byrequests promises each backend its loadfactor's share; bybusyness none."""
+        """byrequests promises each backend its loadfactor's share; bybusyness none. A
+        StackError names the knob when the weights do not match the backends."""
         factors = loadfactors(knobs["weights"], backends)
-        if knobs["lbmethod"] != "byrequests" or len(factors) != backends:
+        if len(factors) != backends:
+            raise StackError(f"apache-proxy.weights = {knobs['weights']!r} gives "
+                             f"{len(factors)} weights for {backends} backends")
+        if knobs["lbmethod"] != "byrequests":
             return None
         return [f / sum(factors) for f in factors]
 

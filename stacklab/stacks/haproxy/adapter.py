@@ -72,9 +72,9 @@ class HAProxy(Component):
     def shares(self, knobs: dict[str, Any], backends: int) -> list[float] | None:
         """roundrobin and static-rr promise each backend its weight's share; leastconn
         promises none (it follows open connections)."""
+        weights = weights_for(knobs["weights"], backends)
         if knobs["balance"] == "leastconn":
             return None
-        weights = weights_for(knobs["weights"], backends)
         return [w / sum(weights) for w in weights]
 
     def counters(self, started: RunningComponent) -> dict[str, float]:

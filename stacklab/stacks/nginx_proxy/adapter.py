@@ -44,6 +44,9 @@ class NginxProxy(Component):
                     "(at most half of it)")
         return None
 
+    def caches(self, knobs: dict[str, Any]) -> bool:
+        return knobs["cache"]
+
     def shares(self, knobs: dict[str, Any], backends: int) -> list[float] | None:
         """round_robin promises each backend its weight's share (one state shared by the
         workers); least_conn none (it follows open connections). A StackError names the

@@ -51,6 +51,9 @@ class Squid(Component):
     balances = False
     requests_counter = "client_http.requests"
 
+    def caches(self, knobs: dict[str, Any]) -> bool:
+        return True
+
     def render(self, ctx: RenderContext, knobs: dict[str, Any]) -> dict[str, str]:
         user, group = drops_to(ctx) or (None, None)
         conf = render_template(HERE / "squid.conf.j2", ctx, knobs, backend=backend_of(ctx),

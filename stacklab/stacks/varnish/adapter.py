@@ -42,6 +42,9 @@ class Varnish(Component):
     balances = True
     requests_counter = "client_req"
 
+    def caches(self, knobs: dict[str, Any]) -> bool:
+        return True
+
     def check(self, knobs: dict[str, Any]) -> str | None:
         if knobs["thread_pool_min"] > knobs["thread_pool_max"]:
             return (f"varnish.thread_pool_min ({knobs['thread_pool_min']}) is above "
