@@ -1,0 +1,1 @@
+"""netlab: the network and the operating system as layers of an experiment."""
