@@ -98,6 +98,10 @@ struct Cli {
     /// Allow a target that is not loopback (127.0.0.0/8, ::1, localhost).
     #[arg(long)]
     allow_remote: bool,
+    /// Running inside the lab's network namespace NAME (stacklab-…, made by stacklab):
+    /// targets in 198.18.0.0/15, which exist only inside such namespaces, are allowed.
+    #[arg(long, value_name = "NAME")]
+    lab_netns: Option<String>,
     /// Print one JSON document instead of the human summary.
     #[arg(long)]
     json: bool,
@@ -169,6 +173,7 @@ impl Cli {
             tls_resume: !self.no_tls_resume,
             seed: self.seed,
             allow_remote: self.allow_remote,
+            lab_netns: self.lab_netns,
             max_error_rate: self.max_error_rate,
             output: if self.json { Output::Json } else { Output::Human },
         })

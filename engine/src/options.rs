@@ -45,6 +45,9 @@ pub struct Options {
     pub tls_resume: bool,
     pub seed: u64,
     pub allow_remote: bool,
+    /// The lab's network namespace this process runs in (created by stacklab): its
+    /// benchmarking addresses (198.18.0.0/15) are then allowed targets.
+    pub lab_netns: Option<String>,
     /// Exit non-zero when more than this share of measured requests failed.
     pub max_error_rate: Option<f64>,
     pub output: Output,
@@ -71,6 +74,7 @@ impl Options {
             tls_resume: true,
             seed: 1,
             allow_remote: false,
+            lab_netns: None,
             max_error_rate: None,
             output: Output::Human,
         }

@@ -98,8 +98,13 @@ pub struct Target {
 }
 
 /// Check that all URLs share scheme, host and port, resolve the host once and
-/// refuse anything but loopback unless `allow_remote`.
-pub fn resolve(urls: &[WeightedUrl], allow_remote: bool) -> Result<Target, SetupError> {
+/// refuse anything but loopback unless `allow_remote` — or, inside the lab's own
+/// network namespace `lab_netns`, its benchmarking addresses (198.18.0.0/15).
+pub fn resolve(urls: &[WeightedUrl], allow_remote: bool, lab_netns: Option<&str>) -> Result<Target, SetupError> {
+    let in_lab = match lab_netns {
+        Some(name) => inside_lab_netns(name)?,
+        None => false,
+    };
     let first = &urls.first().ok_or_else(|| SetupError::new("URL", "", "no URL given"))?.url;
     for w in &urls[1..] {
         let u = &w.url;
@@ -118,12 +123,14 @@ pub fn resolve(urls: &[WeightedUrl], allow_remote: bool) -> Result<Target, Setup
     if addrs.is_empty() {
         return Err(SetupError::new("URL", &first.text, "host resolves to no address"));
     }
-    if let Some(remote) = addrs.iter().find(|a| !allow_remote && !is_loopback(a.ip())) {
-        return Err(SetupError::new(
-            "URL",
-            &first.text,
-            format!("{} is not a loopback address; pass --allow-remote to load it", remote.ip()),
-        ));
+    let local = |ip: IpAddr| is_loopback(ip) || (in_lab && is_benchmarking(ip));
+    if let Some(remote) = addrs.iter().find(|a| !allow_remote && !local(a.ip())) {
+        let why = if is_benchmarking(remote.ip()) {
+            "is a benchmarking address, allowed only inside the lab's namespace (--lab-netns)"
+        } else {
+            "is not a loopback address; pass --allow-remote to load it"
+        };
+        return Err(SetupError::new("URL", &first.text, format!("{} {why}", remote.ip())));
     }
     let addr = pick_address(&addrs).unwrap_or(addrs[0]);
     Ok(Target { addr, scheme: first.scheme, host: first.host.clone() })
@@ -140,6 +147,34 @@ fn pick_address(addrs: &[SocketAddr]) -> Option<SocketAddr> {
         }
     }
     addrs.first().copied()
+}
+
+/// 198.18.0.0/15, which RFC 2544 reserves for benchmarking: the lab gives these
+/// addresses only to the veth ends inside the namespaces it creates.
+fn is_benchmarking(ip: IpAddr) -> bool {
+    match ip {
+        IpAddr::V4(v4) => v4.octets()[0] == 198 && v4.octets()[1] & 0xfe == 18,
+        IpAddr::V6(_) => false,
+    }
+}
+
+/// Whether this process runs inside the network namespace `name` that stacklab made
+/// (named stacklab-…, bound at /run/netns/NAME by `ip netns add`): the same inode
+/// as /proc/self/ns/net. Anything else is an error naming the flag.
+fn inside_lab_netns(name: &str) -> Result<bool, SetupError> {
+    use std::os::unix::fs::MetadataExt;
+    let named = name.starts_with("stacklab-")
+        && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-');
+    if !named {
+        return Err(SetupError::new("--lab-netns", name, "not a lab namespace (stacklab-…)"));
+    }
+    let here = std::fs::metadata("/proc/self/ns/net");
+    let lab = std::fs::metadata(format!("/run/netns/{name}"));
+    match (here, lab) {
+        (Ok(h), Ok(l)) if h.dev() == l.dev() && h.ino() == l.ino() => Ok(true),
+        (_, Err(e)) => Err(SetupError::new("--lab-netns", name, format!("no such namespace: {e}"))),
+        _ => Err(SetupError::new("--lab-netns", name, "this process does not run inside it")),
+    }
 }
 
 fn is_loopback(ip: IpAddr) -> bool {
@@ -181,12 +216,29 @@ mod tests {
 
     #[test]
     fn loopback_only_by_default() {
-        assert!(resolve(&[weighted("http://127.0.0.1:9/")], false).is_ok());
-        assert!(resolve(&[weighted("http://127.3.4.5:9/")], false).is_ok());
-        assert!(resolve(&[weighted("http://[::1]:9/")], false).is_ok());
-        let err = resolve(&[weighted("http://10.1.2.3:9/")], false).unwrap_err();
+        assert!(resolve(&[weighted("http://127.0.0.1:9/")], false, None).is_ok());
+        assert!(resolve(&[weighted("http://127.3.4.5:9/")], false, None).is_ok());
+        assert!(resolve(&[weighted("http://[::1]:9/")], false, None).is_ok());
+        let err = resolve(&[weighted("http://10.1.2.3:9/")], false, None).unwrap_err();
         assert!(err.reason.contains("--allow-remote"));
-        assert!(resolve(&[weighted("http://10.1.2.3:9/")], true).is_ok());
+        assert!(resolve(&[weighted("http://10.1.2.3:9/")], true, None).is_ok());
+    }
+
+    #[test]
+    fn benchmarking_addresses_only_inside_the_labs_namespace() {
+        let url = [weighted("http://198.18.0.1:9/")];
+        let err = resolve(&url, false, None).unwrap_err();
+        assert!(err.reason.contains("only inside the lab's namespace"), "{}", err.reason);
+        assert!(is_benchmarking("198.19.255.1".parse().unwrap()));
+        assert!(!is_benchmarking("198.20.0.1".parse().unwrap()));
+        assert!(!is_benchmarking("198.17.0.1".parse().unwrap()));
+        // Not in a namespace of that name (none exists, or this test runs outside it).
+        let err = resolve(&url, false, Some("stacklab-no-such-ns")).unwrap_err();
+        assert_eq!(err.flag, "--lab-netns");
+        let err = resolve(&url, false, Some("../../proc/1/ns/net")).unwrap_err();
+        assert!(err.reason.contains("not a lab namespace"), "{}", err.reason);
+        // Inside the lab's namespace, still never another range.
+        assert!(resolve(&[weighted("http://10.1.2.3:9/")], false, Some("stacklab-x")).is_err());
     }
 
     #[test]
@@ -202,8 +254,8 @@ mod tests {
     #[test]
     fn one_host_per_run() {
         let urls = [weighted("http://127.0.0.1:9/a"), weighted("http://127.0.0.1:9/b")];
-        assert!(resolve(&urls, false).is_ok());
+        assert!(resolve(&urls, false, None).is_ok());
         let urls = [weighted("http://127.0.0.1:9/a"), weighted("http://127.0.0.1:10/b")];
-        assert!(resolve(&urls, false).is_err());
+        assert!(resolve(&urls, false, None).is_err());
     }
 }

@@ -47,7 +47,7 @@ impl<'a> Plan<'a> {
         if options.connections == 0 {
             return Err(SetupError::new("--connections", "0", "must be at least 1"));
         }
-        let target = target::resolve(&options.urls, options.allow_remote)?;
+        let target = target::resolve(&options.urls, options.allow_remote, options.lab_netns.as_deref())?;
         let tls = match target.scheme {
             Scheme::Https => Some(TlsPlan::new(&target.host, options.insecure, options.tls_resume)?),
             Scheme::Http => None,
