@@ -1,0 +1,441 @@
+"""Filesystems under the docroot: the filesystem as a layer of an experiment.
+
+S1 served the same files from ext3, ext4, XFS, JFS and ReiserFS, with and without
+`noatime`, and its scripts from a tmpfs ramdisk; it rebooted between runs for a cold
+cache. Here each filesystem is an image file in the caller's state directory, attached
+to a loop device with direct I/O (so the image's blocks are never kept in the host's
+page cache: an unmounted filesystem is really cold) and mounted on the docroot; tmpfs
+is mounted directly. The caller deploys its workload into the mount point afterwards.
+
+What is created is recorded in `stacklab-fs-<run_id>.json` in the state directory
+BEFORE each step, so a kill -9 at any moment leaves a record `cleanup_stale` acts on.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import mmap
+import os
+import re
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable
+
+from ..errors import StacklabError
+
+FILESYSTEMS = ("ext3", "ext4", "xfs", "btrfs", "jfs", "reiserfs", "tmpfs")
+PACKAGES = {"ext3": "e2fsprogs", "ext4": "e2fsprogs", "xfs": "xfsprogs",
+            "btrfs": "btrfs-progs", "jfs": "jfsutils", "reiserfs": "reiserfsprogs"}
+# Quiet, never ask, and for ext3/4 initialise inode tables and journal now: lazy init
+# would have a kernel thread writing to the disk during the first runs' measurements.
+MKFS_FLAGS = {"ext3": ("-q", "-F", "-E", "lazy_itable_init=0,lazy_journal_init=0"),
+              "ext4": ("-q", "-F", "-E", "lazy_itable_init=0,lazy_journal_init=0"),
+              "xfs": ("-q", "-f"), "btrfs": ("-q", "-f"), "jfs": ("-q",),
+              "reiserfs": ("-q", "-f", "-f")}
+# The smallest filesystem each mkfs makes (mkfs.xfs: "must be larger than 300MB";
+# mkfs.btrfs: at least 114294784 bytes per device).
+MIN_MB = {"ext3": 16, "ext4": 16, "xfs": 300, "btrfs": 110, "jfs": 16, "reiserfs": 64,
+          "tmpfs": 1}
+MAX_MB = 65536
+
+# The mount options allowed: the access-time family for every filesystem (at most one
+# of noatime/relatime/strictatime), ext3/4's journalling mode, and nobarrier where the
+# kernel still takes it (XFS dropped it in Linux 4.19; ext3/4 and btrfs keep it).
+ATIME = ("noatime", "relatime", "strictatime")
+OPTIONS = {fs: {"noatime", "nodiratime", "relatime", "strictatime"} for fs in FILESYSTEMS}
+for _fs in ("ext3", "ext4"):
+    OPTIONS[_fs] |= {"data=ordered", "data=writeback", "data=journal", "nobarrier"}
+OPTIONS["btrfs"] |= {"nobarrier"}
+
+STATE = "stacklab-fs-{run_id}.json"
+IMAGE = "stacklab-fs-{run_id}.img"
+SOURCE = "stacklab-{run_id}"          # the device name a tmpfs is mounted from
+RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
+MEMORY_FS = {"tmpfs", "ramfs"}
+TOOL_PATH = os.pathsep.join([os.environ.get("PATH", ""), "/usr/sbin", "/sbin"])
+
+
+class FilesystemUnavailable(StacklabError):
+    """This machine cannot make or mount the filesystem asked for; says why."""
+
+
+class MountError(StacklabError):
+    """A command that makes, mounts or removes a lab filesystem failed."""
+
+
+def available() -> dict[str, str | None]:
+    """Each of FILESYSTEMS: None when this machine can make and mount it, else why not."""
+    kernel = _kernel_filesystems()
+    return {fs: _why_not(fs, kernel) for fs in FILESYSTEMS}
+
+
+def _kernel_filesystems() -> set[str]:
+    return {line.split()[-1] for line in Path("/proc/filesystems").read_text().splitlines()
+            if line.strip()}
+
+
+def _why_not(fs: str, kernel: set[str]) -> str | None:
+    if os.geteuid() != 0:
+        return "mounting needs root"
+    if fs not in kernel:
+        problem = _load_module(fs)
+        if problem:
+            return f"the kernel has no {fs} ({problem})"
+    tools = [("mount", "mount"), ("umount", "mount")]
+    if fs != "tmpfs":
+        tools += [("losetup", "mount"), (f"mkfs.{fs}", PACKAGES[fs])]
+    for tool, package in tools:
+        if not _tool(tool):
+            return f"{tool} missing: apt-get install {package}"
+    if fs != "tmpfs" and not Path("/dev/loop-control").exists():
+        return "no loop devices (/dev/loop-control missing)"
+    return None
+
+
+def _load_module(fs: str) -> str | None:
+    """None once the kernel has `fs` after trying to load its module, else why not."""
+    if not Path("/proc/modules").exists():
+        return "not in /proc/filesystems, and this kernel cannot load modules"
+    modprobe = _tool("modprobe")
+    if not modprobe:
+        return "not in /proc/filesystems; modprobe missing: apt-get install kmod"
+    out = subprocess.run([modprobe, "-q", fs], capture_output=True, text=True, timeout=30)
+    if out.returncode != 0:
+        return f"not in /proc/filesystems, and modprobe {fs} failed"
+    return None if fs in _kernel_filesystems() else f"modprobe {fs} did not register it"
+
+
+def _tool(name: str) -> str | None:
+    return shutil.which(name, path=TOOL_PATH)
+
+
+def _run(argv: list[str], timeout_s: float = 60) -> str:
+    """Run a command (never a shell); MountError naming it and its last words on failure."""
+    tool = _tool(argv[0])
+    if tool is None:
+        raise MountError(f"{argv[0]} missing")
+    try:
+        out = subprocess.run([tool, *argv[1:]], capture_output=True, text=True,
+                             timeout=timeout_s, check=True)
+    except subprocess.CalledProcessError as e:
+        said = (e.stderr or e.stdout or "").strip().splitlines()
+        raise MountError(f"{' '.join(argv)} failed ({e.returncode}): "
+                         f"{said[-1] if said else 'no message'}") from None
+    except subprocess.TimeoutExpired:
+        raise MountError(f"{' '.join(argv)} did not finish in {timeout_s:.0f} s") from None
+    return out.stdout.strip()
+
+
+@dataclass
+class Mount:
+    """One lab filesystem, mounted on `mount_point` (image and loop device unless tmpfs)."""
+
+    run_id: str
+    fs: str
+    mount_point: Path
+    size_mb: int
+    options: tuple[str, ...]
+    state_file: Path
+    image: Path | None = None
+    device: str | None = None            # /dev/loopN
+    direct_io: bool = False              # the loop device bypasses the host's page cache
+
+    @property
+    def source(self) -> str:
+        return self.device if self.image else SOURCE.format(run_id=self.run_id)
+
+    def verify(self, pid: int | None = None) -> tuple[bool, str]:
+        """Whether the filesystem is mounted with its type, source and options, as
+        /proc/self/mounts says — or /proc/<pid>/mounts: in that process's view (a server
+        in its own mount namespace)."""
+        view = "this process's view" if pid is None else f"pid {pid}'s view"
+        entry = _mounted(self.mount_point, pid)
+        if entry is None:
+            return False, f"nothing is mounted at {self.mount_point} in {view}"
+        source, fstype, shown = entry
+        problems = []
+        if fstype != self.fs:
+            problems.append(f"type {fstype}, not {self.fs}")
+        if source != self.source:
+            problems.append(f"mounted from {source}, not {self.source}")
+        problems += [f"{o} did not take" for o in self.options if not _took(o, shown)]
+        if self.fs == "tmpfs" and f"size={self.size_mb * 1024}k" not in shown:
+            problems.append(f"size is not {self.size_mb} MB")
+        said = f"{fstype} at {self.mount_point} from {source} in {view}: {','.join(shown)}"
+        if self.image:
+            said += f"; loop direct I/O {'on' if self.direct_io else 'off'}"
+        return (not problems), (said if not problems else f"{'; '.join(problems)} ({said})")
+
+    def drop_cache(self) -> None:
+        """A cold cache, as S1's reboot gave: unmount (the kernel forgets the files'
+        pages and the loop device's), drop the image's own pages from the host's cache,
+        mount again. Nothing of the rest of the machine is dropped. Servers must not hold
+        files on it (the unmount would fail: busy)."""
+        if self.image is None:
+            raise ValueError("a tmpfs holds its files only in memory: no cold cache")
+        host = _fs_type_of(self.image.parent)
+        if host in MEMORY_FS:
+            raise ValueError(f"the image {self.image} lies on {host}: its blocks stay in "
+                             "memory, no cold cache (give a state directory on a disk)")
+        _unmount(self.mount_point, {self.device})
+        _forget_pages(self.image)
+        _mount(self.fs, self.options, self.device, self.mount_point)
+
+    def close(self) -> None:
+        """Unmount, detach the loop device, delete the image and the record."""
+        _teardown(self.run_id, self.fs, self.mount_point, self.state_file)
+
+
+def mount_fs(run_id: str, state_dir: Path, mount_point: Path, fs: str, size_mb: int,
+             options: tuple[str, ...] = (), lab_dir: Path | None = None) -> Mount:
+    """Mount a fresh `fs` of size_mb on mount_point (created if missing, must be empty,
+    inside lab_dir — by default state_dir), its root mode 0755 so a server user reads it.
+    ValueError names an invalid value; FilesystemUnavailable says why `fs` cannot be
+    had here; MountError names a failed command (what was made is removed again)."""
+    _check_args(run_id, fs, size_mb, options)
+    state_dir, mount_point = _check_dirs(state_dir, mount_point, lab_dir)
+    reason = available()[fs]
+    if reason:
+        raise FilesystemUnavailable(f"{fs} cannot be mounted here: {reason}")
+    state_file = state_dir / STATE.format(run_id=run_id)
+    if state_file.exists():
+        raise ValueError(f"run id {run_id!r} already has a filesystem ({state_file}): "
+                         "close it or cleanup_stale first")
+    image = None if fs == "tmpfs" else state_dir / IMAGE.format(run_id=run_id)
+    mount = Mount(run_id, fs, mount_point, size_mb, tuple(options), state_file, image)
+    record = {"version": 1, "run_id": run_id, "fs": fs, "mount_point": str(mount_point),
+              "image": str(image) if image else None, "device": None}
+    try:
+        _make(mount, record)
+        mount_point.chmod(0o755)
+    except BaseException:
+        mount.close()
+        raise
+    return mount
+
+
+def _make(mount: Mount, record: dict) -> None:
+    if mount.image is None:
+        _record(mount.state_file, record, "mount")
+        options = (f"size={mount.size_mb}m", "mode=0755", *mount.options)
+        _run(["mount", "-t", "tmpfs", "-o", ",".join(options), mount.source,
+              str(mount.mount_point)])
+        return
+    _record(mount.state_file, record, "image")
+    with open(mount.image, "xb") as f:          # sparse: only what mkfs writes takes room
+        f.truncate(mount.size_mb * 2**20)
+    _record(mount.state_file, record, "losetup")
+    mount.device = _run(["losetup", "--find", "--show", "--direct-io=on", str(mount.image)],
+                        timeout_s=30)
+    mount.direct_io = _loop_attr(mount.device, "dio") == "1"
+    _record(mount.state_file, {**record, "device": mount.device}, "mkfs")
+    _run([f"mkfs.{mount.fs}", *MKFS_FLAGS[mount.fs], mount.device], timeout_s=300)
+    _record(mount.state_file, {**record, "device": mount.device}, "mount")
+    _mount(mount.fs, mount.options, mount.device, mount.mount_point)
+
+
+def _record(state_file: Path, record: dict, step: str) -> None:
+    """Write the record (about to do `step`) whole, then rename it into place."""
+    tmp = state_file.with_name(state_file.name + ".tmp")
+    tmp.write_text(json.dumps({**record, "step": step}) + "\n")
+    os.replace(tmp, state_file)
+
+
+def _mount(fs: str, options: tuple[str, ...], device: str, mount_point: Path) -> None:
+    _run(["mount", "-t", fs, *(["-o", ",".join(options)] if options else []), device,
+          str(mount_point)])
+
+
+def _check_args(run_id: str, fs: str, size_mb: int, options: tuple[str, ...]) -> None:
+    if not isinstance(run_id, str) or not RUN_ID.fullmatch(run_id):
+        raise ValueError(f"run id {run_id!r} is not 1-64 letters, digits, '-' or '_'")
+    if fs not in FILESYSTEMS:
+        raise ValueError(f"filesystem {fs!r} is not one of {', '.join(FILESYSTEMS)}")
+    if (not isinstance(size_mb, int) or isinstance(size_mb, bool)
+            or not MIN_MB[fs] <= size_mb <= MAX_MB):
+        raise ValueError(f"size {size_mb!r} MB for {fs} is not {MIN_MB[fs]}-{MAX_MB}")
+    if isinstance(options, str):
+        raise ValueError(f"options {options!r}: give a tuple of options, not a string")
+    for option in options:
+        if option not in OPTIONS[fs]:
+            raise ValueError(f"mount option {option!r} is not allowed for {fs} "
+                             f"(allowed: {', '.join(sorted(OPTIONS[fs]))})")
+    for family in (ATIME, [o for o in OPTIONS[fs] if o.startswith("data=")]):
+        if len([o for o in options if o in family]) > 1:
+            raise ValueError(f"mount options {options!r}: at most one of {', '.join(family)}")
+
+
+def _check_dirs(state_dir: Path, mount_point: Path, lab_dir: Path | None) -> tuple[Path, Path]:
+    state_dir, mount_point = _check_path(state_dir), _check_path(mount_point)
+    lab = _check_path(lab_dir) if lab_dir is not None else state_dir
+    if lab not in mount_point.parents:
+        raise ValueError(f"mount point {str(mount_point)!r} is not inside {str(lab)!r}")
+    state_dir.mkdir(parents=True, exist_ok=True)
+    mount_point.mkdir(mode=0o755, parents=True, exist_ok=True)
+    if os.path.ismount(mount_point):
+        raise ValueError(f"mount point {str(mount_point)!r} is already a mount point")
+    if any(mount_point.iterdir()):
+        raise ValueError(f"mount point {str(mount_point)!r} is not empty: mounting "
+                         "would hide its files")
+    return state_dir, mount_point
+
+
+def _check_path(path: Path) -> Path:
+    """The path, absolute and with symlinks resolved; ValueError if /proc/mounts or a
+    command line could not carry it as it is (whitespace, ',', '\\', control chars)."""
+    text = str(path)
+    bad = next((c for c in text if c.isspace() or c in ",\\" or not c.isprintable()), None)
+    if not Path(text).is_absolute() or bad is not None:
+        raise ValueError(f"path {text!r} is not absolute or contains {bad!r}")
+    return Path(text).resolve()
+
+
+def _took(option: str, shown: tuple[str, ...]) -> bool:
+    """Whether a requested option shows in /proc/mounts (strictatime shows as neither
+    noatime nor relatime)."""
+    if option == "strictatime":
+        return "noatime" not in shown and "relatime" not in shown
+    return option in shown
+
+
+def _unescape(field: str) -> str:
+    return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), field)
+
+
+def _mounted(mount_point: Path, pid: int | None = None) -> tuple[str, str, tuple] | None:
+    """(source, type, options) of the topmost mount at mount_point, or None."""
+    table = Path(f"/proc/{pid}/mounts" if pid is not None else "/proc/self/mounts")
+    top = None
+    for line in table.read_text().splitlines():
+        fields = line.split()
+        if len(fields) >= 4 and _unescape(fields[1]) == str(mount_point):
+            top = (_unescape(fields[0]), fields[2], tuple(fields[3].split(",")))
+    return top
+
+
+def _fs_type_of(path: Path) -> str:
+    """The type of the filesystem holding path (the longest mount point above it)."""
+    best, kind = "", ""
+    for line in Path("/proc/self/mounts").read_text().splitlines():
+        fields = line.split()
+        where = _unescape(fields[1])
+        if (str(path) == where or str(path).startswith(where.rstrip("/") + "/")) \
+                and len(where) >= len(best):
+            best, kind = where, fields[2]
+    return kind
+
+
+def _loop_attr(device: str, attr: str) -> str:
+    try:
+        return (Path("/sys/block") / Path(device).name / "loop" / attr).read_text().strip()
+    except OSError:
+        return ""
+
+
+def _loops_backed_by(image: Path) -> list[str]:
+    """The loop devices whose backing file is image (the kernel's own record)."""
+    return sorted(f"/dev/{d.name}" for d in Path("/sys/block").glob("loop*")
+                  if _loop_attr(d.name, "backing_file") == str(image))
+
+
+def _unmount(mount_point: Path, sources: set[str]) -> bool:
+    """Unmount mount_point while its topmost mount is from one of sources (ours)."""
+    done = False
+    while (entry := _mounted(mount_point)) is not None and entry[0] in sources:
+        _run(["umount", str(mount_point)])
+        done = True
+    return done
+
+
+def _forget_pages(image: Path) -> None:
+    """Write back and drop the image file's pages from the host's page cache: this file
+    only (with direct I/O there are none; without, they would make a remount warm)."""
+    fd = os.open(image, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)
+
+
+def _teardown(run_id: str, fs: str, mount_point: Path, state_file: Path) -> list[str]:
+    """Remove what a record names, each thing only if it is really the lab's: a mount
+    from our loop device or our tmpfs name, loop devices backed by our image, the image
+    at its fixed name. Returns what was removed."""
+    removed = []
+    image = state_file.parent / IMAGE.format(run_id=run_id)
+    loops = set(_loops_backed_by(image))
+    sources = loops if fs != "tmpfs" else {SOURCE.format(run_id=run_id)}
+    if _unmount(mount_point, sources):
+        removed.append(f"mount {mount_point}")
+    for device in sorted(loops):
+        _run(["losetup", "--detach", device], timeout_s=30)
+        removed.append(f"loop {device}")
+    for path in (image, state_file, state_file.with_name(state_file.name + ".tmp")):
+        if path.exists():
+            path.unlink()
+            removed.append(f"file {path}" if path != image else f"image {path}")
+    return removed
+
+
+def cleanup_stale(state_dir: Path, lab_dir: Path | None = None) -> list[str]:
+    """Remove the filesystems recorded in state_dir by a stacklab that died: unmount the
+    recorded mount points (only those inside lab_dir, by default state_dir), detach the
+    loop devices backed by the recorded images, delete the images and the records.
+    Returns what was removed ("mount /…", "loop /dev/loopN", "image /…", "file /…").
+    Only for a state directory no live stacklab holds (lab.cleanup_stale's sessions)."""
+    state_dir = _check_path(state_dir)
+    lab = _check_path(lab_dir) if lab_dir is not None else state_dir
+    removed = []
+    for tmp in state_dir.glob(STATE.format(run_id="*") + ".tmp"):
+        if not tmp.with_name(tmp.name[:-len(".tmp")]).exists():
+            tmp.unlink()                     # killed writing its first record: nothing made
+            removed.append(f"file {tmp}")
+    for state_file in sorted(state_dir.glob(STATE.format(run_id="*"))):
+        run_id = state_file.name[len("stacklab-fs-"):-len(".json")]
+        try:
+            record = json.loads(state_file.read_text())
+            mount_point = _check_path(Path(record["mount_point"]))
+            fs = record["fs"]
+        except (OSError, ValueError, KeyError, TypeError):
+            continue                         # cut short or not ours: leave it be
+        if (RUN_ID.fullmatch(run_id) and record.get("run_id") == run_id
+                and fs in FILESYSTEMS and lab in mount_point.parents):
+            removed += _teardown(run_id, fs, mount_point, state_file)
+    return removed
+
+
+def cached_fraction(paths: Iterable[Path]) -> float:
+    """The fraction of these files' pages that are in the page cache now (mincore(2)):
+    0.0 after drop_cache, 1.0 once read. A check that a cold cache really is cold."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mmap.restype = ctypes.c_void_p
+    libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
+                          ctypes.c_int, ctypes.c_long]
+    libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
+    libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+    total = resident = 0
+    for path in paths:
+        size = os.path.getsize(path)
+        if size == 0:
+            continue
+        pages = -(-size // mmap.PAGESIZE)
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            addr = libc.mmap(None, size, mmap.PROT_READ, mmap.MAP_SHARED, fd, 0)
+            if addr in (None, ctypes.c_void_p(-1).value):
+                raise OSError(ctypes.get_errno(), f"mmap {path}")
+            try:
+                vec = (ctypes.c_ubyte * pages)()
+                if libc.mincore(addr, size, vec) != 0:
+                    raise OSError(ctypes.get_errno(), f"mincore {path}")
+                resident += sum(b & 1 for b in vec)
+            finally:
+                libc.munmap(addr, size)
+        finally:
+            os.close(fd)
+        total += pages
+    return resident / total if total else 0.0
