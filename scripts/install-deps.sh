@@ -14,6 +14,7 @@ APT_PACKAGES=(
   lighttpd lighttpd-mod-deflate lighttpd-mod-openssl mini-httpd webfs
   mariadb-server mariadb-client memcached php8.2-mysql php8.2-memcached
   varnish squid haproxy
+  xfsprogs btrfs-progs iproute2
 )
 APT_TEST_PACKAGES=(chromium)
 if [ "${1:-}" = "--test" ]; then

@@ -63,6 +63,7 @@ class LoadPlan:
     seed: int = 1
     varies: frozenset[str] = frozenset()  # URLs whose body length changes by design
     timeout_s: float | None = None      # the engine's limit; None: engine_timeout_s(plan)
+    netns: str | None = None            # the lab's client namespace the engine runs in
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -249,6 +250,8 @@ def engine_argv(plan: LoadPlan, urls_file: Path) -> list[str]:
         argv.append("--insecure")        # the lab's own self-signed certificate
         if not load["tls_resume"]:
             argv.append("--no-tls-resume")
+    if plan.netns:      # inside the lab's client namespace, where its targets are allowed
+        argv = ["ip", "netns", "exec", plan.netns, *argv, "--lab-netns", plan.netns]
     return argv
 
 

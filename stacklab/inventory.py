@@ -71,7 +71,9 @@ def ready(found: list[Tool]) -> bool:
 def knob_sections() -> list[KnobSection]:
     """The load engine's knobs, then each shared group's, then each component's with
     its installed version."""
-    sections = [KnobSection("load", None, REGISTRY.for_component("load"))]
+    sections = [KnobSection("load", None, REGISTRY.for_component("load")),
+                KnobSection("net", "(the network between engine and stack)",
+                            REGISTRY.for_component("net"))]
     sections += [KnobSection(name, "(shared settings)", REGISTRY.for_component(name))
                  for name in GROUPS]
     for name, comp in COMPONENTS.items():

@@ -180,8 +180,12 @@ def other_labs(session: Session) -> list[dict]:
 
 
 def _stop_recorded(directory: Path) -> None:
+    """Stop the servers recorded under a session left behind, then remove the network
+    namespaces it recorded (the servers first: their sockets live there)."""
+    from .netlab import net
     for pgids in directory.rglob(procs.PGIDS_FILE):
         procs.cleanup_leftovers(pgids.parent)
+    net.cleanup_stale(directory)
 
 
 def _interrupt(signum, frame):

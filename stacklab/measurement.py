@@ -9,12 +9,14 @@ import os
 import re
 import signal
 import threading
+from functools import partial
 from pathlib import Path
 from typing import Callable
 
 from .drive import LoadPlan, LoadReport, run_load
 from .layercheck import layer_figures
 from .monitor import Monitor
+from .netlab.thread import in_netns
 from .stack import RunningStack, counters_delta, stack_counters
 from .store import Outcome
 
@@ -27,12 +29,13 @@ REAPING_SIGNALS = {signal.SIGQUIT}
 
 
 def measure(plan: LoadPlan, running: RunningStack, knobs: dict[str, dict],
-            run_dir: Path) -> tuple[LoadReport, dict]:
-    """The engine's report and the resources of the measured window."""
+            run_dir: Path, netns: str | None = None) -> tuple[LoadReport, dict]:
+    """The engine's report and the resources of the measured window (`netns`: the
+    servers' namespace, where their status pages are reached)."""
     # What each server counted itself over the measured window: read when the warm-up
     # ends (one engine process runs both) and after the load. They cost: read on a timer
     # thread at the boundary, not by the monitor.
-    at_warm = _Later(plan.warmup_s, lambda: stack_counters(running))
+    at_warm = _Later(plan.warmup_s, partial(_counters_in, netns, running))
     try:
         with Monitor({s.label: s.proc.pgid for s in running.started}) as monitor:
             began = monitor.now_s()
@@ -49,6 +52,12 @@ def measure(plan: LoadPlan, running: RunningStack, knobs: dict[str, dict],
         resources["_layers"] = figures
     resources["_logs"] = {"child_signals": child_signals(run_dir)}
     return load, resources
+
+
+def _counters_in(netns: str | None, running: RunningStack) -> dict:
+    """stack_counters from a thread of its own: inside the servers' namespace first."""
+    with in_netns(netns):
+        return stack_counters(running)
 
 
 class _Later(threading.Thread):

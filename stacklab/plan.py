@@ -21,6 +21,9 @@ from .errors import SpecError
 from .knobs import KnobRegistry
 from .spec import ExperimentSpec
 
+# Knob owners that apply to every trial, whatever its stack: the load engine, and the
+# network the stack and the engine meet over.
+LAB_OWNERS = ("load", "net")
 # Seconds a run costs beyond warm-up and load: start, readiness, verify, stop.
 RUN_OVERHEAD_S = 1.5
 
@@ -101,7 +104,7 @@ def expand(spec: ExperimentSpec, stacks: Mapping[str, StackInfo]) -> list[Trial]
         if any(all(point.get(k) == v for k, v in rule.items()) for rule in spec.exclude):
             continue
         stack = stacks[point["stack"]]
-        applies = set(stack.knob_owners) | {"load"}
+        applies = set(stack.knob_owners) | set(LAB_OWNERS)
         knobs = {**spec.fixed_knobs, **{k: v for k, v in point.items() if "." in k}}
         knobs = {k: v for k, v in knobs.items() if k.split(".", 1)[0] in applies}
         for key, value in knobs.items():
@@ -132,7 +135,7 @@ def effective_knobs(registry: KnobRegistry, stack: StackInfo,
                     trial: Trial) -> dict[str, dict[str, Any]]:
     """owner → {knob: value}: declared defaults < the stack's defaults < the trial's
     values < what the stack fixes."""
-    owners = stack.knob_owners + ("load",)
+    owners = stack.knob_owners + LAB_OWNERS
     knobs = {owner: registry.defaults(owner) for owner in owners}
     for key, value in [*stack.defaults.items(), *trial.knobs, *stack.knobs.items()]:
         owner, name = key.split(".", 1)
@@ -228,7 +231,7 @@ def _where_inert(keys: list[str], stacks: Mapping[str, StackInfo], trials: list[
     inert: dict[str, list[str]] = {key: [] for key in keys}
     for trial in trials:
         stack = stacks[trial.stack]
-        owners = set(stack.knob_owners) | {"load"}
+        owners = set(stack.knob_owners) | set(LAB_OWNERS)
         knobs = effective_knobs(registry, stack, trial)
         why = registry.inert(knobs)
         for component in stack.components:

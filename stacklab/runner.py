@@ -16,7 +16,7 @@ import json
 import shutil
 import zlib
 from contextlib import nullcontext
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
 from typing import Callable, Protocol
@@ -32,6 +32,8 @@ from .hostinfo import git_commit, host_facts
 from .knobs import KnobRegistry
 from .layercheck import layer_verdicts
 from .measurement import load_outcome, measure
+from .netlab.net import NetlabError
+from .netlab.run import Network, network
 from .plan import Plan, PlannedRun, Trial, effective_knobs
 from .spec import ExperimentSpec
 from .stack import RunningStack, lifecycle
@@ -233,15 +235,17 @@ def execute_run(ctx: RunContext, run: PlannedRun) -> RunRecord:
     flags: tuple[str, ...] = ()
     try:
         deployed = _deployed(ctx, trial.workload)
-        with lifecycle(running, knobs, deployed, run_dir, ctx.tls,
-                       ctx.session.cache()) as verdicts:
-            load, resources = _measure(ctx, trial, knobs, deployed, running, run_dir)
+        with (network(knobs["net"], name, ctx.session.dir) as net,
+              lifecycle(running, knobs, deployed, run_dir, ctx.tls, ctx.session.cache(),
+                        host=net.host) as verdicts):
+            verdicts = (*verdicts, *net.verdicts())
+            load, resources = _measure(ctx, trial, knobs, deployed, running, run_dir, net)
             flags = tuple(flag_names(load, resources))
             outcome, reason = load_outcome(load, running.alive())
             checked = layer_verdicts(running.stack, resources.get("_layers", {}),
                                      deployed.cacheable, knobs)
             verdicts = (*verdicts, *checked)
-            if outcome is Outcome.OK and (failed := [v for v in checked
+            if outcome is Outcome.OK and (failed := [v for v in verdicts
                                                      if v.status is Status.FAIL]):
                 outcome, reason = Outcome.INVALID, "; ".join(f"{v.component} {v.check}: "
                                                              f"{v.detail}" for v in failed)
@@ -252,7 +256,7 @@ def execute_run(ctx: RunContext, run: PlannedRun) -> RunRecord:
             outcome, reason, tail = Outcome.FAILED, str(e), e.log_tail
         else:                          # a stop failing a run already judged: say both
             reason = f"{reason}; and stopping the stack: {e}"
-    except EngineError as e:
+    except (EngineError, NetlabError) as e:
         outcome, reason = Outcome.FAILED, str(e)
     except (OSError, http.client.HTTPException, ValueError, zlib.error) as e:
         # a server that dies, resets or answers garbage while being verified or loaded
@@ -273,11 +277,13 @@ def execute_run(ctx: RunContext, run: PlannedRun) -> RunRecord:
 
 
 def _measure(ctx: RunContext, trial: Trial, knobs: dict[str, dict], deployed: Deployed,
-             running: RunningStack, run_dir: Path) -> tuple[LoadReport, dict]:
-    """A run's measurement, inside the lifecycle, with the system settings and the other
-    labs seen meanwhile."""
-    plan = _load_plan(ctx.spec, trial, knobs["load"], deployed, running.front)
-    load, resources = measure(plan, running, knobs, run_dir)
+             running: RunningStack, run_dir: Path, net: Network) -> tuple[LoadReport, dict]:
+    """A run's measurement, inside the lifecycle, with the system settings, the network
+    it ran over and the other labs seen meanwhile."""
+    plan = replace(_load_plan(ctx.spec, trial, knobs["load"], deployed, running.front),
+                   netns=net.client_ns)
+    load, resources = measure(plan, running, knobs, run_dir, net.server_ns)
+    resources["_net"] = net.record()
     others = {o["dir"]: o for o in ctx.other_labs + lab.other_labs(ctx.session)}
     resources["_system"] = {**ctx.system, "other_labs": list(others.values())}
     return load, resources

@@ -4,6 +4,7 @@ value at fault where it was given (an experiment file, a command line)."""
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import Any, Iterable, Literal, Protocol
 
@@ -59,6 +60,8 @@ def validate_plan(plan: Plan, origin: Origin) -> None:
                 raise origin.refuse(trial, "component", name, problem)
         if found := layers_problem(stack, knobs):
             raise origin.refuse(trial, "component", *found)
+        if problem := net_problem(knobs["net"]):
+            raise origin.refuse(trial, "component", "net", problem)
         if problem := threads_problem(knobs["load"]):
             raise origin.refuse(trial, "component", "load", problem)
 
@@ -74,6 +77,28 @@ def layers_problem(stack, knobs: dict[str, dict]) -> tuple[str, str] | None:
             COMPONENTS[layer].shares(knobs[layer], backends)
         except StacklabError as e:
             return layer, str(e)
+    return None
+
+
+def net_problem(knobs: dict) -> str | None:
+    """What this machine cannot do of a trial's net.* knobs: namespaces need root; added
+    latency needs the kernel's netem; a sysctl that is not per network namespace would
+    change the host's."""
+    if knobs["mode"] != "veth":
+        return None
+    from .netlab import net
+    from .netlab.knobs import sysctls
+    if os.geteuid() != 0:
+        return "net.mode = \"veth\" creates network namespaces, which needs root"
+    if knobs["rtt_ms"]:
+        ok, why = net.netem_available()
+        if not ok:
+            return f"net.rtt_ms = {knobs['rtt_ms']} needs tc netem, which this kernel " \
+                   f"lacks ({why}); latency cannot be added here"
+    for key in sysctls(knobs):
+        if key not in net.NAMESPACED_SYSCTLS:
+            return (f"{key} is not per network namespace on this kernel (read-only inside "
+                    "one): setting it would change the host's")
     return None
 
 

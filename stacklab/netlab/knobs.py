@@ -1,0 +1,80 @@
+"""The `net.*` knobs: where the stack and the load engine meet — the host's loopback, or
+two network namespaces of the lab's own joined by a veth pair (a rate-limited link, the
+server side's TCP settings) — set for every trial, whatever its stack."""
+
+from functools import partial
+
+from ..knobs import Knob
+
+COMPONENT = "net"
+knob = partial(Knob, COMPONENT)   # every knob below is one of this component
+ON_VETH = "acts only with net.mode = \"veth\" (loopback has no link and the host's own " \
+          "settings)"
+LINK_RATES = ("unlimited", "10gbit", "1gbit", "100mbit", "10mbit")
+# S1's TCP settings and S5's somaxconn, written in the server's namespace only. "kernel"
+# (or 0) leaves the namespace's own default.
+SYSCTLS = {
+    "tcp_sack": "net.ipv4.tcp_sack",
+    "tcp_timestamps": "net.ipv4.tcp_timestamps",
+    "tcp_fin_timeout": "net.ipv4.tcp_fin_timeout",
+    "tcp_keepalive_time": "net.ipv4.tcp_keepalive_time",
+    "tcp_rmem": "net.ipv4.tcp_rmem",
+    "tcp_wmem": "net.ipv4.tcp_wmem",
+    "somaxconn": "net.core.somaxconn",
+    "rmem_max": "net.core.rmem_max",
+    "wmem_max": "net.core.wmem_max",
+}
+veth = partial(knob, acts_with={"mode": "veth"}, inert_why=ON_VETH)
+
+
+def three_sizes(value: str) -> str | None:
+    """tcp_rmem/tcp_wmem: "kernel", or three byte counts min <= default <= max."""
+    parts = value.split()
+    if value == "kernel":
+        return None
+    if len(parts) != 3 or not all(p.isascii() and p.isdigit() for p in parts):
+        return "expected \"kernel\" or three byte counts \"min default max\""
+    low, mid, high = map(int, parts)
+    return None if 0 < low <= mid <= high <= 1 << 30 else "needs 0 < min <= default <= max"
+
+
+
+KNOBS = [
+    knob("mode", str, "loopback", "loopback: stack and engine on the host's loopback; veth: "
+         "each in a network namespace of the lab's own (addresses in 198.18.0.0/15), "
+         "joined by a veth pair, so the load crosses a network stack as S4's network "
+         "measurements did.", choices=("loopback", "veth"), source="S1, S4"),
+    veth("link", str, "unlimited", "The veth link's rate, shaped by tc tbf on both ends "
+         "(S2 compared 100 Mbit and 1 Gbit); measured before the run.", choices=LINK_RATES,
+         source="S2"),
+    veth("rtt_ms", int, 0, "Added round-trip time in ms (tc netem); refused on a kernel "
+         "without netem.", min=0, max=1000),
+    veth("tcp_sack", str, "kernel", "net.ipv4.tcp_sack in the server's namespace.",
+         choices=("kernel", "0", "1"), source="S1"),
+    veth("tcp_timestamps", str, "kernel", "net.ipv4.tcp_timestamps in the server's "
+         "namespace.", choices=("kernel", "0", "1"), source="S1"),
+    veth("tcp_fin_timeout", int, 0, "net.ipv4.tcp_fin_timeout (s) in the server's namespace "
+         "(0 = the kernel's).", min=0, max=600, source="S1"),
+    veth("tcp_keepalive_time", int, 0, "net.ipv4.tcp_keepalive_time (s) in the server's "
+         "namespace (0 = the kernel's).", min=0, max=86400, source="S1"),
+    veth("tcp_rmem", str, "kernel", "net.ipv4.tcp_rmem \"min default max\" in the server's "
+         "namespace.", source="S1", validate=three_sizes),
+    veth("tcp_wmem", str, "kernel", "net.ipv4.tcp_wmem \"min default max\" in the server's "
+         "namespace.", source="S1", validate=three_sizes),
+    veth("somaxconn", int, 0, "net.core.somaxconn in the server's namespace (0 = the "
+         "kernel's).", min=0, max=65535, source="S5"),
+    veth("rmem_max", int, 0, "net.core.rmem_max (bytes; 0 = the kernel's); refused where "
+         "it is not per namespace.", min=0, max=1 << 30, source="S1"),
+    veth("wmem_max", int, 0, "net.core.wmem_max (bytes; 0 = the kernel's); refused where "
+         "it is not per namespace.", min=0, max=1 << 30, source="S1"),
+]
+
+
+def sysctls(knobs: dict) -> dict[str, str]:
+    """The sysctls a trial's net.* knobs set (key -> value), the kernel's left alone."""
+    out = {}
+    for name, key in SYSCTLS.items():
+        value = knobs[name]
+        if value not in ("kernel", 0):
+            out[key] = str(value)
+    return out

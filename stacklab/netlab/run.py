@@ -1,0 +1,85 @@
+"""What one run does with its network (`net.*` knobs): on loopback, nothing; with veth, two
+namespaces of its own joined by a veth pair (net.py), the link's rate and round trip
+measured before the load, the calling thread inside the server's namespace while the
+stack starts, is verified and measured (thread.py: the servers it forks and the sockets it
+opens are there), the engine in the client's, and everything removed when the run ends.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..verify import Status, Verdict
+from . import net
+from .knobs import sysctls
+from .thread import in_netns
+
+LOOPBACK = "127.0.0.1"
+RATE_TOLERANCE = 0.15    # a shaped link's measured rate within ±15% of what it is set to
+
+
+@dataclass
+class Network:
+    """Where a run's stack listens and its engine runs, and what the link measured."""
+
+    mode: str
+    host: str = LOOPBACK               # the address the servers listen on
+    link: net.Link | None = None
+    rate: str = "unlimited"
+    measured: dict[str, Any] = field(default_factory=dict)
+    before: dict = field(default_factory=dict)    # the veth ends' counters at the start
+
+    @property
+    def client_ns(self) -> str | None:
+        return self.link.client_ns if self.link else None
+
+    @property
+    def server_ns(self) -> str | None:
+        return self.link.server_ns if self.link else None
+
+    def verdicts(self) -> list[Verdict]:
+        """A shaped link delivers its rate (a transfer measured before the run)."""
+        if not self.link or self.rate == "unlimited":
+            return []
+        want = net.check_rate(self.rate) / 8
+        got = self.measured["rate_bytes_s"]
+        ok = abs(got - want) <= RATE_TOLERANCE * want
+        return [Verdict("net", "link rate", Status.PASS if ok else Status.FAIL,
+                        f"{got / 1e6:,.1f} MB/s measured over the veth link set to "
+                        f"{self.rate} ({want / 1e6:,.1f} MB/s)",
+                        {"measured_bytes_s": got, "set_bytes_s": want})]
+
+    def record(self) -> dict:
+        """The run's network, for its provenance: mode, link, what was measured, and the
+        bytes that crossed the veth pair during the run (proof the load went through)."""
+        out: dict[str, Any] = {"mode": self.mode}
+        if self.link:
+            after = self.link.counters()
+            out |= {"link": self.rate, "server_addr": self.link.server_addr,
+                    "client_addr": self.link.client_addr, **self.measured,
+                    "crossed": {side: {k: after[side][k] - self.before[side][k]
+                                       for k in ("rx_bytes", "tx_bytes", "rx_packets",
+                                                 "tx_packets")}
+                                for side in ("server", "client")}}
+        return out
+
+
+@contextmanager
+def network(knobs: dict[str, Any], run_id: str, state_dir: Path) -> Iterator[Network]:
+    """The run's network for as long as the block runs; with veth the calling thread is
+    inside the server's namespace meanwhile, and the namespaces are gone afterwards."""
+    if knobs["mode"] != "veth":
+        yield Network("loopback")
+        return
+    with net.create_link(run_id, state_dir, knobs["link"], sysctls(knobs)) as link:
+        measured = {"rate_bytes_s": round(link.measure_rate()),
+                    "rtt_ms": round(link.measure_rtt() * 1000, 3),
+                    "sysctls": sysctls(knobs)}
+        found = Network("veth", link.server_addr, link, knobs["link"], measured,
+                        link.counters())
+        with in_netns(link.server_ns):
+            yield found
