@@ -1,0 +1,152 @@
+"""net.mode through `stacklab run`: the same experiment on loopback and over a veth pair
+between two namespaces of the run's own (the load shown to cross it), a 100 Mbit link
+capping a large-file transfer near 12 MB/s, what this kernel cannot do refused before
+anything starts, and nothing of the network left after a run, or after a kill -9."""
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+
+import pytest
+from typer.testing import CliRunner
+
+from stacklab.cli import cli
+from stacklab.netlab import net
+
+from helpers import require_engine, require_root, server_processes, wait_for
+
+pytestmark = pytest.mark.integration
+
+EXPERIMENT = """
+[experiment]
+name = "net"
+repetitions = 1
+duration = "{duration}"
+warmup = "0.3s"
+
+[knobs]
+{knobs}
+
+[matrix]
+stack = ["nginx"]
+workload = ["file-100k"]
+concurrency = [4]
+{axis}
+"""
+
+
+def lab_namespaces() -> set[str]:
+    return {ns for ns in net.namespaces() if ns.startswith("stacklab-")}
+
+
+def run(tmp_path, knobs="", axis="", duration="1s"):
+    spec, db = tmp_path / "net.toml", tmp_path / "r.db"
+    spec.write_text(EXPERIMENT.format(knobs=knobs, axis=axis, duration=duration))
+    result = CliRunner().invoke(cli, ["run", str(spec), "--db", str(db)])
+    return result, db
+
+
+def runs(db):
+    rows = sqlite3.connect(db).execute(
+        "SELECT knobs_json, outcome, resources_json, verdicts_json, load_json FROM runs")
+    return [(json.loads(k)["net"], outcome, json.loads(r), json.loads(v), json.loads(lo))
+            for k, outcome, r, v, lo in rows]
+
+
+def test_the_same_experiment_runs_on_loopback_and_over_veth(tmp_path):
+    require_root("network namespaces")
+    require_engine()
+    before = lab_namespaces()
+    result, db = run(tmp_path, axis='net.mode = ["loopback", "veth"]')
+    assert result.exit_code == 0, result.output
+    got = {knobs["mode"]: (outcome, resources["_net"], load) for knobs, outcome, resources, _,
+           load in runs(db)}
+    assert got["loopback"][0] == got["veth"][0] == "ok"
+    assert got["loopback"][1] == {"mode": "loopback"}
+    veth, load = got["veth"][1], got["veth"][2]
+    assert veth["server_addr"].startswith("198.1") and veth["client_addr"].startswith("198.1")
+    # Every byte the engine received crossed the pair: the client end received at least
+    # that much, the server end sent it.
+    received = load["bytes"]["total"] if isinstance(load.get("bytes"), dict) else None
+    crossed = veth["crossed"]
+    assert crossed["client"]["rx_bytes"] == crossed["server"]["tx_bytes"] > 1_000_000
+    if received:
+        assert crossed["client"]["rx_bytes"] >= received
+    assert lab_namespaces() == before and not server_processes()
+
+
+def test_a_100_mbit_link_caps_a_large_file_transfer_near_12_mb_s(tmp_path):
+    require_root("network namespaces")
+    require_engine()
+    result, db = run(tmp_path, knobs='net.mode = "veth"',
+                     axis='net.link = ["unlimited", "100mbit"]', duration="2s")
+    assert result.exit_code == 0, result.output
+    for knobs, outcome, resources, verdicts, load in runs(db):
+        assert outcome == "ok"
+        rate = resources["_net"]["rate_bytes_s"] / 1e6
+        if knobs["link"] == "100mbit":
+            assert 10 <= rate <= 13, rate
+            [checked] = [v for v in verdicts if v["check"] == "link rate"]
+            assert checked["status"] == "PASS", checked
+            mb_s = load["bytes"]["total"] / load["duration_s"] / 1e6 \
+                if isinstance(load.get("bytes"), dict) else None
+            if mb_s is not None:
+                assert mb_s <= 13, mb_s
+        else:
+            assert rate > 50, rate
+
+
+@pytest.mark.parametrize("knobs, named", [
+    ('net.mode = "veth"\nnet.rtt_ms = 20', "needs tc netem, which this kernel lacks"),
+    ('net.mode = "veth"\nnet.rmem_max = 4194304', "net.core.rmem_max is not per network "
+                                                  "namespace"),
+])
+def test_what_this_kernel_cannot_do_is_refused_before_anything_starts(tmp_path, knobs,
+                                                                       named):
+    require_root("network namespaces")
+    if "rtt" in knobs and net.netem_available()[0]:
+        pytest.skip("this kernel has netem: an RTT can be added")
+    before = lab_namespaces()
+    result, db = run(tmp_path, knobs=knobs)
+    assert result.exit_code != 0
+    assert named in " ".join(result.output.split())
+    assert lab_namespaces() == before
+
+
+def test_a_server_side_sysctl_is_set_in_the_servers_namespace_only(tmp_path):
+    require_root("network namespaces")
+    require_engine()
+    host = net._host_sysctl("net.ipv4.tcp_fin_timeout")
+    value = "17" if host != "17" else "19"
+    result, db = run(tmp_path, knobs=f'net.mode = "veth"\nnet.tcp_fin_timeout = {value}')
+    assert result.exit_code == 0, result.output
+    [(_, outcome, resources, _, _)] = runs(db)
+    assert outcome == "ok"
+    assert resources["_net"]["sysctls"] == {"net.ipv4.tcp_fin_timeout": value}
+    assert net._host_sysctl("net.ipv4.tcp_fin_timeout") == host
+
+
+def test_a_killed_run_leaves_namespaces_that_the_next_start_removes(tmp_path):
+    require_root("network namespaces")
+    require_engine()
+    spec, db = tmp_path / "long.toml", tmp_path / "r.db"
+    spec.write_text(EXPERIMENT.format(knobs='net.mode = "veth"', axis="", duration="30s"))
+    before = lab_namespaces()
+    proc = subprocess.Popen([sys.executable, "-m", "stacklab.cli", "run", str(spec),
+                             "--db", str(db)], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    try:
+        wait_for(lambda: len(lab_namespaces() - before) == 2, 30, "the run's namespaces")
+        time.sleep(1.0)                       # the servers up inside them
+    finally:
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+    assert len(lab_namespaces() - before) == 2          # left behind by the kill
+    again, _ = run(tmp_path / "next" if (tmp_path / "next").mkdir() is None else None)
+    assert again.exit_code == 0, again.output
+    assert lab_namespaces() == before
+    assert not server_processes()
