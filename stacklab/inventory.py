@@ -73,7 +73,10 @@ def knob_sections() -> list[KnobSection]:
     its installed version."""
     sections = [KnobSection("load", None, REGISTRY.for_component("load")),
                 KnobSection("net", "(the network between engine and stack)",
-                            REGISTRY.for_component("net"))]
+                            REGISTRY.for_component("net")),
+                KnobSection("fs", "(the docroot's filesystem)", REGISTRY.for_component("fs")),
+                KnobSection("machine", "(the stack's CPUs and memory)",
+                            REGISTRY.for_component("machine"))]
     sections += [KnobSection(name, "(shared settings)", REGISTRY.for_component(name))
                  for name in GROUPS]
     for name, comp in COMPONENTS.items():

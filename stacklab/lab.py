@@ -180,12 +180,15 @@ def other_labs(session: Session) -> list[dict]:
 
 
 def _stop_recorded(directory: Path) -> None:
-    """Stop the servers recorded under a session left behind, then remove the network
-    namespaces it recorded (the servers first: their sockets live there)."""
-    from .netlab import net
+    """Stop the servers recorded under a session left behind, then remove the lab layers
+    it recorded: network namespaces, filesystems and cgroups (the servers first: their
+    sockets, open files and pids are there)."""
+    from .netlab import cgroups, fs, net
     for pgids in directory.rglob(procs.PGIDS_FILE):
         procs.cleanup_leftovers(pgids.parent)
     net.cleanup_stale(directory)
+    fs.cleanup_stale(directory)
+    cgroups.cleanup_stale(directory)
 
 
 def _interrupt(signum, frame):

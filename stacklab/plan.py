@@ -21,9 +21,9 @@ from .errors import SpecError
 from .knobs import KnobRegistry
 from .spec import ExperimentSpec
 
-# Knob owners that apply to every trial, whatever its stack: the load engine, and the
-# network the stack and the engine meet over.
-LAB_OWNERS = ("load", "net")
+# Knob owners that apply to every trial, whatever its stack: the load engine, the
+# network the stack and the engine meet over, the docroot's filesystem, the machine.
+LAB_OWNERS = ("load", "net", "fs", "machine")
 # Seconds a run costs beyond warm-up and load: start, readiness, verify, stop.
 RUN_OVERHEAD_S = 1.5
 

@@ -13,6 +13,7 @@ import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 from .placement import pin
 
@@ -36,11 +37,13 @@ class Proc:
 
 def spawn(name: str, argv: list[str], run_dir: Path, log_path: Path,
           user: str | None = None, env: dict[str, str] | None = None,
-          nofile: int | None = None, cpus: str = "") -> Proc:
+          nofile: int | None = None, cpus: str = "",
+          join: Callable[[], None] | None = None) -> Proc:
     """Start argv (never through a shell) in a new session; stdout/stderr go to log_path.
-    `nofile` sets the open-files limit of the new process, `cpus` the CPUs it may use."""
+    `nofile` sets the open-files limit of the new process, `cpus` the CPUs it may use,
+    `join` puts it into a cgroup first (a machine profile's)."""
     log = open(log_path, "ab")
-    preexec = _in_child(_nofile_limit(nofile) if nofile else None, pin(cpus))
+    preexec = _in_child(join, _nofile_limit(nofile) if nofile else None, pin(cpus))
     # Marks the process as this run's, for cleanup_leftovers after a crash.
     env = {**(os.environ if env is None else env), MARK: str(run_dir)}
     try:

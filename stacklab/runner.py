@@ -32,11 +32,14 @@ from .hostinfo import git_commit, host_facts
 from .knobs import KnobRegistry
 from .layercheck import layer_verdicts
 from .measurement import load_outcome, measure
+from .netlab.cgroups import CgroupError
+from .netlab.fs import FilesystemUnavailable, MountError
 from .netlab.net import NetlabError
-from .netlab.run import Network, network
+from .netlab.run import (Network, filesystem, fs_verdicts, machine, machine_verdicts,
+                         network)
 from .plan import Plan, PlannedRun, Trial, effective_knobs
 from .spec import ExperimentSpec
-from .stack import RunningStack, lifecycle
+from .stack import RunningStack, Site, lifecycle
 from .stacks import COMPONENTS, STACKS
 from .stacks.base import RunningComponent
 from .stacks.tls import make_certificate
@@ -234,12 +237,18 @@ def execute_run(ctx: RunContext, run: PlannedRun) -> RunRecord:
     resources: dict = {}
     flags: tuple[str, ...] = ()
     try:
-        deployed = _deployed(ctx, trial.workload)
-        with (network(knobs["net"], name, ctx.session.dir) as net,
+        state = ctx.session.dir
+        with (network(knobs["net"], name, state) as net,
+              machine(knobs["machine"], name, state) as group,
+              filesystem(knobs["fs"], _deployed(ctx, trial.workload), name, state)
+              as (deployed, mount),
               lifecycle(running, knobs, deployed, run_dir, ctx.tls, ctx.session.cache(),
-                        host=net.host) as verdicts):
-            verdicts = (*verdicts, *net.verdicts())
+                        site=Site(net.host, group and group.preexec())) as verdicts):
+            verdicts = _layers_verified(running, verdicts, net, mount, group)
             load, resources = _measure(ctx, trial, knobs, deployed, running, run_dir, net)
+            resources["_fs"] = {**knobs["fs"], "mounted": bool(mount)}
+            if group:
+                resources["_machine"] = {**knobs["machine"], **group.usage()}
             flags = tuple(flag_names(load, resources))
             outcome, reason = load_outcome(load, running.alive())
             checked = layer_verdicts(running.stack, resources.get("_layers", {}),
@@ -256,7 +265,7 @@ def execute_run(ctx: RunContext, run: PlannedRun) -> RunRecord:
             outcome, reason, tail = Outcome.FAILED, str(e), e.log_tail
         else:                          # a stop failing a run already judged: say both
             reason = f"{reason}; and stopping the stack: {e}"
-    except (EngineError, NetlabError) as e:
+    except (EngineError, NetlabError, MountError, FilesystemUnavailable, CgroupError) as e:
         outcome, reason = Outcome.FAILED, str(e)
     except (OSError, http.client.HTTPException, ValueError, zlib.error) as e:
         # a server that dies, resets or answers garbage while being verified or loaded
@@ -274,6 +283,20 @@ def execute_run(ctx: RunContext, run: PlannedRun) -> RunRecord:
                      configs=running.files(), verdicts=verdicts, load=load,
                      resources=resources, flags=flags, log_tail=tail,
                      run_dir=kept_dir and str(kept_dir))
+
+
+def _layers_verified(running: RunningStack, verdicts: tuple[Verdict, ...], net: Network,
+                     mount, group) -> tuple[Verdict, ...]:
+    """The stack's verdicts and the lab's layers' own — the link's rate, the docroot's
+    filesystem in the server's view, the machine profile's groups — before anything is
+    measured: a FAIL among them is an invalid run, as the stack's own are."""
+    pids = [s.proc.popen.pid for s in running.started]
+    layers = [*net.verdicts(), *fs_verdicts(mount, pids[0]), *machine_verdicts(group, pids)]
+    verdicts = (*verdicts, *layers)
+    if failed := [v for v in layers if v.status is Status.FAIL]:
+        raise VerificationFailed(running.stack.name, verdicts,
+                                 "; ".join(f"{v.check}: {v.detail}" for v in failed))
+    return verdicts
 
 
 def _measure(ctx: RunContext, trial: Trial, knobs: dict[str, dict], deployed: Deployed,

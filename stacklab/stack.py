@@ -29,6 +29,15 @@ from .workloads import Deployed, place
 HOST = "127.0.0.1"
 
 
+@dataclass(frozen=True)
+class Site:
+    """Where a run's servers live: the address they listen on (loopback, or the server's
+    end of a veth pair) and the cgroup they join before exec (a machine profile)."""
+
+    host: str = HOST
+    join: Callable[[], None] | None = None
+
+
 @dataclass
 class RunningStack:
     stack: StackDef
@@ -68,7 +77,7 @@ class RunningStack:
 def start_stack(running: RunningStack, knobs: dict[str, dict[str, Any]], deployed: Deployed,
                 run_dir: Path, tls: tuple[Path, Path], cache_dir: Path | None = None,
                 run_as: str | None = None, ready_timeout_s: float | None = None,
-                host: str = HOST) -> None:
+                site: Site = Site()) -> None:
     """Put what the stack needs into the docroot, then start the components back to front
     into `running` (so that whatever started is stopped by stop_stack even if a later one
     fails): each replica of the stack behind its front layers, its components given the
@@ -76,7 +85,7 @@ def start_stack(running: RunningStack, knobs: dict[str, dict[str, Any]], deploye
     the fronts of what is behind it (every replica's) as its backends."""
     stack = running.stack
     start = partial(_start, running, knobs, deployed, run_dir, tls, cache_dir, run_as,
-                    ready_timeout_s, host)
+                    ready_timeout_s, site)
     _place(running, knobs, deployed.docroot)
     backends = []
     for replica in range(1, stack.replicas + 1):
@@ -96,7 +105,7 @@ def _upstreams(started: list[RunningComponent]) -> tuple[Upstream, ...]:
 
 def _start(running: RunningStack, knobs: dict[str, dict[str, Any]], deployed: Deployed,
            run_dir: Path, tls: tuple[Path, Path], cache_dir: Path | None,
-           run_as: str | None, ready_timeout_s: float | None, host: str, name: str,
+           run_as: str | None, ready_timeout_s: float | None, site: Site, name: str,
            label: str,
            upstreams: tuple[Upstream, ...] = (),
            backends: tuple[Endpoint, ...] = ()) -> RunningComponent:
@@ -104,8 +113,9 @@ def _start(running: RunningStack, knobs: dict[str, dict[str, Any]], deployed: De
     user, group = (None, None) if run_as else lab.server_user()
     wait = {} if ready_timeout_s is None else {"ready_timeout_s": ready_timeout_s}
     groups = {g: knobs[g] for g in running.stack.groups}
-    ctx = RenderContext(run_dir / label, deployed.docroot, host, free_port(host), user, group,
-                        upstreams, groups, *tls, cache_dir, deployed.database, backends)
+    ctx = RenderContext(run_dir / label, deployed.docroot, site.host, free_port(site.host),
+                        user, group, upstreams, groups, *tls, cache_dir, deployed.database,
+                        backends, site.join)
     started = COMPONENTS[name].start(ctx, knobs[name], run_as=run_as, **wait)
     started.label = label
     running.started.append(started)
@@ -194,7 +204,7 @@ def lifecycle(running: RunningStack, knobs: dict[str, dict[str, Any]], deployed:
               run_dir: Path, tls: tuple[Path, Path] | tuple[None, None] = (None, None),
               cache_dir: Path | None = None, *, what: str | None = None,
               verify: Verify | None = None, ready_timeout_s: float | None = None,
-              host: str = HOST) -> Iterator[tuple[Verdict, ...]]:
+              site: Site = Site()) -> Iterator[tuple[Verdict, ...]]:
     """Start → ready → verify → (the caller measures) → always stop: the one lifecycle of
     every measurement (an experiment's run, a breakdown, a dbbench variant).
 
@@ -209,7 +219,7 @@ def lifecycle(running: RunningStack, knobs: dict[str, dict[str, Any]], deployed:
     verify = verify or verify_stack          # looked up at each call
     try:
         start_stack(running, knobs, deployed, run_dir, tls, cache_dir,
-                    ready_timeout_s=ready_timeout_s, host=host)
+                    ready_timeout_s=ready_timeout_s, site=site)
         verdicts = tuple(verify(running, deployed))
         failed = [v for v in verdicts if v.status is Status.FAIL]
         if failed:

@@ -60,8 +60,10 @@ def validate_plan(plan: Plan, origin: Origin) -> None:
                 raise origin.refuse(trial, "component", name, problem)
         if found := layers_problem(stack, knobs):
             raise origin.refuse(trial, "component", *found)
-        if problem := net_problem(knobs["net"]):
-            raise origin.refuse(trial, "component", "net", problem)
+        for owner, check in (("net", net_problem), ("fs", fs_problem),
+                             ("machine", machine_problem)):
+            if problem := check(knobs[owner]):
+                raise origin.refuse(trial, "component", owner, problem)
         if problem := threads_problem(knobs["load"]):
             raise origin.refuse(trial, "component", "load", problem)
 
@@ -99,6 +101,40 @@ def net_problem(knobs: dict) -> str | None:
         if key not in net.NAMESPACED_SYSCTLS:
             return (f"{key} is not per network namespace on this kernel (read-only inside "
                     "one): setting it would change the host's")
+    return None
+
+
+def fs_problem(knobs: dict) -> str | None:
+    """A filesystem this machine cannot make, options it does not take, or a cold cache
+    on a ramdisk (its files are only in memory)."""
+    if knobs["type"] == "none":
+        return None
+    from .netlab import fs
+    if why := fs.available()[knobs["type"]]:
+        return f"fs.type = {knobs['type']!r} cannot be had here: {why}"
+    if knobs["cold_cache"] and knobs["type"] == "tmpfs":
+        return "fs.cold_cache on tmpfs: a ramdisk holds its files only in memory"
+    try:
+        fs.check_args("check", knobs["type"], knobs["size_mb"],
+                      tuple(o for o in knobs["options"].split(",") if o))
+    except ValueError as e:
+        return f"fs: {e}"
+    return None
+
+
+def machine_problem(knobs: dict) -> str | None:
+    """A profile this machine cannot give (more CPUs than it has, a controller missing)."""
+    from .netlab import cgroups
+    try:
+        profile = cgroups.Profile(knobs["cpus"] or None, knobs["cpu_quota"] or None,
+                                  knobs["memory_mb"] or None)
+    except ValueError as e:
+        return f"machine.{e}"
+    found = cgroups.detect()
+    missing = [c for c in profile.controllers() if c not in found]
+    if missing:
+        return (f"machine profile needs the {', '.join(missing)} cgroup controller(s), "
+                "which this machine has neither as v1 nor v2")
     return None
 
 

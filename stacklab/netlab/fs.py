@@ -195,7 +195,7 @@ def mount_fs(run_id: str, state_dir: Path, mount_point: Path, fs: str, size_mb: 
     inside lab_dir — by default state_dir), its root mode 0755 so a server user reads it.
     ValueError names an invalid value; FilesystemUnavailable says why `fs` cannot be
     had here; MountError names a failed command (what was made is removed again)."""
-    _check_args(run_id, fs, size_mb, options)
+    check_args(run_id, fs, size_mb, options)
     state_dir, mount_point = _check_dirs(state_dir, mount_point, lab_dir)
     reason = available()[fs]
     if reason:
@@ -249,7 +249,7 @@ def _mount(fs: str, options: tuple[str, ...], device: str, mount_point: Path) ->
           str(mount_point)])
 
 
-def _check_args(run_id: str, fs: str, size_mb: int, options: tuple[str, ...]) -> None:
+def check_args(run_id: str, fs: str, size_mb: int, options: tuple[str, ...]) -> None:
     if not isinstance(run_id, str) or not RUN_ID.fullmatch(run_id):
         raise ValueError(f"run id {run_id!r} is not 1-64 letters, digits, '-' or '_'")
     if fs not in FILESYSTEMS:

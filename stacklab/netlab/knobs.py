@@ -1,6 +1,8 @@
-"""The `net.*` knobs: where the stack and the load engine meet — the host's loopback, or
-two network namespaces of the lab's own joined by a veth pair (a rate-limited link, the
-server side's TCP settings) — set for every trial, whatever its stack."""
+"""The lab's own layers under every stack, set for every trial whatever its stack:
+`net.*`, where the stack and the load engine meet — the host's loopback, or two network
+namespaces of the lab's own joined by a veth pair (a rate-limited link, the server side's
+TCP settings); `fs.*`, the filesystem the docroot lies on; `machine.*`, the CPUs, CPU time
+and memory the stack's processes may use (a cgroup)."""
 
 from functools import partial
 
@@ -78,3 +80,43 @@ def sysctls(knobs: dict) -> dict[str, str]:
         if value not in ("kernel", 0):
             out[key] = str(value)
     return out
+
+
+def fs_options(value: str) -> str | None:
+    """fs.options: mount options separated by commas; which ones a filesystem takes is
+    checked with the filesystem (fs.py) when the plan is validated."""
+    parts = [p for p in value.split(",") if p]
+    if any(not (p.isascii() and p.replace("=", "").replace("_", "").isalnum())
+           for p in parts):
+        return "expected mount options separated by commas, such as \"noatime\""
+    return None
+
+
+ON_FS = "acts only with fs.type set (the docroot on a filesystem of the run's own)"
+on_fs = partial(Knob, "fs", acts_with={"type": ("tmpfs", "ext3", "ext4", "xfs", "btrfs",
+                                                "jfs", "reiserfs")}, inert_why=ON_FS)
+FS_KNOBS = [
+    Knob("fs", "type", str, "none", "The filesystem the docroot lies on, made for the run: "
+         "none (the lab's own directory), tmpfs (a ramdisk), or ext3/ext4/xfs/btrfs/jfs/"
+         "reiserfs on a loop device (what this kernel lacks is refused with its reason).",
+         choices=("none", "tmpfs", "ext3", "ext4", "xfs", "btrfs", "jfs", "reiserfs"),
+         source="S1"),
+    on_fs("options", str, "", "Mount options, comma-separated (noatime, nodiratime, "
+          "relatime, strictatime; data=… for ext3/ext4).", source="S1",
+          validate=fs_options),
+    on_fs("size_mb", int, 512, "The filesystem's size in MB (at least the workload's files; "
+          "xfs needs 300).", min=16, max=65536),
+    on_fs("cold_cache", bool, False, "Start every run with the docroot's files out of the "
+          "page cache (unmount and mount again, as S1 rebooted); not on tmpfs. Use no "
+          "warm-up to measure the cold reads.", source="S1"),
+]
+MACHINE_KNOBS = [
+    Knob("machine", "cpus", int, 0, "CPUs the stack's processes may run on (a cpuset of "
+         "the first N; 0 = all), standing in for a smaller machine (S2).", min=0, max=256,
+         source="S2"),
+    Knob("machine", "cpu_quota", float, 0.0, "Cores' worth of CPU time the stack may use "
+         "(CFS quota: 0.5 = half a core; 0 = no limit).", min=0.0, max=256.0, source="S2"),
+    Knob("machine", "memory_mb", int, 0, "Memory limit of the stack's processes in MiB "
+         "(0 = none): files larger than its memory, as S1's large-file test.", min=0,
+         max=1 << 20, source="S1, S2"),
+]

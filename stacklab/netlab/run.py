@@ -1,20 +1,27 @@
-"""What one run does with its network (`net.*` knobs): on loopback, nothing; with veth, two
-namespaces of its own joined by a veth pair (net.py), the link's rate and round trip
-measured before the load, the calling thread inside the server's namespace while the
-stack starts, is verified and measured (thread.py: the servers it forks and the sockets it
-opens are there), the engine in the client's, and everything removed when the run ends.
+"""What one run does with the lab's layers under its stack, each made for the run and
+removed when it ends (also after a kill: the session's cleanup reads their records).
+
+- network (`net.*`): on loopback, nothing; with veth, two namespaces of its own joined by
+  a veth pair (net.py), the link's rate and round trip measured before the load, the
+  calling thread inside the server's namespace while the stack starts, is verified and
+  measured (thread.py: the servers it forks and the sockets it opens are there), the
+  engine in the client's;
+- filesystem (`fs.*`): the docroot copied onto a filesystem of its own (fs.py);
+- machine (`machine.*`): a cgroup the servers join before exec (cgroups.py).
 """
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from ..verify import Status, Verdict
-from . import net
+from ..workloads import Deployed
+from . import cgroups, fs, net
 from .knobs import sysctls
 from .thread import in_netns
 
@@ -83,3 +90,61 @@ def network(knobs: dict[str, Any], run_id: str, state_dir: Path) -> Iterator[Net
                         link.counters())
         with in_netns(link.server_ns):
             yield found
+
+
+@contextmanager
+def filesystem(knobs: dict[str, Any], deployed: Deployed, run_id: str, state_dir: Path
+               ) -> Iterator[tuple[Deployed, fs.Mount | None]]:
+    """The workload on a filesystem of the run's own (fs.* knobs): made, filled with a
+    copy of the deployed docroot, its cache dropped if asked (before any server opens a
+    file), and removed when the block ends; with fs.type none, the deployment as it is."""
+    if knobs["type"] == "none":
+        yield deployed, None
+        return
+    options = tuple(o for o in knobs["options"].split(",") if o)
+    mount = fs.mount_fs(run_id, state_dir, state_dir / f"docroot-{run_id}", knobs["type"],
+                        knobs["size_mb"], options)
+    try:
+        shutil.copytree(deployed.docroot, mount.mount_point, dirs_exist_ok=True,
+                        symlinks=True)
+        if knobs["cold_cache"]:
+            mount.drop_cache()
+        yield replace(deployed, docroot=mount.mount_point), mount
+    finally:
+        mount.close()
+
+
+def fs_verdicts(mount: fs.Mount | None, server_pid: int) -> list[Verdict]:
+    """The docroot really is that filesystem, with its options, in the server's view."""
+    if mount is None:
+        return []
+    ok, detail = mount.verify(server_pid)
+    return [Verdict("fs", "filesystem", Status.PASS if ok else Status.FAIL, detail)]
+
+
+@contextmanager
+def machine(knobs: dict[str, Any], run_id: str, state_dir: Path
+            ) -> Iterator[cgroups.Group | None]:
+    """The machine profile's cgroup for the stack's processes (machine.* knobs), removed
+    when the block ends (after the stack stopped); None without limits."""
+    profile = cgroups.Profile(knobs["cpus"] or None, knobs["cpu_quota"] or None,
+                              knobs["memory_mb"] or None)
+    if not profile.controllers():
+        yield None
+        return
+    group = cgroups.create_group(run_id, state_dir, profile)
+    try:
+        yield group
+    finally:
+        group.close()
+
+
+def machine_verdicts(group: cgroups.Group | None, pids: list[int]) -> list[Verdict]:
+    """Every server process is in the profile's groups, whose limits read back as set."""
+    if group is None:
+        return []
+    out = []
+    for pid in pids:
+        ok, detail = group.verify(pid)
+        out.append(Verdict("machine", "profile", Status.PASS if ok else Status.FAIL, detail))
+    return out

@@ -107,6 +107,9 @@ class RenderContext:
     # A front layer's (cache, proxy, balancer) HTTP backends: the front of the stack behind
     # it, one endpoint per replica. Empty for a component that is not a front layer.
     backends: tuple[Endpoint, ...] = ()
+    # A machine profile's cgroup (netlab), joined by the server before it execs, so that
+    # every worker it forks is inside from the first moment; None: no profile.
+    join: Callable[[], None] | None = None
 
     def upstream(self, need: str) -> Endpoint:
         """The backend that provides `need` (templates: `upstream("php")`); a StackError
@@ -258,7 +261,7 @@ class Component(ABC):
         proc = procs.spawn(self.name, self.command(ctx, knobs), ctx.run_dir,
                            ctx.run_dir / "server.out", user=run_as,
                            env=self.env(ctx, knobs), cpus=knobs.get("cpus", ""),
-                           **spawn_limits(knobs))
+                           join=ctx.join, **spawn_limits(knobs))
         started = RunningComponent(self.name, ctx, proc, knobs, self.endpoint(ctx, knobs),
                                    files)
         try:
