@@ -146,7 +146,76 @@ def test_a_killed_run_leaves_namespaces_that_the_next_start_removes(tmp_path):
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait()
     assert len(lab_namespaces() - before) == 2          # left behind by the kill
-    again, _ = run(tmp_path / "next" if (tmp_path / "next").mkdir() is None else None)
+    (tmp_path / "next").mkdir()
+    again, _ = run(tmp_path / "next")
     assert again.exit_code == 0, again.output
     assert lab_namespaces() == before
     assert not server_processes()
+
+
+def lab_mounts() -> list[str]:
+    with open("/proc/self/mounts") as f:
+        return [line for line in f if "/docroot-" in line and "stacklab" in line]
+
+
+def lab_cgroups() -> list[str]:
+    from pathlib import Path
+    return [str(p) for root in ("cpuset", "cpu", "cpuacct", "memory")
+            for p in Path("/sys/fs/cgroup", root).rglob("stacklab-*") if p.is_dir()]
+
+
+def test_the_docroot_on_each_filesystem_is_verified_in_the_servers_view(tmp_path):
+    """ext4 with noatime and a cold cache, and tmpfs: each verified from the server's
+    /proc/<pid>/mounts before the load, and gone after the run."""
+    require_root("mounts and loop devices")
+    require_engine()
+    result, db = run(tmp_path, knobs='fs.options = "noatime"',
+                     axis='fs.type = ["ext4", "tmpfs"]\nfs.cold_cache = [true, false]\n'
+                          'exclude = [{ "fs.type" = "tmpfs", "fs.cold_cache" = true }]')
+    assert result.exit_code == 0, result.output
+    rows = sqlite3.connect(db).execute("SELECT knobs_json, outcome, verdicts_json FROM runs")
+    seen = set()
+    for knobs, outcome, verdicts in rows:
+        fs_type = json.loads(knobs)["fs"]["type"]
+        assert outcome == "ok", fs_type
+        [checked] = [v for v in json.loads(verdicts) if v["component"] == "fs"]
+        assert checked["status"] == "PASS" and checked["detail"].startswith(fs_type)
+        assert "noatime" in checked["detail"] and "view" in checked["detail"]
+        seen.add(fs_type)
+    assert seen == {"ext4", "tmpfs"}
+    assert not lab_mounts() and not server_processes()
+
+
+def test_a_machine_profile_holds_every_server_process(tmp_path):
+    require_root("cgroups")
+    require_engine()
+    result, db = run(tmp_path, knobs="machine.cpus = 1\nmachine.memory_mb = 256")
+    assert result.exit_code == 0, result.output
+    [(_, outcome, resources, verdicts, _)] = runs(db)
+    assert outcome == "ok"
+    profile = [v for v in verdicts if v["component"] == "machine"]
+    assert profile and all(v["status"] == "PASS" for v in profile), profile
+    assert resources["_machine"]["cpus"] == 1 and resources["_machine"]["cpu_usage_s"] > 0
+    assert not lab_cgroups()
+
+
+def test_a_killed_run_leaves_mounts_and_cgroups_that_the_next_start_removes(tmp_path):
+    require_root("mounts and cgroups")
+    require_engine()
+    spec, db = tmp_path / "long.toml", tmp_path / "r.db"
+    spec.write_text(EXPERIMENT.format(knobs='fs.type = "ext4"\nmachine.cpus = 1',
+                                      axis="", duration="30s"))
+    proc = subprocess.Popen([sys.executable, "-m", "stacklab.cli", "run", str(spec),
+                             "--db", str(db)], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    try:
+        wait_for(lambda: lab_mounts() and lab_cgroups(), 30, "the run's mount and cgroups")
+        time.sleep(1.0)
+    finally:
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+    assert lab_mounts() and lab_cgroups()               # left behind by the kill
+    (tmp_path / "next").mkdir()
+    again, _ = run(tmp_path / "next")
+    assert again.exit_code == 0, again.output
+    assert not lab_mounts() and not lab_cgroups() and not server_processes()
