@@ -1,15 +1,21 @@
 """What this machine has for the lab, as plain data: each component and tool found or
-not (with its version and how to install it), and every knob grouped by its owner.
-`stacklab doctor` and `stacklab stacks` lay it out (report/listings.py)."""
+not (with its version and how to install it), each feature the lab's own layers can use
+(network namespaces, qdiscs, filesystems, cgroup controllers) or why not, and every knob
+grouped by its owner. `stacklab doctor` and `stacklab stacks` lay it out
+(report/listings.py)."""
 
 from __future__ import annotations
 
+import os
 import shutil
+import subprocess
 from dataclasses import dataclass
+from typing import Callable
 
 from .drive import engine_version
 from .errors import StacklabError
 from .knobs import Knob
+from .netlab import cgroups, fs, net
 from .stacks import COMPONENTS, GROUPS, REGISTRY
 
 DEFAULT_COMPONENTS = ("nginx", "apache")     # what presets/quick.toml needs
@@ -41,6 +47,16 @@ class KnobSection:
     knobs: list[Knob]
 
 
+@dataclass(frozen=True)
+class Feature:
+    """One thing a lab layer (net.*, fs.*, machine.*) needs from this machine, probed."""
+
+    name: str
+    available: bool
+    detail: str              # why not; when available, what it uses
+    knob: str | None         # the knob (and value) that needs it; None: no knob uses it yet
+
+
 def _version(component) -> str | None:
     try:
         return component.version()
@@ -66,6 +82,89 @@ def tools() -> list[Tool]:
 def ready(found: list[Tool]) -> bool:
     """Whether the default experiment can run."""
     return all(t.found for t in found if t.needed)
+
+
+# --- the lab's features ---------------------------------------------------------------
+
+# The tbf probe adds the qdisc with the lab's own arguments for this rate (net.tbf_args).
+TBF_PROBE_RATE = "100mbit"
+# The qdiscs probed in a throw-away namespace: (feature, knob, probe); each probe looked
+# up when called, so a test can stand in for it.
+QDISCS: tuple[tuple[str, str | None, Callable[[], tuple[bool, str]]], ...] = (
+    ("rate shaping (tc tbf)", "net.link", lambda: _tbf_available()),
+    ("added latency (tc netem)", "net.rtt_ms", lambda: net.netem_available()),
+    ("pacing (tc fq)", None, lambda: net.fq_available()),
+)
+# The cgroup controller each machine.* knob limits with.
+CGROUP_KNOBS = (("cpuset", "machine.cpus"), ("cpu", "machine.cpu_quota"),
+                ("memory", "machine.memory_mb"))
+PROBE_ERRORS = (StacklabError, OSError, ValueError, subprocess.SubprocessError)
+
+
+def features() -> list[Feature]:
+    """Each feature the lab's layers can use here, or why not, from the same checks a
+    plan is validated with (so doctor's "yes" is what a run would get): network
+    namespaces, then each qdisc tried in a throw-away namespace, each filesystem, each
+    cgroup controller. A missing feature is data, never an error: only the experiments
+    whose knobs need it are refused."""
+    return [*_network_features(), *_filesystem_features(), *_cgroup_features()]
+
+
+def _network_features() -> list[Feature]:
+    namespaces = _namespaces()
+    found = [namespaces]
+    for name, knob, probe in QDISCS:
+        if not namespaces.available:
+            found.append(Feature(name, False, f"probed in a network namespace, which "
+                                 f"cannot be had: {namespaces.detail}", knob))
+            continue
+        try:
+            ok, detail = probe()
+        except PROBE_ERRORS as e:
+            ok, detail = False, f"the probe failed: {e}"
+        found.append(Feature(name, ok, detail, knob))
+    return found
+
+
+def _namespaces() -> Feature:
+    """Whether this process can create a network namespace: root, and `ip` to do it."""
+    name, knob = "network namespaces (ip netns)", "net.mode=veth"
+    ip = shutil.which("ip")
+    if os.geteuid() != 0:
+        return Feature(name, False, "creating one needs root", knob)
+    if ip is None:
+        return Feature(name, False, "ip missing: apt-get install iproute2", knob)
+    return Feature(name, True, f"ip netns as root ({ip})", knob)
+
+
+def _tbf_available() -> tuple[bool, str]:
+    args = net.tbf_args(TBF_PROBE_RATE)           # ["root", "tbf", *parameters]
+    return net.qdisc_available("tbf", tuple(args[args.index("tbf") + 1:]))
+
+
+def _filesystem_features() -> list[Feature]:
+    try:
+        why_not = fs.available()
+    except PROBE_ERRORS as e:
+        why_not = {name: f"the probe failed: {e}" for name in fs.FILESYSTEMS}
+    return [Feature(f"filesystem {name}", why is None,
+                    why or ("mounted directly, in memory" if name == "tmpfs" else
+                            f"mkfs.{name} on a loop device"), f"fs.type={name}")
+            for name, why in why_not.items()]
+
+
+def _cgroup_features() -> list[Feature]:
+    try:
+        found, problem = cgroups.detect(), ""
+    except PROBE_ERRORS as e:
+        found, problem = {}, f"the probe failed: {e}"
+    out = []
+    for controller, knob in CGROUP_KNOBS:
+        h = found.get(controller)
+        detail = (f"cgroup v{h.version} at {h.mount}" if h else problem or
+                  "mounted neither as v1 nor in the v2 hierarchy (/proc/self/mountinfo)")
+        out.append(Feature(f"cgroup {controller}", h is not None, detail, knob))
+    return out
 
 
 def knob_sections() -> list[KnobSection]:

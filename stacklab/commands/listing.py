@@ -4,17 +4,19 @@ from __future__ import annotations
 
 from ..env import Environment
 from ..errors import ExitStatus
-from ..inventory import knob_sections, ready, tools
-from ..report.listings import (knobs_table, layers_table, print_doctor, stacks_table,
-                                workloads_table)
+from ..inventory import features, knob_sections, ready, tools
+from ..report.listings import (knobs_table, layers_table, print_doctor, print_features,
+                                stacks_table, workloads_table)
 from ..stacks import COMPONENTS, STACKS
 from ..workloads import WORKLOADS
 
 
 def doctor(env: Environment) -> ExitStatus:
-    """Each component found or not; ERROR when the default experiment cannot run."""
+    """Each component found or not, then each lab feature this machine has or why not;
+    ERROR only when the default experiment cannot run (it needs no lab feature)."""
     found = tools()
     print_doctor(found, ready(found), env.stdout)
+    print_features(features(), env.stdout)
     return ExitStatus.OK if ready(found) else ExitStatus.ERROR
 
 

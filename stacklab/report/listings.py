@@ -8,7 +8,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from ..inventory import KnobSection, Tool
+from ..inventory import Feature, KnobSection, Tool
 from ..plan import Plan
 from ..spec import ExperimentSpec
 from ..stacks.compose import UNAVAILABLE
@@ -30,6 +30,23 @@ def print_doctor(tools: list[Tool], ready: bool, out: Console) -> None:
     out.print(doctor_table(tools))
     out.print("the default experiment can run" if ready else
               "[red]the default experiment cannot run: install what is missing[/red]")
+
+
+def features_table(features: list[Feature]) -> Table:
+    """What the lab's layers can use here: a "no" is a note (yellow), not a problem."""
+    table = Table(title="lab features")
+    for col in ("feature", "available", "why not, or what it uses", "knob"):
+        table.add_column(col)
+    for f in features:
+        table.add_row(f.name, "[green]yes[/green]" if f.available else "[yellow]no[/yellow]",
+                      escape(f.detail), f.knob or "(no knob yet)")
+    return table
+
+
+def print_features(features: list[Feature], out: Console) -> None:
+    out.print(features_table(features))
+    if not all(f.available for f in features):
+        out.print("what is missing refuses only the experiments whose knobs need it")
 
 
 def stacks_table(stacks) -> Table:
