@@ -82,6 +82,9 @@ class TrialSummary:
     tls: dict | None = None               # what the engine negotiated, over the ok runs
     # front layer -> {"hit_ratio": Estimate | None, "spread": {replica: median share}}
     layers: dict[str, dict] = field(default_factory=dict)
+    # The lab's layers under the stack where they are not the default: "net" (mode, link,
+    # measured rate and RTT, sysctls), "fs" (type, options, cold cache), "machine".
+    conditions: dict[str, dict] = field(default_factory=dict)
 
     @property
     def latency_distorted(self) -> bool:
@@ -169,7 +172,25 @@ def summarize(definition: dict, label: str, trial_id: str,
                               if r.outcome is not Outcome.OK and r.reason})),
         verdicts=runs[-1].verdicts if runs else (), flag_details=tuple(details),
         idle_pss_mib_per_worker=per_component("idle_pss_mib_per_worker"),
-        runs_invalid=invalid, tls=_tls(ok), layers=_layers(ok))
+        runs_invalid=invalid, tls=_tls(ok), layers=_layers(ok),
+        conditions=_conditions(ok))
+
+
+def _conditions(ok: list[RunRecord]) -> dict[str, dict]:
+    """The network, filesystem and machine profile the runs had (the latest's: the knobs
+    are the trial's; the measured rate and RTT are that run's), where not the default."""
+    if not ok:
+        return {}
+    res, out = ok[-1].resources, {}
+    net = res.get("_net", {})
+    if net.get("mode") == "veth":
+        out["net"] = {k: net[k] for k in ("mode", "link", "rate_bytes_s", "rtt_ms",
+                                          "sysctls") if k in net}
+    if res.get("_fs", {}).get("mounted"):
+        out["fs"] = {k: res["_fs"][k] for k in ("type", "options", "cold_cache", "size_mb")}
+    if "_machine" in res:
+        out["machine"] = {k: res["_machine"][k] for k in ("cpus", "cpu_quota", "memory_mb")}
+    return out
 
 
 def _layers(ok: list[RunRecord]) -> dict[str, dict]:

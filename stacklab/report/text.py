@@ -55,7 +55,7 @@ def print_summary(view: ExperimentView, console: Console) -> None:
         if s.latency_distorted:
             console.print(f"⚑ {s.label}: its p50/p99 describe the clients that were served, "
                           "not the trial's latency", style="yellow", markup=False)
-        for line in layer_lines(s):
+        for line in [*layer_lines(s), *condition_lines(s)]:
             console.print(line, markup=False)
         if s.tls:
             console.print(f"TLS {s.label}: {', '.join(s.tls['protocols'])} "
@@ -80,6 +80,24 @@ def layer_lines(s: TrialSummary) -> list[str]:
                 f"{replica} {share:.0%}" for replica, share in fig["spread"].items()))
         out.append(f"{layer} in {s.label}: {'; '.join(parts)}")
     return out
+
+
+def condition_lines(s: TrialSummary) -> list[str]:
+    """The network, filesystem and machine a trial ran on, where not the default."""
+    c, parts = s.conditions, []
+    if "net" in c:
+        n = c["net"]
+        parts.append(f"veth link {n.get('link')}, measured {n.get('rate_bytes_s', 0) / 1e6:,.1f}"
+                     f" MB/s, RTT {n.get('rtt_ms')} ms"
+                     + (f", sysctls {n['sysctls']}" if n.get("sysctls") else ""))
+    if "fs" in c:
+        f = c["fs"]
+        parts.append(f"docroot on {f['type']} ({f['options'] or 'default options'}"
+                     f"{', cold cache' if f['cold_cache'] else ''})")
+    if "machine" in c:
+        m = c["machine"]
+        parts.append("machine " + ", ".join(f"{k} {v}" for k, v in m.items() if v))
+    return [f"lab under {s.label}: {'; '.join(parts)}"] if parts else []
 
 
 COMPARISON_NOTE = ("A, B: medians of the runs (latency: each run's p50/p99); B/A: ratio of "
