@@ -77,6 +77,11 @@ def test_the_same_experiment_runs_on_loopback_and_over_veth(tmp_path):
     if received:
         assert crossed["client"]["rx_bytes"] >= received
     assert lab_namespaces() == before and not server_processes()
+    shown = " ".join(CliRunner().invoke(cli, ["show", "--db", str(db)]).output.split())
+    assert "veth link unlimited, measured" in shown and "RTT" in shown
+    report = tmp_path / "report.html"
+    assert CliRunner().invoke(cli, ["report", "--db", str(db), "-o", str(report)]).exit_code == 0
+    assert '<table id="conditions">' in report.read_text()
 
 
 def test_a_100_mbit_link_caps_a_large_file_transfer_near_12_mb_s(tmp_path):
