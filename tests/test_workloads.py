@@ -277,3 +277,17 @@ def test_static_corpora_are_served_byte_exact(session):
     assert_all_pass(verdicts)
     assert sum(bool(re.match(r"stack:content /photos/", f"{v.component}:{v.check}"))
                for v in verdicts) == 60
+
+
+def test_the_large_file_set_scales_to_a_size_in_s1s_proportions():
+    """Twice a 512 MiB profile's memory, without S1's 5.5 GB on every filesystem: every
+    size is there, the total near the value, the load over every file."""
+    from stacklab.workloads import WORKLOADS, media
+    for total_mb in (64, 1024, 2048):
+        spec = media.scaled(total_mb * media.MB)
+        assert [size for size, _ in spec.counts] == [1, 5, 10, 25]
+        assert all(count >= 1 for _, count in spec.counts)
+        assert abs(spec.total_mb - total_mb) <= max(40, 0.05 * total_mb), spec
+    workload = WORKLOADS["large-files-sized:2048m"]
+    assert len(workload.urls) == sum(c for _, c in media.scaled(2048 * media.MB).counts)
+    assert WORKLOADS["large-files-sized:1024m"] is WORKLOADS["large-files-sized"]

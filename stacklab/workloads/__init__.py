@@ -145,6 +145,9 @@ SIZED_PORTAL = Param("size", 4 * KIB, 64 * MIB, "the page's size", portal_page, 
                      default=PORTAL_BYTES)
 SIZED_LIBRARY = Param("size", 1 * KIB, 16 * MIB, "the size of the PHP code it requires",
                       php_page, "680k")
+SIZED_LARGE = Param("size", 64 * MIB, 64 * 1024 * MIB, "the set's total size",
+                    lambda seed, total: media.large_files(media.scaled(total))(seed), "1024m",
+                    default=1024 * MIB)
 CPU_ROUNDS = Param("count", 1, 10_000_000, "the md5 rounds per request", php_cpu, "100000",
                    default=CPU_ITERATIONS)
 CACHE_PERCENT = Param("count", 0, 100, "the percent of requests to the cacheable page",
@@ -179,6 +182,13 @@ WORKLOADS: Registry = Registry({w.name: w for w in (
     Workload("large-files-full", "S1's full large-file set: 250×1, 250×5, 250×10 and 60×25 MB "
              "(5.5 GB, more than most page caches hold); generated once per docroot",
              media.large_files(media.LARGE_FULL), media.large_urls(media.LARGE_FULL)),
+    Workload("large-files-sized", _usage("S1's large-file set in its proportions (1, 5, 10 "
+                                         "and 25 MB files), scaled to SIZE in total: e.g. "
+                                         "twice a machine profile's memory",
+                                         "large-files-sized", SIZED_LARGE),
+             media.large_files(media.scaled(SIZED_LARGE.default)),
+             media.large_urls(media.scaled(SIZED_LARGE.default)), param=SIZED_LARGE,
+             mix=lambda total: (media.large_urls(media.scaled(total)), None)),
     Workload("php-page", _usage("a PHP page that requires a ~54 KB generated library and "
                                 "renders a table: PHP start-up plus compile, where OPcache "
                                 "matters", "php-page", SIZED_LIBRARY),

@@ -87,6 +87,15 @@ LARGE_FULL = LargeSet(((1, 250), (5, 250), (10, 250), (25, 60)), 2)
 LARGE_SMALL = LargeSet(((1, 4), (5, 4), (10, 4), (25, 1)), 4)
 
 
+def scaled(total_bytes: int) -> LargeSet:
+    """S1's full set in its proportions, scaled to about `total_bytes` (at least one
+    file of each size): a set larger than a machine profile's memory without S1's 5.5 GB
+    on every filesystem (e.g. twice machine.memory_mb)."""
+    factor = total_bytes / (LARGE_FULL.total_mb * MB)
+    return LargeSet(tuple((size, max(1, round(count * factor)))
+                          for size, count in LARGE_FULL.counts), 2)
+
+
 def _large_paths(spec: LargeSet) -> list[tuple[str, int]]:
     return [(f"/files/{size}m-{i:03d}.bin", size) for size, count in spec.counts
             for i in range(count)]
