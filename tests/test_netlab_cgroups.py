@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from stacklab.netlab import cgroups
+from stacklab.netlab import cgroupfiles, cgroups
 from stacklab.netlab.cgroups import (CgroupBusyError, Hierarchy, Profile,
                                      cleanup_stale, create_group, detect, settings)
 
@@ -38,7 +38,7 @@ def groups(tmp_path):
             for pid in pids:
                 _kill(pid)
         g.close()
-    assert not (tmp_path / cgroups.STATE_FILE).exists()
+    assert not (tmp_path / cgroupfiles.STATE_FILE).exists()
 
 
 def _kill(pid: int) -> None:
@@ -76,7 +76,7 @@ def test_profile_refuses_with_field_and_value(kwargs, names):
 def test_run_id_is_checked_before_anything(bad, tmp_path):
     with pytest.raises(ValueError, match="run id"):
         create_group(bad, tmp_path, Profile(), hierarchies={})
-    assert not (tmp_path / cgroups.STATE_FILE).exists()
+    assert not (tmp_path / cgroupfiles.STATE_FILE).exists()
 
 
 def test_settings_per_version():
@@ -199,13 +199,13 @@ def test_close_refuses_a_group_with_processes_then_leaves_nothing(tmp_path):
         with pytest.raises(CgroupBusyError, match=f"pids {sleeper.pid}"):
             g.close(grace_s=0.2)
         assert all(p.dir.is_dir() for p in g.places)
-        assert (tmp_path / cgroups.STATE_FILE).exists()
+        assert (tmp_path / cgroupfiles.STATE_FILE).exists()
     finally:
         sleeper.kill()
         sleeper.wait()
     g.close()
     assert not any(p.dir.exists() for p in g.places)
-    assert not (tmp_path / cgroups.STATE_FILE).exists()
+    assert not (tmp_path / cgroupfiles.STATE_FILE).exists()
 
 
 CREATOR = """
@@ -248,7 +248,7 @@ def test_creator_killed_midway_leaves_records_cleanup_removes(tmp_path):
     report = cleanup_stale(tmp_path)
     assert len(report.removed) == 2 and not report.busy and not report.refused
     assert not any(Path(r).exists() for r in records)
-    assert not (tmp_path / cgroups.STATE_FILE).exists()
+    assert not (tmp_path / cgroupfiles.STATE_FILE).exists()
 
 
 @needs_root
@@ -267,20 +267,20 @@ def test_creator_killed_with_a_server_inside_cleanup_kills_nothing(tmp_path):
         _kill(server)                           # what the caller's process cleanup does
     report = cleanup_stale(tmp_path)
     assert len(report.removed) == 4 and not report.busy
-    assert not (tmp_path / cgroups.STATE_FILE).exists()
+    assert not (tmp_path / cgroupfiles.STATE_FILE).exists()
 
 
 def test_cleanup_acts_only_on_the_labs_own_records(tmp_path):
     lines = ["/sys/fs/cgroup/cpu", "/sys/fs/cgroup/memory/process_api",
              str(tmp_path / "stacklab-x"), "/sys/fs/cgroup/cpu/../cpu/stacklab-x",
              "relative/stacklab-x", "/sys/fs/cgroup/cpu/stacklab-never-made"]
-    (tmp_path / cgroups.STATE_FILE).write_text("".join(f"{x}\n" for x in lines)
+    (tmp_path / cgroupfiles.STATE_FILE).write_text("".join(f"{x}\n" for x in lines)
                                                + "/sys/fs/cgroup/cpu/stacklab-cut")
     (tmp_path / "stacklab-x").mkdir()
     report = cleanup_stale(tmp_path)
     assert report.refused == lines[:5] and not report.removed and not report.busy
     assert (tmp_path / "stacklab-x").is_dir() and Path("/sys/fs/cgroup/cpu").is_dir()
-    assert not (tmp_path / cgroups.STATE_FILE).exists()
+    assert not (tmp_path / cgroupfiles.STATE_FILE).exists()
 
 
 # --- cgroup v2: the file-writing logic against a fake tree (no real v2 controllers here)
@@ -372,4 +372,4 @@ def test_a_missing_controller_is_named(fake_v2):
     del found["cpu"]
     with pytest.raises(cgroups.CgroupError, match="cpu_quota=0.5 needs the cpu cgroup"):
         create_group("nocpu", state, Profile(cpu_quota=0.5), found)
-    assert not (state / cgroups.STATE_FILE).exists()
+    assert not (state / cgroupfiles.STATE_FILE).exists()

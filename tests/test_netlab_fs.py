@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from stacklab.netlab import fs
+from stacklab.netlab import fs, fscheck
 
 pytestmark = [pytest.mark.integration,
               pytest.mark.skipif(os.geteuid() != 0, reason="mounting needs root")]
@@ -63,7 +63,7 @@ def test_loop_filesystem_mounts_verifies_survives_a_cold_cache_and_closes(state_
     if AVAILABLE[name]:
         pytest.skip(f"{name}: {AVAILABLE[name]}")
     options = LOOP_CASES[name]
-    mount = _mount(state_dir, f"t-{name}", name, fs.MIN_MB[name] + 16, options)
+    mount = _mount(state_dir, f"t-{name}", name, fscheck.MIN_MB[name] + 16, options)
     try:
         ok, detail = mount.verify()
         assert ok, detail
@@ -125,8 +125,8 @@ def test_an_unavailable_filesystem_says_why(state_dir, monkeypatch):
         if reason:
             with pytest.raises(fs.FilesystemUnavailable, match=reason.split(" (")[0]):
                 _mount(state_dir, "t-un", name, 400)
-    real = fs._tool
-    monkeypatch.setattr(fs, "_tool", lambda tool: None if tool == "mkfs.xfs" else real(tool))
+    real = fscheck._tool
+    monkeypatch.setattr(fscheck, "_tool", lambda tool: None if tool == "mkfs.xfs" else real(tool))
     assert fs.available()["xfs"] == "mkfs.xfs missing: apt-get install xfsprogs"
     with pytest.raises(fs.FilesystemUnavailable, match="apt-get install xfsprogs"):
         _mount(state_dir, "t-un", "xfs", 400)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from stacklab.netlab import net
+from stacklab.netlab import net, netkernel
 
 pytestmark = pytest.mark.integration
 
@@ -157,9 +157,9 @@ def test_a_link_asked_for_a_global_sysctl_is_refused_and_leaves_nothing(root, tm
 
 
 def test_the_namespaced_list_is_what_the_kernel_does(root):
-    for key in net.NAMESPACED_SYSCTLS + net.GLOBAL_SYSCTLS:
-        namespaced, why = net.sysctl_is_namespaced(key)
-        assert namespaced == (key in net.NAMESPACED_SYSCTLS), (key, why)
+    for key in netkernel.NAMESPACED_SYSCTLS + netkernel.GLOBAL_SYSCTLS:
+        namespaced, why = netkernel.sysctl_is_namespaced(key)
+        assert namespaced == (key in netkernel.NAMESPACED_SYSCTLS), (key, why)
 
 
 def test_qdisc_probes_answer_with_the_kernels_reason(root):
@@ -191,11 +191,11 @@ def test_bad_values_are_refused_before_anything_runs(tmp_path, call, bad):
 CHILD = """
 import sys, time
 from pathlib import Path
-from stacklab.netlab import net
+from stacklab.netlab import net, netns
 state, rid, marker = Path(sys.argv[1]), sys.argv[2], Path(sys.argv[3])
-net._probe_namespace().__enter__()          # a probe left behind, too
+netns._probe_namespace().__enter__()        # a probe left behind, too
 real_run = net._run
-def run(argv, timeout=net.CMD_TIMEOUT_S):
+def run(argv, timeout=netns.CMD_TIMEOUT_S):
     out = real_run(argv, timeout)
     if "veth" in argv:                      # midway: both namespaces and the veth exist
         marker.write_text("created")

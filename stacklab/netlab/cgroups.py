@@ -16,38 +16,32 @@ Each group is made under the cgroup the creating process is in, in every hierarc
 itself runs under limits cannot lift them from its servers. With v2, controllers the
 parent does not pass down are enabled in its ancestors' cgroup.subtree_control and left
 enabled: other groups may rely on them, and it only offers them to children.
+
+Which hierarchies there are is cgroupmounts.py's to find; what a profile writes and
+what the group's counters read is cgrouplimits.py's; the interface files and the
+state file are read and written through cgroupfiles.py.
 """
 
 from __future__ import annotations
 
 import errno
-import fcntl
 import os
 import re
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from ..errors import StacklabError
 from ..placement import parse_cpus
+from .cgroupfiles import (CgroupError, _forget, _procs, _read, _record, _records, _rmdir,
+                          _wait_empty, _write)
+from .cgrouplimits import Setting, _enable_v2, _usage, format_cpus, settings
+from .cgroupmounts import MOUNTINFO, PROC, Hierarchy, _cgroup_mounts, detect
 
-STATE_FILE = "cgroups"
 PREFIX = "stacklab-"
 RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
-PERIOD_US = 100_000              # the CFS period the quota is a share of
 MIN_QUOTA = 0.01                 # the kernel's smallest quota: 1 ms per 100 ms period
 MIN_MEMORY_MB = 32
 ACCOUNTING = ("cpuacct", "memory")   # made whenever present: CPU time and peak memory
-KNOWN = frozenset({"cpu", "cpuacct", "cpuset", "memory", "io", "blkio", "pids", "hugetlb",
-                   "devices", "freezer", "net_cls", "net_prio", "perf_event", "rdma", "misc"})
-PROC = Path("/proc")
-MOUNTINFO = PROC / "self/mountinfo"
-SELF_CGROUP = PROC / "self/cgroup"
-
-
-class CgroupError(StacklabError):
-    """A group could not be made, filled, read or removed (the file and value named)."""
 
 
 class CgroupBusyError(CgroupError):
@@ -85,102 +79,6 @@ class Profile:
         """The controllers this profile limits, each with the field that needs it."""
         wanted = {"cpuset": "cpus", "cpu": "cpu_quota", "memory": "memory_mb"}
         return {c: f for c, f in wanted.items() if getattr(self, f) is not None}
-
-
-@dataclass(frozen=True)
-class Hierarchy:
-    """One mounted cgroup hierarchy: its version, where it is mounted, the cgroup its
-    mount shows as its top (`root`), and the cgroup the creating process is in (`own`)."""
-
-    version: int
-    mount: Path
-    root: str = "/"
-    own: str = "/"
-
-    def dir_of(self, cgroup: str) -> Path:
-        """The directory of a cgroup path as /proc/<pid>/cgroup names it."""
-        top = self.root.rstrip("/")
-        rel = cgroup[len(top):] if cgroup == top or cgroup.startswith(top + "/") else cgroup
-        return self.mount / rel.lstrip("/")
-
-
-def detect(mountinfo: Path = MOUNTINFO, self_cgroup: Path = SELF_CGROUP) -> dict[str, Hierarchy]:
-    """Which hierarchy holds each controller here, from the kernel's mount table.
-
-    v1 and v2 are told apart by filesystem type in /proc/self/mountinfo: a `cgroup`
-    mount is a v1 hierarchy whose super options name the controllers bound to it (cpu,
-    or cpu,cpuacct co-mounted); a `cgroup2` mount is the unified hierarchy, whose
-    controllers are those its top's cgroup.controllers lists. A controller bound to a v1
-    hierarchy is never offered by v2, so each controller has one answer. Where the
-    creating process sits comes from /proc/self/cgroup ("N:ctrl,…:/path" for v1,
-    "0::/path" for v2).
-    """
-    own_v1, own_v2 = {}, "/"
-    for line in self_cgroup.read_text().splitlines():
-        num, _, rest = line.partition(":")
-        ctrls, _, path = rest.partition(":")
-        if num == "0" and not ctrls:
-            own_v2 = path
-        for c in ctrls.split(","):
-            own_v1[c] = path
-    found: dict[str, Hierarchy] = {}
-    for line in mountinfo.read_text().splitlines():
-        fields = line.split(" ")
-        sep = fields.index("-")
-        fstype, options = fields[sep + 1], fields[sep + 3].split(",")
-        root, mount = _unescape(fields[3]), Path(_unescape(fields[4]))
-        if fstype == "cgroup":
-            ctrls = [o for o in options if o in KNOWN]
-            own = next((own_v1[c] for c in ctrls if c in own_v1), "/")
-            for c in ctrls:
-                found.setdefault(c, Hierarchy(1, mount, root, own))
-        elif fstype == "cgroup2":
-            try:
-                ctrls = (mount / "cgroup.controllers").read_text().split()
-            except OSError:
-                continue
-            for c in ctrls:
-                found.setdefault(c, Hierarchy(2, mount, root, own_v2))
-    return found
-
-
-def _unescape(text: str) -> str:
-    """A mountinfo path: space, tab, newline and backslash are written as octal escapes."""
-    return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), text)
-
-
-@dataclass(frozen=True)
-class Setting:
-    """One interface file written with one value, read back by verify()."""
-
-    controller: str
-    file: str
-    value: str
-    optional: bool = False       # written only where the kernel has it (swap accounting)
-
-
-def settings(profile: Profile, versions: dict[str, int], cpus: str = "",
-             mems: str = "") -> list[Setting]:
-    """What a profile writes, given each controller's hierarchy version, in the order
-    the kernel needs it: a v1 cpuset takes tasks only once it has mems; a v1 memsw
-    limit may not be below the memory limit. The swap limits make the memory limit one
-    on RAM (this machine has no swap; where there is, the limit would spill into it)."""
-    out = []
-    if profile.cpus is not None:
-        out += [Setting("cpuset", "cpuset.cpus", cpus), Setting("cpuset", "cpuset.mems", mems)]
-    if profile.cpu_quota is not None:
-        quota = str(round(profile.cpu_quota * PERIOD_US))
-        out += ([Setting("cpu", "cpu.cfs_period_us", str(PERIOD_US)),
-                 Setting("cpu", "cpu.cfs_quota_us", quota)] if versions["cpu"] == 1 else
-                [Setting("cpu", "cpu.max", f"{quota} {PERIOD_US}")])
-    if profile.memory_mb is not None:
-        limit = str(profile.memory_mb * 2**20)
-        out += ([Setting("memory", "memory.limit_in_bytes", limit),
-                 Setting("memory", "memory.memsw.limit_in_bytes", limit, optional=True)]
-                if versions["memory"] == 1 else
-                [Setting("memory", "memory.max", limit),
-                 Setting("memory", "memory.swap.max", "0", optional=True)])
-    return out
 
 
 @dataclass
@@ -353,30 +251,6 @@ def _build(group: Group) -> None:
         group.written.append(s)
 
 
-def format_cpus(cpus: list[int]) -> str:
-    """A CPU list as the kernel prints one: runs as ranges ("0-2,5")."""
-    runs: list[list[int]] = []
-    for c in sorted(cpus):
-        if runs and c == runs[-1][1] + 1:
-            runs[-1][1] = c
-        else:
-            runs.append([c, c])
-    return ",".join(f"{a}-{b}" if b > a else str(a) for a, b in runs)
-
-
-def _enable_v2(h: Hierarchy, ctrls: list[str]) -> None:
-    """Make the v2 controllers available to the group: each ancestor from the top of
-    the mount down to the parent must list them in its cgroup.subtree_control."""
-    parent = h.dir_of(h.own)
-    chain = [parent, *parent.parents]
-    chain = [d for d in reversed(chain) if d == h.mount or h.mount in d.parents]
-    for d in chain:
-        control = d / "cgroup.subtree_control"
-        missing = [c for c in ctrls if c not in _read(control).split()]
-        if missing:
-            _write(control, " ".join("+" + c for c in missing))
-
-
 @dataclass
 class Stale:
     """What cleanup_stale did: removed directories, directories left because processes
@@ -424,110 +298,13 @@ def _is_ours(path: Path, mounts: list[Path]) -> bool:
             and any(m in path.parents for m in mounts))
 
 
-def _cgroup_mounts(mountinfo: Path) -> list[Path]:
-    mounts = []
-    for line in mountinfo.read_text().splitlines():
-        fields = line.split(" ")
-        if fields[fields.index("-") + 1] in ("cgroup", "cgroup2"):
-            mounts.append(Path(_unescape(fields[4])))
-    return mounts
-
-
-# --- the state file: one directory per line, a line counting once its newline is written
-
-
-def _record(state_dir: Path, path: Path) -> None:
-    fd = os.open(state_dir / STATE_FILE, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        os.write(fd, f"{path}\n".encode())
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _records(state_dir: Path) -> list[str]:
-    try:
-        text = (state_dir / STATE_FILE).read_text()
-    except FileNotFoundError:
-        return []
-    return [line for line in text.split("\n")[:-1] if line]   # the last piece: unfinished
-
-
-def _forget(state_dir: Path, paths: set[Path]) -> None:
-    """Drop these directories from the record (the file goes when it is empty)."""
-    try:
-        fd = os.open(state_dir / STATE_FILE, os.O_RDWR)
-    except FileNotFoundError:
-        return
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        text = os.read(fd, 1 << 20).decode()
-        keep = [r for r in text.split("\n")[:-1] if r and Path(r) not in paths]
-        if keep:
-            os.lseek(fd, 0, os.SEEK_SET)
-            os.truncate(fd, 0)
-            os.write(fd, "".join(r + "\n" for r in keep).encode())
-        else:
-            os.unlink(state_dir / STATE_FILE)
-    finally:
-        os.close(fd)
-
-
-# --- cgroup files
+# --- a group's directory, and where /proc/<pid>/cgroup puts a process
 
 
 def _make_dir(path: Path) -> None:
     """mkdir: the kernel fills the new directory with its interface files (a test's
     fake tree replaces this to do the same)."""
     os.mkdir(path)
-
-
-def _write(path: Path, value: str) -> None:
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_TRUNC)
-        try:
-            os.write(fd, value.encode())
-        finally:
-            os.close(fd)
-    except OSError as e:
-        raise CgroupError(f"writing {value!r} to {path}: {e.strerror}") from e
-
-
-def _read(path: Path) -> str:
-    try:
-        return path.read_text().strip()
-    except OSError as e:
-        raise CgroupError(f"reading {path}: {e.strerror}") from e
-
-
-def _procs(path: Path) -> list[int]:
-    try:
-        return [int(p) for p in (path / "cgroup.procs").read_text().split()]
-    except FileNotFoundError:
-        return []
-
-
-def _wait_empty(path: Path, grace_s: float) -> list[int]:
-    deadline = time.monotonic() + grace_s
-    while (pids := _procs(path)) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    return pids
-
-
-def _rmdir(path: Path, grace_s: float) -> None:
-    """rmdir, retried on EBUSY while the last tasks finish leaving."""
-    deadline = time.monotonic() + grace_s
-    while True:
-        try:
-            os.rmdir(path)
-            return
-        except FileNotFoundError:
-            return
-        except OSError as e:
-            if e.errno != errno.EBUSY or time.monotonic() >= deadline:
-                raise CgroupError(f"cannot remove cgroup {path}: {e.strerror}") from e
-            time.sleep(0.05)
 
 
 def _membership(lines: list[str], place: Place) -> str | None:
@@ -540,55 +317,3 @@ def _membership(lines: list[str], place: Place) -> str | None:
         if place.hierarchy.version == 1 and set(ctrls.split(",")) & set(place.controllers):
             return path
     return None
-
-
-def _flat(path: Path) -> dict[str, int]:
-    """A flat-keyed file ("key value" lines), or {} when it is not there."""
-    try:
-        text = path.read_text()
-    except OSError:
-        return {}
-    return {k: int(v) for k, _, v in (line.partition(" ") for line in text.splitlines())
-            if v.strip().lstrip("-").isdigit()}
-
-
-def _number(path: Path) -> int | None:
-    try:
-        return int(path.read_text().split()[0])
-    except (OSError, ValueError, IndexError):
-        return None
-
-
-def _usage(group: Group) -> dict:
-    out = dict.fromkeys(("cpu_usage_s", "cpu_periods", "cpu_throttled_periods",
-                         "cpu_throttled_s", "memory_current_bytes", "memory_peak_bytes",
-                         "memory_limit_hits", "memory_oom_kills"))
-    cpu, acct, mem = (group.place_of(c) for c in ("cpu", "cpuacct", "memory"))
-    v2 = next((p for p in group.places if p.hierarchy.version == 2), None)
-    if v2:                                       # one directory, cpu.stat always there
-        stat = _flat(v2.dir / "cpu.stat")
-        if "usage_usec" in stat:
-            out["cpu_usage_s"] = stat["usage_usec"] / 1e6
-        if "nr_periods" in stat:
-            out.update(cpu_periods=stat["nr_periods"], cpu_throttled_periods=stat["nr_throttled"],
-                       cpu_throttled_s=stat["throttled_usec"] / 1e6)
-    if acct and acct.hierarchy.version == 1:
-        ns = _number(acct.dir / "cpuacct.usage")
-        out["cpu_usage_s"] = None if ns is None else ns / 1e9
-    if cpu and cpu.hierarchy.version == 1 and (stat := _flat(cpu.dir / "cpu.stat")):
-        out.update(cpu_periods=stat["nr_periods"], cpu_throttled_periods=stat["nr_throttled"],
-                   cpu_throttled_s=stat["throttled_time"] / 1e9)
-    if mem and mem.hierarchy.version == 1:
-        out.update(memory_current_bytes=_number(mem.dir / "memory.usage_in_bytes"),
-                   memory_peak_bytes=_number(mem.dir / "memory.max_usage_in_bytes"),
-                   # a charge that fails is counted by the first counter it hits: with
-                   # swap accounting, memory+swap (equal limits) is checked first
-                   memory_limit_hits=sum(_number(mem.dir / f) or 0 for f in
-                                         ("memory.failcnt", "memory.memsw.failcnt")),
-                   memory_oom_kills=_flat(mem.dir / "memory.oom_control").get("oom_kill"))
-    elif mem:
-        events = _flat(mem.dir / "memory.events")
-        out.update(memory_current_bytes=_number(mem.dir / "memory.current"),
-                   memory_peak_bytes=_number(mem.dir / "memory.peak"),
-                   memory_limit_hits=events.get("max"), memory_oom_kills=events.get("oom_kill"))
-    return out

@@ -9,6 +9,9 @@ is mounted directly. The caller deploys its workload into the mount point afterw
 
 What is created is recorded in `stacklab-fs-<run_id>.json` in the state directory
 BEFORE each step, so a kill -9 at any moment leaves a record `cleanup_stale` acts on.
+
+Which filesystems can be had here and the checks of a request (values, state
+directory, mount point) are fscheck.py's: they run before anything is made.
 """
 
 from __future__ import annotations
@@ -18,98 +21,30 @@ import json
 import mmap
 import os
 import re
-import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
 
 from ..errors import StacklabError
+from .fscheck import (FILESYSTEMS, RUN_ID, FilesystemUnavailable, _check_dirs, _check_path,
+                      _tool, available, check_args)
 
-FILESYSTEMS = ("ext3", "ext4", "xfs", "btrfs", "jfs", "reiserfs", "tmpfs")
-PACKAGES = {"ext3": "e2fsprogs", "ext4": "e2fsprogs", "xfs": "xfsprogs",
-            "btrfs": "btrfs-progs", "jfs": "jfsutils", "reiserfs": "reiserfsprogs"}
 # Quiet, never ask, and for ext3/4 initialise inode tables and journal now: lazy init
 # would have a kernel thread writing to the disk during the first runs' measurements.
 MKFS_FLAGS = {"ext3": ("-q", "-F", "-E", "lazy_itable_init=0,lazy_journal_init=0"),
               "ext4": ("-q", "-F", "-E", "lazy_itable_init=0,lazy_journal_init=0"),
               "xfs": ("-q", "-f"), "btrfs": ("-q", "-f"), "jfs": ("-q",),
               "reiserfs": ("-q", "-f", "-f")}
-# The smallest filesystem each mkfs makes (mkfs.xfs: "must be larger than 300MB";
-# mkfs.btrfs: at least 114294784 bytes per device).
-MIN_MB = {"ext3": 16, "ext4": 16, "xfs": 300, "btrfs": 110, "jfs": 16, "reiserfs": 64,
-          "tmpfs": 1}
-MAX_MB = 65536
-
-# The mount options allowed: the access-time family for every filesystem (at most one
-# of noatime/relatime/strictatime), ext3/4's journalling mode, and nobarrier where the
-# kernel still takes it (XFS dropped it in Linux 4.19; ext3/4 and btrfs keep it).
-ATIME = ("noatime", "relatime", "strictatime")
-OPTIONS = {fs: {"noatime", "nodiratime", "relatime", "strictatime"} for fs in FILESYSTEMS}
-for _fs in ("ext3", "ext4"):
-    OPTIONS[_fs] |= {"data=ordered", "data=writeback", "data=journal", "nobarrier"}
-OPTIONS["btrfs"] |= {"nobarrier"}
 
 STATE = "stacklab-fs-{run_id}.json"
 IMAGE = "stacklab-fs-{run_id}.img"
 SOURCE = "stacklab-{run_id}"          # the device name a tmpfs is mounted from
-RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
 MEMORY_FS = {"tmpfs", "ramfs"}
-TOOL_PATH = os.pathsep.join([os.environ.get("PATH", ""), "/usr/sbin", "/sbin"])
-
-
-class FilesystemUnavailable(StacklabError):
-    """This machine cannot make or mount the filesystem asked for; says why."""
 
 
 class MountError(StacklabError):
     """A command that makes, mounts or removes a lab filesystem failed."""
-
-
-def available() -> dict[str, str | None]:
-    """Each of FILESYSTEMS: None when this machine can make and mount it, else why not."""
-    kernel = _kernel_filesystems()
-    return {fs: _why_not(fs, kernel) for fs in FILESYSTEMS}
-
-
-def _kernel_filesystems() -> set[str]:
-    return {line.split()[-1] for line in Path("/proc/filesystems").read_text().splitlines()
-            if line.strip()}
-
-
-def _why_not(fs: str, kernel: set[str]) -> str | None:
-    if os.geteuid() != 0:
-        return "mounting needs root"
-    if fs not in kernel:
-        problem = _load_module(fs)
-        if problem:
-            return f"the kernel has no {fs} ({problem})"
-    tools = [("mount", "mount"), ("umount", "mount")]
-    if fs != "tmpfs":
-        tools += [("losetup", "mount"), (f"mkfs.{fs}", PACKAGES[fs])]
-    for tool, package in tools:
-        if not _tool(tool):
-            return f"{tool} missing: apt-get install {package}"
-    if fs != "tmpfs" and not Path("/dev/loop-control").exists():
-        return "no loop devices (/dev/loop-control missing)"
-    return None
-
-
-def _load_module(fs: str) -> str | None:
-    """None once the kernel has `fs` after trying to load its module, else why not."""
-    if not Path("/proc/modules").exists():
-        return "not in /proc/filesystems, and this kernel cannot load modules"
-    modprobe = _tool("modprobe")
-    if not modprobe:
-        return "not in /proc/filesystems; modprobe missing: apt-get install kmod"
-    out = subprocess.run([modprobe, "-q", fs], capture_output=True, text=True, timeout=30)
-    if out.returncode != 0:
-        return f"not in /proc/filesystems, and modprobe {fs} failed"
-    return None if fs in _kernel_filesystems() else f"modprobe {fs} did not register it"
-
-
-def _tool(name: str) -> str | None:
-    return shutil.which(name, path=TOOL_PATH)
 
 
 def _run(argv: list[str], timeout_s: float = 60) -> str:
@@ -247,50 +182,6 @@ def _record(state_file: Path, record: dict, step: str) -> None:
 def _mount(fs: str, options: tuple[str, ...], device: str, mount_point: Path) -> None:
     _run(["mount", "-t", fs, *(["-o", ",".join(options)] if options else []), device,
           str(mount_point)])
-
-
-def check_args(run_id: str, fs: str, size_mb: int, options: tuple[str, ...]) -> None:
-    if not isinstance(run_id, str) or not RUN_ID.fullmatch(run_id):
-        raise ValueError(f"run id {run_id!r} is not 1-64 letters, digits, '-' or '_'")
-    if fs not in FILESYSTEMS:
-        raise ValueError(f"filesystem {fs!r} is not one of {', '.join(FILESYSTEMS)}")
-    if (not isinstance(size_mb, int) or isinstance(size_mb, bool)
-            or not MIN_MB[fs] <= size_mb <= MAX_MB):
-        raise ValueError(f"size {size_mb!r} MB for {fs} is not {MIN_MB[fs]}-{MAX_MB}")
-    if isinstance(options, str):
-        raise ValueError(f"options {options!r}: give a tuple of options, not a string")
-    for option in options:
-        if option not in OPTIONS[fs]:
-            raise ValueError(f"mount option {option!r} is not allowed for {fs} "
-                             f"(allowed: {', '.join(sorted(OPTIONS[fs]))})")
-    for family in (ATIME, [o for o in OPTIONS[fs] if o.startswith("data=")]):
-        if len([o for o in options if o in family]) > 1:
-            raise ValueError(f"mount options {options!r}: at most one of {', '.join(family)}")
-
-
-def _check_dirs(state_dir: Path, mount_point: Path, lab_dir: Path | None) -> tuple[Path, Path]:
-    state_dir, mount_point = _check_path(state_dir), _check_path(mount_point)
-    lab = _check_path(lab_dir) if lab_dir is not None else state_dir
-    if lab not in mount_point.parents:
-        raise ValueError(f"mount point {str(mount_point)!r} is not inside {str(lab)!r}")
-    state_dir.mkdir(parents=True, exist_ok=True)
-    mount_point.mkdir(mode=0o755, parents=True, exist_ok=True)
-    if os.path.ismount(mount_point):
-        raise ValueError(f"mount point {str(mount_point)!r} is already a mount point")
-    if any(mount_point.iterdir()):
-        raise ValueError(f"mount point {str(mount_point)!r} is not empty: mounting "
-                         "would hide its files")
-    return state_dir, mount_point
-
-
-def _check_path(path: Path) -> Path:
-    """The path, absolute and with symlinks resolved; ValueError if /proc/mounts or a
-    command line could not carry it as it is (whitespace, ',', '\\', control chars)."""
-    text = str(path)
-    bad = next((c for c in text if c.isspace() or c in ",\\" or not c.isprintable()), None)
-    if not Path(text).is_absolute() or bad is not None:
-        raise ValueError(f"path {text!r} is not absolute or contains {bad!r}")
-    return Path(text).resolve()
 
 
 def _took(option: str, shown: tuple[str, ...]) -> bool:

@@ -1,0 +1,132 @@
+"""What a machine profile writes into a group and what is read back from it, in each
+hierarchy version's own files: the settings (cpuset, CFS quota, memory limit, in the
+order the kernel needs them), the v2 controllers its ancestors must pass down, and the
+group's CPU and memory counters.
+
+Apart from cgroups.py because this is the v1/v2 vocabulary of the kernel's interface
+files, a table of names and units, while cgroups.py holds the group's lifecycle.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from .cgroupfiles import _read, _write
+from .cgroupmounts import Hierarchy
+
+if TYPE_CHECKING:
+    from .cgroups import Group, Profile
+
+PERIOD_US = 100_000              # the CFS period the quota is a share of
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One interface file written with one value, read back by verify()."""
+
+    controller: str
+    file: str
+    value: str
+    optional: bool = False       # written only where the kernel has it (swap accounting)
+
+
+def settings(profile: Profile, versions: dict[str, int], cpus: str = "",
+             mems: str = "") -> list[Setting]:
+    """What a profile writes, given each controller's hierarchy version, in the order
+    the kernel needs it: a v1 cpuset takes tasks only once it has mems; a v1 memsw
+    limit may not be below the memory limit. The swap limits make the memory limit one
+    on RAM (this machine has no swap; where there is, the limit would spill into it)."""
+    out = []
+    if profile.cpus is not None:
+        out += [Setting("cpuset", "cpuset.cpus", cpus), Setting("cpuset", "cpuset.mems", mems)]
+    if profile.cpu_quota is not None:
+        quota = str(round(profile.cpu_quota * PERIOD_US))
+        out += ([Setting("cpu", "cpu.cfs_period_us", str(PERIOD_US)),
+                 Setting("cpu", "cpu.cfs_quota_us", quota)] if versions["cpu"] == 1 else
+                [Setting("cpu", "cpu.max", f"{quota} {PERIOD_US}")])
+    if profile.memory_mb is not None:
+        limit = str(profile.memory_mb * 2**20)
+        out += ([Setting("memory", "memory.limit_in_bytes", limit),
+                 Setting("memory", "memory.memsw.limit_in_bytes", limit, optional=True)]
+                if versions["memory"] == 1 else
+                [Setting("memory", "memory.max", limit),
+                 Setting("memory", "memory.swap.max", "0", optional=True)])
+    return out
+
+
+def format_cpus(cpus: list[int]) -> str:
+    """A CPU list as the kernel prints one: runs as ranges ("0-2,5")."""
+    runs: list[list[int]] = []
+    for c in sorted(cpus):
+        if runs and c == runs[-1][1] + 1:
+            runs[-1][1] = c
+        else:
+            runs.append([c, c])
+    return ",".join(f"{a}-{b}" if b > a else str(a) for a, b in runs)
+
+
+def _enable_v2(h: Hierarchy, ctrls: list[str]) -> None:
+    """Make the v2 controllers available to the group: each ancestor from the top of
+    the mount down to the parent must list them in its cgroup.subtree_control."""
+    parent = h.dir_of(h.own)
+    chain = [parent, *parent.parents]
+    chain = [d for d in reversed(chain) if d == h.mount or h.mount in d.parents]
+    for d in chain:
+        control = d / "cgroup.subtree_control"
+        missing = [c for c in ctrls if c not in _read(control).split()]
+        if missing:
+            _write(control, " ".join("+" + c for c in missing))
+
+
+def _flat(path: Path) -> dict[str, int]:
+    """A flat-keyed file ("key value" lines), or {} when it is not there."""
+    try:
+        text = path.read_text()
+    except OSError:
+        return {}
+    return {k: int(v) for k, _, v in (line.partition(" ") for line in text.splitlines())
+            if v.strip().lstrip("-").isdigit()}
+
+
+def _number(path: Path) -> int | None:
+    try:
+        return int(path.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _usage(group: Group) -> dict:
+    out = dict.fromkeys(("cpu_usage_s", "cpu_periods", "cpu_throttled_periods",
+                         "cpu_throttled_s", "memory_current_bytes", "memory_peak_bytes",
+                         "memory_limit_hits", "memory_oom_kills"))
+    cpu, acct, mem = (group.place_of(c) for c in ("cpu", "cpuacct", "memory"))
+    v2 = next((p for p in group.places if p.hierarchy.version == 2), None)
+    if v2:                                       # one directory, cpu.stat always there
+        stat = _flat(v2.dir / "cpu.stat")
+        if "usage_usec" in stat:
+            out["cpu_usage_s"] = stat["usage_usec"] / 1e6
+        if "nr_periods" in stat:
+            out.update(cpu_periods=stat["nr_periods"], cpu_throttled_periods=stat["nr_throttled"],
+                       cpu_throttled_s=stat["throttled_usec"] / 1e6)
+    if acct and acct.hierarchy.version == 1:
+        ns = _number(acct.dir / "cpuacct.usage")
+        out["cpu_usage_s"] = None if ns is None else ns / 1e9
+    if cpu and cpu.hierarchy.version == 1 and (stat := _flat(cpu.dir / "cpu.stat")):
+        out.update(cpu_periods=stat["nr_periods"], cpu_throttled_periods=stat["nr_throttled"],
+                   cpu_throttled_s=stat["throttled_time"] / 1e9)
+    if mem and mem.hierarchy.version == 1:
+        out.update(memory_current_bytes=_number(mem.dir / "memory.usage_in_bytes"),
+                   memory_peak_bytes=_number(mem.dir / "memory.max_usage_in_bytes"),
+                   # a charge that fails is counted by the first counter it hits: with
+                   # swap accounting, memory+swap (equal limits) is checked first
+                   memory_limit_hits=sum(_number(mem.dir / f) or 0 for f in
+                                         ("memory.failcnt", "memory.memsw.failcnt")),
+                   memory_oom_kills=_flat(mem.dir / "memory.oom_control").get("oom_kill"))
+    elif mem:
+        events = _flat(mem.dir / "memory.events")
+        out.update(memory_current_bytes=_number(mem.dir / "memory.current"),
+                   memory_peak_bytes=_number(mem.dir / "memory.peak"),
+                   memory_limit_hits=events.get("max"), memory_oom_kills=events.get("oom_kill"))
+    return out
