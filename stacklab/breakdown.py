@@ -11,17 +11,36 @@ calls, and the rest of the script; medians). One request's median time then spli
     php         = php                     (the script without its database calls)
     web server  = total - db - php        (the server, FastCGI/handler hand-over, PHP's
                                            start-up outside the script, loopback TCP)
-    network     = None                    loopback only: S1 fetched once locally and once
-                                           over the network minus the ping RTT; that needs
-                                           client and server on separate (virtual) hosts.
+    network     = total over veth         (--network veth: S1 fetched once locally and
+                  - total on loopback      once over the network; here a second fresh
+                                           stack in a namespace of its own, the engine in
+                                           another, joined by a veth pair whose round-trip
+                                           time is measured and shown beside it)
 
-Pages without Server-Timing (static files) are all web server. The measurement plugs
-into the one stack lifecycle (stack.lifecycle). Plain data out: a versioned JSON document
-(`schema_version`, units in field names), laid out by report/measures.py.
+With `--network loopback` (the default) the network row is None: client and server share
+the host. With veth, database, php and web server are the loopback stack's figures (as
+S1 computed them from the local fetch), so the four add up to the total over veth and
+percentages are of that total. Server-Timing over veth is read from the server's own
+namespace (it describes the server, not the link).
+
+Pages without Server-Timing (static files) are all web server. Each measurement plugs
+into the one stack lifecycle (stack.lifecycle), under the lab's network layer
+(netlab.run.network). Plain data out: a versioned JSON document (`schema_version`, units
+in field names), laid out by report/measures.py.
+
+Schema changes:
+  1  network_ms None and the network row empty (loopback only).
+  2  `network`: what the stack ran over ({"mode": "loopback"}, or the veth link's record:
+     `link`, measured `rtt_ms` and `rate_bytes_s`, the bytes that crossed it); each
+     measurement's `veth` (the same figures over the link, or None) and `network_ms`;
+     the network row's `ms`, `percent` and `rtt_ms`; top-level `network_ms` the median
+     over the URLs per keep-alive mode ({"keepalive_off": ms, "keepalive_on": ms}) or
+     None; `network_note` says the method. Old documents still lay out.
 """
 
 from __future__ import annotations
 
+import os
 import re
 import statistics
 from dataclasses import dataclass
@@ -31,25 +50,32 @@ from typing import Any
 from . import __version__, lab
 from .drive import LoadPlan, engine_version, run_load
 from .env import Environment
-from .errors import StacklabError, UsageError
+from .errors import StacklabError, UsageError, VerificationFailed
 from .hostinfo import host_facts
+from .netlab.run import Network, network
 from .plan import Plan, PlannedRun, Trial, effective_knobs, fixed_conflict
 from .validate import Field, check_installed, validate_plan
-from .stack import RunningStack, lifecycle
+from .stack import RunningStack, Site, lifecycle
 from .stacks import COMPONENTS, REGISTRY, STACKS
 from .stacks.tls import make_certificate
 from .stats import merged_percentiles
 from .store import BreakdownRecord
 from .systune import CpuAwake
-from .verify import connection, request
-from .workloads import WORKLOADS, deploy
+from .verify import Status, connection, request
+from .workloads import WORKLOADS, Deployed, deploy
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 TIMING_SAMPLES = 50          # Server-Timing readings per URL and keep-alive mode
 WARMUP_REQUESTS = 10         # before each mode's measurement, not counted
 ROUNDS = 5                   # engine requests and Server-Timing samples alternate
+NETWORKS = ("loopback", "veth")
+LINKS = REGISTRY.get("net.link").choices   # the rates a run's veth link takes
 NETWORK_NOTE = ("loopback only: client and server share the host, so no network share is "
-                "measured; with network namespaces this becomes local vs across a virtual link")
+                "measured; --network veth measures it across a virtual link")
+VETH_NOTE = ("S1's method: network = the median over the veth link minus the median on "
+             "loopback, each in a fresh stack; database, php and web server are the "
+             "loopback stack's (web server = loopback total - db - php), so the shares add "
+             "up to the total over veth")
 _TIMING = re.compile(r"([A-Za-z][\w-]*);dur=([0-9.]+)")
 
 
@@ -64,6 +90,15 @@ class BreakdownPlan:
     requests: int
     seed: int = 1
     timing_samples: int = TIMING_SAMPLES
+    network: str = "loopback"              # "veth": measured again over a veth link
+    link: str = "unlimited"                # that link's rate (net.link)
+
+    def passes(self) -> list[dict[str, dict[str, Any]]]:
+        """The effective knobs of each stack to measure: loopback, then (with veth) the
+        same over a veth link."""
+        over = {**self.effective["net"], "mode": "veth", "link": self.link}
+        return [self.effective] + ([{**self.effective, "net": over}]
+                                   if self.network == "veth" else [])
 
 
 # validation (pure) ---------------------------------------------------------------
@@ -106,10 +141,28 @@ class Arguments:
         return UsageError(f"{field} {value!r}: {problem}")
 
 
+def check_network(network: str, link: str | None) -> str:
+    """--network and --link as given: the link's rate ("unlimited" if not given); a bad
+    value, a link without veth, or veth without root is one line naming the flag."""
+    if network not in NETWORKS:
+        raise UsageError(f"--network {network!r}: one of {', '.join(NETWORKS)}")
+    if link is not None and link not in LINKS:
+        raise UsageError(f"--link {link!r}: one of {', '.join(LINKS)}")
+    if link is not None and network != "veth":
+        raise UsageError(f"--link {link}: acts only with --network veth (loopback has no "
+                         "link)")
+    if network == "veth" and os.geteuid() != 0:
+        raise UsageError("--network veth: creates network namespaces, which needs root "
+                         "(run as root, or measure on loopback)")
+    return link or "unlimited"
+
+
 def plan_breakdown(stack: str, workload: str, knob_args: list[str], requests: int,
-                   seed: int = 1) -> BreakdownPlan:
+                   seed: int = 1, *, network: str = "loopback",
+                   link: str | None = None) -> BreakdownPlan:
     """Validate everything before any server starts (the arguments, then the one-trial
     plan as every command does); every error names the value."""
+    link = check_network(network, link)
     try:
         stack = STACKS.canonical(stack)
     except ValueError as e:
@@ -130,15 +183,20 @@ def plan_breakdown(stack: str, workload: str, knob_args: list[str], requests: in
         if owner == "load":
             raise UsageError(f"--knob {key}={value}: breakdown sets the load itself (one "
                              "connection, keep-alive off and on)")
+        if owner == "net":
+            raise UsageError(f"--knob {key}={value}: breakdown sets the network with "
+                             "--network and --link")
         if owner not in sdef.knob_owners:
             raise UsageError(f"--knob {key}={value}: does not apply to stack {stack!r}")
         if problem := fixed_conflict(sdef, key, value):
             raise UsageError(f"--knob {key}={value}: {problem}")
     trial = Trial(stack, workload, 1, tuple(sorted(knobs.items())), ())
-    validate_plan(Plan((trial,), (PlannedRun(trial, 1),)), Arguments(knobs))
+    over = {"net.mode": network, "net.link": link} if network == "veth" else {}
+    checked = Trial(stack, workload, 1, tuple(sorted({**knobs, **over}.items())), ())
+    validate_plan(Plan((checked,), (PlannedRun(checked, 1),)), Arguments(knobs))
     check_installed(sdef.components, engine=True)
     return BreakdownPlan(stack, workload, knobs, effective_knobs(REGISTRY, sdef, trial),
-                         requests, seed)
+                         requests, seed, network=network, link=link)
 
 
 def server_timing(header: str | None) -> dict[str, float]:
@@ -146,20 +204,29 @@ def server_timing(header: str | None) -> dict[str, float]:
     return {name: float(dur) for name, dur in _TIMING.findall(header or "")}
 
 
-def shares(total_ms: float, db_ms: float | None, php_ms: float | None,
-           front: str) -> list[dict[str, Any]]:
-    """One request's median time split into components; the measured ones add up to
-    `total_ms` by construction (network is not measured on loopback)."""
+def shares(total_ms: float, db_ms: float | None, php_ms: float | None, front: str,
+           network_ms: float | None = None, rtt_ms: float | None = None
+           ) -> list[dict[str, Any]]:
+    """One request's median time on loopback (`total_ms`) split into components, and
+    with `network_ms` (total over veth - total on loopback) the network's share beside
+    the link's `rtt_ms`: the measured ones add up to `total_ms + network_ms` (the total
+    over veth), percentages are of that sum. Without it (loopback) network is None."""
     parts = []
     if db_ms is not None:
         parts.append(("database", db_ms))
     if php_ms is not None:
         parts.append(("php", php_ms))
     parts.append((f"web server ({front})", total_ms - (db_ms or 0.0) - (php_ms or 0.0)))
-    rows = [{"component": c, "ms": ms, "percent": 100.0 * ms / total_ms if total_ms else None}
+    whole = total_ms + (network_ms or 0.0)
+    if network_ms is not None:
+        parts.append(("network", network_ms))
+    rows = [{"component": c, "ms": ms, "percent": 100.0 * ms / whole if whole else None}
             for c, ms in parts]
-    rows.append({"component": "network", "ms": None, "percent": None,
-                 "note": NETWORK_NOTE})
+    if network_ms is None:
+        rows.append({"component": "network", "ms": None, "percent": None,
+                     "note": NETWORK_NOTE})
+    else:
+        rows[-1] |= {"rtt_ms": rtt_ms, "note": VETH_NOTE}
     return rows
 
 
@@ -167,43 +234,82 @@ def shares(total_ms: float, db_ms: float | None, php_ms: float | None,
 
 def measure_breakdown(plan: BreakdownPlan, session: lab.Session) -> dict[str, Any]:
     """Every URL of the workload, measured in the lifecycle of a fresh stack (started,
-    verified, always stopped)."""
+    verified, always stopped) on loopback, and with veth again in another one across the
+    link; then split into shares."""
     deployed = deploy(plan.workload, session.docroot(plan.workload), plan.seed)
-    running = RunningStack(STACKS[plan.stack])
-    run_dir = session.run_dir("breakdown")
-    with lifecycle(running, plan.effective, deployed, run_dir, make_certificate(session.dir),
-                   session.cache(), what=f"{plan.stack} with {plan.workload}"):
-        urls = [_measure_url(plan, running, path, path in deployed.varying_length, run_dir)
-                for path, _ in deployed.urls]
-        if not running.alive():
-            raise StacklabError(f"{plan.stack}: a server exited during the breakdown")
+    tls = make_certificate(session.dir)
+    passes = [_measure_over(plan, knobs, deployed, session, tls) for knobs in plan.passes()]
+    front, local, _ = passes[0]
+    _, remote, link = passes[-1]       # the loopback pass again when there is no veth one
+    veth = len(passes) > 1
+    urls = [{"path": path, "measurements": [
+                _combined(here, there if veth else None, front, link.get("rtt_ms"))
+                for here, there in zip(modes, remote_modes)]}
+            for (path, modes), (_, remote_modes) in zip(local, remote)]
     return {"schema_version": SCHEMA_VERSION, "stack": plan.stack, "workload": plan.workload,
-            "front": running.stack.components[0], "requests": plan.requests,
-            "timing_samples": plan.timing_samples, "network_ms": None,
-            "network_note": NETWORK_NOTE, "urls": urls}
+            "front": front, "requests": plan.requests,
+            "timing_samples": plan.timing_samples, "network": link,
+            "network_ms": _network_summary(urls) if veth else None,
+            "network_note": VETH_NOTE if veth else NETWORK_NOTE, "urls": urls}
 
 
-def _measure_url(plan: BreakdownPlan, running: RunningStack, path: str, varies: bool,
-                 run_dir: Path) -> dict[str, Any]:
+Figures = list[tuple[str, list[dict[str, Any]]]]   # (path, [keep-alive off, on])
+
+
+def _measure_over(plan: BreakdownPlan, knobs: dict[str, dict[str, Any]], deployed: Deployed,
+                  session: lab.Session, tls: tuple[Path, Path]
+                  ) -> tuple[str, Figures, dict[str, Any]]:
+    """One fresh stack on the network `knobs["net"]` gives (netlab.run.network: with
+    veth this thread is inside the server's namespace meanwhile, where the servers start
+    and the Server-Timing samples are fetched, and the engine runs in the client's): the
+    front's name, each URL's figures and the network's record (the link's RTT and rate,
+    the bytes that crossed it)."""
+    mode = knobs["net"]["mode"]
+    run_dir = session.run_dir(f"breakdown-{mode}")
+    running = RunningStack(STACKS[plan.stack])
+    with network(knobs["net"], f"{session.dir.name}-breakdown", session.dir) as net:
+        _check_link(net, plan.stack)
+        with lifecycle(running, knobs, deployed, run_dir, tls, session.cache(),
+                       what=f"{plan.stack} with {plan.workload} ({mode})",
+                       site=Site(net.host)):
+            urls = [(path, _measure_url(plan, knobs["load"], running, path,
+                                        path in deployed.varying_length, run_dir,
+                                        net.client_ns))
+                    for path, _ in deployed.urls]
+            if not running.alive():
+                raise StacklabError(f"{plan.stack}: a server exited during the breakdown "
+                                    f"({mode})")
+        return running.stack.components[0], urls, net.record()
+
+
+def _check_link(net: Network, stack: str) -> None:
+    """A shaped link delivers its rate (measured as it was made), or nothing is measured."""
+    if failed := [v for v in net.verdicts() if v.status is Status.FAIL]:
+        raise VerificationFailed(f"{stack}'s veth link", tuple(failed),
+                                 "; ".join(f"{v.check}: {v.detail}" for v in failed))
+
+
+def _measure_url(plan: BreakdownPlan, load: dict[str, Any], running: RunningStack,
+                 path: str, varies: bool, run_dir: Path,
+                 netns: str | None) -> list[dict[str, Any]]:
     """Per keep-alive mode: a short warm-up, then ROUNDS rounds of the engine's requests
-    each followed by a part of the Server-Timing sample under the same mode, so that both
-    medians describe the same stretch of time (drift of a busy machine spreads over both)."""
-    front = running.stack.components[0]
+    (in `netns`, the client's namespace, if given) each followed by a part of the
+    Server-Timing sample under the same mode, so that both medians describe the same
+    stretch of time (drift of a busy machine spreads over both)."""
     measurements = []
     for keepalive in (False, True):
         _fetch_timings(running, path, WARMUP_REQUESTS, keepalive)
-        load = dict(plan.effective["load"], keepalive=keepalive, threads=1, rate=0)
+        mode = dict(load, keepalive=keepalive, threads=1, rate=0)
         reports, timings = [], []
         for n, k in zip(_split(plan.requests, ROUNDS), _split(plan.timing_samples, ROUNDS)):
             if n:
                 url = running.front.endpoint.base_url + path
-                lp = LoadPlan(((url, 1),), 1, None, n, 0.0, load, plan.seed,
-                              frozenset({url}) if varies else frozenset())
+                lp = LoadPlan(((url, 1),), 1, None, n, 0.0, mode, plan.seed,
+                              frozenset({url}) if varies else frozenset(), netns=netns)
                 reports.append(run_load(lp, run_dir).raw)
             timings += _fetch_timings(running, path, k, keepalive)
-        measurements.append(_measurement(path, keepalive, reports, _median_timing(timings),
-                                         front))
-    return {"path": path, "measurements": measurements}
+        measurements.append(_measurement(path, keepalive, reports, _median_timing(timings)))
+    return measurements
 
 
 def _split(total: int, parts: int) -> list[int]:
@@ -211,28 +317,48 @@ def _split(total: int, parts: int) -> list[int]:
     return [total // parts + (i < total % parts) for i in range(parts)]
 
 
-def _measurement(path: str, keepalive: bool, reports: list[dict], timing: dict | None,
-                 front: str) -> dict[str, Any]:
+def _measurement(path: str, keepalive: bool, reports: list[dict],
+                 timing: dict | None) -> dict[str, Any]:
     completed = sum(r["requests"]["completed"] for r in reports)
     if not completed:
         errors = [r["requests"]["errors"] for r in reports]
         raise StacklabError(f"{path}: none of the engine's requests completed ({errors})")
     done = [r for r in reports if r["requests"]["completed"]]
-    total_ms = merged_percentiles([r["histogram"] for r in done], (50,))["p50"] / 1000
-    db_ms, php_ms = (timing["db_ms"], timing["php_ms"]) if timing else (None, None)
-    rows = shares(total_ms, db_ms, php_ms, front)
     return {
         "keepalive": keepalive, "completed": completed,
         "failed": sum(r["requests"]["failed"] for r in reports),
-        "total_ms": total_ms,       # p50 of the rounds' merged histograms
+        "total_ms": merged_percentiles([r["histogram"] for r in done], (50,))["p50"] / 1000,
         # The engine gives these as statistics only: the median of the rounds' medians.
         "ttfb_ms": statistics.median(r["ttfb_us"]["p50"] for r in done) / 1000,
         "connect_ms": (None if keepalive else
                        statistics.median(r["connect_us"]["p50"] for r in done) / 1000),
-        "server_timing": timing, "shares": rows,
-        # Medians of two samples: on a busy machine the script's median can still exceed
-        # the request's. Said, not hidden or clamped.
-        "flags": ["script-longer-than-request"] if _web_ms(rows) < 0 else []}
+        "server_timing": timing}
+
+
+def _combined(here: dict[str, Any], there: dict[str, Any] | None, front: str,
+              rtt_ms: float | None) -> dict[str, Any]:
+    """One keep-alive mode's figures on loopback (`here`) and over veth (`there`, None
+    on loopback only), split into shares, with what is odd about them flagged."""
+    timing = here["server_timing"]
+    db_ms, php_ms = (timing["db_ms"], timing["php_ms"]) if timing else (None, None)
+    network_ms = round(there["total_ms"] - here["total_ms"], 6) if there else None
+    rows = shares(here["total_ms"], db_ms, php_ms, front, network_ms, rtt_ms)
+    # Medians of separate samples: on a busy machine the script's median can exceed the
+    # request's, and on an unshaped link the veth stack's median can be the lower one.
+    # Said, not hidden or clamped.
+    flags = ["script-longer-than-request"] if _web_ms(rows) < 0 else []
+    if network_ms is not None and network_ms < 0:
+        flags.append("veth-faster-than-loopback")
+    veth = {k: v for k, v in there.items() if k != "keepalive"} if there else None
+    return {**here, "veth": veth, "network_ms": network_ms, "shares": rows, "flags": flags}
+
+
+def _network_summary(urls: list[dict[str, Any]]) -> dict[str, float]:
+    """The network share per keep-alive mode: the median over the workload's URLs."""
+    return {f"keepalive_{'on' if on else 'off'}": statistics.median(
+                m["network_ms"] for u in urls for m in u["measurements"]
+                if m["keepalive"] == on)
+            for on in (False, True)}
 
 
 def _web_ms(rows: list[dict[str, Any]]) -> float:

@@ -162,9 +162,16 @@ def breakdown(ctx: typer.Context,
                                            help="Engine requests per URL and keep-alive mode."),
               knob: list[str] = typer.Option([], "--knob", help="component.name=value "
                                              "(repeatable)."),
+              network: str = typer.Option("loopback", "--network", help="loopback, or "
+                                          "veth: measured again across a veth link between "
+                                          "two namespaces, the difference is the network's "
+                                          "share (needs root)."),
+              link: Optional[str] = typer.Option(None, "--link", help="The veth link's rate: "
+                                                 "unlimited (default), 1gbit, 100mbit, …"),
               db: Optional[Path] = DbOpt) -> ExitStatus:
-    """Where one request's time goes (S1's overview method): database, PHP, web server."""
-    return measure.breakdown(ctx.obj, stack, workload, requests, knob, db)
+    """Where one request's time goes (S1's overview method): database, PHP, web server,
+    and with --network veth the network."""
+    return measure.breakdown(ctx.obj, stack, workload, requests, knob, db, network, link)
 
 
 @cli.command()

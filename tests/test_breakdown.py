@@ -105,7 +105,8 @@ def test_split_into_rounds():
 # real stacks -----------------------------------------------------------------------
 
 def _check_shape(result, requests):
-    assert result["schema_version"] == 1 and result["network_ms"] is None
+    assert result["schema_version"] == 2 and result["network_ms"] is None
+    assert result["network"] == {"mode": "loopback"}
     for url in result["urls"]:
         assert [m["keepalive"] for m in url["measurements"]] == [False, True]
         for m in url["measurements"]:

@@ -15,9 +15,11 @@ from .run import load
 
 
 def breakdown(env: Environment, stack: str, workload: str, requests: int, knobs: list[str],
-              db: Path | None) -> ExitStatus:
-    """S1's overview method: where one request's time goes."""
-    plan = plan_breakdown(stack, workload, knobs, requests)
+              db: Path | None, network: str = "loopback",
+              link: str | None = None) -> ExitStatus:
+    """S1's overview method: where one request's time goes (with veth, the network's
+    share too)."""
+    plan = plan_breakdown(stack, workload, knobs, requests, network=network, link=link)
     store = Store.open(env.database(db))
     try:
         record = run_breakdown(plan, env)
@@ -25,7 +27,8 @@ def breakdown(env: Environment, stack: str, workload: str, requests: int, knobs:
     finally:
         store.close()
     title = f"breakdown {breakdown_id}: {stack} {workload}" + "".join(
-        f" {k}={v}" for k, v in sorted(plan.knobs.items()))
+        f" {k}={v}" for k, v in sorted(plan.knobs.items())) + (
+        f" over veth ({plan.link})" if plan.network == "veth" else "")
     for table in breakdown_tables(record.result, title):
         env.stdout.print(table)
     for line in breakdown_lines(record.result):
