@@ -9,15 +9,12 @@ is stopped, and `--resume` later completes what is missing.
 
 from __future__ import annotations
 
-import errno
 import hashlib
 import http.client
 import json
-import shutil
 import zlib
 from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
-from datetime import datetime
 from pathlib import Path
 from typing import Callable, Protocol
 
@@ -29,6 +26,7 @@ from .errors import (EngineError, Interrupted, LabError, NotFound, StackError, S
                      VerificationFailed)
 from .flags import flag_names
 from .hostinfo import git_commit, host_facts
+from .keep import keep_logs, kept_dir
 from .knobs import KnobRegistry
 from .layercheck import layer_verdicts
 from .measurement import load_outcome, measure
@@ -48,15 +46,11 @@ from .systune import CpuAwake
 from .verify import Status, Verdict
 from .workloads import Deployed, deploy
 
-KEPT_LOG_LINES = 200
 # A run needs room in the lab directory for its servers' logs: on a full filesystem they
 # are cut silently (an access log stops growing; the error log saying so is cut too).
 # Below the minimum no run starts; under LAB_FULL_MIB left after a run, its logs were cut.
 LAB_MIN_FREE_MIB = 64
 LAB_FULL_MIB = 1
-# Logs are kept only while this much stays free beside the database for the run's row
-# and its journal entry: the logs can go, the measurement must not.
-RESULTS_RESERVE_MIB = 4
 
 
 class Progress(Protocol):
@@ -228,7 +222,7 @@ def execute_run(ctx: RunContext, run: PlannedRun) -> RunRecord:
     knobs = effective_knobs(ctx.registry, STACKS[trial.stack], trial)
     name = lab.run_name(trial.id, run.repetition)
     run_dir = ctx.session.run_dir(name)
-    kept_dir = _kept_dir(ctx.results_dir / str(ctx.exp_id), name, ctx.clock)
+    kept = kept_dir(ctx.results_dir / str(ctx.exp_id), name, ctx.clock)
     started_at = ctx.clock()
     running = RunningStack(STACKS[trial.stack])
     outcome, reason, tail = Outcome.OK, None, None
@@ -275,14 +269,14 @@ def execute_run(ctx: RunContext, run: PlannedRun) -> RunRecord:
                                            f"({free:.2f} MiB left): the servers' logs are cut")
     if outcome is Outcome.FAILED and not tail:
         tail = running.log_tail()
-    if note := _keep_logs(run_dir, kept_dir):        # the run is stored all the same
-        reason, kept_dir = (f"{reason}; {note}" if reason else note), None
+    if note := keep_logs(run_dir, kept):        # the run is stored all the same
+        reason, kept = (f"{reason}; {note}" if reason else note), None
     return RunRecord(experiment_id=ctx.exp_id, trial_id=trial.id, repetition=run.repetition,
                      outcome=outcome, reason=reason, started_at=started_at,
                      ended_at=ctx.clock(), knobs=knobs, versions=ctx.versions,
                      configs=running.files(), verdicts=verdicts, load=load,
                      resources=resources, flags=flags, log_tail=tail,
-                     run_dir=kept_dir and str(kept_dir))
+                     run_dir=kept and str(kept))
 
 
 def _layers_verified(running: RunningStack, verdicts: tuple[Verdict, ...], net: Network,
@@ -312,17 +306,6 @@ def _measure(ctx: RunContext, trial: Trial, knobs: dict[str, dict], deployed: De
     return load, resources
 
 
-def _kept_dir(parent: Path, name: str, clock: Callable[[], str]) -> Path:
-    """Where a run's logs are kept. A deleted and re-created database reuses experiment
-    ids: an existing directory is never overwritten, the name gets the time."""
-    stamp = datetime.fromisoformat(clock()).strftime("%Y%m%dT%H%M%S%f")
-    kept, n = parent / name, 1
-    while kept.exists():
-        kept = parent / (f"{name}-{stamp}" + (f"-{n}" if n > 1 else ""))
-        n += 1
-    return kept
-
-
 def _deployed(ctx: RunContext, workload: str) -> Deployed:
     if workload not in ctx.deployed:
         docroot = ctx.session.docroot(workload)
@@ -337,29 +320,3 @@ def _load_plan(spec: ExperimentSpec, trial: Trial, load: dict, deployed: Deploye
     return LoadPlan(tuple((base + path, w) for path, w in deployed.urls), trial.concurrency,
                     e.duration, e.requests, e.warmup, load, e.seed,
                     frozenset(base + path for path in deployed.varying_length))
-
-
-def _keep_logs(run_dir: Path, kept_dir: Path) -> str | None:
-    """Keep each server's logs with the run (long access logs: their last lines only).
-    Logs that cannot be kept (the results disk full, or the room the run's row needs
-    taken) are a note, not an error: the run was measured and is stored without them."""
-    try:
-        for log in list(run_dir.rglob("*.log")) + list(run_dir.rglob("*.out")):
-            target = kept_dir / log.relative_to(run_dir)
-            target.parent.mkdir(parents=True, exist_ok=True)
-            if log.stat().st_size > 1 << 20:
-                lines = log.read_text(errors="replace").splitlines()
-                target.write_text(f"# last {KEPT_LOG_LINES} of {len(lines)} lines\n" +
-                                  "\n".join(lines[-KEPT_LOG_LINES:]) + "\n")
-            else:
-                shutil.copyfile(log, target)
-        if kept_dir.exists() and (free := lab.free_mib(kept_dir)) < RESULTS_RESERVE_MIB:
-            raise OSError(errno.ENOSPC, f"{free:.1f} MiB would be left, under the "
-                          f"{RESULTS_RESERVE_MIB} MiB kept for the run's row")
-    except OSError as e:
-        shutil.rmtree(kept_dir, ignore_errors=True)   # its room is the run's row's
-        return (f"logs not kept: {errno.errorcode.get(e.errno, e.errno)} ({e.strerror}) "
-                f"in {kept_dir.parent}")
-    finally:
-        shutil.rmtree(run_dir, ignore_errors=True)
-    return None

@@ -14,7 +14,7 @@ from stacklab.errors import EngineError, SpecError, StackError, UsageError, Veri
 from stacklab.exportconfig import clean
 from stacklab.plan import Plan, PlannedRun, Trial, effective_knobs
 from stacklab.validate import SpecOrigin, validate_plan
-from stacklab.runner import _kept_dir
+from stacklab.keep import kept_dir
 from stacklab.spec import parse_spec
 from stacklab.stack import RunningStack, lifecycle
 from stacklab.stacks import REGISTRY, STACKS
@@ -177,10 +177,10 @@ def test_run_directories_are_named_and_matched_from_one_template(session):
 def test_kept_logs_never_overwrite_an_earlier_runs(tmp_path):
     def clock():
         return "2026-01-02T03:04:05.678+00:00"
-    first = _kept_dir(tmp_path, "0123456789ab-r1", clock)
+    first = kept_dir(tmp_path, "0123456789ab-r1", clock)
     assert first == tmp_path / "0123456789ab-r1"
     first.mkdir()
-    second = _kept_dir(tmp_path, "0123456789ab-r1", clock)
+    second = kept_dir(tmp_path, "0123456789ab-r1", clock)
     assert second.name == "0123456789ab-r1-20260102T030405678000"
     second.mkdir()
-    assert _kept_dir(tmp_path, "0123456789ab-r1", clock).name == second.name + "-2"
+    assert kept_dir(tmp_path, "0123456789ab-r1", clock).name == second.name + "-2"
