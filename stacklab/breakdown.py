@@ -267,7 +267,7 @@ def _measure_over(plan: BreakdownPlan, knobs: dict[str, dict[str, Any]], deploye
     mode = knobs["net"]["mode"]
     run_dir = session.run_dir(f"breakdown-{mode}")
     running = RunningStack(STACKS[plan.stack])
-    with network(knobs["net"], f"{session.dir.name}-breakdown", session.dir) as net:
+    with network(knobs["net"], session.layer_id("breakdown"), session.dir) as net:
         _check_link(net, plan.stack)
         with lifecycle(running, knobs, deployed, run_dir, tls, session.cache(),
                        what=f"{plan.stack} with {plan.workload} ({mode})",

@@ -87,6 +87,11 @@ class Session:
     dir: Path
     _lock_fd: int
 
+    def layer_id(self, run: str) -> str:
+        """The id a run's namespaces, filesystem and cgroup are named by: the run's name
+        and this session's token, so two labs running the same spec never share one."""
+        return f"{self.dir.name.rsplit('-', 1)[-1]}-{run}"
+
     def run_dir(self, name: str) -> Path:
         path = self.dir / name
         path.mkdir(parents=True, exist_ok=True)

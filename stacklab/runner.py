@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import http.client
 import json
+import subprocess
 import zlib
 from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
@@ -33,8 +34,8 @@ from .measurement import load_outcome, measure
 from .netlab.cgroups import CgroupError
 from .netlab.fs import FilesystemUnavailable, MountError
 from .netlab.net import NetlabError
-from .netlab.run import (Network, filesystem, fs_verdicts, machine, machine_verdicts,
-                         network)
+from .netlab.run import (Network, cool, filesystem, fs_verdicts, machine,
+                         machine_verdicts, network)
 from .plan import Plan, PlannedRun, Trial, effective_knobs
 from .spec import ExperimentSpec
 from .stack import RunningStack, Site, lifecycle
@@ -231,16 +232,17 @@ def execute_run(ctx: RunContext, run: PlannedRun) -> RunRecord:
     resources: dict = {}
     flags: tuple[str, ...] = ()
     try:
-        state = ctx.session.dir
-        with (network(knobs["net"], name, state) as net,
-              machine(knobs["machine"], name, state) as group,
-              filesystem(knobs["fs"], _deployed(ctx, trial.workload), name, state)
+        state, layer_id = ctx.session.dir, ctx.session.layer_id(name)
+        with (network(knobs["net"], layer_id, state) as net,
+              machine(knobs["machine"], layer_id, state) as group,
+              filesystem(knobs["fs"], _deployed(ctx, trial.workload), layer_id, state)
               as (deployed, mount),
               lifecycle(running, knobs, deployed, run_dir, ctx.tls, ctx.session.cache(),
                         site=Site(net.host, group and group.preexec())) as verdicts):
             verdicts = _layers_verified(running, verdicts, net, mount, group)
+            cooled = cool(mount, knobs["fs"]["cold_cache"])
             load, resources = _measure(ctx, trial, knobs, deployed, running, run_dir, net)
-            resources["_fs"] = {**knobs["fs"], "mounted": bool(mount)}
+            resources["_fs"] = {**knobs["fs"], "mounted": bool(mount), **cooled}
             if group:
                 resources["_machine"] = {**knobs["machine"], **group.usage()}
             flags = tuple(flag_names(load, resources))
@@ -261,7 +263,8 @@ def execute_run(ctx: RunContext, run: PlannedRun) -> RunRecord:
             reason = f"{reason}; and stopping the stack: {e}"
     except (EngineError, NetlabError, MountError, FilesystemUnavailable, CgroupError) as e:
         outcome, reason = Outcome.FAILED, str(e)
-    except (OSError, http.client.HTTPException, ValueError, zlib.error) as e:
+    except (OSError, http.client.HTTPException, ValueError, zlib.error,
+            subprocess.SubprocessError) as e:
         # a server that dies, resets or answers garbage while being verified or loaded
         outcome, reason = Outcome.FAILED, f"{type(e).__name__}: {e}"
     if outcome is Outcome.OK and (free := lab.free_mib(run_dir)) < LAB_FULL_MIB:

@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from .net import Endpoint
+from .net import Endpoint, check_reachable
 
 
 # Every docroot has this small HTML file: the static URL knob checks (gzip, keep-alive) use.
@@ -70,6 +70,7 @@ class Response:
 
 
 def connection(ep: Endpoint, timeout_s: float = 5.0) -> http.client.HTTPConnection:
+    check_reachable(ep.host)
     if ep.scheme == "https":
         ctx = ssl.create_default_context()
         ctx.check_hostname = False

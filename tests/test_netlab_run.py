@@ -186,6 +186,10 @@ def test_the_docroot_on_each_filesystem_is_verified_in_the_servers_view(tmp_path
         [checked] = [v for v in json.loads(verdicts) if v["component"] == "fs"]
         assert checked["status"] == "PASS" and checked["detail"].startswith(fs_type)
         assert "noatime" in checked["detail"] and "view" in checked["detail"]
+        fs_record = json.loads(sqlite3.connect(db).execute(
+            "SELECT resources_json FROM runs WHERE knobs_json = ?", (knobs,)).fetchone()[0])["_fs"]
+        if json.loads(knobs)["fs"]["cold_cache"]:
+            assert fs_record["cached_before_load"] == 0.0, fs_record   # cold when loaded
         seen.add(fs_type)
     assert seen == {"ext4", "tmpfs"}
     assert not lab_mounts() and not server_processes()
@@ -224,3 +228,17 @@ def test_a_killed_run_leaves_mounts_and_cgroups_that_the_next_start_removes(tmp_
     again, _ = run(tmp_path / "next")
     assert again.exit_code == 0, again.output
     assert not lab_mounts() and not lab_cgroups() and not server_processes()
+
+
+def test_no_connection_to_a_lab_address_starts_from_the_hosts_namespace():
+    """From the host's namespace 198.18.0.0/15 is routed off the machine: refused before
+    any packet, by the Python side as by the engine."""
+    from stacklab.net import Endpoint, check_reachable, socket_ready
+    from stacklab.verify import fetch
+    for call in (lambda: fetch(Endpoint("198.18.0.1", 80), "/"),
+                 lambda: socket_ready(Endpoint("198.19.3.4", 11211)),
+                 lambda: check_reachable("198.18.200.1")):
+        with pytest.raises(OSError, match="reachable only inside the lab's network"):
+            call()
+    check_reachable("127.0.0.1")
+    check_reachable("10.1.2.3")          # not the lab's range: another rule's business

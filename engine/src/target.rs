@@ -123,8 +123,12 @@ pub fn resolve(urls: &[WeightedUrl], allow_remote: bool, lab_netns: Option<&str>
     if addrs.is_empty() {
         return Err(SetupError::new("URL", &first.text, "host resolves to no address"));
     }
-    let local = |ip: IpAddr| is_loopback(ip) || (in_lab && is_benchmarking(ip));
-    if let Some(remote) = addrs.iter().find(|a| !allow_remote && !local(a.ip())) {
+    // The benchmarking range exists only inside the lab's namespaces: from anywhere else
+    // it is routed off the machine, so not even --allow-remote reaches it.
+    let allowed = |ip: IpAddr| {
+        if is_benchmarking(ip) { in_lab } else { allow_remote || is_loopback(ip) }
+    };
+    if let Some(remote) = addrs.iter().find(|a| !allowed(a.ip())) {
         let why = if is_benchmarking(remote.ip()) {
             "is a benchmarking address, allowed only inside the lab's namespace (--lab-netns)"
         } else {
@@ -170,7 +174,14 @@ fn inside_lab_netns(name: &str) -> Result<bool, SetupError> {
     }
     let here = std::fs::metadata("/proc/self/ns/net");
     let lab = std::fs::metadata(format!("/run/netns/{name}"));
+    // The host's namespace, where it can be read (a sandbox may hide pid 1's): a name
+    // bound to it (`ip netns attach stacklab-x 1`) is no lab namespace.
+    let host = std::fs::metadata("/proc/1/ns/net");
+    let is_host = |h: &std::fs::Metadata| host.as_ref().is_ok_and(|i| i.ino() == h.ino());
     match (here, lab) {
+        (Ok(h), _) if is_host(&h) => {
+            Err(SetupError::new("--lab-netns", name, "this process runs in the host's namespace"))
+        }
         (Ok(h), Ok(l)) if h.dev() == l.dev() && h.ino() == l.ino() => Ok(true),
         (_, Err(e)) => Err(SetupError::new("--lab-netns", name, format!("no such namespace: {e}"))),
         _ => Err(SetupError::new("--lab-netns", name, "this process does not run inside it")),
@@ -237,8 +248,13 @@ mod tests {
         assert_eq!(err.flag, "--lab-netns");
         let err = resolve(&url, false, Some("../../proc/1/ns/net")).unwrap_err();
         assert!(err.reason.contains("not a lab namespace"), "{}", err.reason);
-        // Inside the lab's namespace, still never another range.
-        assert!(resolve(&[weighted("http://10.1.2.3:9/")], false, Some("stacklab-x")).is_err());
+        // --allow-remote never reaches the range: from here it would leave the machine.
+        let err = resolve(&url, true, None).unwrap_err();
+        assert!(err.reason.contains("only inside the lab's namespace"), "{}", err.reason);
+        // From the host's own namespace a lab name is refused: it names no namespace, or
+        // (where /proc/1/ns/net can be read) it is the host's own.
+        let err = resolve(&url, false, Some("stacklab-host-alias")).unwrap_err();
+        assert_eq!(err.flag, "--lab-netns");
     }
 
     #[test]

@@ -12,6 +12,7 @@ removed when it ends (also after a kill: the session's cleanup reads their recor
 
 from __future__ import annotations
 
+import os
 import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -112,6 +113,23 @@ def filesystem(knobs: dict[str, Any], deployed: Deployed, run_id: str, state_dir
         yield replace(deployed, docroot=mount.mount_point), mount
     finally:
         mount.close()
+
+
+def cool(mount: fs.Mount | None, cold: bool) -> dict[str, Any]:
+    """Just before the load, a cold cache is cold again: starting and verifying the stack
+    read some of the docroot's files, so every file's pages are dropped once more
+    (POSIX_FADV_DONTNEED: this filesystem's files only, never the host's cache). Returns
+    the share of the files' pages still cached, as measured (mincore), for the record."""
+    if mount is None or not cold:
+        return {}
+    files = [p for p in mount.mount_point.rglob("*") if p.is_file()]
+    for path in files:
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
+    return {"cached_before_load": round(fs.cached_fraction(files), 4)}
 
 
 def fs_verdicts(mount: fs.Mount | None, server_pid: int) -> list[Verdict]:

@@ -4,14 +4,15 @@ A network namespace belongs to a thread (setns(2) with CLONE_NEWNET moves the ca
 alone), and what a thread creates there stays there: sockets it opens (readiness probes,
 verification fetches, status pages) and processes it forks (the servers, which inherit
 the forking thread's namespace). So stacklab runs a veth run's lifecycle in a thread that
-has entered the server's namespace, and goes back when it ends; the rest of stacklab
-(the store, the monitor reading /proc) never leaves the host's.
+has entered the server's namespace, and goes back when it ends. Threads started meanwhile
+(the monitor, which only reads /proc; the counter reading) begin in it too.
 """
 
 from __future__ import annotations
 
 import ctypes
 import os
+import signal
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -36,12 +37,25 @@ def in_netns(name: str | None) -> Iterator[None]:
     try:
         target = os.open(f"/run/netns/{name}", os.O_RDONLY)
         try:
-            _setns(target)
+            with _signals_held():
+                _setns(target)
         finally:
             os.close(target)
         try:
             yield
         finally:
-            _setns(home)
+            with _signals_held():     # a Ctrl-C here must not leave the thread inside
+                _setns(home)
     finally:
         os.close(home)
+
+
+@contextmanager
+def _signals_held() -> Iterator[None]:
+    """SIGINT, SIGTERM and SIGHUP wait until the block ends (then they arrive)."""
+    held = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, before)

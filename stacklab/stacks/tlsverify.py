@@ -6,7 +6,7 @@ import socket
 import ssl
 from typing import Any
 
-from ..net import Endpoint
+from ..net import Endpoint, check_reachable
 from ..verify import Status, Verdict
 
 _VERSIONS = {"TLSv1.2": ssl.TLSVersion.TLSv1_2, "TLSv1.3": ssl.TLSVersion.TLSv1_3}
@@ -22,6 +22,7 @@ def _context(version: str | None = None) -> ssl.SSLContext:
 
 
 def _handshake(ep: Endpoint, ctx: ssl.SSLContext, session=None) -> ssl.SSLSocket:
+    check_reachable(ep.host)
     raw = socket.create_connection((ep.host, ep.port), 5)
     tls = ctx.wrap_socket(raw, server_hostname="localhost", session=session)
     # One request, so TLS 1.3 session tickets (sent after the handshake) arrive.

@@ -9,7 +9,7 @@ import socket
 import time
 from typing import Any
 
-from ...net import Endpoint, socket_ready
+from ...net import Endpoint, check_reachable, socket_ready
 from ...verify import Status, Verdict, fetch
 from ..base import Capability, Component, Probe, RenderContext, RunningComponent
 from .knobs import KNOBS
@@ -35,6 +35,7 @@ STATS_COUNTERS = ("cmd_get", "cmd_set", "cmd_touch", "get_hits", "get_misses", "
 
 def _ask(ep: Endpoint, command: bytes, end: tuple[bytes, ...]) -> bytes:
     """One text-protocol command; its whole answer (up to a line in `end`)."""
+    check_reachable(ep.host)
     with socket.create_connection((ep.host, ep.port), 2.0) as s:
         s.sendall(command)
         data = b""

@@ -7,7 +7,7 @@ from __future__ import annotations
 import socket
 import struct
 
-from ...net import Endpoint
+from ...net import Endpoint, check_reachable
 
 VERSION, BEGIN_REQUEST, END_REQUEST, PARAMS, STDIN, STDOUT = 1, 1, 3, 4, 5, 6
 RESPONDER = 1
@@ -36,6 +36,7 @@ def _connect(ep: Endpoint, timeout_s: float) -> socket.socket:
         sock.settimeout(timeout_s)
         sock.connect(str(ep.unix))
         return sock
+    check_reachable(ep.host)
     return socket.create_connection((ep.host, ep.port), timeout_s)
 
 
