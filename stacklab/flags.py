@@ -23,8 +23,8 @@ in the README's "Flags" section.
 - host-busy: processes outside the lab used more than 10% of a core, or the
   hypervisor stole more than 2% of the CPU time, during the measured window. The core
   limit is raised by what the lab's own per-process readings (whole clock ticks) can
-  miss: two standard deviations of their rounding, 0.07 core for 256 processes over 2 s
-  (a quiet host showed 0.04–0.08 "outside" with 256 prefork children).
+  miss: three standard deviations of their rounding, 0.1 core for 256 processes over 2 s
+  (a quiet host showed 0.01–0.10 "outside" with 256 prefork children).
 - server-child-killed: a server's child process died by a signal during the run (its
   own error log says so; the runner records those lines), not the normal reaping of idle
   children: the requests it held were lost and the server ran short of a worker.
