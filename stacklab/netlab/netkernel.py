@@ -49,7 +49,7 @@ def _host_sysctl(key: str) -> str:
     return " ".join(Path("/proc/sys", *key.split(".")).read_text().split())
 
 
-def _ns_sysctl(ns: str, key: str) -> str:
+def ns_sysctl(ns: str, key: str) -> str:
     return " ".join(_run(["ip", "netns", "exec", ns, "sysctl", "-n", key]).split())
 
 
@@ -62,7 +62,7 @@ def set_sysctls(ns: str, values: dict[str, str | int]) -> None:
         host_before = _host_sysctl(key)
         said = subprocess.run(["ip", "netns", "exec", ns, "sysctl", "-w", f"{key}={value}"],
                               capture_output=True, text=True, timeout=CMD_TIMEOUT_S)
-        inside, host_after = _ns_sysctl(ns, key), _host_sysctl(key)
+        inside, host_after = ns_sysctl(ns, key), _host_sysctl(key)
         if host_after != host_before:
             Path("/proc/sys", *key.split(".")).write_text(host_before)
             raise ValueError(f"sysctl {key} is not per-namespace on this kernel: writing it "
@@ -80,7 +80,7 @@ def sysctl_is_namespaced(key: str) -> tuple[bool, str]:
     value other than its current one) in a throw-away namespace."""
     check_sysctl(key, 0)
     with _probe_namespace() as ns:
-        parts = _ns_sysctl(ns, key).split()
+        parts = ns_sysctl(ns, key).split()
         last = int(parts[-1])
         parts[-1] = str(last - 1 if last > 0 else 1)
         value = " ".join(parts)

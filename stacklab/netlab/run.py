@@ -22,7 +22,7 @@ from typing import Any
 
 from ..verify import Status, Verdict
 from ..workloads import Deployed
-from . import cgroups, fs, net
+from . import cgroups, fs, net, netkernel
 from .knobs import sysctls
 from .thread import in_netns
 
@@ -86,11 +86,20 @@ def network(knobs: dict[str, Any], run_id: str, state_dir: Path) -> Iterator[Net
     with net.create_link(run_id, state_dir, knobs["link"], sysctls(knobs)) as link:
         measured = {"rate_bytes_s": round(link.measure_rate()),
                     "rtt_ms": round(link.measure_rtt() * 1000, 3),
-                    "sysctls": sysctls(knobs)}
+                    "sysctls": sysctls(knobs), "effective": _effective(link.server_ns)}
         found = Network("veth", link.server_addr, link, knobs["link"], measured,
                         link.counters())
         with in_netns(link.server_ns):
             yield found
+
+
+def _effective(server_ns: str) -> dict[str, dict[str, str]]:
+    """S1's and S5's TCP settings as the server's namespace has them and as the host has
+    them: a new namespace starts from the kernel's defaults, not the host's values, so a
+    veth run can differ from a loopback one in settings nobody set — recorded, not hidden."""
+    keys = net.NAMESPACED_SYSCTLS
+    return {"server": {k: netkernel.ns_sysctl(server_ns, k) for k in keys},
+            "host": {k: net._host_sysctl(k) for k in keys}}
 
 
 @contextmanager
