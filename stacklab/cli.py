@@ -16,7 +16,7 @@ from typer.core import TyperGroup
 
 from .commands import listing, measure, results
 from .commands import run as running
-from .env import DEFAULT_DB, Environment
+from .env import DB_VARIABLE, DEFAULT_DB, Environment
 from .errors import ExitStatus, StacklabError, printable
 
 
@@ -67,13 +67,23 @@ cli = typer.Typer(cls=Boundary, add_completion=False, no_args_is_help=True,
                   help="stacklab: a performance lab for web stacks.")
 
 DbOpt = typer.Option(None, "--db", show_default=False,
-                     help=f"Results database (SQLite). [default: {DEFAULT_DB}]")
+                     help=f"Results database (SQLite). [default: ${DB_VARIABLE}, else "
+                          f"{DEFAULT_DB}]")
 ExperimentArg = typer.Argument(None, help="Name or id (default: newest).")
+
+
+def _version(asked: bool) -> None:
+    if asked:
+        from . import __version__
+        typer.echo(f"stacklab {__version__}")
+        raise typer.Exit(ExitStatus.OK)
 
 
 @cli.callback()
 def _options(traceback: bool = typer.Option(False, "--traceback",
-                                            help="Show the full traceback on errors.")):
+                                            help="Show the full traceback on errors."),
+             version: bool = typer.Option(False, "--version", callback=_version,
+                                          is_eager=True, help="Print the version.")):
     """stacklab: a performance lab for web stacks."""
 
 
@@ -93,6 +103,14 @@ def run(ctx: typer.Context,
         ) -> ExitStatus:
     """Run an experiment: plan, start real stacks, verify, load, store each run."""
     return running.run(ctx.obj, spec, db, resume, dry_run)
+
+
+@cli.command("list")
+def list_(ctx: typer.Context, db: Optional[Path] = DbOpt,
+          json: bool = typer.Option(False, "--json", help="One JSON document.")
+          ) -> ExitStatus:
+    """The experiments in the results database: status, runs, when."""
+    return results.list_experiments(ctx.obj, db, json)
 
 
 @cli.command()

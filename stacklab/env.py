@@ -7,6 +7,7 @@ Nothing below cli.py reads sys.stdout, the wall clock or the default paths itsel
 
 from __future__ import annotations
 
+import os
 import sys
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -18,6 +19,7 @@ from rich.console import Console
 from . import lab
 
 DEFAULT_DB = Path("results/stacklab.db")
+DB_VARIABLE = "STACKLAB_DB"   # the results database when --db is not given
 # Piped output (make demo | tee, CI logs) gets room for the whole table.
 PIPED_WIDTH = 140     # wide enough for show's table (ids, ranges, ⚑ marks) uncut
 
@@ -37,9 +39,11 @@ class Environment:
 
     @classmethod
     def default(cls) -> Environment:
-        """The terminal, the wall clock, results/stacklab.db, /tmp/stacklab-<uid>."""
+        """The terminal, the wall clock, $STACKLAB_DB or results/stacklab.db (read here,
+        once, at the command line's edge), /tmp/stacklab-<uid>."""
+        db = Path(os.environ[DB_VARIABLE]) if os.environ.get(DB_VARIABLE) else DEFAULT_DB
         return cls(stdout=Console(width=None if sys.stdout.isatty() else PIPED_WIDTH),
-                   stderr=Console(stderr=True), clock=utc_now, db=DEFAULT_DB,
+                   stderr=Console(stderr=True), clock=utc_now, db=db,
                    lab_root=lab.default_root())
 
     def database(self, given: Path | None) -> Path:

@@ -15,8 +15,8 @@ from ..exportconfig import export_config as write_config
 from ..recommend import best_combinations, effects
 from ..report.export import export_csv, export_json
 from ..report.html import write_html
-from ..report.text import (experiments_table, print_summary, recommendations_tables,
-                           trials_table)
+from ..report.text import (experiment_list_table, experiments_table, print_summary,
+                           recommendations_tables, trials_table)
 from ..stacks import REGISTRY
 from ..store import Outcome, Store
 
@@ -37,6 +37,20 @@ def stored(db: Path) -> Iterator[Store]:
 def view_of(env: Environment, db: Path | None, experiment: str | None) -> ExperimentView:
     with stored(env.database(db)) as store:
         return load_view(store, experiment)
+
+
+def list_experiments(env: Environment, db: Path | None, as_json: bool) -> ExitStatus:
+    """The experiments a results database holds: id, name, status, runs, when."""
+    path = env.database(db)
+    with stored(path) as store:
+        rows = [{"id": r["id"], "name": r["name"], "status": r["status"],
+                 "runs": r["n_runs"], "created_at": r["created_at"],
+                 "spec": r["spec_path"]} for r in store.experiments()]
+    if as_json:
+        env.stdout.print_json(data={"database": str(path), "experiments": rows})
+    else:
+        env.stdout.print(experiment_list_table(rows, path))
+    return ExitStatus.OK
 
 
 def show(env: Environment, experiment: str | None, db: Path | None) -> ExitStatus:

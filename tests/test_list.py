@@ -1,0 +1,58 @@
+"""`stacklab list`, `--version` and $STACKLAB_DB: what a results database holds, as a
+table or as JSON checked against its schema."""
+
+import json
+from pathlib import Path
+
+import jsonschema
+from typer.testing import CliRunner
+
+from stacklab import __version__
+from stacklab.cli import cli
+from stacklab.store import Store
+
+SCHEMA = Path(__file__).parent.parent / "stacklab" / "report" / "schemas" / "list.schema.json"
+
+
+def stored(db: Path, *names: str) -> None:
+    store = Store.open(db)
+    try:
+        for n, name in enumerate(names):
+            store.new_experiment(name, f"{name}.toml", "h", {}, [("t1", "label", {})], {},
+                                 "0", None, f"2026-11-2{n}T10:00:00.000+00:00")
+    finally:
+        store.close()
+
+
+def test_list_names_every_experiment_and_its_json_keeps_its_schema(tmp_path):
+    db = tmp_path / "r.db"
+    stored(db, "quick", "keepalive")
+    shown = CliRunner().invoke(cli, ["list", "--db", str(db)])
+    assert shown.exit_code == 0, shown.output
+    assert "quick" in shown.output and "keepalive" in shown.output
+    as_json = CliRunner().invoke(cli, ["list", "--db", str(db), "--json"])
+    doc = json.loads(as_json.output)
+    jsonschema.validate(doc, json.loads(SCHEMA.read_text()))
+    assert [e["name"] for e in doc["experiments"]] == ["quick", "keepalive"]
+    assert doc["experiments"][0]["runs"] == 0
+
+
+def test_the_database_comes_from_the_environment_when_not_given(tmp_path, monkeypatch):
+    from stacklab.env import Environment
+    db = tmp_path / "elsewhere.db"
+    stored(db, "from-env")
+    monkeypatch.setenv("STACKLAB_DB", str(db))
+    env = Environment.default()
+    assert env.db == db
+    shown = CliRunner().invoke(cli, ["list"], obj=env)
+    assert shown.exit_code == 0 and "from-env" in shown.output
+
+
+def test_a_missing_database_says_where_it_looked(tmp_path):
+    shown = CliRunner().invoke(cli, ["list", "--db", str(tmp_path / "none.db")])
+    assert shown.exit_code != 0 and "none.db" in shown.output
+
+
+def test_version():
+    shown = CliRunner().invoke(cli, ["--version"])
+    assert shown.exit_code == 0 and shown.output.strip() == f"stacklab {__version__}"
