@@ -68,3 +68,5 @@ if [ "$(rust_minor || true)" = "" ] || [ "$(rust_minor)" -lt 85 ]; then
   hash -r
 fi
 cargo build --release --quiet --manifest-path engine/Cargo.toml
+# The engine beside `stacklab` on the virtualenv's PATH (a link: every build is seen).
+ln -sf ../../engine/target/release/stacklab-load .venv/bin/stacklab-load
