@@ -10,6 +10,12 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 
 
+# The Python libraries whose code computes what is stored and reported: statistics,
+# histograms, validation, rendering.
+LIBRARIES = ("numpy", "scipy", "hdrhistogram", "pydantic", "jinja2", "matplotlib", "rich",
+             "typer", "pymysql")
+
+
 def host_facts() -> dict:
     return {
         "hostname": platform.node(),
@@ -19,7 +25,20 @@ def host_facts() -> dict:
         "memory_mib": _mem_total_mib(),
         "os": _os_name(),
         "python": platform.python_version(),
+        "python_libraries": python_libraries(),
     }
+
+
+def python_libraries() -> dict[str, str | None]:
+    """The installed version of each library in LIBRARIES (None: not installed)."""
+    from importlib import metadata
+    found = {}
+    for name in LIBRARIES:
+        try:
+            found[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            found[name] = None
+    return found
 
 
 def _cpu_model() -> str:
