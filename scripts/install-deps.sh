@@ -49,9 +49,10 @@ if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
 stamp=.venv/.stacklab-installed
-if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
+if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ constraints.txt -nt "$stamp" ]; then
   .venv/bin/pip install -q --upgrade pip
-  .venv/bin/pip install -q -e '.[test]'
+  # Pinned: the versions tested here (constraints.txt), not whatever is newest today.
+  .venv/bin/pip install -q -c constraints.txt -e '.[test]'
   touch "$stamp"
 fi
 
