@@ -15,9 +15,11 @@ from stacklab.flags import flag_names
 from stacklab.store import Store
 
 from fakes import fake_experiment, fake_load, load_report
+from test_report_charts import knob_experiment
 from helpers import ROOT, assert_golden
 
 ARTIFACTS = ROOT / "tests" / "artifacts"
+CHART_NAMES = ("throughput", "latency", "spectrum", "transfer", "cpu", "memory")
 
 
 @pytest.fixture
@@ -96,7 +98,8 @@ def test_a_difference_within_the_noise_is_said_plainly(tmp_path):
 
 def test_html_opens_in_headless_chromium_with_every_chart(view, tmp_path):
     """`make test` installs Playwright and Debian's Chromium: without them this fails,
-    saying what is missing, rather than skipping."""
+    saying what is missing, rather than skipping. Two pages: the stacks against
+    concurrency, and a knob axis at one concurrency (its charts drawn by variant)."""
     try:
         from playwright.sync_api import sync_playwright
     except ImportError as e:
@@ -119,7 +122,7 @@ def test_html_opens_in_headless_chromium_with_every_chart(view, tmp_path):
             page.on("pageerror", lambda e: errors.append(str(e)))
             page.on("request", lambda r: requests.append(r.url))
             page.goto(page_file.as_uri())
-            for chart in ("throughput", "latency", "transfer", "cpu", "memory"):
+            for chart in CHART_NAMES:
                 assert page.locator(f"#workload-static-page .chart-{chart} svg").count() == 1
             assert page.locator("#recommendations tr").count() >= 2
             assert page.locator("#best tr").count() == 1 + len(view.summaries)
@@ -127,7 +130,17 @@ def test_html_opens_in_headless_chromium_with_every_chart(view, tmp_path):
             assert page.locator("#verdicts td.pass").count() >= 1
             assert page.locator("#compression tr").count() == 1 + 2   # one per variant
             assert "37.5%" in page.locator("#compression").inner_text()
+            assert page.locator("#outcomes-static-page tr").count() == 1 + len(view.summaries)
             page.screenshot(path=str(ARTIFACTS / "report.png"), full_page=True)
+            knob_experiment(tmp_path / "knobs.db")
+            store = Store.open(tmp_path / "knobs.db")
+            knobs_file = write_html(load_view(store, "knobs"), tmp_path / "knobs.html")
+            store.close()
+            page.goto(knobs_file.as_uri())
+            for chart in CHART_NAMES:
+                assert page.locator(f"#workload-static-page .chart-{chart} svg").count() == 1
+            assert page.locator("#outcomes-static-page details").count() == 4
+            page.screenshot(path=str(ARTIFACTS / "report-knobs.png"), full_page=True)
         finally:
             browser.close()
     assert errors == []

@@ -3,7 +3,8 @@ resources, so it opens offline."""
 
 from __future__ import annotations
 
-from dataclasses import replace
+from collections import Counter
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import jinja2
@@ -13,6 +14,8 @@ from ..analyze import ExperimentView
 from ..errors import control_character
 from ..recommend import CAUTIONS, best_combinations, effects
 from ..stacks import REGISTRY
+from ..store import Outcome
+from ..verify import Status, Verdict
 from . import charts, common_knobs, fmt, series_name
 from .headline import headlines
 
@@ -25,6 +28,10 @@ def _shown(value):
         return "".join(c for c in value if not control_character(c))
     return value
 
+
+# The engine's fixed taxonomy of failed requests (engine/README.md), in its order.
+ERROR_CLASSES = ("connect", "read", "write", "timeout", "tls", "bad_response",
+                 "length_mismatch")
 
 _env = jinja2.Environment(loader=jinja2.FileSystemLoader(Path(__file__).parent),
                           autoescape=True, undefined=jinja2.StrictUndefined,
@@ -55,8 +62,50 @@ def by_workload(view: ExperimentView) -> list[tuple[str, ExperimentView]]:
     return parts
 
 
+@dataclass(frozen=True)
+class TrialOutcomes:
+    """One trial's row of its workload's outcome table: failed requests by error class
+    and responses by status class over its successful runs, and its verdicts."""
+
+    name: str
+    concurrency: int
+    completed: int
+    errors: dict[str, int]          # engine error class → failed requests (all classes)
+    status_classes: dict[str, int]  # "2xx", "5xx", … → responses
+    verdicts: tuple[Verdict, ...]
+
+    def count(self, status: Status) -> int:
+        return sum(v.status is status for v in self.verdicts)
+
+
+def outcomes(view: ExperimentView) -> list[TrialOutcomes]:
+    """Each trial's error classes, status classes and verdicts, in the view's order."""
+    common = common_knobs(view.summaries)
+    rows = []
+    for s in view.summaries:
+        ok = [r.load for r in view.runs
+              if r.trial_id == s.trial_id and r.outcome is Outcome.OK and r.load]
+        errors, statuses = Counter(), Counter()
+        for load in ok:
+            errors.update(load.errors)
+            # LoadReport does not type the status classes yet: the one figure read from
+            # the stored report itself.
+            statuses.update(load.raw.get("status_classes") or {})
+        rows.append(TrialOutcomes(series_name(s, common), s.concurrency,
+                                  sum(load.completed for load in ok), dict(errors),
+                                  dict(sorted(statuses.items())), s.verdicts))
+    return rows
+
+
+def _error_classes(sections) -> tuple[str, ...]:
+    """The engine's classes, then any class a newer engine reported that it lacks."""
+    seen = {e for _, _, trials in sections for t in trials for e in t.errors}
+    return ERROR_CLASSES + tuple(sorted(seen - set(ERROR_CLASSES)))
+
+
 def render_html(view: ExperimentView) -> str:
     common = common_knobs(view.summaries)
+    sections = [(w, charts.draw(part), outcomes(part)) for w, part in by_workload(view)]
     found = effects(view, REGISTRY)
     return _env.get_template("report.html.j2").render(
         v=view, version=__version__, fmt=fmt,
@@ -65,7 +114,7 @@ def render_html(view: ExperimentView) -> str:
         flagged=[s for s in view.summaries if s.flagged],
         first_concurrency=min((s.concurrency for s in view.summaries), default=None),
         compression=_compression(view, common),
-        sections=[(w, charts.draw(part)) for w, part in by_workload(view)],
+        sections=sections, error_classes=_error_classes(sections), Status=Status,
         effects=found, bests=best_combinations(view, REGISTRY, found), cautions=CAUTIONS)
 
 

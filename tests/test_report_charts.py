@@ -1,0 +1,138 @@
+"""The report's charts and per-trial tables for the usual question: one concurrency and a
+knob axis. Charts are drawn by variant (one mark each, with whiskers and named ticks),
+latency axes carry ms labels at every scale, each workload has its latency spectrum, and
+error classes and verdicts appear per trial."""
+
+import pytest
+
+from stacklab.analyze import load_view
+from stacklab.report import charts
+from stacklab.report.html import by_workload, write_html
+from stacklab.store import Outcome, RunRecord, Store
+from stacklab.verify import Status, Verdict
+
+from fakes import VERDICTS, fake_experiment, fake_load, fake_resources, load_report
+
+WORKERS = ("1", "2", "4", "auto")
+
+
+def knob_experiment(db, reps: int = 3, name: str = "knobs") -> int:
+    """nginx at one concurrency (16) over nginx.worker_processes, `reps` runs each; the
+    variant with 1 worker loses a few requests to timeouts and answers some 503s and has
+    a WARN verdict, so the per-trial tables have something to show."""
+    store = Store.open(db)
+    trials = [(f"wp{w}", f"nginx static-page c=16 nginx.worker_processes={w}",
+               {"stack": "nginx", "workload": "static-page", "concurrency": 16,
+                "knobs": {"nginx.worker_processes": w, "load.keepalive": True},
+                "measure": {"duration_s": 2.0}}) for w in WORKERS]
+    exp = store.new_experiment(name, f"{name}.toml", "h", {"experiment": {
+        "description": "one concurrency, a knob axis"}}, trials,
+        {"cores": 2, "cpu_model": "Test CPU", "kernel": "6.1", "memory_mib": 1024},
+        "0.1.0", "abc123", "2026-01-01T00:00:00+00:00")
+    for rep in range(1, reps + 1):
+        for k, (tid, _, d) in enumerate(trials):
+            rps = 10000.0 * (1 + 0.3 * k) * (1 + (rep - 2) * 0.02)
+            doc = fake_load(rps, 1e6 * 16 / rps, seed=rep + 10 * k)
+            verdicts = VERDICTS
+            if tid == "wp1":
+                doc["requests"]["failed"] = 7
+                doc["requests"]["errors"]["timeout"] = 5
+                doc["requests"]["errors"]["connect"] = 2
+                doc["status_classes"]["5xx"] = 3
+                verdicts = VERDICTS + (Verdict("nginx", "workers", Status.WARN,
+                                               "1 worker on 2 cores"),)
+            store.add_run(RunRecord(
+                experiment_id=exp, trial_id=tid, repetition=rep, outcome=Outcome.OK,
+                started_at="2026-01-01T00:00:00", ended_at="2026-01-01T00:00:03",
+                knobs={"nginx": {"worker_processes": d["knobs"]["nginx.worker_processes"]}},
+                versions={"nginx": "1.0", "stacklab-load": "0.1.0"},
+                configs={"nginx/x.conf": "listen 127.0.0.1:8080;"}, verdicts=verdicts,
+                load=load_report(doc), resources=fake_resources("nginx", 2.0 * rps * 2e-5, 12.0),
+                flags=[], run_dir="/tmp/x"))
+    store.close()
+    return exp
+
+
+@pytest.fixture
+def knob_view(tmp_path):
+    knob_experiment(tmp_path / "k.db")
+    store = Store.open(tmp_path / "k.db")
+    yield load_view(store, "knobs")
+    store.close()
+
+
+def drawn(view):
+    (_, part), = by_workload(view)
+    return {chart.name: d for chart, d in charts.draw(part)}
+
+
+def test_one_concurrency_draws_one_mark_per_variant_with_whiskers(knob_view):
+    d = drawn(knob_view)
+    tp = d["throughput"].data
+    assert tp["mode"] == "variant"
+    assert len(tp["variants"]) == len(tp["marks"]) == 4
+    assert [any(f"={w}" in label for label in tp["xticklabels"]) for w in WORKERS] == [True] * 4
+    for m in tp["marks"]:
+        assert m["low"] < m["y"] < m["high"]           # a whisker, not a zero-width band
+        assert m["interval"] == "min–max range" and m["runs"] == 3
+    assert "min–max range" in d["throughput"].svg     # said on the chart
+    assert tp["yticklabels"]
+    lat = d["latency"].data
+    assert sorted(m["percentile"] for m in lat["marks"]) == ["p50"] * 4 + ["p99"] * 4
+    assert all(m["low"] <= m["y"] <= m["high"] for m in lat["marks"])
+    assert lat["yticklabels"]                          # ms labels though < a decade
+    for name in ("transfer", "cpu", "memory"):
+        assert len(d[name].data["marks"]) == 4
+
+
+def test_six_runs_give_a_bootstrap_ci_whisker(tmp_path):
+    knob_experiment(tmp_path / "k6.db", reps=6)
+    store = Store.open(tmp_path / "k6.db")
+    d = drawn(load_view(store, "knobs"))
+    store.close()
+    assert {m["interval"] for m in d["throughput"].data["marks"]} == {"bootstrap 95% CI"}
+
+
+def test_several_concurrencies_are_still_drawn_against_concurrency(tmp_path):
+    fake_experiment(tmp_path / "r.db")
+    store = Store.open(tmp_path / "r.db")
+    d = drawn(load_view(store, "fixed"))
+    store.close()
+    assert d["throughput"].data["mode"] == "concurrency"
+    assert len(d["spectrum"].data["lines"]) == 4      # one per trial (stack × c)
+
+
+@pytest.mark.parametrize("low, high", [(0.8, 1.5), (2.1, 2.9), (0.05, 40.0)])
+def test_ms_axis_labels_every_scale(low, high):
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots()
+    ax.plot([0, 1], [low, high])
+    charts.ms_axis(ax, low, high)
+    fig.canvas.draw()
+    labels = [t.get_text() for t in ax.get_yticklabels()
+              if t.get_text() and low / 1.15 <= t.get_position()[1] <= high * 1.15]
+    plt.close(fig)
+    assert len(labels) >= 2, labels
+
+
+def test_spectrum_per_variant_up_to_what_the_sample_resolves(knob_view):
+    lines = drawn(knob_view)["spectrum"].data["lines"]
+    assert len(lines) == 4
+    for points in lines.values():
+        qs = [q for q, _ in points]
+        assert qs[:5] == [50, 75, 90, 95, 99]
+        assert 99.99 not in qs                         # 1,200 samples cannot show p99.99
+        values = [v for _, v in points]
+        assert values == sorted(values)
+
+
+def test_error_classes_and_verdicts_per_trial_in_the_html(knob_view, tmp_path):
+    html = write_html(knob_view, tmp_path / "k.html").read_text()
+    table = html[html.index('id="outcomes-static-page"'):]
+    table = table[:table.index("</table>")]
+    assert table.count("<tr>") == 1 + 4
+    row = next(r for r in table.split("<tr>") if "worker_processes=1<" in r)
+    assert '<td class="fail">15</td>' in row          # 5 timeouts × 3 runs
+    assert "5xx 9" in row
+    assert "<details>" in row and "1 WARN" in row and "1 worker on 2 cores" in row
+    assert "chart-spectrum" in html
