@@ -150,9 +150,15 @@ def compare(ctx: typer.Context,
             experiment: Optional[str] = typer.Option(None, "--experiment", "-e",
                                                      help="Where the trials are (default: "
                                                      "newest)."),
-            db: Optional[Path] = DbOpt) -> ExitStatus:
+            db: Optional[Path] = DbOpt,
+            fail_if: list[str] = typer.Option([], "--fail-if", help="CI gate: exit 3 when "
+                                              "B/A's whole 95% CI is beyond, e.g. "
+                                              "\"rps<-5%\" or \"p99>+10%\" (repeatable; "
+                                              "metrics rps, p50, p99, mbps)."),
+            strict: bool = typer.Option(False, "--strict", help="--fail-if fails when any "
+                                        "of the interval is beyond.")) -> ExitStatus:
     """Compare two experiments or two trials: ratio with a 95% CI, p-value, verdict."""
-    return results.compare(ctx.obj, a, b, db, experiment)
+    return results.compare(ctx.obj, a, b, db, experiment, fail_if, strict)
 
 
 @cli.command()

@@ -16,6 +16,7 @@ class ExitStatus(IntEnum):
     OK = 0
     ERROR = 1            # a command that could not do its work (a setup error)
     BAD_INPUT = 2        # the spec, a flag or a name given is wrong: fix the input
+    GATE = 3             # measured fine, but a threshold of the CI gate failed (gate.py)
     INTERRUPTED = 130    # Ctrl-C, SIGTERM or SIGHUP (128 + SIGINT, as a shell reports it)
 
 

@@ -12,6 +12,7 @@ from pydantic import (BaseModel, ConfigDict, Field, ValidationError, ValidationI
                       field_validator)
 
 from .errors import SpecError, plain_text
+from .gate import KEYS as GATE_KEYS, Gate, parse_limit
 from .knobs import KnobRegistry
 from .workloads import canonical
 
@@ -104,6 +105,9 @@ class ExperimentSpec(_Strict):
     axes: dict[str, tuple]                  # 'stack' | 'workload' | 'concurrency' | knob key
     exclude: tuple[dict[str, Any], ...]
     fixed_knobs: dict[str, Any]             # knob key -> value, from [load] and [knobs]
+    # [thresholds]: the CI gate `run` applies after storing everything (gate.py); not
+    # part of the stored spec, so a gate added later leaves trials and --resume alone
+    thresholds: Gate | None = Field(None, exclude=True)
 
     @property
     def measure(self) -> dict[str, Any]:
@@ -139,9 +143,9 @@ def load_spec(path: Path, registry: KnobRegistry, stacks: StackNames,
 def parse_spec(doc: dict, file: str, registry: KnobRegistry, stacks: StackNames,
                workloads: set[str]) -> ExperimentSpec:
     for key in doc:
-        if key not in ("experiment", "load", "knobs", "matrix"):
+        if key not in ("experiment", "load", "knobs", "matrix", "thresholds"):
             raise SpecError(file, key, doc[key], "unknown section (expected experiment, "
-                            "load, knobs, matrix)")
+                            "load, knobs, matrix, thresholds)")
     if "experiment" not in doc:
         raise SpecError(file, "experiment", None, "missing section")
     experiment = _model(Experiment, doc["experiment"], file, "experiment")
@@ -166,8 +170,51 @@ def parse_spec(doc: dict, file: str, registry: KnobRegistry, stacks: StackNames,
         if key in fixed:
             raise SpecError(file, f"matrix.{key}", list(axes[key]),
                             "also set as a fixed value; set it in one place")
+    thresholds = (_thresholds(_table(doc["thresholds"], file, "thresholds"), file, axes,
+                              stacks) if "thresholds" in doc else None)
     return ExperimentSpec(path=file, experiment=experiment, axes=axes, exclude=exclude,
-                          fixed_knobs=fixed)
+                          fixed_knobs=fixed, thresholds=thresholds)
+
+
+def _thresholds(table: dict, file: str, axes: dict[str, tuple], stacks: StackNames) -> Gate:
+    """[thresholds]: limits such as rps = "<-5%", strict = true, and the baseline
+    variant every other trial is judged against, e.g. baseline = { stack = "nginx" }."""
+    limits = []
+    for key, value in table.items():
+        if key not in GATE_KEYS:
+            raise SpecError(file, f"thresholds.{key}", value, "unknown key (expected "
+                            f"{', '.join(GATE_KEYS)})")
+        if key in ("strict", "baseline"):
+            continue
+        try:
+            limits.append(parse_limit(key, value))
+        except ValueError as e:
+            raise SpecError(file, f"thresholds.{key}", value, str(e)) from None
+    strict = table.get("strict", False)
+    if not isinstance(strict, bool):
+        raise SpecError(file, "thresholds.strict", strict, "expected true or false")
+    if not limits:
+        raise SpecError(file, "thresholds", table, "no limit (give e.g. rps = \"<-5%\")")
+    if "baseline" not in table:
+        raise SpecError(file, "thresholds.baseline", None, "missing: name the variant the "
+                        "others are judged against, e.g. baseline = { stack = \"nginx\" }")
+    baseline = _flatten(_table(table["baseline"], file, "thresholds.baseline"))
+    if not baseline:
+        raise SpecError(file, "thresholds.baseline", baseline, "names no variant")
+    for key, value in baseline.items():
+        where = f"thresholds.baseline.{key}"
+        try:             # spelled as the axes are; a bad name is reported below
+            if key == "stack" and isinstance(value, str):
+                value = baseline[key] = stacks.canonical(value)
+            elif key == "workload" and isinstance(value, str):
+                value = baseline[key] = canonical(value)
+        except (KeyError, ValueError):
+            pass
+        if key not in axes:
+            raise SpecError(file, where, value, "not an axis of this matrix")
+        if value not in axes[key]:
+            raise SpecError(file, where, value, "not a value of that axis")
+    return Gate(tuple(limits), strict, tuple(baseline.items()))
 
 
 def _model(model: type[BaseModel], data: Any, file: str, where: str) -> Any:

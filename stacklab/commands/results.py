@@ -6,12 +6,13 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, Sequence
 
 from ..analyze import ExperimentView, TrialSummary, load_view
 from ..env import Environment
-from ..errors import ExitStatus, NotFound, StacklabError
+from ..errors import ExitStatus, NotFound, StacklabError, UsageError
 from ..exportconfig import export_config as write_config
+from ..gate import Threshold, judge_pairs, parse_threshold
 from ..recommend import best_combinations, effects
 from ..report.export import export_csv, export_json
 from ..report.html import write_html
@@ -77,17 +78,57 @@ def export(env: Environment, experiment: str | None, db: Path | None, fmt: str,
 
 
 def compare(env: Environment, a: str, b: str, db: Path | None,
-            experiment: str | None) -> ExitStatus:
-    """Two experiments (trial by trial, matched by definition) or two trials of one."""
+            experiment: str | None, fail_if: Sequence[str] = (),
+            strict: bool = False) -> ExitStatus:
+    """Two experiments (trial by trial, matched by definition) or two trials of one;
+    with `fail_if`, the CI gate on B/A (gate.py): ExitStatus.GATE when a threshold fails."""
+    limits = fail_if_thresholds(fail_if, strict)
     with stored(env.database(db)) as store:
         names = {str(r["id"]) for r in store.experiments()} | {
             r["name"] for r in store.experiments()}
         if a in names and b in names and experiment is None:
-            env.stdout.print(experiments_table(load_view(store, a), load_view(store, b)))
-            return ExitStatus.OK
+            va, vb = load_view(store, a), load_view(store, b)
+            env.stdout.print(experiments_table(va, vb))
+            return gate_status(env, same_definition_pairs(va, vb), limits, strict)
         view = load_view(store, experiment)
-    env.stdout.print(trials_table(view, find_trial(view, a), find_trial(view, b)))
-    return ExitStatus.OK
+    ta, tb = find_trial(view, a), find_trial(view, b)
+    env.stdout.print(trials_table(view, ta, tb))
+    return gate_status(env, [(ta, tb)], limits, strict)
+
+
+def fail_if_thresholds(fail_if: Sequence[str], strict: bool) -> list[Threshold]:
+    """--fail-if values, each checked before the database is opened."""
+    limits = []
+    for text in fail_if:
+        try:
+            limits.append(parse_threshold(text))
+        except ValueError as e:
+            raise UsageError(f"--fail-if {text!r}: {e}") from None
+    if strict and not limits:
+        raise UsageError("--strict: judges --fail-if thresholds; give at least one")
+    return limits
+
+
+def same_definition_pairs(a: ExperimentView, b: ExperimentView
+                          ) -> list[tuple[TrialSummary, TrialSummary]]:
+    """Trials of A and B with the same definition (as experiments_table pairs them)."""
+    def key(s: TrialSummary) -> tuple:
+        return s.stack, s.workload, s.concurrency, tuple(sorted(s.knobs.items()))
+    by_key = {key(s): s for s in b.summaries}
+    return [(s, by_key[key(s)]) for s in a.summaries if key(s) in by_key]
+
+
+def gate_status(env: Environment, pairs, limits: Sequence[Threshold],
+                strict: bool) -> ExitStatus:
+    """Each threshold's judgement, one line each; GATE when one failed."""
+    if not limits:
+        return ExitStatus.OK
+    judged = judge_pairs(pairs, limits, strict)
+    for j in judged:
+        env.stdout.print(j.line(), markup=False, highlight=False, soft_wrap=True)
+    if not judged:
+        env.stdout.print("gate: no pair of trials to judge", markup=False)
+    return ExitStatus.GATE if any(j.failed for j in judged) else ExitStatus.OK
 
 
 def find_trial(view: ExperimentView, prefix: str) -> TrialSummary:

@@ -5,9 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from .. import lab
-from ..analyze import load_view
+from ..analyze import ExperimentView, load_view
 from ..env import Environment
 from ..errors import ExitStatus
+from ..gate import baseline_pairs
 from ..plan import Plan, make_plan
 from ..validate import SpecOrigin, check_installed, validate_plan
 from ..report.listings import print_notes, print_plan
@@ -19,6 +20,7 @@ from ..stacks import REGISTRY, STACKS
 from ..store import Store
 from ..systune import CpuAwake
 from ..workloads import WORKLOADS
+from .results import gate_status
 
 CPU_AWAKE_NOTE = ("cannot hold /dev/cpu_dma_latency (needs root): idle CPUs may sleep "
                   "between requests, which slows low-concurrency runs; recorded with each run")
@@ -49,10 +51,20 @@ def run(env: Environment, spec_path: Path, db: Path | None, resume: bool,
     try:
         exp_id = run_experiment(env, spec, plan, REGISTRY, store, logs_dir(db), resume,
                                 RichProgress(env.stdout))
-        print_summary(load_view(store, exp_id), env.stdout)
+        view = load_view(store, exp_id)
+        print_summary(view, env.stdout)
     finally:
         store.close()
-    return ExitStatus.OK
+    return gate(env, spec, view)
+
+
+def gate(env: Environment, spec: ExperimentSpec, view: ExperimentView) -> ExitStatus:
+    """[thresholds], once every run is stored: each trial against its baseline trial;
+    GATE when a threshold fails (nothing is lost: the results are in the database)."""
+    g = spec.thresholds
+    if g is None:
+        return ExitStatus.OK
+    return gate_status(env, baseline_pairs(view.summaries, g.baseline), g.limits, g.strict)
 
 
 def logs_dir(db: Path) -> Path:
