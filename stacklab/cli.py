@@ -215,9 +215,13 @@ def workloads(ctx: typer.Context) -> ExitStatus:
 
 
 @cli.command()
-def stacks(ctx: typer.Context) -> ExitStatus:
-    """List stacks, components with their versions, and every knob."""
-    return listing.stacks(ctx.obj)
+def stacks(ctx: typer.Context,
+           owner: Optional[str] = typer.Argument(None, help="Only this component's (or "
+                                                 "group's) knobs, e.g. nginx."),
+           json: bool = typer.Option(False, "--json", help="One JSON document.")
+           ) -> ExitStatus:
+    """List stacks, front layers, components with their versions, and every knob."""
+    return listing.stacks(ctx.obj, owner, json)
 
 
 def main(argv: list[str] | None = None, env: Environment | None = None) -> int:

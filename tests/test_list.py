@@ -56,3 +56,16 @@ def test_a_missing_database_says_where_it_looked(tmp_path):
 def test_version():
     shown = CliRunner().invoke(cli, ["--version"])
     assert shown.exit_code == 0 and shown.output.strip() == f"stacklab {__version__}"
+
+
+def test_stacks_json_keeps_its_schema_and_filters_by_component():
+    schema = json.loads((SCHEMA.parent / "stacks.schema.json").read_text())
+    whole = json.loads(CliRunner().invoke(cli, ["stacks", "--json"]).output)
+    jsonschema.validate(whole, schema)
+    assert {"varnish", "haproxy"} <= {layer["name"] for layer in whole["layers"]}
+    only = json.loads(CliRunner().invoke(cli, ["stacks", "nginx", "--json"]).output)
+    assert only["knobs"] and all(k["key"].startswith("nginx.") for k in only["knobs"])
+    shown = CliRunner().invoke(cli, ["stacks", "machine"]).output
+    assert "0..1048576" in shown and "e+06" not in shown      # integer ranges as integers
+    bad = CliRunner().invoke(cli, ["stacks", "tomcat"])
+    assert bad.exit_code == 2 and "'tomcat': unknown" in bad.output

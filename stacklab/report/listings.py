@@ -88,7 +88,8 @@ def knobs_table(sections: list[KnobSection]) -> Table:
                           "", "", "", "", "")
         for k in section.knobs:
             allowed = ", ".join(map(str, k.choices)) if k.choices else (
-                f"{k.min:g}..{k.max:g}" if k.min is not None and k.max is not None else "")
+                f"{_bound(k.min, k.type)}..{_bound(k.max, k.type)}"
+                if k.min is not None and k.max is not None else "")
             table.add_row(k.key, k.type.__name__, str(k.default), allowed, k.meaning, k.source)
     return table
 
@@ -129,3 +130,22 @@ def print_plan(spec: ExperimentSpec, plan: Plan, out: Console) -> None:
         out.print(f"repetitions = auto: more rounds until each trial's req/s CI half-width is "
                   f"under {e.ci_target:.0%}, at most {e.max_repetitions} repetitions "
                   f"({plan.max_runs(spec)} runs)")
+
+
+def _bound(value: float, kind: type) -> str:
+    """A range's end as its knob's type writes it: 1048576, not 1.04858e+06."""
+    return str(int(value)) if kind is int else f"{value:g}"
+
+
+def stacks_doc(stacks, components, sections) -> dict:
+    """`stacks --json` (schemas/stacks.schema.json): named stacks, front layers, knobs."""
+    return {
+        "stacks": [{"name": s.name, "components": list(s.components),
+                    "description": s.description} for s in stacks],
+        "layers": [{"name": c.name, "kind": c.layer, "balances": c.balances}
+                   for c in components if c.layer is not None],
+        "knobs": [{"key": k.key, "type": k.type.__name__, "default": k.default,
+                   "choices": list(k.choices), "min": k.min, "max": k.max,
+                   "meaning": k.meaning, "source": k.source}
+                  for section in sections for k in section.knobs],
+    }
