@@ -185,7 +185,7 @@ def test_the_report_shows_each_registered_chart_once_with_its_caption(view, monk
         return re.findall(r'<figure class="chart-([\w-]+)"><svg.*?<figcaption>(.*?)</figcaption>',
                           html, re.S)
     names = [c.name for c in charts.CHARTS]
-    assert names == ["throughput", "latency", "transfer", "cpu", "memory"]
+    assert names == ["throughput", "latency", "spectrum", "transfer", "cpu", "memory"]
     html = render_html(view)
     assert [name for name, _ in figures(html)] == names        # one workload
     extra = charts.Chart("extra", charts.transfer_chart, "One more figure & its caption.")
