@@ -7,15 +7,16 @@ Pure functions, seeded, no clock: the same samples always give the same answer.
 from __future__ import annotations
 
 import base64
+import functools
 import itertools
 import math
-import random
 import statistics
 import struct
 import zlib
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
+import numpy as np
 from hdrh.histogram import HdrHistogram
 from scipy.special import stdtr, stdtrit   # Student's t CDF and quantile
 
@@ -31,20 +32,52 @@ def median(values: Sequence[float]) -> float | None:
 
 def bootstrap_ci(values: Sequence[float], stat: Callable = statistics.median,
                  level: float = 0.95, seed: int = 0) -> tuple[float, float] | None:
-    """Percentile bootstrap CI of `stat`; None with fewer than two values."""
+    """Percentile bootstrap CI of `stat`; None with fewer than two values.
+
+    The resamples are drawn from the values sorted (so the interval depends on the
+    values, not on the order the runs came in), all at once, by numpy's generator seeded
+    with `seed`: the same values always give the same interval. For the median the
+    draws are positions in the sorted values, and a resample's median is the value at
+    its middle position (the mean of the two middle ones for an even count, as
+    statistics.median): those positions depend only on (n, seed), so they are computed
+    once per sample size and each interval costs a sort and an index. Another `stat`
+    is applied to each resample in turn."""
     if len(values) < 2:
         return None
-    rng = random.Random(seed)
-    n = len(values)
-    boots = sorted(stat([values[rng.randrange(n)] for _ in range(n)])
-                   for _ in range(RESAMPLES))
+    ordered = np.sort(np.asarray(values, dtype=float))
+    n = len(ordered)
+    if stat is statistics.median:
+        low, high = _resample_median_positions(n, seed)
+        boots = (ordered[low] + ordered[high]) / 2 if n % 2 == 0 else ordered[low]
+    else:
+        boots = np.fromiter((stat(row.tolist()) for row in ordered[_draws(n, seed)]),
+                            float, RESAMPLES)
+    boots.sort()        # already sorted for an odd n: numpy's sort is quick on that
     return _percentile_pair(boots, level)
 
 
-def _percentile_pair(sorted_values: list[float], level: float) -> tuple[float, float]:
+def _draws(n: int, seed: int) -> np.ndarray:
+    """RESAMPLES rows of n positions drawn with replacement from range(n)."""
+    return np.random.default_rng(seed).integers(0, n, size=(RESAMPLES, n))
+
+
+@functools.lru_cache(maxsize=256)
+def _resample_median_positions(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Each resample's two middle positions (equal for an odd n) in sorted values, the
+    resamples ordered by them (for an odd n that orders their medians too)."""
+    rows = np.sort(_draws(n, seed), axis=1)
+    low, high = rows[:, (n - 1) // 2], rows[:, n // 2]
+    order = np.lexsort((high, low))
+    low, high = low[order], high[order]
+    low.flags.writeable = high.flags.writeable = False   # shared by every call
+    return low, high
+
+
+def _percentile_pair(sorted_values: np.ndarray, level: float) -> tuple[float, float]:
     lo_q, hi_q = (1 - level) / 2, 1 - (1 - level) / 2
     last = len(sorted_values) - 1
-    return (sorted_values[round(lo_q * last)], sorted_values[round(hi_q * last)])
+    return (float(sorted_values[round(lo_q * last)]),
+            float(sorted_values[round(hi_q * last)]))
 
 
 def mann_whitney_p(a: Sequence[float], b: Sequence[float]) -> float | None:
@@ -211,16 +244,25 @@ def value_at_percentile(h: HdrHistogram, percentile: float) -> int:
     1-based rank max(1, ⌈q·n⌉) of the n values sorted ascending, never interpolated,
     reported as the highest value equivalent to it in the histogram. hdrh's own
     get_value_at_percentile rounds the rank instead, which can be one rank off."""
+    return values_at_percentiles(h, [percentile])[0]
+
+
+def values_at_percentiles(h: HdrHistogram, percentiles: Sequence[float]) -> list[int]:
+    """value_at_percentile of each percentile, from one cumulative sum of the counts
+    (numpy over hdrh's counts array, read as get_count_at_index reads it: a decoded
+    histogram's counts past its payload's length are zero)."""
     n = h.get_total_count()
     if n == 0:
-        return 0
-    rank = max(1, math.ceil(round(percentile / 100 * n, 9)))
-    seen = 0
-    for index in range(h.counts_len):
-        seen += h.get_count_at_index(index)
-        if seen >= rank:
-            return h.get_highest_equivalent_value(h.get_value_from_index(index))
-    return h.get_max_value()
+        return [0] * len(percentiles)
+    used = min(h.counts_len, h.encoder.payload.counts_len)
+    seen = np.cumsum(np.ctypeslib.as_array(h.counts)[:used], dtype=np.int64)
+    out = []
+    for percentile in percentiles:
+        rank = max(1, math.ceil(round(percentile / 100 * n, 9)))
+        index = int(np.searchsorted(seen, rank, side="left"))
+        out.append(h.get_highest_equivalent_value(h.get_value_from_index(index))
+                   if index < used else h.get_max_value())
+    return out
 
 
 def merged_percentiles(histograms: Sequence[str],
@@ -232,7 +274,8 @@ def merged_percentiles(histograms: Sequence[str],
     merged = decode_histogram(histograms[0])
     for h in histograms[1:]:
         merged.add(decode_histogram(h))
-    out = {f"p{p:g}".replace(".", ""): value_at_percentile(merged, p) for p in percentiles}
+    out = {f"p{p:g}".replace(".", ""): v
+           for p, v in zip(percentiles, values_at_percentiles(merged, percentiles))}
     out["count"] = merged.get_total_count()
     out["max"] = merged.get_max_value()
     return out
