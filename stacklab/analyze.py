@@ -143,9 +143,11 @@ def summarize(definition: dict, label: str, trial_id: str,
     def per_component(key: str, per_request: bool = False) -> dict[str, Estimate]:
         out = {}
         for c in comps:
-            vals = [r.resources[c][key] for r in ok if r.resources.get(c, {}).get(key) is not None]
             if per_request:
                 vals = [_per_request(r.resources[c][key], r) for r in ok if c in r.resources]
+            else:
+                vals = [r.resources[c][key] for r in ok
+                        if r.resources.get(c, {}).get(key) is not None]
             if vals:
                 out[c] = Estimate.of(vals)
         return out
