@@ -18,7 +18,6 @@ from typing import Callable, Sequence
 
 import numpy as np
 from hdrh.histogram import HdrHistogram
-from scipy.special import stdtr, stdtrit   # Student's t CDF and quantile
 
 RESAMPLES = 4000
 ALPHA = 0.05
@@ -157,6 +156,9 @@ def welch_log(a: Sequence[float], b: Sequence[float], alpha: float = ALPHA) -> W
         # identical values on each side: the difference is exact, no noise to test against
         return Welch(math.exp(diff), (math.exp(diff), math.exp(diff)),
                      1.0 if diff == 0 else 0.0, None)
+    # Student's t CDF and quantile; scipy is imported here, where it is needed, so that
+    # commands that compare nothing (--help, stacks, list) start without it.
+    from scipy.special import stdtr, stdtrit
     se = math.sqrt(ea + eb)
     df = (ea + eb) ** 2 / (ea ** 2 / (len(la) - 1) + eb ** 2 / (len(lb) - 1))
     q = float(stdtrit(df, 1 - alpha / 2))

@@ -15,7 +15,6 @@ from ..exportconfig import export_config as write_config
 from ..gate import Threshold, judge_pairs, parse_threshold
 from ..recommend import best_combinations, effects
 from ..report.export import export_csv, export_json
-from ..report.html import write_html
 from ..report.text import (experiment_list_table, experiments_table, print_summary,
                            recommendations_tables, trials_table)
 from ..stacks import REGISTRY
@@ -61,6 +60,7 @@ def show(env: Environment, experiment: str | None, db: Path | None) -> ExitStatu
 
 def report(env: Environment, experiment: str | None, db: Path | None,
            output: Path) -> ExitStatus:
+    from ..report.html import write_html     # matplotlib: only when a report is drawn
     path = write_html(view_of(env, db, experiment), output)
     env.stdout.print(f"report: {path.resolve()}")
     return ExitStatus.OK
