@@ -2,7 +2,9 @@
 
 from functools import partial
 
+from ...errors import StackError
 from ...knobs import Knob
+from ..weights import parse_weights
 from ..limits import nofile_knob
 
 COMPONENT = "apache-proxy"
@@ -14,19 +16,22 @@ LOADFACTOR_MAX = 100   # mod_proxy_balancer's loadfactor range is 1-100
 
 def weights_problem(text: str) -> str | None:
     """Why a `weights` value is not a list of loadfactors ("1,2,1"), or None."""
-    if not text:
+    # No spaces: the value is written into the config as it is given.
+    if not text or (text == "".join(text.split())
+                    and parse_weights(text, LOADFACTOR_MAX) is not None):
         return None
-    parts = text.split(",")
-    if not all(p.isdigit() and 1 <= int(p) <= LOADFACTOR_MAX for p in parts):
-        return (f"{text!r} is not comma-separated loadfactors from 1 to {LOADFACTOR_MAX}, "
-                "one per backend (e.g. \"1,2,1\")")
-    return None
+    return (f"{text!r} is not comma-separated loadfactors from 1 to {LOADFACTOR_MAX}, "
+            "one per backend (e.g. \"1,2,1\")")
 
 
 def loadfactors(weights: str, backends: int) -> list[int]:
-    """Each backend's loadfactor from a valid `weights` value (empty: all 1); as many as
-    it gives, which may not be `backends` (the caller says what that means)."""
-    return [int(w) for w in weights.split(",")] if weights else [1] * backends
+    """Each backend's loadfactor from a valid `weights` value (empty: all 1); a
+    StackError naming the knob when it does not give one per backend."""
+    factors = [int(w) for w in weights.split(",")] if weights else [1] * backends
+    if len(factors) != backends:
+        raise StackError(f"{COMPONENT}.weights = {weights!r} gives {len(factors)} "
+                         f"loadfactors for {backends} backends")
+    return factors
 
 
 KNOBS = [

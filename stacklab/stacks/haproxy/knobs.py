@@ -2,6 +2,7 @@ from functools import partial
 
 from ...errors import StackError
 from ...knobs import Knob
+from ..weights import parse_weights, weights_for as shared_weights_for
 
 COMPONENT = "haproxy"
 knob = partial(Knob, COMPONENT)   # every knob below is one of this component
@@ -13,25 +14,16 @@ def weights_problem(text: str) -> str | None:
     None. How many it holds is checked against the backends when the config is rendered:
     a knob's value alone does not know them. 0 (a drained server) is refused: a replica
     that gets no request is not part of the stack measured."""
-    if not text:
+    if not text or parse_weights(text, MAX_WEIGHT) is not None:
         return None
-    if not all(p.strip().isdigit() and 1 <= int(p) <= MAX_WEIGHT for p in text.split(",")):
-        return f"weights {text!r} must be whole numbers 1..{MAX_WEIGHT} separated by commas"
-    return None
+    return f"weights {text!r} must be whole numbers 1..{MAX_WEIGHT} separated by commas"
 
 
 def weights_for(text: str, backends: int) -> tuple[int, ...]:
-    """Each backend's weight (empty: all 1), or a StackError naming the knob when the
-    count differs from the backends'."""
-    if not text:
-        return (1,) * backends
+    """Each backend's weight (empty: all 1), or a StackError naming the knob."""
     if problem := weights_problem(text):
         raise StackError(f"{COMPONENT}.weights: {problem}")
-    weights = tuple(int(p) for p in text.split(","))
-    if len(weights) != backends:
-        raise StackError(f"{COMPONENT}.weights = {text!r} gives {len(weights)} weights for "
-                         f"{backends} backends")
-    return weights
+    return tuple(shared_weights_for(COMPONENT, text, backends, MAX_WEIGHT))
 
 
 KNOBS = [

@@ -1,6 +1,7 @@
 from functools import partial
 
 from ...knobs import Knob
+from ..weights import parse_weights
 
 COMPONENT = "nginx-proxy"
 knob = partial(Knob, COMPONENT)   # every knob below is one of this component
@@ -11,12 +12,9 @@ CACHING = "acts only with nginx-proxy.cache on"
 def weights_problem(text: str) -> str | None:
     """Why a `weights` value is not a comma-separated list of whole numbers from 1 to
     MAX_WEIGHT, or None; how many it holds is checked against the backends at render."""
-    if not text:
+    if not text or parse_weights(text, MAX_WEIGHT) is not None:
         return None
-    parts = text.split(",")
-    if not all(p.strip().isdigit() and 1 <= int(p) <= MAX_WEIGHT for p in parts):
-        return f"must be whole numbers 1..{MAX_WEIGHT} separated by commas, not {text!r}"
-    return None
+    return f"must be whole numbers 1..{MAX_WEIGHT} separated by commas, not {text!r}"
 
 
 KNOBS = [

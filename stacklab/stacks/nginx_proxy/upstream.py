@@ -10,6 +10,8 @@ from pathlib import Path
 
 from ...errors import StackError
 from ...net import Endpoint
+from ..weights import weights_for
+from .knobs import MAX_WEIGHT
 
 UPSTREAM_LOG = "upstream.log"   # "$upstream_cache_status $upstream_addr" per request
 # $upstream_cache_status values: served from the cache, or the backend answered.
@@ -32,13 +34,7 @@ def backend_weights(count: int, weights: str) -> list[int]:
     """One weight per backend: the knob's, or 1 each when it is empty."""
     if count == 0:
         raise StackError("nginx-proxy has no backend to pass requests to")
-    if not weights:
-        return [1] * count
-    found = [int(w) for w in weights.split(",")]
-    if len(found) != count:
-        raise StackError(f"nginx-proxy.weights = {weights!r} gives {len(found)} weights "
-                         f"for {count} backends")
-    return found
+    return weights_for("nginx-proxy", weights, count, MAX_WEIGHT)
 
 
 def upstream_counts(log: Path, addresses: list[str], cache: bool) -> dict[str, float]:
