@@ -1,0 +1,197 @@
+"""An experiment against a baseline experiment (`report --baseline`), and what differs in
+their provenance (`report --baseline`, `compare`).
+
+Plain data for the terminal table and the HTML partial (baseline.html.j2): one row per
+pair of trials with the same definition (the pairs `compare` judges, made by
+commands.results.same_definition_pairs), each with req/s and p99 as NEW/BASELINE from
+analyze.compare_trials (Welch's t-test on logarithms, stats.py): nothing is computed
+here that `compare` does not compute the same way.
+
+Provenance, as pyperf checks metadata before comparing: the host facts an experiment
+stores (hostinfo.host_facts) and the component versions its runs store. A difference
+is named with both values, so that a ratio measured across two machines or two nginx
+releases is read as what it is.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+from typing import Sequence
+
+from rich.table import Table
+
+from ..analyze import ExperimentView, MetricComparison, TrialSummary, compare_trials
+from .fmt import DASH, number, p_value, ratio_ci
+
+# The host facts (hostinfo.host_facts) that change what a server can do; the host's name
+# and the Python libraries that compute the statistics do not.
+HOST_FACTS = ("cpu_model", "cores", "kernel", "memory_mib", "os")
+
+
+@dataclass(frozen=True)
+class Difference:
+    """One fact, or one component's version, that is not the same on both sides."""
+
+    fact: str          # "kernel", "nginx", …
+    base: str
+    new: str
+
+    def __str__(self) -> str:
+        return f"{self.fact} {self.base} vs {self.new}"
+
+
+def versions(view: ExperimentView) -> dict[str, str]:
+    """Each component's version over all the experiment's runs ("1.22.1", or
+    "1.22.1/1.24.0" when its runs did not all have the same one)."""
+    seen: dict[str, list[str]] = {}
+    for run in view.runs:
+        for component, version in run.versions.items():
+            found = seen.setdefault(component, [])
+            if str(version) not in found:
+                found.append(str(version))
+    return {c: "/".join(v) for c, v in seen.items()}
+
+
+def differences(base: ExperimentView, new: ExperimentView) -> list[Difference]:
+    """The host facts both sides stored and the versions of the components both ran,
+    where they differ: host facts first (in HOST_FACTS order), then components by name.
+    A component only one side ran is no difference (another stack, not another version)."""
+    found = [Difference(k, str(base.host[k]), str(new.host[k])) for k in HOST_FACTS
+             if k in base.host and k in new.host and base.host[k] != new.host[k]]
+    vb, vn = versions(base), versions(new)
+    return found + [Difference(c, vb[c], vn[c]) for c in sorted(set(vb) & set(vn))
+                    if vb[c] != vn[c]]
+
+
+def warning(base: ExperimentView, new: ExperimentView) -> str | None:
+    """One line naming every difference with both values (BASE's first), or None."""
+    found = differences(base, new)
+    if not found:
+        return None
+    return (f"warning: {new.name} (experiment {new.id}) and {base.name} (experiment "
+            f"{base.id}) ran on different hosts or versions ({base.name} vs {new.name}): "
+            + "; ".join(map(str, found)))
+
+
+class Change(str, Enum):
+    """What NEW is against BASELINE on one metric, by the 95% interval of the ratio."""
+
+    BETTER = "better"
+    WORSE = "worse"
+    SAME = "no significant difference"
+    NONE = "no verdict"
+
+
+@dataclass(frozen=True)
+class MetricChange:
+    """One metric of a pair: the baseline's and the new median, NEW/BASELINE with its
+    interval and p, and what that says."""
+
+    metric: str                       # "req/s", "p99 ms"
+    base: float | None
+    new: float | None
+    ratio: float | None
+    ci: tuple[float, float] | None
+    p: float | None
+    change: Change
+    note: str = ""                    # why there is no verdict, or what bounds it
+
+    @property
+    def verdict(self) -> str:
+        return self.change.value + (f" ({self.note})" if self.note else "")
+
+
+def metric_change(m: MetricComparison, higher_is_better: bool) -> MetricChange:
+    """`m` (analyze.compare_trials, A = baseline, B = new) as better / worse / no
+    significant difference. A side held back by the load engine or the host leaves a
+    bound (analyze.bounded_verdict): its verdict stands only where the bound agrees."""
+    c, b = m.comparison, m.bound
+    if c.p is None:                   # no interval: no verdict, whatever bounds it
+        return MetricChange(m.metric, c.median_a, c.median_b, c.ratio, c.ci, c.p,
+                            Change.NONE, "fewer than 2 successful runs a side")
+    note = "" if b is None else (f"not a measurement: {b.why}" if b.relation == "?" else
+                                 f"a bound, {b.relation} {c.ratio:.3g}×: {b.why}")
+    if b is not None and m.verdict.startswith("no verdict"):   # bounded_verdict's rule
+        change = Change.NONE
+    elif not c.significant:
+        change = Change.SAME
+    else:
+        change = Change.BETTER if (c.ratio > 1) == higher_is_better else Change.WORSE
+    return MetricChange(m.metric, c.median_a, c.median_b, c.ratio, c.ci, c.p, change, note)
+
+
+@dataclass(frozen=True)
+class BaselineRow:
+    trial: TrialSummary               # the new experiment's
+    base: TrialSummary                # the baseline's, same definition
+    rps: MetricChange
+    p99: MetricChange
+
+
+# which way is better, per metric of compare_trials shown here
+METRICS = {"req/s": True, "p99 ms": False}
+
+
+def row(base: TrialSummary, new: TrialSummary) -> BaselineRow:
+    def name(s: TrialSummary) -> str:
+        return f"{'the baseline' if s is base else 'the new'} trial ({s.label})"
+
+    found = {m.metric: metric_change(m, METRICS[m.metric])
+             for m in compare_trials(base, new, name) if m.metric in METRICS}
+    return BaselineRow(new, base, found["req/s"], found["p99 ms"])
+
+
+@dataclass(frozen=True)
+class Baseline:
+    """The whole comparison: what the baseline is, one row per pair, the trials of
+    either side without a partner, and the provenance differences."""
+
+    name: str
+    id: int
+    database: str                     # where the baseline was read from
+    rows: list[BaselineRow]
+    new_only: list[TrialSummary]      # trials of the new experiment without a partner
+    base_only: list[TrialSummary]     # trials of the baseline without a partner
+    differences: list[Difference]
+    warning: str | None
+
+
+def compare_to_baseline(new: ExperimentView, base: ExperimentView,
+                        pairs: Sequence[tuple[TrialSummary, TrialSummary]],
+                        database: str) -> Baseline:
+    """`pairs`: (new trial, baseline trial) with the same definition, as
+    same_definition_pairs(new, base) makes them."""
+    paired_new = {n.trial_id for n, _ in pairs}
+    paired_base = {b.trial_id for _, b in pairs}
+    return Baseline(base.name, base.id, database, [row(b, n) for n, b in pairs],
+                    [s for s in new.summaries if s.trial_id not in paired_new],
+                    [s for s in base.summaries if s.trial_id not in paired_base],
+                    differences(base, new), warning(base, new))
+
+
+NOTE = ("baseline, new: medians of the runs (p99: each run's p99); new/baseline: ratio of "
+        "geometric means with its 95% CI and p from Welch's t-test on log values, as "
+        "`compare` computes them; p99: lower is better")
+
+
+def table(b: Baseline, new: ExperimentView) -> Table:
+    """The rows in the terminal, as `compare` prints two experiments."""
+    t = Table(title=f"{new.name} (experiment {new.id})  against the baseline {b.name} "
+                    f"(experiment {b.id}, {b.database})", caption=NOTE)
+    for col in ("id", "trial", "metric", "baseline", "new", "new/baseline", "95% CI", "p",
+                "verdict"):
+        t.add_column(col, justify="left" if col in ("id", "trial", "metric", "verdict")
+                     else "right", no_wrap=col in ("id", "95% CI"))
+    for r in b.rows:
+        for m in (r.rps, r.p99):
+            decimals = 2 if m.metric == "p99 ms" else 0
+            ratio = DASH if m.ratio is None else f"{m.ratio:.3f}"
+            t.add_row(r.trial.trial_id, r.trial.label, m.metric, number(m.base, decimals),
+                      number(m.new, decimals), ratio, ratio_ci(m.ci, 3, ""), p_value(m.p),
+                      m.verdict)
+    for s in b.new_only:
+        t.add_row(s.trial_id, s.label, "", "", "", "", "", "", "no baseline trial")
+    for s in b.base_only:
+        t.add_row(s.trial_id, s.label, "", "", "", "", "", "", "only in the baseline")
+    return t
