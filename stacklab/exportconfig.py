@@ -49,7 +49,11 @@ def _target(out_dir: Path, name: str) -> Path:
     raise UnsafePathError(f"stored config name {name!r} {why}: nothing exported")
 
 
-def export_config(run: RunRecord, label: str, out_dir: Path) -> list[Path]:
+def export_config(run: RunRecord, label: str, out_dir: Path,
+                  why: list[str] | None = None) -> list[Path]:
+    """The run's configuration files under out_dir, and README.txt: what was measured,
+    the lab paths' replacements, and (`why`) each setting away from its default with the
+    measurement that chose it."""
     if not run.configs:
         raise StacklabError(f"run {run.trial_id} #{run.repetition} stored no configuration")
     targets = {name: _target(out_dir, name) for name in sorted(run.configs)}
@@ -70,5 +74,7 @@ def export_config(run: RunRecord, label: str, out_dir: Path) -> list[Path]:
         "  /etc/ssl/stacklab/*.pem   the TLS certificate and key\n"
         "  127.0.0.1:PORT            the listening address: choose yours\n\n"
         "Knob values:\n" + json.dumps(run.knobs, indent=2, sort_keys=True) + "\n\n"
-        "Versions measured:\n" + json.dumps(run.versions, indent=2, sort_keys=True) + "\n")
+        + ("What changed from the defaults, and why (measured in the same experiment):\n"
+           + "".join(f"  {line}\n" for line in why) + "\n" if why else "")
+        + "Versions measured:\n" + json.dumps(run.versions, indent=2, sort_keys=True) + "\n")
     return [*written, readme]
