@@ -10,35 +10,109 @@ import io
 import json
 from dataclasses import asdict
 
-from ..analyze import ExperimentView, TrialSummary
+from ..analyze import ExperimentView, TrialSummary, _components, _per_request
 from ..store import RunRecord
 from ..store.records import verdict_doc
 
 SCHEMA_VERSION = 3
 
-CSV_COLUMNS = ("experiment_id", "trial_id", "label", "repetition", "outcome", "reason",
-               "started_at", "ended_at", "stack", "workload", "concurrency", "rps",
-               "completed", "failed", "p50_us", "p90_us", "p99_us", "max_us", "engine_cpu_s")
+# The CSV's columns before, between and after those that depend on the experiment: its
+# knobs (after `concurrency`), then per error class, status class and component.
+CSV_TRIAL = ("experiment_id", "trial_id", "label", "repetition", "outcome", "reason",
+             "started_at", "ended_at", "stack", "workload", "concurrency")
+CSV_LOAD = ("duration_s", "rps", "mb_per_s", "completed", "failed", "p50_ms", "p90_ms",
+            "p99_ms", "p999_ms", "max_ms", "engine_cpu_s")
+CSV_END = ("flags", "verdicts")
+
+
+def knob_text(value) -> str:
+    """A knob's value as a cell or label: a string as is, anything else as in JSON
+    (true, 4, 1.5, [\"a\"]), so no value reads as Python's repr."""
+    return value if isinstance(value, str) else json.dumps(value)
+
+
+def knob_names(view: ExperimentView) -> list[str]:
+    """Every knob some trial of the experiment sets (`component.name`), sorted."""
+    return sorted({k for s in view.summaries for k in s.knobs})
+
+
+def error_classes(view: ExperimentView) -> tuple[str, ...]:
+    """The HTML report's error columns: the engine's fixed taxonomy in its order, then
+    any class a newer engine reported. html.py holds the taxonomy; it is imported here,
+    not at the top, because it draws charts (matplotlib) that `--help` should not load."""
+    from .html import _error_classes, outcomes
+    return _error_classes([(None, None, outcomes(view))])
+
+
+def _status_classes(runs: list[RunRecord]) -> list[str]:
+    # LoadReport does not type the status classes: read from the stored report, as html.py
+    return sorted({c for r in runs if r.load
+                   for c in r.load.raw.get("status_classes") or {}})
+
+
+def csv_columns(view: ExperimentView) -> list[str]:
+    """The header: fixed columns, then one per knob, error class, status class and
+    component of this experiment."""
+    comps = _components(view.runs)
+    errors = error_classes(view)      # of the measured runs; an invalid run's load too:
+    errors += tuple(sorted({e for r in view.runs if r.load for e in r.load.errors}
+                           - set(errors)))
+    return [*CSV_TRIAL, *knob_names(view), *CSV_LOAD, *(f"errors.{e}" for e in errors),
+            *(f"status.{c}" for c in _status_classes(view.runs)),
+            *(f"cpu_us_per_request.{c}" for c in comps),
+            *(f"rss_mib_peak.{c}" for c in comps),
+            *(f"rss_mib_idle.{c}" for c in comps), *CSV_END]
 
 
 def export_csv(view: ExperimentView) -> str:
-    labels = {s.trial_id: s for s in view.summaries}
+    """One row per stored run. Latencies in ms (the engine's, per run: corrected for
+    coordinated omission); `duration_s` is the measured load window, not the stack's
+    start-up; per component, server CPU per request and RSS at peak and at rest."""
+    summaries = {s.trial_id: s for s in view.summaries}
     out = io.StringIO()
-    writer = csv.DictWriter(out, CSV_COLUMNS, lineterminator="\n")
+    writer = csv.DictWriter(out, csv_columns(view), restval="", lineterminator="\n")
     writer.writeheader()
     for r in view.runs:
-        s = labels[r.trial_id]
+        s = summaries[r.trial_id]
         row = {"experiment_id": r.experiment_id, "trial_id": r.trial_id, "label": s.label,
                "repetition": r.repetition, "outcome": r.outcome, "reason": r.reason or "",
                "started_at": r.started_at, "ended_at": r.ended_at, "stack": s.stack,
-               "workload": s.workload, "concurrency": s.concurrency}
-        if load := r.load:
-            lat = load.latency_us
-            row.update(rps=load.rps, completed=load.completed, failed=load.failed,
-                       p50_us=lat.p50, p90_us=lat.p90, p99_us=lat.p99, max_us=lat.max,
-                       engine_cpu_s=round(load.engine_cpu_s, 6))
+               "workload": s.workload, "concurrency": s.concurrency,
+               **{k: knob_text(v) for k, v in s.knobs.items()},
+               "flags": ";".join(r.flags),
+               "verdicts": ";".join(f"{v.check}:{v.status.value}" for v in r.verdicts)}
+        if r.load:
+            row.update(_load_cells(r))
         writer.writerow(row)
     return out.getvalue()
+
+
+def _load_cells(r: RunRecord) -> dict:
+    """A measured run's figures: the engine's report and the monitor's summaries."""
+    load = r.load
+    lat = load.latency_us
+    p999 = load.raw["latency_us"].get("p999")     # not typed by LoadReport.Latency
+    row = {"duration_s": load.duration_s, "rps": load.rps,
+           "mb_per_s": round(load.bytes_total / load.duration_s / 1e6, 6)
+           if load.duration_s else "",
+           "completed": load.completed, "failed": load.failed,
+           "p50_ms": lat.p50 / 1e3, "p90_ms": lat.p90 / 1e3, "p99_ms": lat.p99 / 1e3,
+           "p999_ms": "" if p999 is None else p999 / 1e3, "max_ms": lat.max / 1e3,
+           "engine_cpu_s": round(load.engine_cpu_s, 6),
+           **{f"errors.{e}": n for e, n in load.errors.items()},
+           **{f"status.{c}": n for c, n in (load.raw.get("status_classes") or {}).items()}}
+    for c, res in r.resources.items():
+        if c.startswith("_"):
+            continue
+        if load.completed and res.get("cpu_s") is not None:
+            row[f"cpu_us_per_request.{c}"] = round(_per_request(res["cpu_s"], r), 3)
+        row[f"rss_mib_peak.{c}"] = _blank(res.get("rss_mib_peak"))
+        row[f"rss_mib_idle.{c}"] = _blank(res.get("rss_mib_idle_before"))
+    return row
+
+
+def _blank(value) -> object:
+    return "" if value is None else value
 
 
 def export_json(view: ExperimentView) -> str:
