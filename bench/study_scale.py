@@ -5,7 +5,8 @@ assertion flaky).
     .venv/bin/python bench/study_scale.py [--runs 54 540 5400] [--repeat 3]
 
 Each size is a store of fabricated runs (trials × 3 repetitions, the engine's real
-report shape with a histogram, from tests/fakes.py), built once in --dir and reused.
+report shape with a histogram and a 10-second per-second series, from tests/fakes.py),
+built once in --dir and reused.
 Each command runs in-process, output discarded; the median of --repeat timings is
 printed, and each size's ratio against the first size (linear growth: ratio ≈ size
 ratio).
@@ -26,15 +27,18 @@ from rich.console import Console
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
-from fakes import VERDICTS, fake_report, fake_resources  # noqa: E402
+from fakes import VERDICTS, fake_load, fake_resources  # noqa: E402
+from test_report_charts import with_timeseries  # noqa: E402
 
 from stacklab.commands import results  # noqa: E402
+from stacklab.drive import LoadReport  # noqa: E402
 from stacklab.env import Environment  # noqa: E402
 from stacklab.store import Outcome, RunRecord, Store  # noqa: E402
 
 REPETITIONS = 3
 STACKS = ("nginx", "apache", "caddy")
 CONCURRENCY = (1, 4, 16, 64, 256)
+MEASURED_S = 10.0       # each run's measured phase: 10 points of its per-second series
 
 
 def trials_of(count: int) -> list[tuple[str, str, dict]]:
@@ -68,7 +72,9 @@ def build(db: Path, runs: int) -> None:
                 knobs={d["stack"]: {}}, versions={d["stack"]: "1.0", "stacklab-load": "0.1.0"},
                 configs={f"{d['stack']}/x.conf": "listen 127.0.0.1:8080;"},
                 verdicts=VERDICTS,
-                load=fake_report(rps, 1e6 * d["concurrency"] / rps, seed=rep * 100_000 + n),
+                load=LoadReport.from_json(with_timeseries(fake_load(
+                    rps, 1e6 * d["concurrency"] / rps, seed=rep * 100_000 + n,
+                    duration_s=MEASURED_S), seed=n)),
                 resources=fake_resources(d["stack"], 2.0 * rps * 2e-5,
                                          10.0 + d["concurrency"]),
                 flags=[], run_dir="/tmp/x"))
@@ -76,7 +82,7 @@ def build(db: Path, runs: int) -> None:
 
 
 def store_of(directory: Path, runs: int) -> Path:
-    db = directory / f"study-{runs}.db"
+    db = directory / f"study-{runs}-v2.db"    # v2: runs carry a per-second series
     if not db.exists():
         partial = db.with_suffix(".partial")
         partial.unlink(missing_ok=True)

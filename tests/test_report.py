@@ -1,6 +1,7 @@
 """Reports from a fixed database: text and CSV snapshots, the HTML page opened in headless
-Chromium (no console errors, every chart present, a screenshot kept), generator-bound
-runs flagged, and the headline's verdict."""
+Chromium (no request but the page itself, no console error, every Plotly chart drawn
+with its ticks, a legend entry that toggles its trace, hover values, a screenshot kept),
+generator-bound runs flagged, and the headline's verdict."""
 
 from pathlib import Path
 
@@ -9,7 +10,7 @@ from rich.console import Console
 
 from stacklab.analyze import load_view
 from stacklab.report.export import export_csv
-from stacklab.report.html import write_html
+from stacklab.report.html import plotly_js, write_html
 from stacklab.report.text import print_summary
 from stacklab.flags import flag_names
 from stacklab.store import Store
@@ -19,7 +20,7 @@ from test_report_charts import knob_experiment
 from helpers import ROOT, assert_golden
 
 ARTIFACTS = ROOT / "tests" / "artifacts"
-CHART_NAMES = ("throughput", "latency", "spectrum", "transfer", "cpu", "memory")
+CHART_NAMES = ("throughput", "latency", "spectrum", "persecond", "transfer", "cpu", "memory")
 
 
 @pytest.fixture
@@ -96,10 +97,51 @@ def test_a_difference_within_the_noise_is_said_plainly(tmp_path):
     assert "~ no significant difference" in headline and "repetitions = " in headline
 
 
+def test_plotly_js_is_inlined_once_and_nothing_is_fetched(view, tmp_path):
+    html = write_html(view, tmp_path / "r.html").read_text()
+    assert html.count("plotly.js v") == 1                  # the bundle's banner, once
+    assert html.count(plotly_js()) == 1
+    assert html.count('<script type="application/json" class="figure">') == len(CHART_NAMES)
+    ours = html.replace(plotly_js(), "")
+    assert "<script src" not in ours and "http" not in ours.split("<body>")[0]
+    assert "mathjax" not in ours.lower()
+
+
+def assert_charts_drawn(page, workload: str) -> None:
+    """Every chart of CHARTS drawn by Plotly, with tick labels on both axes."""
+    for chart in CHART_NAMES:
+        figure = f"#workload-{workload} .chart-{chart}"
+        assert page.locator(f"{figure} .js-plotly-plot").count() == 1, chart
+        assert page.locator(f"{figure} .main-svg").count() >= 1, chart
+        assert page.locator(f"{figure} .xtick text").count() >= 2, chart
+        assert page.locator(f"{figure} .ytick text").count() >= 2, chart
+
+
+def assert_legend_toggles_and_hover_shows(page, workload: str) -> None:
+    """A click on the throughput chart's first legend entry hides that trace (Plotly's
+    'legendonly'), a second shows it again; hovering a mark shows its value."""
+    figure = f"#workload-{workload} .chart-throughput"
+    visible = f"""() => document.querySelector("{figure} .js-plotly-plot").data
+                        .map(t => t.visible === undefined ? true : t.visible)"""
+    before = page.evaluate(visible)
+    assert "legendonly" not in before
+    page.locator(f"{figure} .legend .traces").first.click()
+    page.wait_for_timeout(300)                              # past Plotly's double-click wait
+    assert "legendonly" in page.evaluate(visible)
+    page.locator(f"{figure} .legend .traces").first.click()
+    page.wait_for_timeout(300)
+    assert page.evaluate(visible) == before
+    page.locator(f"{figure} .scatterlayer .points path").first.hover(force=True)
+    hover = page.locator(f"{figure} .hoverlayer .hovertext")
+    hover.first.wait_for(timeout=3000)
+    assert "req/s" in hover.first.text_content()
+
+
 def test_html_opens_in_headless_chromium_with_every_chart(view, tmp_path):
     """`make test` installs Playwright and Debian's Chromium: without them this fails,
     saying what is missing, rather than skipping. Two pages: the stacks against
-    concurrency, and a knob axis at one concurrency (its charts drawn by variant)."""
+    concurrency, and a knob axis at one concurrency (its charts drawn by variant). The
+    page asks for nothing but itself: no CDN, no font, no MathJax."""
     try:
         from playwright.sync_api import sync_playwright
     except ImportError as e:
@@ -109,6 +151,10 @@ def test_html_opens_in_headless_chromium_with_every_chart(view, tmp_path):
         pytest.fail(f"{chromium} is missing: `make test` installs Debian's chromium "
                     "(scripts/install-deps.sh --test)")
     page_file = write_html(view, tmp_path / "report.html")
+    knob_experiment(tmp_path / "knobs.db")
+    store = Store.open(tmp_path / "knobs.db")
+    knobs_file = write_html(load_view(store, "knobs"), tmp_path / "knobs.html")
+    store.close()
     ARTIFACTS.mkdir(exist_ok=True)
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=str(chromium), args=[
@@ -122,8 +168,8 @@ def test_html_opens_in_headless_chromium_with_every_chart(view, tmp_path):
             page.on("pageerror", lambda e: errors.append(str(e)))
             page.on("request", lambda r: requests.append(r.url))
             page.goto(page_file.as_uri())
-            for chart in CHART_NAMES:
-                assert page.locator(f"#workload-static-page .chart-{chart} svg").count() == 1
+            assert_charts_drawn(page, "static-page")
+            assert_legend_toggles_and_hover_shows(page, "static-page")
             assert page.locator("#recommendations tr").count() >= 2
             assert page.locator("#best tr").count() == 1 + len(view.summaries)
             assert page.locator("#results tr").count() == 1 + len(view.summaries)
@@ -132,16 +178,16 @@ def test_html_opens_in_headless_chromium_with_every_chart(view, tmp_path):
             assert "37.5%" in page.locator("#compression").inner_text()
             assert page.locator("#outcomes-static-page tr").count() == 1 + len(view.summaries)
             page.screenshot(path=str(ARTIFACTS / "report.png"), full_page=True)
-            knob_experiment(tmp_path / "knobs.db")
-            store = Store.open(tmp_path / "knobs.db")
-            knobs_file = write_html(load_view(store, "knobs"), tmp_path / "knobs.html")
-            store.close()
             page.goto(knobs_file.as_uri())
-            for chart in CHART_NAMES:
-                assert page.locator(f"#workload-static-page .chart-{chart} svg").count() == 1
+            assert_charts_drawn(page, "static-page")
+            assert_legend_toggles_and_hover_shows(page, "static-page")
+            # the per-second chart: 4 variants in its legend, 3 runs × (req/s, p99) each
+            persecond = "#workload-static-page .chart-persecond"
+            assert page.locator(f"{persecond} .legend .traces").count() == 4
+            assert page.locator(f"{persecond} .scatterlayer .trace").count() == 4 * 3 * 2
             assert page.locator("#outcomes-static-page details").count() == 4
             page.screenshot(path=str(ARTIFACTS / "report-knobs.png"), full_page=True)
         finally:
             browser.close()
     assert errors == []
-    assert all(u.startswith(("file:", "data:")) for u in requests), requests  # offline
+    assert requests == [page_file.as_uri(), knobs_file.as_uri()]   # offline: nothing else

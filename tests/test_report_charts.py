@@ -1,7 +1,11 @@
 """The report's charts and per-trial tables for the usual question: one concurrency and a
 knob axis. Charts are drawn by variant (one mark each, with whiskers and named ticks),
-latency axes carry ms labels at every scale, each workload has its latency spectrum, and
-error classes and verdicts appear per trial."""
+latency axes carry ms labels at every scale, each workload has its latency spectrum and
+its runs second by second, every figure is one Plotly accepts, and error classes and
+verdicts appear per trial."""
+
+import json
+import random
 
 import pytest
 
@@ -14,6 +18,22 @@ from stacklab.verify import Status, Verdict
 from fakes import VERDICTS, fake_experiment, fake_load, fake_resources, load_report
 
 WORKERS = ("1", "2", "4", "auto")
+
+
+def with_timeseries(doc: dict, seed: int) -> dict:
+    """`doc` with the engine's per-second buckets over its measured phase: its rate and
+    its p99 within a few percent each second."""
+    rng = random.Random(seed)
+    rate = doc["requests"]["completed"] / doc["duration_s"]
+    lat = doc["latency_us"]
+    points = []
+    for t in range(int(doc["duration_s"])):
+        completed = int(rate * rng.uniform(0.95, 1.05))
+        points.append({"t_s": t, "width_s": 1, "completed": completed, "errors": 0,
+                       "p50_us": lat["p50"], "p99_us": int(lat["p99"] * rng.uniform(0.9, 1.1)),
+                       "bytes": completed * 3500})
+    doc["timeseries"] = points
+    return doc
 
 
 def knob_experiment(db, reps: int = 3, name: str = "knobs") -> int:
@@ -32,7 +52,7 @@ def knob_experiment(db, reps: int = 3, name: str = "knobs") -> int:
     for rep in range(1, reps + 1):
         for k, (tid, _, d) in enumerate(trials):
             rps = 10000.0 * (1 + 0.3 * k) * (1 + (rep - 2) * 0.02)
-            doc = fake_load(rps, 1e6 * 16 / rps, seed=rep + 10 * k)
+            doc = with_timeseries(fake_load(rps, 1e6 * 16 / rps, seed=rep + 10 * k), rep)
             verdicts = VERDICTS
             if tid == "wp1":
                 doc["requests"]["failed"] = 7
@@ -75,8 +95,7 @@ def test_one_concurrency_draws_one_mark_per_variant_with_whiskers(knob_view):
     for m in tp["marks"]:
         assert m["low"] < m["y"] < m["high"]           # a whisker, not a zero-width band
         assert m["interval"] == "min–max range" and m["runs"] == 3
-    assert "min–max range" in d["throughput"].svg     # said on the chart
-    assert tp["yticklabels"]
+    assert "min–max range" in d["throughput"].figure["layout"]["title"]["text"]
     lat = d["latency"].data
     assert sorted(m["percentile"] for m in lat["marks"]) == ["p50"] * 4 + ["p99"] * 4
     assert all(m["low"] <= m["y"] <= m["high"] for m in lat["marks"])
@@ -102,17 +121,66 @@ def test_several_concurrencies_are_still_drawn_against_concurrency(tmp_path):
     assert len(d["spectrum"].data["lines"]) == 4      # one per trial (stack × c)
 
 
-@pytest.mark.parametrize("low, high", [(0.8, 1.5), (2.1, 2.9), (0.05, 40.0)])
+@pytest.mark.parametrize("low, high", [(0.8, 1.5), (2.1, 2.9), (2.05, 2.2), (0.05, 40.0),
+                                       (0.012, 9000.0)])
 def test_ms_axis_labels_every_scale(low, high):
-    import matplotlib.pyplot as plt
-    fig, ax = plt.subplots()
-    ax.plot([0, 1], [low, high])
-    charts.ms_axis(ax, low, high)
-    fig.canvas.draw()
-    labels = [t.get_text() for t in ax.get_yticklabels()
-              if t.get_text() and low / 1.15 <= t.get_position()[1] <= high * 1.15]
-    plt.close(fig)
-    assert len(labels) >= 2, labels
+    axis = charts.ms_axis(low, high)
+    ticks = axis["tickvals"]
+    assert len(ticks) >= 2, ticks
+    assert all(low / 1.15 <= t <= high * 1.15 for t in ticks)
+    assert axis["ticktext"] == [f"{t:g}" for t in ticks]
+    assert len(ticks) <= 20                            # 1-2-5 over several decades
+    assert axis["type"] == "log" and axis["title"]["text"] == "latency, ms"
+
+
+def test_every_figure_is_one_plotly_accepts_with_its_legend_outside(knob_view, tmp_path):
+    """The figures are plain dicts (fast); plotly's own classes validate every property
+    here, for both layouts of the charts."""
+    import plotly.graph_objects as go
+    fake_experiment(tmp_path / "r.db")
+    store = Store.open(tmp_path / "r.db")
+    views = [knob_view, load_view(store, "fixed")]
+    for view in views:
+        for name, d in drawn(view).items():
+            go.Figure(json.loads(d.json()))            # raises on an unknown property
+            legend = d.figure["layout"]["legend"]
+            assert legend["x"] > 1 and legend["xanchor"] == "left", name
+            assert d.figure["layout"]["showlegend"] is True
+    store.close()
+
+
+def test_a_figure_carries_no_markup_or_control_character_from_outside():
+    s = charts.label("nginx a<b>&c\x1b[31m\x00")
+    assert s == "nginx a&lt;b&gt;&amp;c[31m"
+    fig = charts.Drawn({"data": [{"name": "</script><script>alert(1)</script>"}]}).json()
+    assert "<" not in fig and ">" not in fig and json.loads(fig)["data"][0]["name"].startswith(
+        "</script>")
+
+
+def test_per_second_series_of_every_repetition(knob_view):
+    d = drawn(knob_view)["persecond"]
+    series = d.data["series"]
+    assert len(series) == 4                            # one per variant
+    for name, runs in series.items():
+        assert [r["repetition"] for r in runs] == [1, 2, 3]
+        for r in runs:
+            assert r["t_s"] == [0, 1]
+            assert all(v is not None and v > 0 for v in r["p99_ms"])
+    wp4 = next(runs for name, runs in series.items() if "worker_processes=4" in name)
+    assert wp4[1]["rps"][0] == pytest.approx(10000 * 1.6, rel=0.06)   # rep 2: no drift
+    assert d.data["yticklabels"]                       # the p99 axis, in ms
+    shown = [t for t in d.figure["data"] if t.get("showlegend")]
+    assert len(shown) == 4 and len(d.figure["data"]) == 4 * 3 * 2   # rps and p99 lines
+    assert "p99" in d.figure["layout"]["title"]["text"]
+
+
+def test_runs_without_a_per_second_series_say_so(tmp_path):
+    fake_experiment(tmp_path / "r.db")                 # timeseries: [] in every run
+    store = Store.open(tmp_path / "r.db")
+    d = drawn(load_view(store, "fixed"))["persecond"]
+    store.close()
+    assert d.data["series"] == {}
+    assert "no per-second series" in d.figure["layout"]["annotations"][0]["text"]
 
 
 def test_spectrum_per_variant_up_to_what_the_sample_resolves(knob_view):

@@ -1,13 +1,15 @@
-"""The self-contained HTML report: inline SVG charts and CSS, no scripts, no external
-resources, so it opens offline."""
+"""The self-contained HTML report: CSS, plotly.js once and every chart's figure inline,
+no external resource, so it opens offline."""
 
 from __future__ import annotations
 
+import functools
 from collections import Counter
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 import jinja2
+from markupsafe import Markup
 
 from .. import __version__
 from ..analyze import ExperimentView
@@ -17,14 +19,22 @@ from ..stacks import REGISTRY
 from ..store import Outcome
 from ..verify import Status, Verdict
 from . import charts, common_knobs, fmt, series_name
+from .baseline import Baseline
 from .headline import headlines
+
+
+class Verbatim(Markup):
+    """Text of our own that the page carries as it is: plotly.js (whose string literals
+    hold control characters its code needs, and whose 4.8 MB a per-character check
+    would take 0.4 s over) and the figures' ASCII-only JSON (charts.Drawn.json)."""
 
 
 def _shown(value):
     """Every value the template prints, with the control characters a database written
     elsewhere (or a server's answer in a verdict) could bring removed: no NUL, no ESC
-    ever reaches the page."""
-    if isinstance(value, str) and control_character(value):
+    ever reaches the page (Verbatim: our own, checked where it is made)."""
+    if (isinstance(value, str) and not isinstance(value, Verbatim)
+            and control_character(value)):
         return "".join(c for c in value if not control_character(c))
     return value
 
@@ -97,28 +107,41 @@ def outcomes(view: ExperimentView) -> list[TrialOutcomes]:
     return rows
 
 
+def _figure(drawn: charts.Drawn) -> Verbatim:
+    return Verbatim(drawn.json())
+
+
 def _error_classes(sections) -> tuple[str, ...]:
     """The engine's classes, then any class a newer engine reported that it lacks."""
     seen = {e for _, _, trials in sections for t in trials for e in t.errors}
     return ERROR_CLASSES + tuple(sorted(seen - set(ERROR_CLASSES)))
 
 
-def render_html(view: ExperimentView) -> str:
+@functools.cache
+def plotly_js() -> Verbatim:
+    """The plotly.js bundle shipped with the plotly package, inlined once per page (no
+    CDN, no MathJax: nothing is fetched)."""
+    from plotly.offline import get_plotlyjs
+    return Verbatim(get_plotlyjs())
+
+
+def render_html(view: ExperimentView, baseline: Baseline | None = None) -> str:
     common = common_knobs(view.summaries)
     sections = [(w, charts.draw(part), outcomes(part)) for w, part in by_workload(view)]
     found = effects(view, REGISTRY)
     return _env.get_template("report.html.j2").render(
-        v=view, version=__version__, fmt=fmt,
+        v=view, version=__version__, fmt=fmt, plotly_js=plotly_js(), figure=_figure,
         name=lambda s: series_name(s, common), common=common,
         headlines=headlines(view),
         flagged=[s for s in view.summaries if s.flagged],
         first_concurrency=min((s.concurrency for s in view.summaries), default=None),
         compression=_compression(view, common),
         sections=sections, error_classes=_error_classes(sections), Status=Status,
-        effects=found, bests=best_combinations(view, REGISTRY, found), cautions=CAUTIONS)
+        effects=found, bests=best_combinations(view, REGISTRY, found), cautions=CAUTIONS,
+        baseline=baseline)
 
 
-def write_html(view: ExperimentView, path: Path) -> Path:
+def write_html(view: ExperimentView, path: Path, baseline: Baseline | None = None) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(render_html(view))
+    path.write_text(render_html(view, baseline))
     return path
