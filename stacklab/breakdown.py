@@ -36,6 +36,13 @@ Schema changes:
      the network row's `ms`, `percent` and `rtt_ms`; top-level `network_ms` the median
      over the URLs per keep-alive mode ({"keepalive_off": ms, "keepalive_on": ms}) or
      None; `network_note` says the method. Old documents still lay out.
+  3  a repetition of a series: `repetition` (1-based), `repetitions` (how many were
+     planned) and `series` (the stored id of the series' first repetition; None in that
+     first one, whose own id names the series). Each repetition is a fresh stack, stored
+     as it finishes. Documents 1 and 2 read as a series of one (their own id).
+
+`series_summary` gives a series' medians with their intervals (stats via
+analyze.Estimate: a bootstrap CI of the median, called a range below 6 repetitions).
 """
 
 from __future__ import annotations
@@ -43,11 +50,12 @@ from __future__ import annotations
 import os
 import re
 import statistics
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from . import __version__, lab
+from .analyze import Estimate
 from .drive import LoadPlan, engine_version, run_load
 from .env import Environment
 from .errors import StacklabError, UsageError, VerificationFailed
@@ -59,12 +67,13 @@ from .stack import RunningStack, Site, lifecycle
 from .stacks import COMPONENTS, REGISTRY, STACKS
 from .stacks.tls import make_certificate
 from .stats import merged_percentiles
-from .store import BreakdownRecord
+from .store import BreakdownRecord, Store
 from .systune import CpuAwake
 from .verify import Status, connection, request
 from .workloads import WORKLOADS, Deployed, deploy
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
+SUMMARY_VERSION = 1     # series_summary's document (schemas/breakdown.schema.json)
 TIMING_SAMPLES = 50          # Server-Timing readings per URL and keep-alive mode
 WARMUP_REQUESTS = 10         # before each mode's measurement, not counted
 ROUNDS = 5                   # engine requests and Server-Timing samples alternate
@@ -92,6 +101,7 @@ class BreakdownPlan:
     timing_samples: int = TIMING_SAMPLES
     network: str = "loopback"              # "veth": measured again over a veth link
     link: str = "unlimited"                # that link's rate (net.link)
+    repetitions: int = 1                   # fresh stacks measured one after another
 
     def passes(self) -> list[dict[str, dict[str, Any]]]:
         """The effective knobs of each stack to measure: loopback, then (with veth) the
@@ -159,7 +169,7 @@ def check_network(network: str, link: str | None) -> str:
 
 def plan_breakdown(stack: str, workload: str, knob_args: list[str], requests: int,
                    seed: int = 1, *, network: str = "loopback",
-                   link: str | None = None) -> BreakdownPlan:
+                   link: str | None = None, repetitions: int = 1) -> BreakdownPlan:
     """Validate everything before any server starts (the arguments, then the one-trial
     plan as every command does); every error names the value."""
     link = check_network(network, link)
@@ -176,6 +186,8 @@ def plan_breakdown(stack: str, workload: str, knob_args: list[str], requests: in
                          f"{', '.join(WORKLOADS)}")
     if requests < 1:
         raise UsageError(f"--requests {requests}: must be at least 1")
+    if repetitions < 1:
+        raise UsageError(f"--repetitions {repetitions}: must be at least 1")
     sdef = STACKS[stack]
     knobs = dict(parse_knob(a) for a in knob_args)
     for key, value in knobs.items():
@@ -196,7 +208,8 @@ def plan_breakdown(stack: str, workload: str, knob_args: list[str], requests: in
     validate_plan(Plan((checked,), (PlannedRun(checked, 1),)), Arguments(knobs))
     check_installed(sdef.components, engine=True)
     return BreakdownPlan(stack, workload, knobs, effective_knobs(REGISTRY, sdef, trial),
-                         requests, seed, network=network, link=link)
+                         requests, seed, network=network, link=link,
+                         repetitions=repetitions)
 
 
 def server_timing(header: str | None) -> dict[str, float]:
@@ -232,13 +245,20 @@ def shares(total_ms: float, db_ms: float | None, php_ms: float | None, front: st
 
 # measuring -----------------------------------------------------------------------
 
-def measure_breakdown(plan: BreakdownPlan, session: lab.Session) -> dict[str, Any]:
+Step = Callable[[str], None]    # told what starts next: "loopback", "veth", "1/3 veth"
+
+
+def measure_breakdown(plan: BreakdownPlan, session: lab.Session,
+                      on_step: Step = lambda what: None, label: str = "") -> dict[str, Any]:
     """Every URL of the workload, measured in the lifecycle of a fresh stack (started,
     verified, always stopped) on loopback, and with veth again in another one across the
-    link; then split into shares."""
+    link; then split into shares. `on_step` hears each stack's start."""
     deployed = deploy(plan.workload, session.docroot(plan.workload), plan.seed)
     tls = make_certificate(session.dir)
-    passes = [_measure_over(plan, knobs, deployed, session, tls) for knobs in plan.passes()]
+    passes = []
+    for knobs in plan.passes():
+        on_step(f"{label}{knobs['net']['mode']}")
+        passes.append(_measure_over(plan, knobs, deployed, session, tls))
     front, local, _ = passes[0]
     _, remote, link = passes[-1]       # the loopback pass again when there is no veth one
     veth = len(passes) > 1
@@ -395,14 +415,116 @@ def _median_timing(timings: list[dict[str, float]]) -> dict[str, Any] | None:
 
 
 def run_breakdown(plan: BreakdownPlan, env: Environment) -> BreakdownRecord:
-    """Measure in a lab session of its own under env's lab root; the record to store, with
-    provenance, dated by env's clock as it begins."""
-    created_at = env.clock()
+    """One repetition in a lab session of its own under env's lab root; the record to
+    store, with provenance, dated by env's clock as it begins."""
+    records: list[BreakdownRecord] = []
+    _run_series(plan, env, records.append, lambda what: None, repetitions=1)
+    return records[0]
+
+
+def run_breakdowns(plan: BreakdownPlan, env: Environment, store: Store,
+                   on_step: Step = lambda what: None,
+                   on_stored: Callable[[BreakdownRecord], None] = lambda r: None
+                   ) -> list[BreakdownRecord]:
+    """plan.repetitions repetitions, each a fresh stack, each stored as it finishes (a
+    later failure loses nothing measured); the stored records, ids set."""
+    stored: list[BreakdownRecord] = []
+
+    def keep(record: BreakdownRecord) -> None:
+        if stored:                        # the series is named by its first record's id
+            record = replace(record, result={**record.result, "series": stored[0].id})
+        record = replace(record, id=store.add_breakdown(record))
+        stored.append(record)
+        on_stored(record)
+    _run_series(plan, env, keep, on_step, plan.repetitions)
+    return stored
+
+
+def _run_series(plan: BreakdownPlan, env: Environment,
+                keep: Callable[[BreakdownRecord], None], on_step: Step,
+                repetitions: int) -> None:
     versions = {name: COMPONENTS[name].version() for name in STACKS[plan.stack].components}
     versions["stacklab-load"] = engine_version()
     versions["stacklab"] = __version__
     with lab.session_scope(env.lab_root) as session, CpuAwake() as cpus:
         system = cpus.state()   # one connection: idle-CPU wake-ups would dominate
-        result = measure_breakdown(plan, session)
-    return BreakdownRecord(created_at, plan.stack, plan.workload, plan.knobs, result,
-                           versions, {**host_facts(), **system})
+        for i in range(1, repetitions + 1):
+            created_at = env.clock()
+            label = f"{i}/{repetitions} " if repetitions > 1 else ""
+            result = measure_breakdown(plan, session, on_step, label)
+            result |= {"repetition": i, "repetitions": repetitions, "series": None}
+            keep(BreakdownRecord(created_at, plan.stack, plan.workload, plan.knobs, result,
+                                 versions, {**host_facts(), **system}))
+
+
+# a stored series -----------------------------------------------------------------
+
+def series_id(record: BreakdownRecord) -> int:
+    """The series a stored record belongs to: named by its first record's id (schema 3);
+    an older record is a series of its own."""
+    return record.result.get("series") or record.id
+
+
+def group_series(records: list[BreakdownRecord]) -> dict[int, list[BreakdownRecord]]:
+    """Stored records by series, oldest first within each."""
+    groups: dict[int, list[BreakdownRecord]] = {}
+    for r in sorted(records, key=lambda r: r.id):
+        groups.setdefault(series_id(r), []).append(r)
+    return groups
+
+
+def estimate_doc(values: list[float | None]) -> dict[str, Any] | None:
+    """A figure over the repetitions: median, interval (None below two values) and what
+    the interval is (0.95, or a range's real coverage below 6 values); None when no
+    repetition has the figure (the network row on loopback)."""
+    got = [v for v in values if v is not None]
+    if not got:
+        return None
+    e = Estimate.of(got)
+    return {"median": e.median, "ci": list(e.ci) if e.ci else None, "ci_level": e.ci_level,
+            "is_range": e.is_range, "values": got}
+
+
+def series_summary(records: list[BreakdownRecord]) -> dict[str, Any]:
+    """One series' medians over its repetitions with their intervals, per URL, keep-alive
+    mode and component (schemas/breakdown.schema.json, "series")."""
+    first = records[0]
+    results = [r.result for r in records]
+    urls = []
+    for u, url in enumerate(first.result["urls"]):
+        measurements = []
+        for m, head in enumerate(url["measurements"]):
+            each = [res["urls"][u]["measurements"][m] for res in results]
+            rows = [{"component": row["component"],
+                     "ms": estimate_doc([e["shares"][k]["ms"] for e in each]),
+                     "percent": estimate_doc([e["shares"][k]["percent"] for e in each]),
+                     "rtt_ms": estimate_doc([e["shares"][k].get("rtt_ms") for e in each])}
+                    for k, row in enumerate(head["shares"])]
+            veth = [e.get("veth") for e in each]
+            measurements.append({
+                "keepalive": head["keepalive"], "shares": rows,
+                "total_ms": estimate_doc([e["total_ms"] for e in each]),
+                "ttfb_ms": estimate_doc([e["ttfb_ms"] for e in each]),
+                "veth_total_ms": estimate_doc([v["total_ms"] if v else None for v in veth]),
+                "flags": sorted({f for e in each for f in e["flags"]})})
+        urls.append({"path": url["path"], "measurements": measurements})
+    network = first.result.get("network") or {"mode": "loopback"}
+    return {"schema_version": SUMMARY_VERSION, "kind": "breakdown",
+            "series": series_id(first),
+            "ids": [r.id for r in records], "created_at": first.created_at,
+            "stack": first.stack, "workload": first.workload, "knobs": first.knobs,
+            "network": network["mode"], "link": network.get("link"),
+            "requests": first.result["requests"], "repetitions": len(records),
+            "planned_repetitions": first.result.get("repetitions", 1),
+            "front": first.result["front"], "urls": urls}
+
+
+def series_entry(records: list[BreakdownRecord]) -> dict[str, Any]:
+    """One line of `breakdown --list`."""
+    first = records[0]
+    network = first.result.get("network") or {"mode": "loopback"}
+    return {"series": series_id(first), "ids": [r.id for r in records],
+            "created_at": first.created_at, "stack": first.stack,
+            "workload": first.workload, "knobs": first.knobs, "network": network["mode"],
+            "repetitions": len(records),
+            "planned_repetitions": first.result.get("repetitions", 1)}

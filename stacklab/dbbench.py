@@ -11,6 +11,18 @@ mysqli), the kinds interleaved in every loop, with the same ids in every variant
 variant is measured in the one stack lifecycle (stack.lifecycle: the database alone,
 started, verified, always stopped) and stored as it finishes; report/measures.py lays
 them out.
+
+Repetitions: each variant is measured `repetitions` times, round by round (every variant
+once, then again: drift of a busy machine spreads over all of them), each time on a
+database of its own. `series_summary` gives each variant's median µs per query over
+them with an interval (analyze.Estimate) and its ratio to the reference variant (the
+defaults when measured) with stats.compare's CI and verdict, as `compare` does.
+
+Result schema changes:
+  1  one variant measured once.
+  2  `repetition` (1-based), `repetitions` (planned) and `series` (the stored id of the
+     series' first record; None in that first one, whose own id names the series).
+     Records of schema 1 of one experiment read as one series, each a repetition.
 """
 
 from __future__ import annotations
@@ -26,12 +38,14 @@ from typing import Any, Callable
 import pymysql
 
 from . import __version__, lab
+from .breakdown import estimate_doc
 from .env import Environment
 from .errors import SpecError, StacklabError
 from .hostinfo import host_facts
 from .plan import Plan, effective_knobs
 from .validate import check_installed
 from .spec import ExperimentSpec
+from .stats import compare
 from .stack import RunningStack, lifecycle
 from .stacks import COMPONENTS, REGISTRY, STACKS, StackDef
 from .stacks.mariadb.client import query, status
@@ -41,7 +55,8 @@ from .verify import Status, Verdict
 from .workloads import WORKLOADS, Deployed, app
 from .workloads.appdata import AppDatabase
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+SUMMARY_VERSION = 1     # series_summary's document (schemas/dbbench.schema.json)
 DATABASE = "database:mysql"     # what the measured component provides (the app's SQL is MySQL)
 READY_TIMEOUT_S = 60.0
 PAGE = app.SHOW.decode()          # showArticle.php: its statements are read from it
@@ -91,6 +106,11 @@ class DbBenchPlan:
     seed: int
     variants: tuple[Variant, ...]
     loops: int
+    repetitions: int = 1
+
+    def steps(self) -> list[tuple[int, Variant]]:
+        """(repetition, variant) in the order measured: round by round."""
+        return [(i, v) for i in range(1, self.repetitions + 1) for v in self.variants]
 
 
 # planning ------------------------------------------------------------------------
@@ -102,7 +122,8 @@ def database_component(stack: StackDef) -> str | None:
                         COMPONENTS[c].capabilities(stack.component_knobs(c)))), None)
 
 
-def plan_dbbench(spec: ExperimentSpec, plan: Plan, loops: int) -> DbBenchPlan:
+def plan_dbbench(spec: ExperimentSpec, plan: Plan, loops: int,
+                 repetitions: int = 1) -> DbBenchPlan:
     """What to measure, checked before anything starts: the spec's plan has been
     validated (commands.run.load); here its variants, that their database component is
     installed, and the loops."""
@@ -110,7 +131,10 @@ def plan_dbbench(spec: ExperimentSpec, plan: Plan, loops: int) -> DbBenchPlan:
     check_installed(dict.fromkeys(v.component for v in variants), engine=False)
     if loops < 1:
         raise StacklabError(f"--loops {loops}: must be at least 1")
-    return DbBenchPlan(spec.experiment.name, spec.experiment.seed, tuple(variants), loops)
+    if repetitions < 1:
+        raise StacklabError(f"--repetitions {repetitions}: must be at least 1")
+    return DbBenchPlan(spec.experiment.name, spec.experiment.seed, tuple(variants), loops,
+                       repetitions)
 
 
 def plan_variants(spec: ExperimentSpec, plan: Plan) -> list[Variant]:
@@ -142,24 +166,96 @@ def plan_variants(spec: ExperimentSpec, plan: Plan) -> list[Variant]:
 # measuring -----------------------------------------------------------------------
 
 def run_dbbench(env: Environment, bench: DbBenchPlan, store: Store,
-                on_stored: Callable[[DbBenchRecord], None] = lambda r: None
+                on_stored: Callable[[DbBenchRecord], None] = lambda r: None,
+                on_step: Callable[[str], None] = lambda what: None
                 ) -> list[DbBenchRecord]:
-    """Measure each variant on a database of its own, in a lab session under env's lab
-    root; each is stored as it finishes, dated by env's clock."""
+    """Measure each variant `bench.repetitions` times (bench.steps()), each time on a
+    database of its own, in a lab session under env's lab root; each is stored as it
+    finishes, dated by env's clock. `on_step` hears what starts next."""
     versions = {name: COMPONENTS[name].version()
                 for name in dict.fromkeys(v.component for v in bench.variants)}
     versions |= {"pymysql": pymysql.__version__, "stacklab": __version__}
-    records = []
+    records: list[DbBenchRecord] = []
     with lab.session_scope(env.lab_root) as session, CpuAwake() as cpus:
         host = {**host_facts(), **cpus.state()}   # one client connection: CPUs kept awake
-        for i, variant in enumerate(bench.variants):
-            result = bench_variant(variant, bench.loops, session, f"dbbench-{i}", bench.seed)
+        for n, (i, variant) in enumerate(bench.steps()):
+            on_step(f"{variant.label} #{i}")
+            result = bench_variant(variant, bench.loops, session, f"dbbench-{n}",
+                                   bench.seed)
+            result |= {"repetition": i, "repetitions": bench.repetitions,
+                       "series": records[0].id if records else None}
             record = DbBenchRecord(env.clock(), bench.experiment, variant.knobs, bench.loops,
                                    result, versions, host)
             record = replace(record, id=store.add_dbbench(record))
             records.append(record)
             on_stored(record)
     return records
+
+
+# a stored series -----------------------------------------------------------------
+
+def group_series(records: list[DbBenchRecord]) -> dict[int, list[DbBenchRecord]]:
+    """Stored records by series, each keyed and named by its first record's id, oldest
+    first. Records of schema 1 (before repetitions) of one experiment form one series."""
+    groups: dict[int, list[DbBenchRecord]] = {}
+    legacy: dict[str, int] = {}
+    for r in sorted(records, key=lambda r: r.id):
+        if "repetition" in r.result:
+            key = r.result["series"] or r.id
+        else:
+            key = legacy.setdefault(r.experiment, r.id)
+        groups.setdefault(key, []).append(r)
+    return groups
+
+
+def _variants(records: list[DbBenchRecord]) -> list[list[DbBenchRecord]]:
+    """A series' records by variant, in the order first measured (the reference first)."""
+    by: dict[str, list[DbBenchRecord]] = {}
+    for r in records:
+        by.setdefault(r.result["variant"], []).append(r)
+    return list(by.values())
+
+
+def series_summary(records: list[DbBenchRecord]) -> dict[str, Any]:
+    """Per variant and query kind, the median µs per query over the repetitions with an
+    interval, and the ratio to the reference variant (the first: the defaults when
+    measured) with Welch's CI on logs and the verdict (stats.compare, as `compare`)."""
+    groups = _variants(records)
+
+    def per_query(rs: list[DbBenchRecord], kind: str) -> list[float]:
+        return [v for r in rs if (v := r.result["queries"][kind]["per_query_us_median"])
+                is not None]
+    variants = []
+    for rs in groups:
+        queries = {}
+        for kind, q in rs[0].result["queries"].items():
+            mine = per_query(rs, kind)
+            c = compare(per_query(groups[0], kind), mine) if rs is not groups[0] else None
+            queries[kind] = {
+                "statements_per_loop": q["statements_per_loop"],
+                "per_query_us": estimate_doc(mine),
+                "total_s": estimate_doc([r.result["queries"][kind]["total_s"] for r in rs]),
+                "vs_reference": None if c is None or c.ratio is None else {
+                    "ratio": c.ratio, "ci": list(c.ci) if c.ci else None, "p": c.p,
+                    "significant": c.significant, "verdict": c.verdict}}
+        variants.append({"variant": rs[0].result["variant"], "knobs": rs[0].knobs,
+                         "ids": [r.id for r in rs], "repetitions": len(rs),
+                         "qcache_hits": [r.result["qcache_hits"] for r in rs],
+                         "queries": queries})
+    first = records[0]
+    return {"schema_version": SUMMARY_VERSION, "kind": "dbbench", "series": first.id,
+            "experiment": first.experiment, "created_at": first.created_at,
+            "loops": sorted({r.loops for r in records}),
+            "reference": groups[0][0].result["variant"], "variants": variants}
+
+
+def series_entry(records: list[DbBenchRecord]) -> dict[str, Any]:
+    """One line of `dbbench --list`."""
+    return {"series": records[0].id, "experiment": records[0].experiment,
+            "created_at": records[0].created_at, "ids": [r.id for r in records],
+            "variants": [rs[0].result["variant"] for rs in _variants(records)],
+            "loops": sorted({r.loops for r in records}),
+            "repetitions": max(len(rs) for rs in _variants(records))}
 
 
 def bench_variant(variant: Variant, loops: int, session: lab.Session, name: str,

@@ -1,20 +1,26 @@
 """S1's overview method: validation tables, the share arithmetic, and real stacks on
 loopback through the CLI in-process."""
 
+import json
 import os
 from pathlib import Path
 
+import jsonschema
 import pytest
 from typer.testing import CliRunner
 
-from stacklab.breakdown import (NETWORK_NOTE, _split, parse_knob, plan_breakdown,
-                                run_breakdown, server_timing, shares)
+from stacklab.breakdown import (NETWORK_NOTE, SCHEMA_VERSION, _split, group_series,
+                                parse_knob, plan_breakdown, run_breakdown, series_summary,
+                                server_timing, shares)
 from stacklab.cli import cli
 from stacklab.env import Environment
 from stacklab.errors import StacklabError, UsageError
-from stacklab.store import Store
+from stacklab.store import BreakdownRecord, Store
 
 from helpers import require_engine
+
+SCHEMA = json.loads((Path(__file__).parent.parent / "stacklab" / "report" / "schemas" /
+                     "breakdown.schema.json").read_text())
 
 
 def leftovers() -> list[str]:
@@ -78,6 +84,11 @@ def test_requests_must_be_positive():
         plan_breakdown("nginx", "static-page", [], 0)
 
 
+def test_repetitions_must_be_positive():
+    with pytest.raises(UsageError, match="--repetitions 0"):
+        plan_breakdown("nginx", "static-page", [], 10, repetitions=0)
+
+
 def test_server_timing_header():
     assert server_timing("db;dur=0.812, php;dur=0.650") == {"db": 0.812, "php": 0.65}
     assert server_timing(None) == {}
@@ -105,7 +116,7 @@ def test_split_into_rounds():
 # real stacks -----------------------------------------------------------------------
 
 def _check_shape(result, requests):
-    assert result["schema_version"] == 2 and result["network_ms"] is None
+    assert result["schema_version"] == SCHEMA_VERSION and result["network_ms"] is None
     assert result["network"] == {"mode": "loopback"}
     for url in result["urls"]:
         assert [m["keepalive"] for m in url["measurements"]] == [False, True]
@@ -123,14 +134,33 @@ def test_breakdown_of_the_model_application_through_the_cli(tmp_path):
     db = tmp_path / "r" / "stacklab.db"
     result = CliRunner().invoke(cli, ["breakdown", "nginx+php-fpm+mariadb", "app-show",
                                       "--requests", "60", "--knob",
-                                      "mariadb.query_cache_type=off", "--db", str(db)])
+                                      "mariadb.query_cache_type=off", "--repetitions", "3",
+                                      "--db", str(db)])
     assert result.exit_code == 0, result.output
     assert "keep-alive on: database" in result.output and "loopback only" in result.output
+    assert "3/3 loopback" in result.output and "3/3" in result.output     # progress
+    assert "stored breakdown 3: repetition 3 of 3" in result.output
+    assert "medians of 3 repetition(s)" in result.output and "range " in result.output
     store = Store.open(db)
     try:
-        record = store.breakdown(1)
+        records = store.breakdowns()
     finally:
         store.close()
+    # every repetition stored, one series named by the first
+    assert [r.id for r in records] == [1, 2, 3]
+    assert [r.result["repetition"] for r in records] == [1, 2, 3]
+    assert [r.result["series"] for r in records] == [None, 1, 1]
+    for r in records:
+        _check_shape(r.result, 60)
+    record = records[0]
+    shown = CliRunner().invoke(cli, ["breakdown", "--show", "2", "--json", "--db", str(db)])
+    assert shown.exit_code == 0, shown.output
+    summary = json.loads(shown.output)
+    jsonschema.validate(summary, SCHEMA)
+    assert summary["ids"] == [1, 2, 3] and summary["repetitions"] == 3
+    for m in summary["urls"][0]["measurements"]:
+        for e in [m["total_ms"]] + [r["ms"] for r in m["shares"] if r["ms"]]:
+            assert len(e["values"]) == 3 and e["ci"][0] <= e["median"] <= e["ci"][1]
     assert (record.stack, record.workload) == ("nginx+php-fpm+mariadb", "app-show")
     assert record.knobs == {"mariadb.query_cache_type": "off"}
     assert {"nginx", "php-fpm", "mariadb", "stacklab-load"} <= set(record.versions)
@@ -163,5 +193,109 @@ def test_breakdown_of_a_static_page_is_all_web_server(tmp_path):
     finally:
         store.close()
     assert stored.result == record.result and stored.knobs == {} and stored.id == 1
+    assert record.result["repetition"] == record.result["repetitions"] == 1
     with pytest.raises(StacklabError, match="no breakdown 2"):
         Store.open(tmp_path / "s.db").breakdown(2)
+
+
+# stored series, listed and shown without servers -----------------------------------
+
+def stored_result(total, db, php, repetition=None, series=None):
+    """A breakdown result as stored: schema 3 with its repetition, or (repetition None)
+    as schema 2 stored it, before repetitions."""
+    def m(keepalive):
+        return {"keepalive": keepalive, "completed": 10, "failed": 0, "total_ms": total,
+                "ttfb_ms": total * 0.9, "connect_ms": None if keepalive else 0.04,
+                "server_timing": {"samples": 5, "db_ms": db, "php_ms": php}, "veth": None,
+                "network_ms": None, "shares": shares(total, db, php, "nginx"), "flags": []}
+    doc = {"schema_version": 2, "stack": "nginx+php-fpm+mariadb", "workload": "app-show",
+           "front": "nginx", "requests": 10, "timing_samples": 5,
+           "network": {"mode": "loopback"}, "network_ms": None, "network_note": NETWORK_NOTE,
+           "urls": [{"path": "/showArticle.php?show=1",
+                     "measurements": [m(False), m(True)]}]}
+    if repetition is not None:
+        doc |= {"schema_version": 3, "repetition": repetition, "repetitions": 3,
+                "series": series}
+    return doc
+
+
+@pytest.fixture
+def stored_db(tmp_path):
+    """An old record (schema 2, id 1), then a series of three (ids 2-4)."""
+    db = tmp_path / "s.db"
+    store = Store.open(db)
+    try:
+        for result in (stored_result(3.0, 0.9, 0.7),
+                       stored_result(2.0, 0.5, 0.6, 1, None),
+                       stored_result(2.4, 0.6, 0.7, 2, 2),
+                       stored_result(2.2, 0.4, 0.8, 3, 2)):
+            store.add_breakdown(BreakdownRecord("2026-01-02T03:04:05.000+00:00",
+                                                "nginx+php-fpm+mariadb", "app-show",
+                                                {"php.opcache": True}, result, {}, {}))
+    finally:
+        store.close()
+    return db
+
+
+def test_a_series_is_summarized_as_medians_with_intervals(stored_db):
+    store = Store.open(stored_db)
+    try:
+        groups = group_series(store.breakdowns())
+    finally:
+        store.close()
+    assert {k: [r.id for r in rs] for k, rs in groups.items()} == {1: [1], 2: [2, 3, 4]}
+    summary = series_summary(groups[2])
+    jsonschema.validate(summary, SCHEMA)
+    off = summary["urls"][0]["measurements"][0]
+    assert off["total_ms"]["median"] == 2.2 and off["total_ms"]["ci"] == [2.0, 2.4]
+    assert off["total_ms"]["is_range"] and off["total_ms"]["ci_level"] == 0.75
+    database = off["shares"][0]
+    assert database["component"] == "database" and database["ms"]["values"] == [0.5, 0.6, 0.4]
+    assert off["shares"][-1]["ms"] is None          # no network share on loopback
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate({k: v for k, v in summary.items() if k != "urls"}, SCHEMA)
+    old = series_summary(groups[1])                 # schema 2: a series of one, no interval
+    jsonschema.validate(old, SCHEMA)
+    assert old["repetitions"] == old["planned_repetitions"] == 1
+    assert old["urls"][0]["measurements"][0]["total_ms"]["ci"] is None
+
+
+def test_stored_breakdowns_are_listed_and_shown_without_measuring(stored_db):
+    listed = CliRunner().invoke(cli, ["breakdown", "--list", "--json", "--db",
+                                      str(stored_db)])
+    assert listed.exit_code == 0, listed.output
+    doc = json.loads(listed.output)
+    jsonschema.validate(doc, SCHEMA)
+    assert [(e["series"], e["ids"], e["repetitions"]) for e in doc["breakdowns"]] == [
+        (1, [1], 1), (2, [2, 3, 4], 3)]
+    text = CliRunner().invoke(cli, ["breakdown", "--list", "--db", str(stored_db)]).output
+    assert "php.opcache=True" in text and "2–4" in text
+    shown = CliRunner().invoke(cli, ["breakdown", "--show", "3", "--db", str(stored_db)])
+    assert shown.exit_code == 0, shown.output
+    assert "breakdown 2: nginx+php-fpm+mariadb app-show php.opcache=True" in shown.output
+    assert "range 2.000–2.400" in shown.output
+    assert "medians of 3 repetition(s)" in shown.output
+    assert "keep-alive off: database 0.50 ms" in shown.output
+    old = CliRunner().invoke(cli, ["breakdown", "--show", "1", "--db", str(stored_db)])
+    assert old.exit_code == 0 and "medians of 1 repetition(s)" in old.output
+
+
+@pytest.mark.parametrize("args, line", [
+    (["--show", "9"], "--show 9: no breakdown 9 in "),
+    (["--show", "x"], "--show x: an id"),
+    (["--list", "--show", "1"], "--list and --show 1: one or the other"),
+    (["nginx", "static-page", "--list"], "STACK WORKLOAD: measures; --list and --show"),
+    (["--json"], "--json: with --list or --show"),
+    (["nginx"], "STACK and WORKLOAD: both needed"),
+])
+def test_stored_forms_refuse_in_one_line_naming_the_flag(stored_db, args, line):
+    result = CliRunner().invoke(cli, ["breakdown", *args, "--db", str(stored_db)])
+    assert result.exit_code == 2, result.output
+    assert result.output.startswith(f"stacklab: error: {line}"), result.output
+    assert result.output.count("\n") == 1
+
+
+def test_listing_a_missing_database_says_so_and_creates_none(tmp_path):
+    result = CliRunner().invoke(cli, ["breakdown", "--list", "--db", str(tmp_path / "no.db")])
+    assert result.exit_code != 0 and "no results database" in result.output
+    assert not (tmp_path / "no.db").exists()

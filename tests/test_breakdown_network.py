@@ -7,7 +7,9 @@ import io
 import json
 import os
 import subprocess
+from pathlib import Path
 
+import jsonschema
 import pytest
 from rich.console import Console
 from typer.testing import CliRunner
@@ -22,6 +24,9 @@ from stacklab.store import Store
 
 from helpers import assert_golden, require_engine, require_root
 from test_breakdown import leftovers
+
+SCHEMA = (Path(__file__).parent.parent / "stacklab" / "report" / "schemas" /
+          "breakdown.schema.json")
 
 
 # the arithmetic --------------------------------------------------------------------
@@ -111,7 +116,7 @@ def test_bad_network_values_are_one_line_naming_the_flag(tmp_path, args, named):
 
 def test_veth_without_root_is_refused_before_anything_starts(tmp_path, monkeypatch):
     monkeypatch.setattr(breakdown.os, "geteuid", lambda: 1000)
-    monkeypatch.setattr(breakdown, "run_breakdown",
+    monkeypatch.setattr(breakdown, "run_breakdowns",
                         lambda *a: pytest.fail("started without root"))
     with pytest.raises(UsageError, match="^--network veth: .*needs root"):
         plan_breakdown("nginx", "static-page", [], 10, network="veth")
@@ -148,16 +153,18 @@ def test_breakdown_of_a_static_page_over_veth_through_the_cli(tmp_path):
     before, home = lab_namespaces(), os.readlink("/proc/thread-self/ns/net")
     db = tmp_path / "r.db"
     result = CliRunner().invoke(cli, ["breakdown", "nginx", "static-page", "--network",
-                                      "veth", "--requests", "20", "--db", str(db)])
+                                      "veth", "--requests", "20", "--repetitions", "1",
+                                      "--db", str(db)])
     assert result.exit_code == 0, result.output
     assert "network (RTT " in result.output and "total over veth" in result.output
+    assert "1/2" in result.output or "2/2" in result.output    # progress: loopback, veth
     store = Store.open(db)
     try:
         doc = store.breakdown(1).result
     finally:
         store.close()
     net = doc["network"]
-    assert doc["schema_version"] == 2 and net["mode"] == "veth" and net["link"] == "unlimited"
+    assert doc["schema_version"] == 3 and net["mode"] == "veth" and net["link"] == "unlimited"
     assert net["rtt_ms"] > 0 and net["rate_bytes_s"] > 0
     # the engine's requests crossed the link (the loopback stack's did not)
     assert net["crossed"]["client"]["rx_bytes"] == net["crossed"]["server"]["tx_bytes"] > 0
@@ -172,6 +179,12 @@ def test_breakdown_of_a_static_page_over_veth_through_the_cli(tmp_path):
         assert sum(r["ms"] for r in m["shares"]) == pytest.approx(m["veth"]["total_ms"])
         assert f"RTT {net['rtt_ms']:.3f} ms" in result.output
     assert json.dumps(doc)                          # plain data
+    shown = CliRunner().invoke(cli, ["breakdown", "--show", "1", "--json", "--db", str(db)])
+    summary = json.loads(shown.output)
+    jsonschema.validate(summary, json.loads(SCHEMA.read_text()))
+    assert (summary["network"], summary["link"]) == ("veth", "unlimited")
+    network = summary["urls"][0]["measurements"][0]["shares"][-1]
+    assert network["rtt_ms"]["values"] == [net["rtt_ms"]]
     # nothing of the lab's network is left, and this thread is back in the host's
     assert lab_namespaces() <= before
     assert not [ns for ns in lab_namespaces() if ns.startswith(f"stacklab-s-{os.getpid()}-")]
