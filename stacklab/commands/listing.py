@@ -1,23 +1,40 @@
-"""doctor, stacks, workloads: what the lab has."""
+"""doctor, stacks, workloads: what the lab has, as tables or (--json) as documents
+described by report/schemas/{doctor,stacks,workloads}.schema.json."""
 
 from __future__ import annotations
 
 from ..env import Environment
 from ..errors import ExitStatus, UsageError
-from ..inventory import features, knob_sections, ready, tools
+from ..inventory import Feature, Tool, features, knob_sections, ready, tools
 from ..report.listings import (knobs_table, layers_table, print_doctor, print_features,
                                 stacks_doc, stacks_table, workloads_table)
 from ..stacks import COMPONENTS, STACKS
 from ..workloads import WORKLOADS
 
 
-def doctor(env: Environment) -> ExitStatus:
+SCHEMA_VERSION = 1      # of doctor and workloads --json; bumped when a field changes
+
+
+def doctor(env: Environment, as_json: bool = False) -> ExitStatus:
     """Each component found or not, then each lab feature this machine has or why not;
     ERROR only when the default experiment cannot run (it needs no lab feature)."""
-    found = tools()
-    print_doctor(found, ready(found), env.stdout)
-    print_features(features(), env.stdout)
+    found, usable = tools(), features()
+    if as_json:
+        env.stdout.print_json(data=doctor_doc(found, ready(found), usable))
+    else:
+        print_doctor(found, ready(found), env.stdout)
+        print_features(usable, env.stdout)
     return ExitStatus.OK if ready(found) else ExitStatus.ERROR
+
+
+def doctor_doc(found: list[Tool], can_run: bool, usable: list[Feature]) -> dict:
+    """`doctor --json` (schemas/doctor.schema.json): doctor's two tables as data."""
+    return {"schema_version": SCHEMA_VERSION, "ready": can_run,
+            "components": [{"name": t.name, "found": t.found, "version": t.version,
+                            "install": t.install, "needed": t.needed,
+                            "optional": t.optional} for t in found],
+            "features": [{"name": f.name, "available": f.available, "detail": f.detail,
+                          "knob": f.knob} for f in usable]}
 
 
 def stacks(env: Environment, owner: str | None = None, as_json: bool = False) -> ExitStatus:
@@ -39,6 +56,22 @@ def stacks(env: Environment, owner: str | None = None, as_json: bool = False) ->
     return ExitStatus.OK
 
 
-def workloads(env: Environment) -> ExitStatus:
-    env.stdout.print(workloads_table(WORKLOADS.values()))
+def workloads(env: Environment, as_json: bool = False) -> ExitStatus:
+    if as_json:
+        env.stdout.print_json(data=workloads_doc(WORKLOADS.values()))
+    else:
+        env.stdout.print(workloads_table(WORKLOADS.values()))
     return ExitStatus.OK
+
+
+def workloads_doc(workloads) -> dict:
+    """`workloads --json` (schemas/workloads.schema.json): what each workload needs and
+    deploys (its URLs with their weights in the load), and the named stacks that serve it
+    (those that provide all it needs, as a plan is validated)."""
+    return {"schema_version": SCHEMA_VERSION, "workloads": [
+        {"name": w.name, "description": w.description, "needs": list(w.needs),
+         "urls": [{"path": path, "weight": weight} for path, weight in w.urls],
+         "database": w.database is not None, "cacheable": w.cacheable,
+         "parameter": w.param.kind if w.param else None,     # name:VALUE, size or count
+         "stacks": [name for name, stack in STACKS.items() if not stack.unmet(w.needs)]}
+        for w in workloads]}

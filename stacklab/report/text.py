@@ -1,13 +1,18 @@
 """Text output (Rich) of stored results: the summary table, comparisons and
-recommendations."""
+recommendations; and the same results as JSON documents (`--json`, each described by a
+schema in report/schemas/), built from the same computed records as the tables."""
 
 from __future__ import annotations
 
 from rich.console import Console
 from rich.table import Table
 
-from ..analyze import ExperimentView, TrialSummary, compare_trials
-from ..recommend import CAUTIONS
+from ..analyze import (Bound, Estimate, ExperimentView, MetricComparison, TrialSummary,
+                       compare_trials)
+from ..gate import Judgement, Threshold
+from ..recommend import CAUTIONS, Best, Effect
+from ..stats import Comparison
+from ..store.records import verdict_doc
 from . import common_knobs, series_name
 from .fmt import DASH, ci_header, ci_text, change, ms, number, p_value, ratio_ci, vs
 from .headline import headlines
@@ -61,9 +66,13 @@ def print_summary(view: ExperimentView, console: Console) -> None:
             console.print(f"TLS {s.label}: {', '.join(s.tls['protocols'])} "
                           f"{', '.join(s.tls['ciphers'])}, {s.tls['handshakes']:,} handshakes, "
                           f"{s.tls['resumed']:,} resumed", markup=False)
-        for reason in s.reasons:     # "failed: …" or "invalid: …"
-            outcome, _, why = reason.partition(": ")
+        for outcome, why in reason_parts(s):
             console.print(f"[red]{outcome}[/red] {s.label}: {why}")
+
+
+def reason_parts(s: TrialSummary) -> list[tuple[str, str]]:
+    """Why runs of the trial failed or were invalid: ("failed", why), ("invalid", why)."""
+    return [(outcome, why) for outcome, _, why in (r.partition(": ") for r in s.reasons)]
 
 
 def layer_lines(s: TrialSummary) -> list[str]:
@@ -169,25 +178,32 @@ def experiment_list_table(rows: list[dict], db) -> Table:
 def experiments_table(a: ExperimentView, b: ExperimentView) -> Table:
     """Trials present in both experiments (same definition): req/s, p50 and p99, B
     against A. The same definition gives the same trial id in both."""
-    key = lambda s: (s.stack, s.workload, s.concurrency, tuple(sorted(s.knobs.items())))  # noqa
-    b_by_key = {key(s): s for s in b.summaries}
+    pairs = measured_pairs(a, b)
     common = common_knobs(a.summaries)
-    pairs = [(sa, b_by_key[key(sa)]) for sa in a.summaries
-             if key(sa) in b_by_key and sa.rps.values and b_by_key[key(sa)].rps.values]
-    rows = [(sa, m) for sa, sb in pairs for m in compare_trials(sa, sb)
-            if m.metric in ("req/s", "p50 ms", "p99 ms")]
-    rank = any(m.comparison.p_rank is not None for _, m in rows)
+    rows = [(sa, sb, m) for sa, sb, compared in pairs for m in compared]
+    rank = any(m.comparison.p_rank is not None for _, _, m in rows)
     table = Table(title=f"B = {b.name} (experiment {b.id})  vs  A = {a.name} "
                         f"(experiment {a.id})",
                   caption=COMPARISON_NOTE + ("; " + RANK_NOTE if rank else ""))
     _comparison_columns(table, ("id", "trial", "c", "metric"), rank)
-    for sa, m in rows:
+    for sa, sb, m in rows:
         table.add_row(sa.trial_id, series_name(sa, common), str(sa.concurrency),
-                      _metric(m.metric, sa, b_by_key[key(sa)]),
-                      *_comparison_cells(m, rank))
+                      _metric(m.metric, sa, sb), *_comparison_cells(m, rank))
     if not pairs:
         table.caption = "no trial of A has the same definition as one of B"
     return table
+
+
+def measured_pairs(a: ExperimentView, b: ExperimentView
+                   ) -> list[tuple[TrialSummary, TrialSummary, list[MetricComparison]]]:
+    """Trials of A and B with the same definition, both measured, and B against A on
+    req/s, p50 and p99: the rows of `compare A B`, as a table or as JSON."""
+    key = lambda s: (s.stack, s.workload, s.concurrency, tuple(sorted(s.knobs.items())))  # noqa
+    b_by_key = {key(s): s for s in b.summaries}
+    pairs = [(sa, b_by_key[key(sa)]) for sa in a.summaries
+             if key(sa) in b_by_key and sa.rps.values and b_by_key[key(sa)].rps.values]
+    return [(sa, sb, [m for m in compare_trials(sa, sb)
+                      if m.metric in ("req/s", "p50 ms", "p99 ms")]) for sa, sb in pairs]
 
 
 def recommendations_tables(view: ExperimentView, effects, bests) -> list[Table]:
@@ -222,3 +238,136 @@ def recommendations_tables(view: ExperimentView, effects, bests) -> list[Table]:
                    f"{best.best_single.value})") if best.best_single else DASH)
     return [t, b]
 
+
+# JSON documents: what the tables above show, as data (report/schemas/*.schema.json) ---
+
+SCHEMA_VERSION = 1      # of show, compare and recommend --json; bumped when a field changes
+# compare_trials names its metrics for the table; the JSON names them with their unit
+METRIC_KEYS = {"req/s": "rps", "p50 ms": "p50_ms", "p99 ms": "p99_ms", "MB/s": "mbps",
+               "engine CPU µs/req": "engine_cpu_us_per_request",
+               "CPU µs/req": "cpu_us_per_request", "RSS MiB": "rss_mib_peak"}
+
+
+def show_doc(view: ExperimentView) -> dict:
+    """`show --json` (schemas/show.schema.json): each trial's figures, flags, verdicts
+    and errors, and the headline per workload and concurrency."""
+    common = common_knobs(view.summaries)
+    return {"schema_version": SCHEMA_VERSION, "experiment": _experiment(view),
+            "common_knobs": common,
+            "trials": [_trial_doc(s, common) for s in view.summaries],
+            "headlines": [{"workload": h.workload, "concurrency": h.concurrency,
+                           "winner": h.winner.trial_id,
+                           "runner_up": h.runner_up.trial_id if h.runner_up else None,
+                           "rps": _comparison(h.comparison) if h.comparison else None,
+                           "text": h.sentence(lambda s: series_name(s, common))}
+                          for h in headlines(view)]}
+
+
+def _experiment(view: ExperimentView) -> dict:
+    return {"id": view.id, "name": view.name, "status": view.status}
+
+
+def _trial_doc(s: TrialSummary, common: dict) -> dict:
+    return {
+        "trial_id": s.trial_id, "label": s.label, "series": series_name(s, common),
+        "stack": s.stack, "workload": s.workload, "concurrency": s.concurrency,
+        "knobs": s.knobs, "runs_ok": s.runs_ok, "runs_failed": s.runs_failed,
+        "runs_invalid": s.runs_invalid, "rps": _estimate(s.rps),
+        "latency_us": ({"p50": s.p50_us, "p99": s.p99_us} if s.latency_us else None),
+        "latency_distorted": s.latency_distorted, "mbps": s.mbps.median,
+        "server_cpu_us_per_request": s.server_cpu_us, "errors": s.errors,
+        "flags": [{"flag": name, "detail": detail} for name, detail in s.flag_details],
+        "verdicts": [verdict_doc(v) for v in s.verdicts],
+        "reasons": [{"outcome": outcome, "why": why} for outcome, why in reason_parts(s)],
+        "layers": {layer: {"hit_ratio": _estimate(fig["hit_ratio"]) if fig["hit_ratio"]
+                           else None, "replica_shares": fig["spread"]}
+                   for layer, fig in s.layers.items()},
+        "conditions": s.conditions, "tls": s.tls}
+
+
+def _estimate(e: Estimate) -> dict:
+    """A median over repetitions with its interval, said as what it is: a bootstrap 95%
+    CI from 6 values, their min–max range below that, none under 2."""
+    return {"median": e.median, "interval": list(e.ci) if e.ci else None,
+            "interval_kind": None if not e.ci else "range" if e.is_range else "ci95",
+            "repetitions": len(e.values)}
+
+
+def _comparison(c: Comparison) -> dict:
+    return {"median_a": c.median_a, "median_b": c.median_b, "ratio": c.ratio,
+            "ci95": list(c.ci) if c.ci else None, "p": c.p, "p_rank": c.p_rank,
+            "significant": c.significant, "runs": list(c.n), "verdict": c.verdict}
+
+
+def _bound(b: Bound | None) -> dict | None:
+    return {"relation": b.relation, "why": b.why} if b else None
+
+
+def _metric_row(m: MetricComparison, a: TrialSummary, b: TrialSummary) -> dict:
+    """A row of B/A: the metric by key (and component: "nginx CPU µs/req" is
+    cpu_us_per_request of nginx), its comparison, bound and verdict."""
+    component, _, name = (("", "", m.metric) if m.metric in METRIC_KEYS
+                          else m.metric.partition(" "))
+    return {"metric": METRIC_KEYS[name], "component": component or None,
+            **_comparison(m.comparison), "bound": _bound(m.bound), "verdict": m.verdict,
+            "latency_distorted": name.startswith("p") and (a.latency_distorted
+                                                           or b.latency_distorted)}
+
+
+def trials_doc(view: ExperimentView, a: TrialSummary, b: TrialSummary) -> dict:
+    """`compare --json` of two trials of one experiment (schemas/compare.schema.json)."""
+    side = lambda s: {"experiment_id": view.id, "experiment": view.name,  # noqa: E731
+                      "trial_id": s.trial_id, "label": s.label}
+    return {"schema_version": SCHEMA_VERSION, "compared": "trials", "a": side(a),
+            "b": side(b), "rows": [{"trial_id": a.trial_id, **_metric_row(m, a, b)}
+                                   for m in compare_trials(a, b)]}
+
+
+def experiments_doc(a: ExperimentView, b: ExperimentView) -> dict:
+    """`compare --json` of two experiments, trial by trial (as experiments_table)."""
+    common = common_knobs(a.summaries)
+    return {"schema_version": SCHEMA_VERSION, "compared": "experiments",
+            "a": {"experiment_id": a.id, "experiment": a.name},
+            "b": {"experiment_id": b.id, "experiment": b.name},
+            "rows": [{"trial_id": sa.trial_id, "series": series_name(sa, common),
+                      "concurrency": sa.concurrency, **_metric_row(m, sa, sb)}
+                     for sa, sb, compared in measured_pairs(a, b) for m in compared]}
+
+
+def gate_doc(limits: list[Threshold], strict: bool, judged: list[Judgement]) -> dict | None:
+    """`compare --json --fail-if`: each threshold's judgement and the gate's result."""
+    if not limits:
+        return None
+    return {"strict": strict, "failed": any(j.failed for j in judged),
+            "judgements": [{"threshold": str(j.threshold), "metric": j.threshold.metric,
+                            "limit_ratio": j.threshold.limit, "base": j.base, "new": j.new,
+                            "ratio": j.ratio, "ci95": list(j.ci) if j.ci else None,
+                            "failed": j.failed} for j in judged]}
+
+
+def recommendations_doc(view: ExperimentView, effects: list[Effect],
+                        bests: list[Best]) -> dict:
+    """`recommend --json` (schemas/recommend.schema.json): the knob effects in the
+    tables' order (ranked: significant first, then by gain) and the best combinations."""
+    common = common_knobs(view.summaries)
+    name = lambda s: series_name(s, common)  # noqa: E731
+    return {"schema_version": SCHEMA_VERSION, "experiment": _experiment(view),
+            "effects": [{"rank": n, "knob": e.knob, "value": e.value, "default": e.default,
+                         "stack": e.stack, "workload": e.workload,
+                         "concurrency": e.concurrency, "gain": e.gain,
+                         "rps": _comparison(e.comparison), "bound": _bound(e.bound),
+                         "verdict": e.verdict, "meaning": e.meaning, "source": e.source,
+                         "caution": CAUTIONS.get(e.knob)}
+                        for n, e in enumerate(effects, 1)],
+            "best": [{"stack": best.stack, "workload": best.workload,
+                      "concurrency": best.concurrency, "trial_id": best.trial.trial_id,
+                      "knobs": best.trial.knobs, "rps": best.trial.rps.median,
+                      "recommendation": best.label(name),
+                      "default_trial_id": best.default.trial_id if best.default else None,
+                      "vs_defaults": _comparison(best.over_default)
+                      if best.over_default else None,
+                      "best_single": {"knob": best.best_single.knob,
+                                      "value": best.best_single.value,
+                                      "vs": _comparison(best.over_best_single)
+                                      if best.over_best_single else None}
+                      if best.best_single else None} for best in bests]}
