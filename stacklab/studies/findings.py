@@ -35,6 +35,9 @@ STUDY_IDS = ("S1", "S2", "S3", "S4", "S5")
 FINDINGS = Path(__file__).parent / "findings"
 # The source texts and their digest lie beside the repository (README: ../shared/reference).
 REFERENCE = Path(__file__).resolve().parents[3] / "shared" / "reference"
+# The digest, copied into the package so a clone or an install has it (the full texts
+# stay in shared/reference: the studies' prose does not carry over).
+DIGEST = Path(__file__).parent / "SEEDS.md"
 REASONS = ("kernel-feature", "software-gone", "compiler-flags", "real-server")
 DIRECTIONS = ("b>a", "b<a", "b=a")
 KEBAB = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
@@ -274,8 +277,9 @@ def _agrees(ratio: float, direction: str) -> bool:
 
 
 def seeds_text(reference: Path | None = None) -> str:
-    """SEEDS.md, the digest of the five studies."""
-    path = (reference or REFERENCE) / "SEEDS.md"
+    """SEEDS.md, the digest of the five studies: the package's copy (DIGEST, kept equal
+    to shared/reference/SEEDS.md by a test), or the one in `reference`."""
+    path = reference / "SEEDS.md" if reference else DIGEST
     try:
         return path.read_text(encoding="utf-8")
     except FileNotFoundError:

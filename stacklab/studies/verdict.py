@@ -1,0 +1,153 @@
+"""Then against now: each finding of a study, its figures as the study gave them, and
+today's measurement of its claim (a ratio B/A with its interval) with a verdict on
+whether the direction still holds and how the size compares."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+from ..analyze import Bound, ExperimentView, TrialSummary, bound, bounded_verdict
+from ..knobs import KnobRegistry
+from ..stats import Comparison, compare
+from .plans import METRICS, Check, matches
+
+# "b=a" holds when the whole interval lies within this band (the studies' "differ little")
+SAME_BAND = (1 / 1.15, 1.15)
+# metric -> (values per run, whether a limited side's true value is higher)
+HIGHER_IS_LIMITED = {"rps": True, "mbps": True, "p50": False, "p99": False,
+                     "bytes": None, "cpu": None, "rss": None}
+
+
+def metric_values(s: TrialSummary, metric: str) -> list[float]:
+    """One value per ok run of `s`, in the unit METRICS names."""
+    if metric == "rps":
+        return list(s.rps.values)
+    if metric == "mbps":
+        return list(s.mbps.values)
+    if metric in ("p50", "p99"):
+        e = s.latency_runs_us.get(metric)
+        return [v / 1000 for v in e.values] if e else []
+    if metric == "bytes":
+        return [m * 1e6 / r for m, r in zip(s.mbps.values, s.rps.values) if r]
+    if metric == "cpu":
+        return [sum(v) for v in zip(*(e.values for e in s.cpu_us_per_request.values()))]
+    if metric == "rss":
+        return [sum(v) for v in zip(*(e.values for e in s.rss_mib_peak.values()))]
+    raise ValueError(metric)
+
+
+@dataclass(frozen=True)
+class Measured:
+    """One check measured: the two trials and B/A on the check's metric."""
+
+    experiment: str
+    a: TrialSummary
+    b: TrialSummary
+    metric: str
+    comparison: Comparison
+    bound: Bound | None
+
+    @property
+    def verdict(self) -> str:
+        return bounded_verdict(self.comparison, self.bound)
+
+
+def measure_check(check: Check, view: ExperimentView,
+                  registry: KnobRegistry) -> Measured | str:
+    """The check's comparison in a stored experiment, or why there is none."""
+    def one(side: str) -> TrialSummary | str:
+        found = [s for s in view.summaries if matches(getattr(check, side), s, registry)]
+        if len(found) != 1:
+            return f"{len(found)} stored trials match {side} = {getattr(check, side)}"
+        if not found[0].runs_ok:
+            return f"{found[0].label}: no run measured ({'; '.join(found[0].reasons)})"
+        return found[0]
+    a, b = one("a"), one("b")
+    for side in (a, b):
+        if isinstance(side, str):
+            return side
+    c = compare(metric_values(a, check.metric), metric_values(b, check.metric))
+    return Measured(view.name, a, b, check.metric, c,
+                    bound(a, b, HIGHER_IS_LIMITED[check.metric]))
+
+
+def direction_verdict(direction: str, m: Measured) -> str:
+    """Whether today's measurement shows the study's direction: holds, reversed, does not
+    hold, or not shown (no significant difference / interval too wide / a bound only)."""
+    c = m.comparison
+    if c.ratio is None or c.ci is None:
+        return "no verdict"
+    if m.bound is not None and m.verdict.startswith("no verdict"):
+        return "no verdict (a bound)"     # a limited side pointing against the ratio
+    if direction == "b=a":
+        low, high = c.ci
+        if SAME_BAND[0] <= low and high <= SAME_BAND[1]:
+            return "holds"
+        if c.significant and (high < SAME_BAND[0] or low > SAME_BAND[1]):
+            return "does not hold"
+        return "not shown"
+    if not c.significant:
+        return "not shown"
+    up = c.ratio > 1
+    return "holds" if up == (direction == "b>a") else "reversed"
+
+
+def size_verdict(then: float | None, m: Measured) -> str:
+    """The study's ratio against today's interval: inside it, or today's is smaller or
+    larger (further from 1 or nearer)."""
+    c = m.comparison
+    if then is None or c.ci is None:
+        return ""
+    low, high = c.ci
+    if low <= then <= high:
+        return "same size"
+    return "larger now" if low > then else "smaller now"
+
+
+@dataclass(frozen=True)
+class Row:
+    """One finding in the study report."""
+
+    finding: object                    # findings.Finding
+    status: str                        # measured / not expressible / not measured
+    why: str = ""                      # not expressible or not measured: the reason
+    measured: Measured | None = None
+    direction: str = ""                # direction_verdict
+    size: str = ""                     # size_verdict
+    note: str = ""                     # the check's note: how the condition was built
+
+
+def rows(findings: Sequence, checks: dict, views: Callable[[str], ExperimentView | str],
+         registry: KnobRegistry, unmeasured: dict[str, str] | None = None) -> list[Row]:
+    """Every finding, in the study's order: not expressible (with its stated reason),
+    measured (with its verdicts), or not measured (and why: no check planned, or the
+    experiment failed)."""
+    out = []
+    for f in findings:
+        if f.not_expressible is not None:
+            out.append(Row(f, "not expressible",
+                           f"{f.not_expressible.reason}: {f.not_expressible.detail}"))
+            continue
+        if f.id not in checks:
+            why = (unmeasured or {}).get(f.id, "no check in the study's plan")
+            out.append(Row(f, "not measured", why))
+            continue
+        step, check = checks[f.id]
+        view = views(step.name)
+        if isinstance(view, str):
+            out.append(Row(f, "not measured", view, note=check.note))
+            continue
+        m = measure_check(check, view, registry)
+        if isinstance(m, str):
+            out.append(Row(f, "not measured", m, note=check.note))
+            continue
+        claim = f.claim
+        out.append(Row(f, "measured", measured=m,
+                       direction=direction_verdict(claim.direction, m),
+                       size=size_verdict(claim.ratio, m), note=check.note))
+    return out
+
+
+def metric_label(metric: str) -> str:
+    return METRICS[metric]
