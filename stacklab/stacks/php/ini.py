@@ -34,6 +34,8 @@ def installed_extensions() -> list[str]:
 # sessions in memcached (php-memcached).
 DATABASE = "database:mysql"
 SESSIONS = "sessions:memcached"
+# php.session_dir -> the file sessions' directory under the run directory
+SESSION_DIRS = {"run": "sessions", "nested": "var/lib/php/sessions"}
 _FOR_DATABASE = ("mysqlnd", "mysqli", "pdo", "pdo_mysql")
 _FOR_SESSIONS = ("igbinary", "msgpack", "memcached")
 
@@ -108,9 +110,12 @@ def render_php_config(run_dir: Path, knobs: dict[str, Any],
     """Files (relative to run_dir): php.ini and conf.d/extensions.ini."""
     upstreams = tuple(upstreams)
     (run_dir / "conf.d").mkdir(parents=True, exist_ok=True)
-    sessions = run_dir / "sessions"
-    sessions.mkdir(exist_ok=True)
-    sessions.chmod(0o1777)
+    sessions = run_dir / SESSION_DIRS[knobs["session_dir"]]
+    sessions.mkdir(parents=True, exist_ok=True)
+    for d in (sessions, *sessions.parents):       # the server's user reaches and writes it
+        if d == run_dir:
+            break
+        d.chmod(0o1777 if d == sessions else 0o755)
     ini = ("; Rendered by stacklab for one run; do not edit. Debian's php.ini-production "
            "values,\n; then the php.* knobs (stacklab/stacks/php/debian.py, ini.py).\n" +
            "".join(f"{key} = {value}\n"

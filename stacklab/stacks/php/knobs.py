@@ -47,5 +47,10 @@ KNOBS = [
     knob("session_handler", str, "files", "Where sessions live: files (one file per "
          "session) or memcached (needs a stack with memcached).",
          choices=("files", "memcached"), source="S3"),
+    knob("session_dir", str, "run", "Where file sessions are written: run (the run "
+         "directory's sessions/) or nested (a directory four levels deeper, as Debian's "
+         "/var/lib/php/sessions): S3 moved the session files to another path.",
+         choices=("run", "nested"), source="S3", acts_with={"session_handler": "files"},
+         inert_why="sessions are in memcached (php.session_handler = {value!r})"),
 ]
 

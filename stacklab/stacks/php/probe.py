@@ -30,6 +30,7 @@ echo json_encode([
         'opcache.enable' => ini_get('opcache.enable'),
         'session.gc_probability' => ini_get('session.gc_probability'),
         'session.gc_divisor' => ini_get('session.gc_divisor'),
+        'session.save_path' => ini_get('session.save_path'),
         'output_buffering' => ini_get('output_buffering'),
         'memory_limit' => ini_get('memory_limit'),
         'zend.assertions' => ini_get('zend.assertions'),

@@ -8,7 +8,7 @@ from typing import Any
 
 from ...net import Endpoint
 from ...verify import Status, Verdict, fetch
-from .ini import knob_values
+from .ini import SESSION_DIRS, knob_values
 from .probe import PROBE_PATH
 
 
@@ -49,7 +49,17 @@ def verify_php(front: Endpoint, knobs: dict[str, Any], sapi: str,
                        f"{len(second['extensions'])} extensions; {len(ini)} directives as "
                        "rendered (Debian's production values, then the knobs)",
                        {k: v for k, v in ini.items() if k.startswith("session.gc")}))
+    if knobs["session_handler"] == "files" and "session.save_path" in ini:
+        out.append(_check_session_dir(knobs, ini["session.save_path"]))
     return out
+
+
+def _check_session_dir(knobs: dict[str, Any], path: str) -> Verdict:
+    """File sessions in the directory php.session_dir names."""
+    want = SESSION_DIRS[knobs["session_dir"]]
+    ok = str(path).rstrip("/").endswith("/" + want)
+    return Verdict("php", "session directory", Status.PASS if ok else Status.FAIL,
+                   f"session.save_path {path}" + ("" if ok else f", expected …/{want}"))
 
 
 def _check_opcache(knobs: dict[str, Any], persistent: bool, first: dict, second: dict,
