@@ -12,8 +12,10 @@ from typing import Optional
 
 import pymysql
 import typer
+from typer.completion import completion_init, get_completion_script, install
 from typer.core import TyperGroup
 
+from .commands import combine as combining
 from .commands import listing, measure, results
 from .commands import run as running
 from .env import DB_VARIABLE, DEFAULT_DB, Environment
@@ -70,6 +72,12 @@ DbOpt = typer.Option(None, "--db", show_default=False,
                      help=f"Results database (SQLite). [default: ${DB_VARIABLE}, else "
                           f"{DEFAULT_DB}]")
 ExperimentArg = typer.Argument(None, help="Name or id (default: newest).")
+JsonOpt = typer.Option(False, "--json", help="One JSON document (its schema: "
+                       "stacklab/report/schemas/).")
+# Shell completion: the shell runs `_STACKLAB_COMPLETE=complete_<shell> stacklab` for the
+# candidates; completion_init registers typer's zsh and fish answers (click has bash's).
+PROG, COMPLETE_VAR = "stacklab", "_STACKLAB_COMPLETE"
+completion_init()
 
 
 def _version(asked: bool) -> None:
@@ -79,18 +87,47 @@ def _version(asked: bool) -> None:
         raise typer.Exit(ExitStatus.OK)
 
 
+class Shell(str, Enum):
+    bash = "bash"
+    zsh = "zsh"
+    fish = "fish"
+
+
+def _completion(ctx: typer.Context, param: typer.CallbackParam, shell: Shell | None) -> None:
+    """--show-completion SHELL prints the script, --install-completion SHELL adds it to
+    that shell's startup files: typer's own code, but the shell is the one named (typer's
+    built-in options detect the running shell and ignore a name given after them)."""
+    if shell is None or ctx.resilient_parsing:
+        return
+    if param.name == "show_completion":
+        typer.echo(get_completion_script(prog_name=PROG, complete_var=COMPLETE_VAR,
+                                         shell=shell.value))
+    else:
+        _, path = install(shell=shell.value, prog_name=PROG, complete_var=COMPLETE_VAR)
+        typer.echo(f"{shell.value} completion installed in {path}; it works in a new shell")
+    raise typer.Exit(ExitStatus.OK)
+
+
 @cli.callback()
 def _options(traceback: bool = typer.Option(False, "--traceback",
                                             help="Show the full traceback on errors."),
              version: bool = typer.Option(False, "--version", callback=_version,
-                                          is_eager=True, help="Print the version.")):
+                                          is_eager=True, help="Print the version."),
+             show_completion: Optional[Shell] = typer.Option(
+                 None, "--show-completion", callback=_completion, is_eager=True,
+                 expose_value=False, metavar="SHELL", help="Print the completion script "
+                 "for bash, zsh or fish."),
+             install_completion: Optional[Shell] = typer.Option(
+                 None, "--install-completion", callback=_completion, is_eager=True,
+                 expose_value=False, metavar="SHELL", help="Install completion for bash, "
+                 "zsh or fish (in that shell's startup files).")):
     """stacklab: a performance lab for web stacks."""
 
 
 @cli.command()
-def doctor(ctx: typer.Context) -> ExitStatus:
+def doctor(ctx: typer.Context, json: bool = JsonOpt) -> ExitStatus:
     """Check every component: found or not, version, the apt package to install."""
-    return listing.doctor(ctx.obj)
+    return listing.doctor(ctx.obj, json)
 
 
 @cli.command()
@@ -115,22 +152,29 @@ def list_(ctx: typer.Context, db: Optional[Path] = DbOpt,
 
 @cli.command()
 def show(ctx: typer.Context, experiment: Optional[str] = ExperimentArg,
-         db: Optional[Path] = DbOpt) -> ExitStatus:
+         db: Optional[Path] = DbOpt, json: bool = JsonOpt) -> ExitStatus:
     """Text table of an experiment's results."""
-    return results.show(ctx.obj, experiment, db)
+    return results.show(ctx.obj, experiment, db, json)
 
 
 @cli.command()
 def report(ctx: typer.Context, experiment: Optional[str] = ExperimentArg,
            output: Path = typer.Option(Path("results/report.html"), "-o", "--output"),
-           db: Optional[Path] = DbOpt) -> ExitStatus:
+           db: Optional[Path] = DbOpt,
+           baseline: Optional[str] = typer.Option(
+               None, "--baseline", help="Also against this experiment (name or id): each "
+               "trial against the baseline's trial of the same definition, req/s and p99."),
+           baseline_db: Optional[Path] = typer.Option(
+               None, "--baseline-db", help="The baseline's results database (default: "
+               "--db's).")) -> ExitStatus:
     """Write the self-contained HTML report."""
-    return results.report(ctx.obj, experiment, db, output)
+    return results.report(ctx.obj, experiment, db, output, baseline, baseline_db)
 
 
 class Format(str, Enum):
     csv = "csv"
     json = "json"
+    openmetrics = "openmetrics"
 
 
 @cli.command()
@@ -139,7 +183,8 @@ def export(ctx: typer.Context, experiment: Optional[str] = ExperimentArg,
            output: Optional[Path] = typer.Option(None, "-o", "--output",
                                                  help="File (default: stdout)."),
            db: Optional[Path] = DbOpt) -> ExitStatus:
-    """Export every stored run of an experiment as CSV or JSON."""
+    """Export every stored run of an experiment as CSV or JSON, or its trials' figures
+    as OpenMetrics (Prometheus' text format)."""
     return results.export(ctx.obj, experiment, db, format.value, output)
 
 
@@ -151,21 +196,38 @@ def compare(ctx: typer.Context,
                                                      help="Where the trials are (default: "
                                                      "newest)."),
             db: Optional[Path] = DbOpt,
+            db_b: Optional[Path] = typer.Option(None, "--db-b", help="B's results database "
+                                                "(default: --db's); A and B are experiments."),
             fail_if: list[str] = typer.Option([], "--fail-if", help="CI gate: exit 3 when "
                                               "B/A's whole 95% CI is beyond, e.g. "
                                               "\"rps<-5%\" or \"p99>+10%\" (repeatable; "
                                               "metrics rps, p50, p99, mbps)."),
             strict: bool = typer.Option(False, "--strict", help="--fail-if fails when any "
-                                        "of the interval is beyond.")) -> ExitStatus:
+                                        "of the interval is beyond."),
+            json: bool = JsonOpt) -> ExitStatus:
     """Compare two experiments or two trials: ratio with a 95% CI, p-value, verdict."""
-    return results.compare(ctx.obj, a, b, db, experiment, fail_if, strict)
+    return results.compare(ctx.obj, a, b, db, experiment, fail_if, strict, db_b=db_b,
+                           as_json=json)
 
 
 @cli.command()
 def recommend(ctx: typer.Context, experiment: Optional[str] = ExperimentArg,
-              db: Optional[Path] = DbOpt) -> ExitStatus:
+              db: Optional[Path] = DbOpt, json: bool = JsonOpt) -> ExitStatus:
     """What each varied knob did, ranked by gain, and the best combination."""
-    return results.recommend(ctx.obj, experiment, db)
+    return results.recommend(ctx.obj, experiment, db, json)
+
+
+@cli.command()
+def combine(ctx: typer.Context, experiment: Optional[str] = ExperimentArg,
+            repetitions: int = typer.Option(5, "--repetitions", "-r", help="Runs of each "
+                                            "trial of the combination experiment."),
+            dry_run: bool = typer.Option(False, "--dry-run", help="Print the winners and "
+                                         "the plan, start nothing."),
+            db: Optional[Path] = DbOpt) -> ExitStatus:
+    """S1's last step: set the knob values that won alone (significantly, on req/s)
+    together, measure every subset against the defaults side by side, and say whether
+    the gains add up."""
+    return combining.combine(ctx.obj, experiment, db, repetitions, dry_run)
 
 
 @cli.command("export-config")
@@ -180,8 +242,9 @@ def export_config(ctx: typer.Context,
 
 @cli.command()
 def breakdown(ctx: typer.Context,
-              stack: str = typer.Argument(..., help="Stack, see `stacklab stacks`."),
-              workload: str = typer.Argument(..., help="Workload, e.g. app-show."),
+              stack: Optional[str] = typer.Argument(None, help="Stack, see `stacklab "
+                                                    "stacks`."),
+              workload: Optional[str] = typer.Argument(None, help="Workload, e.g. app-show."),
               requests: int = typer.Option(200, "--requests", "-n",
                                            help="Engine requests per URL and keep-alive mode."),
               knob: list[str] = typer.Option([], "--knob", help="component.name=value "
@@ -192,26 +255,69 @@ def breakdown(ctx: typer.Context,
                                           "share (needs root)."),
               link: Optional[str] = typer.Option(None, "--link", help="The veth link's rate: "
                                                  "unlimited (default), 1gbit, 100mbit, …"),
+              repetitions: int = typer.Option(3, "--repetitions", "-r", help="Fresh stacks "
+                                              "measured, each stored: medians with an "
+                                              "interval. 3, the fewest that show the spread "
+                                              "between stacks (a range of 3, no 95% CI; 6+ "
+                                              "for that) at 3× one measurement's time."),
+              list_: bool = typer.Option(False, "--list", help="List the stored breakdowns."),
+              show: Optional[str] = typer.Option(None, "--show", help="Show stored breakdown "
+                                                 "ID again, without measuring."),
+              json: bool = typer.Option(False, "--json", help="With --list/--show: one JSON "
+                                        "document."),
               db: Optional[Path] = DbOpt) -> ExitStatus:
     """Where one request's time goes (S1's overview method): database, PHP, web server,
-    and with --network veth the network."""
-    return measure.breakdown(ctx.obj, stack, workload, requests, knob, db, network, link)
+    and with --network veth the network. --list / --show ID: stored ones."""
+    return measure.breakdown(ctx.obj, stack, workload, requests, knob, db, network, link,
+                             repetitions, list_, show, json)
 
 
 @cli.command()
 def dbbench(ctx: typer.Context,
-            spec: Path = typer.Argument(..., help="Experiment file (TOML) with mariadb stacks."),
+            spec: Optional[Path] = typer.Argument(None, help="Experiment file (TOML) with "
+                                                  "mariadb stacks."),
             loops: int = typer.Option(5000, "--loops", help="Loops of the application's "
                                       "queries per variant."),
+            repetitions: int = typer.Option(3, "--repetitions", "-r", help="Times each "
+                                            "variant is measured (round by round, each on a "
+                                            "fresh database, each stored): medians, "
+                                            "intervals, ratios to the defaults with a CI."),
+            list_: bool = typer.Option(False, "--list", help="List the stored dbbenches."),
+            show: Optional[str] = typer.Option(None, "--show", help="Show an EXPERIMENT's "
+                                               "latest stored dbbench (or the one holding "
+                                               "record ID) again, without measuring."),
+            json: bool = typer.Option(False, "--json", help="With --list/--show: one JSON "
+                                      "document."),
             db: Optional[Path] = DbOpt) -> ExitStatus:
-    """The model application's SQL looped on MariaDB alone, per mariadb.* setting (S1)."""
-    return measure.dbbench(ctx.obj, spec, loops, db)
+    """The model application's SQL looped on MariaDB alone, per mariadb.* setting (S1).
+    --list / --show EXPERIMENT: stored ones."""
+    return measure.dbbench(ctx.obj, spec, loops, db, repetitions, list_, show, json)
 
 
 @cli.command()
-def workloads(ctx: typer.Context) -> ExitStatus:
+def study(ctx: typer.Context,
+          name: str = typer.Argument(..., help="S1, S2, S3, S4 or S5 (shared/reference/"
+                                     "SEEDS.md)."),
+          quick: bool = typer.Option(False, "--quick", help="Fewer levels, repetitions "
+                                     "and shorter runs; still a verdict per finding."),
+          output: Optional[Path] = typer.Option(None, "-o", "--output", help="The study "
+                                                "report (HTML) [default: study-sN.html "
+                                                "beside the database]."),
+          dry_run: bool = typer.Option(False, "--dry-run", help="Print the study's "
+                                       "experiments, start nothing."),
+          report_only: bool = typer.Option(False, "--report-only", help="Measure nothing: "
+                                           "the report from what is stored."),
+          db: Optional[Path] = DbOpt) -> ExitStatus:
+    """Re-measure one study's findings and set each against the study's figure: then and
+    now, with intervals and verdicts (resumes a study run that was interrupted)."""
+    from .commands.study import study as run_study
+    return run_study(ctx.obj, name, quick, db, output, dry_run, report_only)
+
+
+@cli.command()
+def workloads(ctx: typer.Context, json: bool = JsonOpt) -> ExitStatus:
     """List the workloads: what each deploys and which stacks can serve it."""
-    return listing.workloads(ctx.obj)
+    return listing.workloads(ctx.obj, json)
 
 
 @cli.command()

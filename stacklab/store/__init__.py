@@ -307,10 +307,12 @@ class Store:
                                 (breakdown_id,)).fetchone()
         if row is None:
             raise StoreError(f"no breakdown {breakdown_id} in the results database")
-        return BreakdownRecord(row["created_at"], row["stack"], row["workload"],
-                               json.loads(row["knobs_json"]), json.loads(row["result_json"]),
-                               json.loads(row["versions_json"]), json.loads(row["host_json"]),
-                               row["id"])
+        return _breakdown_of(row)
+
+    def breakdowns(self) -> list["BreakdownRecord"]:
+        """Every stored breakdown (each repetition its own), oldest first."""
+        return [_breakdown_of(row)
+                for row in self.conn.execute("SELECT * FROM breakdowns ORDER BY id")]
 
     @_sqlite_errors("cannot store the dbbench result")
     def add_dbbench(self, r: "DbBenchRecord") -> int:
@@ -323,14 +325,24 @@ class Store:
                  json.dumps(r.result), json.dumps(r.versions), json.dumps(r.host)))
         return cur.lastrowid
 
-    def dbbenches(self, experiment: str) -> list["DbBenchRecord"]:
-        """Every stored dbbench variant of an experiment, oldest first."""
+    def dbbenches(self, experiment: str | None = None) -> list["DbBenchRecord"]:
+        """Every stored dbbench variant of an experiment (of all, without one), oldest
+        first."""
+        rows = (self.conn.execute("SELECT * FROM dbbenches ORDER BY id") if experiment is None
+                else self.conn.execute("SELECT * FROM dbbenches WHERE experiment = ? "
+                                       "ORDER BY id", (experiment,)))
         return [DbBenchRecord(row["created_at"], row["experiment"], json.loads(row["knobs_json"]),
                               row["loops"], json.loads(row["result_json"]),
                               json.loads(row["versions_json"]), json.loads(row["host_json"]),
                               row["id"])
-                for row in self.conn.execute("SELECT * FROM dbbenches WHERE experiment = ? "
-                                             "ORDER BY id", (experiment,))]
+                for row in rows]
+
+
+def _breakdown_of(row: sqlite3.Row) -> "BreakdownRecord":
+    return BreakdownRecord(row["created_at"], row["stack"], row["workload"],
+                           json.loads(row["knobs_json"]), json.loads(row["result_json"]),
+                           json.loads(row["versions_json"]), json.loads(row["host_json"]),
+                           row["id"])
 
 
 @dataclass(frozen=True)
