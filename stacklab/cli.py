@@ -17,6 +17,7 @@ from typer.core import TyperGroup
 
 from .commands import combine as combining
 from .commands import listing, measure, results
+from .commands import study as studying
 from .commands import run as running
 from .env import DB_VARIABLE, DEFAULT_DB, Environment
 from .errors import ExitStatus, StacklabError, printable
@@ -310,8 +311,7 @@ def study(ctx: typer.Context,
           db: Optional[Path] = DbOpt) -> ExitStatus:
     """Re-measure one study's findings and set each against the study's figure: then and
     now, with intervals and verdicts (resumes a study run that was interrupted)."""
-    from .commands.study import study as run_study
-    return run_study(ctx.obj, name, quick, db, output, dry_run, report_only)
+    return studying.study(ctx.obj, name, quick, db, output, dry_run, report_only)
 
 
 @cli.command()

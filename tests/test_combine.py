@@ -2,8 +2,6 @@
 combination planned as every subset against the defaults, the additivity verdict, and
 the combination's configs with why each setting; once end to end on a real nginx."""
 
-import json
-
 import pytest
 from rich.console import Console
 
