@@ -98,8 +98,10 @@ def print_study(report: StudyReport, out: Console) -> None:
     out.print(table)
     for r in report.rows:
         if r.measured is not None:
+            now = ", ".join(f"{c} {v}" for c, v in r.measured.versions.items())
             out.print(f"  {r.finding.id}: A = {r.measured.a.label}; B = {r.measured.b.label}"
-                      f" ({r.measured.experiment})" + (f" — {r.note}" if r.note else ""),
+                      f" ({r.measured.experiment}; now {now})"
+                      + (f" — {r.note}" if r.note else ""),
                       markup=False, highlight=False)
     sw = Table(title="software: then (the study) and now (this run's provenance)")
     for col in ("component", "then", "where the study says it", "now"):

@@ -4,7 +4,7 @@ whether the direction still holds and how the size compares."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
 from ..analyze import Bound, ExperimentView, TrialSummary, bound, bounded_verdict
@@ -47,6 +47,7 @@ class Measured:
     metric: str
     comparison: Comparison
     bound: Bound | None
+    versions: dict[str, str] = field(default_factory=dict)   # the components both ran, now
 
     @property
     def verdict(self) -> str:
@@ -68,8 +69,10 @@ def measure_check(check: Check, view: ExperimentView,
         if isinstance(side, str):
             return side
     c = compare(metric_values(a, check.metric), metric_values(b, check.metric))
+    versions = {k: v for r in view.runs if r.trial_id in (a.trial_id, b.trial_id)
+                for k, v in r.versions.items() if not k.startswith("stacklab")}
     return Measured(view.name, a, b, check.metric, c,
-                    bound(a, b, HIGHER_IS_LIMITED[check.metric]))
+                    bound(a, b, HIGHER_IS_LIMITED[check.metric]), dict(sorted(versions.items())))
 
 
 def direction_verdict(direction: str, m: Measured) -> str:
