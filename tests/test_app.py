@@ -182,10 +182,12 @@ def view(tmp_path):
 
 def test_the_report_shows_each_registered_chart_once_with_its_caption(view, monkeypatch):
     def figures(html):
-        return re.findall(r'<figure class="chart-([\w-]+)"><svg.*?<figcaption>(.*?)</figcaption>',
-                          html, re.S)
+        return re.findall(r'<figure class="chart-([\w-]+)"><div class="plot"></div>'
+                          r'<script type="application/json" class="figure">.*?'
+                          r'<figcaption>(.*?)</figcaption>', html, re.S)
     names = [c.name for c in charts.CHARTS]
-    assert names == ["throughput", "latency", "spectrum", "transfer", "cpu", "memory"]
+    assert names == ["throughput", "latency", "spectrum", "persecond", "transfer", "cpu",
+                     "memory"]
     html = render_html(view)
     assert [name for name, _ in figures(html)] == names        # one workload
     extra = charts.Chart("extra", charts.transfer_chart, "One more figure & its caption.")

@@ -1,0 +1,161 @@
+"""stacklab study: every study's plan validates whole in both modes and covers its
+findings; the verdicts of a finding are a plain table; the report shows figures,
+sources, today's ratio and the reasons; S3's quick study end to end on real servers."""
+
+from __future__ import annotations
+
+import pytest
+from rich.console import Console
+
+from stacklab import lab
+from stacklab.analyze import load_view
+from stacklab.cli import main
+from stacklab.commands.study import covered
+from stacklab.env import Environment
+from stacklab.errors import ExitStatus, SpecError
+from stacklab.stacks import REGISTRY, STACKS
+from stacklab.stats import Comparison
+from stacklab.store import Outcome, Store
+from stacklab.studies.findings import STUDY_IDS, load_study
+from stacklab.studies.plans import Check, Step, StudyPlan, load_plan, prepare
+from stacklab.studies.verdict import Measured, direction_verdict, size_verdict
+from stacklab.workloads import WORKLOADS
+
+from helpers import require_engine
+
+TWO_HOURS_S = 2 * 3600
+
+
+def prepared(sid: str, quick: bool):
+    return prepare(load_plan(sid), quick, REGISTRY, STACKS, set(WORKLOADS))
+
+
+@pytest.mark.parametrize("sid", STUDY_IDS)
+@pytest.mark.parametrize("quick", [False, True])
+def test_each_plan_validates_whole_and_covers_its_findings(sid, quick):
+    plan = load_plan(sid)
+    covered(load_study(sid), plan)        # raises on a finding without check or reason
+    steps = prepared(sid, quick)
+    names = [ps.spec.experiment.name for ps in steps]
+    assert len(names) == len(set(names))
+    assert all(n.startswith(f"study-{sid.lower()}-") for n in names)
+    assert all(n.endswith("-quick") == quick for n in names)
+
+
+@pytest.mark.parametrize("sid", STUDY_IDS)
+def test_the_full_study_fits_two_hours_and_quick_is_smaller(sid):
+    full = sum(ps.plan.estimated_s(ps.spec) for ps in prepared(sid, False))
+    quick = sum(ps.plan.estimated_s(ps.spec) for ps in prepared(sid, True))
+    assert full <= TWO_HOURS_S, f"{sid} full: {full / 60:.0f} min"
+    assert quick < full
+
+
+@pytest.mark.parametrize("sid", STUDY_IDS)
+def test_quick_keeps_at_least_three_runs_a_side(sid):
+    for ps in prepared(sid, True):
+        e = ps.spec.experiment
+        assert e.auto or e.repetitions >= 3, ps.spec.experiment.name
+
+
+def test_a_selector_must_match_exactly_one_trial():
+    [step] = load_plan("S3").steps[1:2]
+    bad = Check("tuned-static", "rps", {"stack": "apache"}, {"stack": "apache"})
+    plan = StudyPlan("S3", "s3.toml", (Step(step.name, step.doc, step.quick, (bad,),
+                                             step.scaling),))
+    with pytest.raises(SpecError, match=r"check\[1\]\.a.*matches 2 trials"):
+        prepare(plan, False, REGISTRY, STACKS, set(WORKLOADS))
+
+
+def test_an_expressible_finding_without_a_check_is_refused():
+    plan = load_plan("S3")
+    fewer = StudyPlan(plan.study, plan.file, plan.steps[:2], plan.unmeasured)
+    with pytest.raises(SpecError, match="memcache-sessions.*without a check"):
+        covered(load_study("S3"), fewer)
+
+
+def test_an_unmeasured_finding_with_its_reason_is_accepted():
+    plan = load_plan("S3")
+    fewer = StudyPlan(plan.study, plan.file, plan.steps[:2],
+                      {"memcache-sessions": "why not"})
+    covered(load_study("S3"), fewer)
+
+
+def measured(ratio: float, ci: tuple[float, float], significant: bool) -> Measured:
+    c = Comparison(1.0, ratio, ratio, ci, 0.01 if significant else 0.5, significant, (3, 3))
+    return Measured("e", None, None, "rps", c, None)
+
+
+@pytest.mark.parametrize("direction, ratio, ci, significant, verdict", [
+    ("b>a", 2.0, (1.8, 2.2), True, "holds"),
+    ("b>a", 0.5, (0.4, 0.6), True, "reversed"),
+    ("b>a", 1.1, (0.9, 1.3), False, "not shown"),
+    ("b<a", 0.5, (0.4, 0.6), True, "holds"),
+    ("b<a", 1.5, (1.2, 1.8), True, "reversed"),
+    ("b=a", 1.02, (0.95, 1.09), False, "holds"),
+    ("b=a", 1.5, (1.3, 1.7), True, "does not hold"),
+    ("b=a", 1.0, (0.6, 1.6), False, "not shown"),
+])
+def test_direction_verdict(direction, ratio, ci, significant, verdict):
+    assert direction_verdict(direction, measured(ratio, ci, significant)) == verdict
+
+
+@pytest.mark.parametrize("then, ci, size", [
+    (2.97, (2.5, 3.2), "same size"),
+    (2.97, (1.5, 2.0), "smaller now"),
+    (2.97, (3.5, 4.0), "larger now"),
+    (None, (1.5, 2.0), ""),
+])
+def test_size_verdict(then, ci, size):
+    assert size_verdict(then, measured(sum(ci) / 2, ci, True)) == size
+
+
+def test_unknown_study_is_one_clear_error(tmp_path):
+    env = Environment(stdout=Console(record=True), stderr=Console(record=True),
+                      clock=lambda: "t", db=tmp_path / "r.db", lab_root=tmp_path / "lab")
+    assert main(["study", "S9"], env) == ExitStatus.BAD_INPUT
+    assert "study 'S9': expected one of S1, S2, S3, S4, S5" in env.stderr.export_text()
+
+
+def test_dry_run_prints_each_step_and_starts_nothing(tmp_path):
+    env = Environment(stdout=Console(record=True, width=200), stderr=Console(record=True),
+                      clock=lambda: "t", db=tmp_path / "r.db", lab_root=tmp_path / "lab")
+    assert main(["study", "s3", "--quick", "--dry-run"], env) == ExitStatus.OK
+    text = env.stdout.export_text()
+    assert "study-s3-sessions-quick: 4 trials, 12 runs" in text
+    assert not (tmp_path / "r.db").exists()
+
+
+@pytest.mark.integration
+def test_s3_quick_end_to_end_on_real_servers(tmp_path):
+    """S3's quick study: three experiments on Apache+mod_php, Apache and nginx+PHP-FPM
+    (with memcached), stored, then the study report with a row per finding."""
+    require_engine()
+    db = tmp_path / "r.db"
+    env = Environment(stdout=Console(record=True, width=220), stderr=Console(record=True),
+                      clock=lambda: "2026-01-01T00:00:00+00:00", db=db,
+                      lab_root=lab.default_root())
+    out = tmp_path / "s3.html"
+    assert main(["study", "S3", "--quick", "-o", str(out)], env) == ExitStatus.OK
+    text = env.stdout.export_text()
+    findings = load_study("S3").findings
+    assert f"{len(findings)} findings: {len(findings)} measured" in text
+    store = Store.open(db)
+    try:
+        for name in ("study-s3-sessions-quick", "study-s3-threads-quick",
+                     "study-s3-memcache-quick"):
+            view = load_view(store, name)
+            assert view.status == "complete"
+            assert all(r.outcome is Outcome.OK for r in view.runs), \
+                [(r.trial_id, r.reason) for r in view.runs if r.outcome is not Outcome.OK]
+    finally:
+        store.close()
+    html = out.read_text()
+    for f in findings:
+        assert f'id="finding-{f.id}"' in html
+    assert "seeds/002_60cb8b6f359db973.txt" in html and "2.2.19" in html
+    # run again: everything is stored, nothing is measured twice
+    again = Environment(stdout=Console(record=True, width=220), stderr=Console(record=True),
+                        clock=lambda: "2026-01-01T00:00:00+00:00", db=db,
+                        lab_root=lab.default_root())
+    assert main(["study", "S3", "--quick", "-o", str(out)], again) == ExitStatus.OK
+    assert "resuming: 12 of 12 runs already stored" in again.stdout.export_text()
