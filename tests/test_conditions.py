@@ -101,7 +101,10 @@ def test_a_gzip_client_gets_the_precompressed_bytes(session, stack, knob, extra)
 
 @pytest.mark.parametrize("stack, knobs", [
     ("nginx", {}), ("nginx", {"nginx__gzip": True}),
+    # level 9 on the fly once gave the very bytes of a gzip -9 .gz: the copy names its file
+    ("nginx", {"nginx__gzip": True, "nginx__gzip_comp_level": 9}),
     ("apache", {}), ("apache", {"apache__deflate": True}),
+    ("apache", {"apache__deflate": True, "apache__deflate_level": 9}),
 ])
 def test_without_the_knob_the_gz_copy_is_never_sent(session, stack, knobs):
     verdicts = run_stack(session, stack, "portal-page:26k", **knobs)
