@@ -199,7 +199,7 @@ def test_php_ini_takes_backends_from_upstreams(tmp_path):
 # --- the PHP pages against real nginx + PHP-FPM on loopback ---------------------------
 
 PHP_PAGES = ["php-index", "php-blank", "php-simple", "php-session", "php-cacheable",
-             "php-output-cache"]
+             "php-output-cache", "php-output-uncached"]
 
 
 @pytest.fixture(scope="module")
@@ -261,6 +261,10 @@ def test_php_pages_return_what_they_should(session):
         assert written.stat().st_uid != 0 or stack.front.ctx.user is None
         written.unlink()
         assert fetch(ep, "/cached.php").headers["x-output-cache"] == "MISS"
+        # php-output-uncached: the same page, rendered on every request
+        rendered = fetch(ep, "/cached-source.php")
+        assert "x-output-cache" not in rendered.headers
+        assert rendered.body == written.read_bytes()
 
 
 @pytest.mark.integration

@@ -222,6 +222,9 @@ WORKLOADS: Registry = Registry({w.name: w for w in (
     Workload("php-output-cache", "S4's output cache in the app: serve the cached file if "
              "newer than its source, else render and write it", pages.php_output_cache,
              _one("/cached.php"), needs=PHP, writable=(pages.OUTPUT_CACHE_DIR,)),
+    Workload("php-output-uncached", "php-output-cache's page rendered on every request: "
+             "the same source without the cache (S4's comparison)", pages.php_output_cache,
+             _one("/cached-source.php"), needs=PHP, writable=(pages.OUTPUT_CACHE_DIR,)),
     Workload("perl-page", "a Perl page that builds a 100-row table (S2's Perl CGI case)",
              perl_page, _one("/index.pl"), needs=PERL),
     Workload("app-index", "the model application's near-empty index.php (S1 test 1)",
