@@ -273,6 +273,8 @@ def run_load(plan: LoadPlan, work_dir: Path) -> LoadReport:
                 proc.communicate(timeout=5)
             except subprocess.TimeoutExpired:
                 proc.kill()
+            # reaped here: on a KeyboardInterrupt, Popen's own exit waits only 0.25 s
+            proc.wait()
             if isinstance(e, subprocess.TimeoutExpired):
                 raise EngineError(f"{ENGINE_NAME} overran its {limit:g} s limit (planned "
                                   f"{planned_s(plan):g} s) and was stopped") from None

@@ -85,7 +85,8 @@ def test_tiny_experiment_end_to_end(tmp_path):
     rep = invoke("report", "tiny", "-o", out, "--db", db)
     assert rep.exit_code == 0, rep.output
     html = out.read_text()
-    assert html.count("<svg") >= 2 and "http://" not in html.split("<svg")[0]
+    assert html.count('<script type="application/json" class="figure">') >= 2
+    assert "<script src" not in html and "<link" not in html
     assert "cpu_model" in html
     csv = invoke("export", "tiny", "--format", "csv", "--db", db)
     assert csv.exit_code == 0 and len(csv.output.strip().splitlines()) == 9

@@ -39,7 +39,7 @@ def knob_names(view: ExperimentView) -> list[str]:
 def error_classes(view: ExperimentView) -> tuple[str, ...]:
     """The HTML report's error columns: the engine's fixed taxonomy in its order, then
     any class a newer engine reported. html.py holds the taxonomy; it is imported here,
-    not at the top, because it draws charts (matplotlib) that `--help` should not load."""
+    not at the top, because it draws charts (plotly) that `--help` should not load."""
     from .html import _error_classes, outcomes
     return _error_classes([(None, None, outcomes(view))])
 
