@@ -198,7 +198,7 @@ def _thresholds(table: dict, file: str, axes: dict[str, tuple], stacks: StackNam
     if "baseline" not in table:
         raise SpecError(file, "thresholds.baseline", None, "missing: name the variant the "
                         "others are judged against, e.g. baseline = { stack = \"nginx\" }")
-    baseline = _flatten(_table(table["baseline"], file, "thresholds.baseline"))
+    baseline = flatten(_table(table["baseline"], file, "thresholds.baseline"))
     if not baseline:
         raise SpecError(file, "thresholds.baseline", baseline, "names no variant")
     for key, value in baseline.items():
@@ -339,7 +339,7 @@ def _exclude(rules: Any, file: str, axes: dict[str, tuple], stacks: StackNames
     out = []
     for i, rule in enumerate(rules):
         where = f"matrix.exclude[{i}]"
-        rule = _flatten(_table(rule, file, where))
+        rule = flatten(_table(rule, file, where))
         if not rule:
             raise SpecError(file, where, rule, "an empty rule would exclude everything")
         if isinstance(rule.get("stack"), str):
@@ -361,11 +361,13 @@ def _exclude(rules: Any, file: str, axes: dict[str, tuple], stacks: StackNames
     return tuple(out)
 
 
-def _flatten(rule: dict, prefix: str = "") -> dict:
+def flatten(rule: dict, prefix: str = "") -> dict:
+    """{php = {session_auto_start = true}} (how TOML reads php.session_auto_start = true)
+    as {"php.session_auto_start": true}."""
     flat = {}
     for key, value in rule.items():
         if isinstance(value, dict):
-            flat.update(_flatten(value, f"{prefix}{key}."))
+            flat.update(flatten(value, f"{prefix}{key}."))
         else:
             flat[f"{prefix}{key}"] = value
     return flat

@@ -17,7 +17,7 @@ from typing import Any, Mapping
 from ..errors import SpecError
 from ..knobs import KnobRegistry
 from ..plan import Plan, Trial, make_plan
-from ..spec import ExperimentSpec, parse_spec
+from ..spec import ExperimentSpec, flatten, parse_spec
 from ..validate import SpecOrigin, validate_plan
 
 PLANS = Path(__file__).parent / "plans"
@@ -138,20 +138,8 @@ def _check(raw: Mapping[str, Any], file: str, where: str) -> Check:
     if extra:
         raise SpecError(file, f"{where}.{sorted(extra)[0]}", raw[sorted(extra)[0]],
                         "unknown key (expected finding, metric, a, b, note)")
-    return Check(raw["finding"], raw["metric"], _flat(raw["a"]), _flat(raw["b"]),
+    return Check(raw["finding"], raw["metric"], flatten(raw["a"]), flatten(raw["b"]),
                  raw.get("note", ""))
-
-
-def _flat(selector: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
-    """{php = {session_auto_start = true}} (how TOML reads php.session_auto_start = true)
-    as {"php.session_auto_start": true}."""
-    out = {}
-    for key, value in selector.items():
-        if isinstance(value, Mapping):
-            out.update(_flat(value, f"{prefix}{key}."))
-        else:
-            out[f"{prefix}{key}"] = value
-    return out
 
 
 def matches(selector: Mapping[str, Any], trial: Any, registry: KnobRegistry) -> bool:
