@@ -146,6 +146,11 @@ def _littles_law(load: LoadReport) -> Flag | None:
                 "record (in flight at the end, failed) or time went outside requests")
 
 
+# Processes created per second above which "outside" CPU may be the lab's own: CGI at a
+# few hundred requests a second forks that many; a quiet host forks a handful.
+FORKS_UNSEEN = 50
+
+
 def host_busy(host: dict) -> Flag | None:
     """`host` is the monitor's "_host" summary of the measured window."""
     outside, steal = host.get("outside_cores"), host.get("steal_share")
@@ -154,9 +159,13 @@ def host_busy(host: dict) -> Flag | None:
     core_limit = HOST_BUSY_CORE_SHARE + host.get("tolerance_cores", 0.0)
     if outside <= core_limit and (steal or 0) <= HOST_STEAL_SHARE:
         return None
+    forks = host.get("forks_per_s") or 0
+    why = (f"; but {forks:,.0f} processes were created a second: short-lived ones (CGI "
+           "scripts) are charged to no lab process, so this may be the lab's own CPU"
+           if forks >= FORKS_UNSEEN else "")
     return Flag("host-busy", f"processes outside the lab used {outside:.2f} of a core "
                 f"and steal was {(steal or 0):.1%} during the measured window "
-                f"(limits {core_limit:.2f} core, {HOST_STEAL_SHARE:.0%} steal)")
+                f"(limits {core_limit:.2f} core, {HOST_STEAL_SHARE:.0%} steal){why}")
 
 
 def server_child_killed(logs: dict) -> Flag | None:

@@ -142,18 +142,23 @@ class HostSample:
     steal_s: float      # stolen by the hypervisor
     total_s: float      # every state, all cores
     self_s: float       # this process (the orchestrator and the sampler)
+    forks: int = 0      # processes created since boot (/proc/stat "processes")
 
 
-def host_cpu() -> tuple[float, float, float]:
-    """(busy, steal, total) CPU seconds since boot, summed over cores."""
+def host_cpu() -> tuple[float, float, float, int]:
+    """(busy, steal, total) CPU seconds since boot, summed over cores, and the processes
+    created since boot."""
     with open("/proc/stat", "rb") as f:
-        fields = [int(x) for x in f.readline().split()[1:]]
+        text = f.read()
+    fields = [int(x) for x in text.split(b"\n", 1)[0].split()[1:]]
+    at = text.find(b"\nprocesses ")
+    forks = int(text[at + 11:text.index(b"\n", at + 1)]) if at >= 0 else 0
     user, nice, system, idle, iowait, irq, softirq, steal = (fields + [0] * 8)[:8]
     # Interrupt time is left out of busy: no process is charged with it, so the lab's own
     # loopback traffic (softirq) would count as "outside the lab". Guest time is in user.
     busy = user + nice + system
     total = busy + irq + softirq + idle + iowait + steal
-    return busy / TICKS, steal / TICKS, total / TICKS
+    return busy / TICKS, steal / TICKS, total / TICKS, forks
 
 
 def host_available_mib() -> float | None:
@@ -250,7 +255,9 @@ class Monitor:
                                         round(sys - base[1], 4), round(rss, 2),
                                         _r(pss_total), _r(uss_total), len(live), threads))
         own = os.times()
-        self.host.append(HostSample(round(t, 3), *host_cpu(), own.user + own.system))
+        busy, steal, total, forks = host_cpu()
+        self.host.append(HostSample(round(t, 3), busy, steal, total, own.user + own.system,
+                                    forks))
         mem = host_available_mib() if pss else None
         if mem is not None:
             self.host_mib.append(mem)
@@ -277,6 +284,10 @@ class Monitor:
         return {"window_s": round(window, 3),
                 "busy_cores": round((b.busy_s - a.busy_s) / window, 3),
                 "outside_cores": round(max(0.0, outside) / window, 3),
+                # a process born and gone between two samples (a CGI script) is charged to
+                # nobody when its parent does not wait for it: many forks a second make
+                # "outside" the lab's own CPU (flags.host_busy says so)
+                "forks_per_s": round((b.forks - a.forks) / window, 1),
                 "tolerance_cores": round(tolerance, 3),
                 "steal_share": round((b.steal_s - a.steal_s) / total, 4) if total else 0.0}
 

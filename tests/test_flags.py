@@ -114,3 +114,23 @@ def test_host_window_tolerance_grows_with_the_processes_read():
     assert one["outside_cores"] == many["outside_cores"] == 0.05
     assert many["tolerance_cores"] == round(3 * (256 / 6) ** 0.5 / TICKS / 2.0, 3)
     assert one["tolerance_cores"] < 0.01 < 0.06 < many["tolerance_cores"]
+
+
+def test_host_busy_says_when_short_lived_processes_may_be_the_lab_own():
+    """apache+perl-cgi at 445 req/s: /proc/stat busy 1.95 cores, every live process's
+    CPU (with its waited-for children) 0.35: each CGI script lives and dies between two
+    samples. The flag stands (nothing proves the host was quiet) and says why it may not
+    be other work."""
+    cgi = {"window_s": 2.0, "outside_cores": 1.61, "tolerance_cores": 0.01,
+           "steal_share": 0.0, "forks_per_s": 445.0}
+    flag = host_busy(cgi)
+    assert flag.name == "host-busy" and "445 processes were created a second" in flag.detail
+    quiet = host_busy({**cgi, "forks_per_s": 3.0})
+    assert quiet.name == "host-busy" and "created" not in quiet.detail
+
+
+def test_the_monitor_counts_forks_in_the_window():
+    from stacklab.monitor import HostSample, Monitor
+    m = Monitor({})
+    m.host = [HostSample(0.0, 0.0, 0.0, 0.0, 0.0, 1000), HostSample(2.0, 1.0, 0.0, 4.0, 0.0, 1900)]
+    assert m.host_window(0.0, 2.0, 1.0)["forks_per_s"] == 450.0
