@@ -8,17 +8,18 @@ import pytest
 from rich.console import Console
 
 from stacklab import lab
-from stacklab.analyze import load_view
+from stacklab.analyze import Estimate, TrialSummary, load_view
 from stacklab.cli import main
 from stacklab.commands.study import covered
 from stacklab.env import Environment
 from stacklab.errors import ExitStatus, SpecError
 from stacklab.stacks import REGISTRY, STACKS
-from stacklab.stats import Comparison
+from stacklab.stats import Comparison, compare
 from stacklab.store import Outcome, Store
 from stacklab.studies.findings import STUDY_IDS, load_study
-from stacklab.studies.plans import Check, Step, StudyPlan, load_plan, prepare
-from stacklab.studies.verdict import Measured, direction_verdict, size_verdict
+from stacklab.studies.plans import (Check, Step, StudyPlan, load_plan, load_plan_file,
+                                     prepare)
+from stacklab.studies.verdict import Measured, combined, direction_verdict, size_verdict
 from stacklab.workloads import WORKLOADS
 
 from helpers import require_engine
@@ -107,6 +108,48 @@ def test_direction_verdict(direction, ratio, ci, significant, verdict):
 ])
 def test_size_verdict(then, ci, size):
     assert size_verdict(then, measured(sum(ci) / 2, ci, True)) == size
+
+
+def summary(tid: str, p50_ms: list[float], flags: tuple[str, ...] = ()) -> TrialSummary:
+    none = Estimate(None, None, ())
+    return TrialSummary(
+        trial_id=tid, label=tid, stack="nginx", workload="static-page", concurrency=1,
+        knobs={}, runs_ok=len(p50_ms), runs_failed=0, rps=none, mbps=none, latency_us=None,
+        latency_runs_us={"p50": Estimate.of([v * 1000 for v in p50_ms])},
+        cpu_us_per_request={}, engine_cpu_us_per_request=none, rss_mib_peak={},
+        pss_mib_per_worker={}, errors=0, flagged=flags, reasons=())
+
+
+RAW, TLS, GZIP = [1.0, 1.1, 0.9], [3.0, 3.2, 2.8], [1.5, 1.6, 1.4]
+
+
+@pytest.mark.parametrize("together, verdict", [
+    ([3.5, 3.7, 3.3], "holds"),                    # the overheads add up
+    ([7.0, 7.4, 6.6], "does not hold"),            # together costs twice the sum
+])
+def test_a_sum_of_trials_is_compared_run_by_run(together, verdict):
+    terms = [(1, summary("tls", TLS)), (1, summary("gzip", GZIP)), (-1, summary("raw", RAW))]
+    side, values = combined(terms, "p50")
+    assert values == pytest.approx([3.5, 3.7, 3.3])
+    assert side.label == "(tls) + (gzip) − (raw)"
+    c = compare(values, together)
+    m = Measured("e", side, summary("both", together), "p50", c, None)
+    assert direction_verdict("b=a", m) == verdict
+
+
+def test_a_sum_carries_the_flags_of_its_terms():
+    side, _ = combined([(1, summary("tls", TLS, ("host-busy",))), (1, summary("gzip", GZIP)),
+                        (-1, summary("raw", RAW, ("generator-bound",)))], "p50")
+    assert side.flagged == ("host-busy", "generator-bound")
+
+
+def test_a_sum_needs_two_terms(tmp_path):
+    bad = tmp_path / "s9.toml"
+    bad.write_text('[[step]]\n[step.experiment]\nname = "x"\n[[step.check]]\n'
+                   'finding = "f"\nmetric = "p50"\nb = { stack = "nginx" }\n'
+                   'a = { plus = [ { stack = "nginx" } ] }\n')
+    with pytest.raises(SpecError, match=r"check\[1\]\.a\.plus.*at least two"):
+        load_plan_file(bad)
 
 
 def test_unknown_study_is_one_clear_error(tmp_path):

@@ -5,7 +5,11 @@ A step is an experiment file's tables (experiment, load, knobs, matrix) plus `qu
 the overrides `--quick` applies (fewer levels and repetitions, shorter runs), and its
 checks. A check names a finding of findings/sN.toml, a metric and two trial selectors
 (stack, workload, concurrency, knob values); each selector matches exactly one trial
-of the step in both modes, which `load_plan` verifies before anything starts."""
+of the step in both modes, which `load_plan` verifies before anything starts.
+
+A side may also be a sum of trials, `{ plus = [SEL, SEL], minus = [SEL] }`: its value
+per repetition is the plus trials' values added and the minus trials' taken away, for a
+claim such as S5's "TLS with gzip costs what the two cost apart" (TLS + gzip − raw)."""
 
 from __future__ import annotations
 
@@ -30,15 +34,29 @@ SELECTOR_AXES = ("stack", "workload", "concurrency")
 
 
 @dataclass(frozen=True)
+class Sum:
+    """A side made of several trials: the plus ones' values added, the minus ones'
+    taken away, run by run."""
+
+    plus: tuple[dict[str, Any], ...]
+    minus: tuple[dict[str, Any], ...] = ()
+
+    def terms(self) -> list[tuple[int, dict[str, Any]]]:
+        return [(1, s) for s in self.plus] + [(-1, s) for s in self.minus]
+
+
+@dataclass(frozen=True)
 class Check:
     finding: str
     metric: str                       # a key of METRICS
-    a: dict[str, Any]                 # selector: stack / workload / concurrency / knob keys
-    b: dict[str, Any]
+    a: dict[str, Any] | Sum           # selector: stack / workload / concurrency / knob keys
+    b: dict[str, Any] | Sum
     note: str = ""                    # how this measurement maps to the study's condition
 
-    def selects(self, side: str, trial: Trial | Any, registry: KnobRegistry) -> bool:
-        return matches(getattr(self, side), trial, registry)
+    def terms(self, side: str) -> list[tuple[int, dict[str, Any]]]:
+        """The side's selectors, each with its sign (a plain selector: one, plus)."""
+        sel = getattr(self, side)
+        return sel.terms() if isinstance(sel, Sum) else [(1, sel)]
 
 
 @dataclass(frozen=True)
@@ -95,12 +113,15 @@ def plan_path(study: str) -> Path:
 
 
 def load_plan(study: str) -> StudyPlan:
-    path = plan_path(study)
+    return load_plan_file(plan_path(study), study)
+
+
+def load_plan_file(path: Path, study: str = "") -> StudyPlan:
     file = str(path)
     try:
         doc = tomllib.loads(path.read_text())
     except FileNotFoundError:
-        raise SpecError(file, "(file)", file, f"no plan for study {study}") from None
+        raise SpecError(file, "(file)", file, f"no plan for study {study or path.stem}") from None
     except tomllib.TOMLDecodeError as e:
         raise SpecError(file, "(syntax)", str(e), "not valid TOML") from None
     steps = []
@@ -124,7 +145,7 @@ def load_plan(study: str) -> StudyPlan:
         if set(raw) != {"finding", "why"}:
             raise SpecError(file, f"unmeasured[{i}]", raw, "expected finding and why")
         unmeasured[raw["finding"]] = raw["why"]
-    return StudyPlan(study, file, tuple(steps), unmeasured)
+    return StudyPlan(study or path.stem.upper(), file, tuple(steps), unmeasured)
 
 
 def _check(raw: Mapping[str, Any], file: str, where: str) -> Check:
@@ -138,8 +159,23 @@ def _check(raw: Mapping[str, Any], file: str, where: str) -> Check:
     if extra:
         raise SpecError(file, f"{where}.{sorted(extra)[0]}", raw[sorted(extra)[0]],
                         "unknown key (expected finding, metric, a, b, note)")
-    return Check(raw["finding"], raw["metric"], flatten(raw["a"]), flatten(raw["b"]),
-                 raw.get("note", ""))
+    return Check(raw["finding"], raw["metric"], _side(raw["a"], file, f"{where}.a"),
+                 _side(raw["b"], file, f"{where}.b"), raw.get("note", ""))
+
+
+def _side(raw: Mapping[str, Any], file: str, where: str) -> dict[str, Any] | Sum:
+    if "plus" not in raw and "minus" not in raw:
+        return flatten(raw)
+    extra = set(raw) - {"plus", "minus"}
+    if extra:
+        key = sorted(extra)[0]
+        raise SpecError(file, f"{where}.{key}", raw[key],
+                        "a sum of trials takes only plus and minus")
+    plus, minus = raw.get("plus", []), raw.get("minus", [])
+    if not isinstance(plus, list) or len(plus) < 2 or not isinstance(minus, list):
+        raise SpecError(file, f"{where}.plus", plus,
+                        "expected a list of at least two trial selectors (and minus a list)")
+    return Sum(tuple(flatten(s) for s in plus), tuple(flatten(s) for s in minus))
 
 
 def matches(selector: Mapping[str, Any], trial: Any, registry: KnobRegistry) -> bool:
@@ -171,10 +207,11 @@ def prepare(plan: StudyPlan, quick: bool, registry: KnobRegistry, stacks,
         validate_plan(made, SpecOrigin(spec))
         for j, check in enumerate(step.checks, 1):
             for side in ("a", "b"):
-                found = [t for t in made.trials if check.selects(side, t, registry)]
-                if len(found) != 1:
-                    raise SpecError(file, f"check[{j}].{side}", getattr(check, side),
-                                    f"matches {len(found)} trials of {step.name}; a "
-                                    "selector must match exactly one")
+                for _, selector in check.terms(side):
+                    found = [t for t in made.trials if matches(selector, t, registry)]
+                    if len(found) != 1:
+                        raise SpecError(file, f"check[{j}].{side}", selector,
+                                        f"matches {len(found)} trials of {step.name}; a "
+                                        "selector must match exactly one")
         out.append(PlannedStep(step, spec, made))
     return out

@@ -4,7 +4,7 @@ whether the direction still holds and how the size compares."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable, Sequence
 
 from ..analyze import Bound, ExperimentView, TrialSummary, bound, bounded_verdict
@@ -57,23 +57,43 @@ class Measured:
 def measure_check(check: Check, view: ExperimentView,
                   registry: KnobRegistry) -> Measured | str:
     """The check's comparison in a stored experiment, or why there is none."""
-    def one(side: str) -> TrialSummary | str:
-        found = [s for s in view.summaries if matches(getattr(check, side), s, registry)]
-        if len(found) != 1:
-            return f"{len(found)} stored trials match {side} = {getattr(check, side)}"
-        if not found[0].runs_ok:
-            return f"{found[0].label}: no run measured ({'; '.join(found[0].reasons)})"
-        return found[0]
-    a, b = one("a"), one("b")
-    for side in (a, b):
-        if isinstance(side, str):
-            return side
-    c = compare(metric_values(a, check.metric), metric_values(b, check.metric))
-    versions = {k: v for r in view.runs if r.trial_id in (a.trial_id, b.trial_id)
+    sides = {}
+    for side in ("a", "b"):
+        terms = []
+        for sign, selector in check.terms(side):
+            found = [s for s in view.summaries if matches(selector, s, registry)]
+            if len(found) != 1:
+                return f"{len(found)} stored trials match {side} = {selector}"
+            if not found[0].runs_ok:
+                return f"{found[0].label}: no run measured ({'; '.join(found[0].reasons)})"
+            terms.append((sign, found[0]))
+        sides[side] = terms
+    a, a_values = combined(sides["a"], check.metric)
+    b, b_values = combined(sides["b"], check.metric)
+    c = compare(a_values, b_values)
+    ids = {s.trial_id for terms in sides.values() for _, s in terms}
+    versions = {k: v for r in view.runs if r.trial_id in ids
                 for k, v in r.versions.items() if not k.startswith("stacklab")}
     # a response's size does not depend on how fast it was fetched: no bound on bytes
     limit = None if check.metric == "bytes" else bound(a, b, HIGHER_IS_LIMITED[check.metric])
     return Measured(view.name, a, b, check.metric, c, limit, dict(sorted(versions.items())))
+
+
+def combined(terms: list[tuple[int, TrialSummary]],
+             metric: str) -> tuple[TrialSummary, list[float]]:
+    """One side's trial and its values per run; a sum of trials adds and takes away
+    their values repetition by repetition (as many as the fewest has), and stands as
+    one trial labelled with the sum and flagged with every flag of its terms."""
+    if len(terms) == 1:
+        return terms[0][1], metric_values(terms[0][1], metric)
+    columns = [[sign * v for v in metric_values(s, metric)] for sign, s in terms]
+    values = [sum(run) for run in zip(*columns)]
+    label = " ".join(f"{'+' if sign > 0 else '−'} ({s.label})"
+                     for sign, s in terms).removeprefix("+ ")
+    flagged = tuple(dict.fromkeys(f for _, s in terms for f in s.flagged))
+    first = terms[0][1]
+    return replace(first, trial_id="+".join(s.trial_id for _, s in terms), label=label,
+                   flagged=flagged, runs_ok=len(values)), values
 
 
 def direction_verdict(direction: str, m: Measured) -> str:
