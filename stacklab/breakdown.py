@@ -65,6 +65,7 @@ from .plan import Plan, PlannedRun, Trial, effective_knobs, fixed_conflict
 from .validate import Field, check_installed, validate_plan
 from .stack import RunningStack, Site, lifecycle
 from .stacks import COMPONENTS, REGISTRY, STACKS
+from .stacks.php.install import handler_versions
 from .stacks.tls import make_certificate
 from .stats import merged_percentiles
 from .store import BreakdownRecord, Store
@@ -444,6 +445,7 @@ def _run_series(plan: BreakdownPlan, env: Environment,
                 keep: Callable[[BreakdownRecord], None], on_step: Step,
                 repetitions: int) -> None:
     versions = {name: COMPONENTS[name].version() for name in STACKS[plan.stack].components}
+    versions |= handler_versions({plan.effective.get("apache", {}).get("php_handler")} - {None})
     versions["stacklab-load"] = engine_version()
     versions["stacklab"] = __version__
     with lab.session_scope(env.lab_root) as session, CpuAwake() as cpus:

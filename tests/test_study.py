@@ -15,11 +15,13 @@ from stacklab.env import Environment
 from stacklab.errors import ExitStatus, SpecError
 from stacklab.stacks import REGISTRY, STACKS
 from stacklab.stats import Comparison, compare
-from stacklab.store import Outcome, Store
+from stacklab.stacks.php.install import handler_versions
+from stacklab.store import BreakdownRecord, Outcome, Store
 from stacklab.studies.findings import STUDY_IDS, load_study
-from stacklab.studies.plans import (Check, Step, StudyPlan, load_plan, load_plan_file,
-                                     prepare)
-from stacklab.studies.verdict import Measured, combined, direction_verdict, size_verdict
+from stacklab.studies.plans import (BreakdownStep, Check, Step, StudyPlan, load_plan,
+                                     load_plan_file, prepare, prepare_breakdowns)
+from stacklab.studies.verdict import (Measured, combined, direction_verdict, measure_breakdown,
+                                      shares_text, size_verdict)
 from stacklab.workloads import WORKLOADS
 
 from helpers import require_engine
@@ -150,6 +152,62 @@ def test_a_sum_needs_two_terms(tmp_path):
                    'a = { plus = [ { stack = "nginx" } ] }\n')
     with pytest.raises(SpecError, match=r"check\[1\]\.a\.plus.*at least two"):
         load_plan_file(bad)
+
+
+def record(i: int, db_ms: float, web_ms: float) -> BreakdownRecord:
+    shares = [{"component": "database", "ms": db_ms, "percent": 60.0},
+              {"component": "php", "ms": 0.1, "percent": 5.0},
+              {"component": "web server (apache)", "ms": web_ms, "percent": 35.0},
+              {"component": "network", "ms": None, "percent": None}]
+    url = {"path": "/showArticle.php?show=1", "measurements": [
+        {"keepalive": False, "shares": shares}, {"keepalive": True, "shares": shares}]}
+    return BreakdownRecord("2026-11-26T00:00:00Z", "apache+mod_php+mariadb", "app-show", {},
+                           {"urls": [url], "requests": 100, "repetitions": 3},
+                           {"apache": "2.4.71", "stacklab": "0"}, {}, id=i)
+
+
+STEP = BreakdownStep("overview-breakdown", "apache+mod_php+mariadb", "app-show",
+                     a="web server", b="database")
+
+
+def test_a_breakdown_check_compares_two_parts_over_the_fresh_stacks():
+    records = [record(1, 0.9, 0.30), record(2, 1.0, 0.35), record(3, 0.95, 0.32)]
+    m = measure_breakdown(STEP, records)
+    assert m.comparison.ratio == pytest.approx(0.95 / 0.32, rel=0.05)
+    assert m.comparison.significant and direction_verdict("b>a", m) == "holds"
+    assert m.versions == {"apache": "2.4.71"}
+    assert "database 0.95 ms (60%)" in shares_text(STEP, records)
+
+
+def test_a_breakdown_without_the_part_says_so():
+    net = BreakdownStep("f", "apache+mod_php+mariadb", "app-show", a="network", b="database")
+    assert "no network part" in measure_breakdown(net, [record(1, 0.9, 0.3)])
+
+
+def test_s1_answers_its_overview_with_a_breakdown_and_validates_it():
+    plan = load_plan("S1")
+    assert [b.finding for b in plan.breakdowns] == ["overview-breakdown"]
+    [planned] = prepare_breakdowns(plan, quick=True)
+    assert (planned.plan.network, planned.plan.repetitions) == ("veth", 3)
+
+
+@pytest.mark.parametrize("key, value, problem", [
+    ("a", "apache", "expected one of database"),
+    ("color", "red", "unknown key"),
+])
+def test_a_breakdown_entry_is_checked(tmp_path, key, value, problem):
+    bad = tmp_path / "s9.toml"
+    entry = {"finding": "f", "stack": "apache", "workload": "app-show", "a": "php",
+             "b": "database", key: value}
+    bad.write_text("[[breakdown]]\n" + "".join(f'{k} = "{v}"\n' for k, v in entry.items()))
+    with pytest.raises(SpecError, match=rf"breakdown\[1\]\.{key}.*{problem}"):
+        load_plan_file(bad)
+
+
+def test_apache_php_handlers_record_their_package_version():
+    versions = handler_versions({"mod_php", "fpm"})
+    assert set(versions) == {"mod_php"}
+    assert versions["mod_php"].split(".")[0].isdigit()
 
 
 def test_unknown_study_is_one_clear_error(tmp_path):

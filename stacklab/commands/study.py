@@ -11,19 +11,28 @@ from .. import lab
 from ..analyze import ExperimentView, load_view
 from ..env import Environment
 from ..errors import ExitStatus, Interrupted, NotFound, SpecError, StacklabError, UsageError
+from ..breakdown import group_series, run_breakdowns
+from ..report.measures import StepProgress
 from ..report.progress import RichProgress
 from ..runner import plan_hash, run_experiment
 from ..stacks import REGISTRY, STACKS
 from ..store import Store
 from ..studies.findings import STUDY_IDS, load_study, missing_figures, seeds_text
 from ..studies.memory import memory_rows
-from ..studies.plans import PlannedStep, StudyPlan, load_plan, prepare
+from ..studies.plans import (PlannedBreakdown, PlannedStep, StudyPlan, load_plan, prepare,
+                              prepare_breakdowns)
 from ..studies.report import StudyReport, print_study, write_study_html
 from ..studies.verdict import rows
 from ..validate import check_installed
 from ..workloads import WORKLOADS
 from .results import stored
 from .run import logs_dir
+
+# a breakdown's time per fresh stack (start, verify, stop) and per engine request at one
+# connection: what --dry-run's estimate uses (measured: 26 s for 3 × 2 stacks of
+# apache+mod_php+mariadb app-show at 100 requests, about 4.3 s a stack)
+BREAKDOWN_STACK_S = 4.0
+BREAKDOWN_REQUEST_S = 0.005
 
 
 def study(env: Environment, name: str, quick: bool, db: Path | None, output: Path | None,
@@ -35,14 +44,16 @@ def study(env: Environment, name: str, quick: bool, db: Path | None, output: Pat
     plan = load_plan(sid)
     covered(findings, plan)
     steps = prepare(plan, quick, REGISTRY, STACKS, set(WORKLOADS))
+    breakdowns = prepare_breakdowns(plan, quick)
     if dry_run:
-        print_steps(env, steps)
+        print_steps(env, steps, breakdowns)
         return ExitStatus.OK
     db = env.database(db)
     failed: dict[str, str] = {}
     if not report_only:
         failed = run_steps(env, steps, db)
-    report = evaluate(env, findings, plan, steps, db, quick, failed)
+        failed |= run_breakdown_steps(env, breakdowns, db)
+    report = evaluate(env, findings, plan, steps, breakdowns, db, quick, failed)
     print_study(report, env.stdout)
     path = output or db.parent / f"study-{sid.lower()}{'-quick' if quick else ''}.html"
     env.stdout.print(f"study report: {write_study_html(report, path).resolve()}",
@@ -55,8 +66,8 @@ def covered(findings, plan: StudyPlan) -> None:
     expressible finding has a check: the plan and the findings agree before anything
     runs."""
     by_id = {f.id: f for f in findings.findings}
-    checks = plan.checks()
-    for fid in [*checks, *plan.unmeasured]:
+    answered = plan.answered()
+    for fid in [*answered, *plan.unmeasured]:
         if fid not in by_id:
             raise SpecError(plan.file, "check.finding", fid,
                             f"no such finding in {findings.id} (findings/{findings.id.lower()}.toml)")
@@ -64,12 +75,13 @@ def covered(findings, plan: StudyPlan) -> None:
             raise SpecError(plan.file, "check.finding", fid, "the finding is marked not "
                             "expressible; measure it or drop its not_expressible")
     for f in findings.findings:
-        if f.not_expressible is None and f.id not in checks and f.id not in plan.unmeasured:
+        if f.not_expressible is None and f.id not in answered and f.id not in plan.unmeasured:
             raise SpecError(plan.file, "check.finding", f.id, "an expressible finding "
                             "without a check: plan it or give its reason not to")
 
 
-def print_steps(env: Environment, steps: list[PlannedStep]) -> None:
+def print_steps(env: Environment, steps: list[PlannedStep],
+                breakdowns: list[PlannedBreakdown]) -> None:
     total = 0.0
     for ps in steps:
         est = ps.plan.estimated_s(ps.spec)
@@ -79,8 +91,28 @@ def print_steps(env: Environment, steps: list[PlannedStep]) -> None:
                          f"{', '.join(c.finding for c in ps.step.checks)}"
                          + (f"\n  scaling: {ps.step.scaling}" if ps.step.scaling else ""),
                          markup=False, highlight=False)
-    env.stdout.print(f"{len(steps)} experiments, ~{total / 60:.0f} min (at the planned "
-                     "repetitions; auto repetitions may add rounds)", markup=False)
+    for pb in breakdowns:
+        est = breakdown_estimate_s(pb)
+        total += est
+        env.stdout.print(f"{breakdown_name(pb)}: {pb.plan.repetitions} fresh stack(s) × "
+                         f"{len(pb.plan.passes())} network(s), ~{est / 60:.1f} min — "
+                         f"{pb.step.finding}"
+                         + (f"\n  scaling: {pb.step.scaling}" if pb.step.scaling else ""),
+                         markup=False, highlight=False)
+    env.stdout.print(f"{len(steps)} experiments, {len(breakdowns)} breakdowns, "
+                     f"~{total / 60:.0f} min (at the planned repetitions; auto repetitions "
+                     "may add rounds)", markup=False)
+
+
+def breakdown_name(pb: PlannedBreakdown) -> str:
+    return f"breakdown {pb.plan.stack} {pb.plan.workload} ({pb.plan.network})"
+
+
+def breakdown_estimate_s(pb: PlannedBreakdown) -> float:
+    """A stack's start, verification and stop, and one connection's requests at a few
+    milliseconds each, per repetition and network."""
+    per_stack = BREAKDOWN_STACK_S + pb.plan.requests * 2 * BREAKDOWN_REQUEST_S
+    return pb.plan.repetitions * len(pb.plan.passes()) * per_stack
 
 
 def run_steps(env: Environment, steps: list[PlannedStep], db: Path) -> dict[str, str]:
@@ -110,6 +142,50 @@ def run_steps(env: Environment, steps: list[PlannedStep], db: Path) -> dict[str,
     return failed
 
 
+def run_breakdown_steps(env: Environment, breakdowns: list[PlannedBreakdown],
+                        db: Path) -> dict[str, str]:
+    """Each breakdown's series, unless one planned the same is stored whole; a failure
+    is reported and the study goes on."""
+    failed = {}
+    store = Store.open(db)
+    try:
+        for i, pb in enumerate(breakdowns, 1):
+            name = breakdown_name(pb)
+            if stored_series(store, pb) is not None:
+                env.stdout.print(f"[breakdown {i}/{len(breakdowns)}] {name}: stored",
+                                 markup=False, highlight=False)
+                continue
+            env.stdout.print(f"[breakdown {i}/{len(breakdowns)}] {name}: "
+                             f"{pb.plan.repetitions} fresh stack(s)", markup=False,
+                             highlight=False)
+            try:
+                with StepProgress(env.stdout, pb.plan.repetitions * len(pb.plan.passes())) as p:
+                    run_breakdowns(pb.plan, env, store, p.step)
+            except Interrupted:
+                raise
+            except StacklabError as e:
+                failed[name] = str(e)
+                env.stderr.print(f"stacklab: {name}: {e}", markup=False, highlight=False)
+    finally:
+        store.close()
+    return failed
+
+
+def stored_series(store: Store, pb: PlannedBreakdown) -> list | None:
+    """The newest whole series stored for this breakdown's plan (stack, workload, no
+    knobs, network, requests and repetitions alike), or None."""
+    plan = pb.plan
+    for records in reversed(group_series(store.breakdowns()).values()):
+        first = records[0]
+        network = (first.result.get("network") or {"mode": "loopback"})["mode"]
+        if ((first.stack, first.workload, first.knobs, network, first.result["requests"],
+             first.result.get("repetitions", 1), len(records))
+                == (plan.stack, plan.workload, plan.knobs, plan.network, plan.requests,
+                    plan.repetitions, plan.repetitions)):
+            return records
+    return None
+
+
 def same_plan_stored(store: Store, ps: PlannedStep) -> bool:
     """Whether the newest experiment of this name was planned exactly so: resume it."""
     try:
@@ -120,7 +196,8 @@ def same_plan_stored(store: Store, ps: PlannedStep) -> bool:
 
 
 def evaluate(env: Environment, findings, plan: StudyPlan, steps: list[PlannedStep],
-             db: Path, quick: bool, failed: dict[str, str]) -> StudyReport:
+             breakdowns: list[PlannedBreakdown], db: Path, quick: bool,
+             failed: dict[str, str]) -> StudyReport:
     names = {ps.step.name: ps.spec.experiment.name for ps in steps}
     views: dict[str, ExperimentView | str] = {}
     with stored(db) as store:
@@ -129,16 +206,31 @@ def evaluate(env: Environment, findings, plan: StudyPlan, steps: list[PlannedSte
                 views[step] = load_view(store, name)
             except NotFound:
                 views[step] = failed.get(name, f"experiment {name} not run yet")
+        series = {}
+        for pb in breakdowns:
+            name = breakdown_name(pb)
+            found = stored_series(store, pb)
+            series[pb.step.finding] = (pb.step, found if found is not None else
+                                       failed.get(name, f"{name} not run yet"))
     measured = [v for v in views.values() if not isinstance(v, str)]
     now: dict[str, str] = {}
+    host: dict = {}
+    for _, got in series.values():
+        if not isinstance(got, str):
+            now.update(got[0].versions)
+            host = got[0].host
     for v in measured:
         now.update(v.versions)
     experiments = [(names[s], v if isinstance(v, str) else
                     f"{v.status}, {len(v.runs)} runs (id {v.id})") for s, v in views.items()]
+    experiments += [(f"breakdown {step.stack} {step.workload} ({step.network})",
+                     got if isinstance(got, str) else
+                     f"series {got[0].id}, {len(got)} fresh stacks")
+                    for step, got in series.values()]
     memory = [m for ps in steps if ps.step.memory and not isinstance(views[ps.step.name], str)
               for m in memory_rows(views[ps.step.name])]
     return StudyReport(findings, quick,
                        rows(findings.findings, plan.checks(), views.__getitem__, REGISTRY,
-                            plan.unmeasured),
-                       now, measured[-1].host if measured else {}, experiments,
+                            plan.unmeasured, series),
+                       now, measured[-1].host if measured else host, experiments,
                        missing_figures(findings, seeds_text()), memory)

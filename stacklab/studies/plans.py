@@ -9,7 +9,11 @@ of the step in both modes, which `load_plan` verifies before anything starts.
 
 A side may also be a sum of trials, `{ plus = [SEL, SEL], minus = [SEL] }`: its value
 per repetition is the plus trials' values added and the minus trials' taken away, for a
-claim such as S5's "TLS with gzip costs what the two cost apart" (TLS + gzip − raw)."""
+claim such as S5's "TLS with gzip costs what the two cost apart" (TLS + gzip − raw).
+
+A finding about where one request's time goes is a `[[breakdown]]`: S1's overview method
+(`stacklab breakdown`) on one stack and workload, repeated on fresh stacks, and two of its
+parts (database, php, web server, network) compared in milliseconds."""
 
 from __future__ import annotations
 
@@ -18,7 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
-from ..errors import SpecError
+from ..breakdown import plan_breakdown
+from ..errors import SpecError, StacklabError
 from ..knobs import KnobRegistry
 from ..plan import Plan, Trial, make_plan
 from ..spec import ExperimentSpec, flatten, parse_spec
@@ -88,6 +93,33 @@ class Step:
         return doc
 
 
+BREAKDOWN_PARTS = ("database", "php", "web server", "network")
+BREAKDOWN_QUICK_KEYS = {"requests", "repetitions"}
+
+
+@dataclass(frozen=True)
+class BreakdownStep:
+    """A finding answered by `stacklab breakdown`: parts `a` and `b` of one request's
+    time, one value per repetition (the median over the workload's URLs)."""
+
+    finding: str
+    stack: str
+    workload: str
+    a: str                            # a part of BREAKDOWN_PARTS
+    b: str
+    network: str = "loopback"
+    requests: int = 200
+    repetitions: int = 3
+    keepalive: bool = False           # which of the two measurements the parts come from
+    quick: dict[str, Any] = field(default_factory=dict)
+    scaling: str = ""
+    note: str = ""
+
+    def arguments(self, quick: bool) -> dict[str, int]:
+        out = {"requests": self.requests, "repetitions": self.repetitions}
+        return {**out, **self.quick} if quick else out
+
+
 @dataclass(frozen=True)
 class StudyPlan:
     study: str
@@ -96,9 +128,14 @@ class StudyPlan:
     # expressible findings this plan does not measure yet, each with why: the report
     # lists them as "not measured" with that reason
     unmeasured: dict[str, str] = field(default_factory=dict)
+    breakdowns: tuple[BreakdownStep, ...] = ()
 
     def checks(self) -> dict[str, tuple[Step, Check]]:
         return {c.finding: (s, c) for s in self.steps for c in s.checks}
+
+    def answered(self) -> list[str]:
+        """Every finding a step's check or a breakdown answers."""
+        return [*self.checks(), *(b.finding for b in self.breakdowns)]
 
 
 @dataclass(frozen=True)
@@ -106,6 +143,12 @@ class PlannedStep:
     step: Step
     spec: ExperimentSpec
     plan: Plan
+
+
+@dataclass(frozen=True)
+class PlannedBreakdown:
+    step: BreakdownStep
+    plan: Any                         # breakdown.BreakdownPlan
 
 
 def plan_path(study: str) -> Path:
@@ -145,7 +188,30 @@ def load_plan_file(path: Path, study: str = "") -> StudyPlan:
         if set(raw) != {"finding", "why"}:
             raise SpecError(file, f"unmeasured[{i}]", raw, "expected finding and why")
         unmeasured[raw["finding"]] = raw["why"]
-    return StudyPlan(study or path.stem.upper(), file, tuple(steps), unmeasured)
+    breakdowns = tuple(_breakdown(raw, file, f"breakdown[{i}]")
+                       for i, raw in enumerate(doc.get("breakdown", []), 1))
+    return StudyPlan(study or path.stem.upper(), file, tuple(steps), unmeasured, breakdowns)
+
+
+def _breakdown(raw: Mapping[str, Any], file: str, where: str) -> BreakdownStep:
+    known = set(BreakdownStep.__dataclass_fields__)
+    for key in ("finding", "stack", "workload", "a", "b"):
+        if key not in raw:
+            raise SpecError(file, f"{where}.{key}", None, "missing")
+    extra = sorted(set(raw) - known)
+    if extra:
+        raise SpecError(file, f"{where}.{extra[0]}", raw[extra[0]],
+                        f"unknown key (expected {', '.join(sorted(known))})")
+    for side in ("a", "b"):
+        if raw[side] not in BREAKDOWN_PARTS:
+            raise SpecError(file, f"{where}.{side}", raw[side],
+                            f"expected one of {', '.join(BREAKDOWN_PARTS)}")
+    for key in raw.get("quick", {}):
+        if key not in BREAKDOWN_QUICK_KEYS:
+            raise SpecError(file, f"{where}.quick.{key}", raw["quick"][key],
+                            f"not a quick override (expected {', '.join(sorted(BREAKDOWN_QUICK_KEYS))})")
+    return BreakdownStep(**raw)
+
 
 
 def _check(raw: Mapping[str, Any], file: str, where: str) -> Check:
@@ -214,4 +280,19 @@ def prepare(plan: StudyPlan, quick: bool, registry: KnobRegistry, stacks,
                                         f"matches {len(found)} trials of {step.name}; a "
                                         "selector must match exactly one")
         out.append(PlannedStep(step, spec, made))
+    return out
+
+
+def prepare_breakdowns(plan: StudyPlan, quick: bool) -> list[PlannedBreakdown]:
+    """Each breakdown validated as `stacklab breakdown` validates its arguments, the
+    error naming the plan's entry."""
+    out = []
+    for i, b in enumerate(plan.breakdowns, 1):
+        args = b.arguments(quick)
+        try:
+            made = plan_breakdown(b.stack, b.workload, [], args["requests"],
+                                  network=b.network, repetitions=args["repetitions"])
+        except StacklabError as e:
+            raise SpecError(plan.file, f"breakdown[{i}]", b.finding, str(e)) from None
+        out.append(PlannedBreakdown(b, made))
     return out

@@ -70,12 +70,14 @@ def software_rows(report: StudyReport) -> list[tuple[str, str, str, str]]:
 
 def now_version(report: StudyReport, component: str) -> str:
     """Today's version of a component the study names: its own entry in the runs'
-    versions, else its variants' (php: php-fpm), the kernel from the host facts."""
+    versions, else its variants' (php: php-fpm, php-cgi, mod_php), the kernel from the
+    host facts."""
     if component == "kernel":
         return report.host.get("kernel", DASH)
     if component in report.now:
         return report.now[component]
-    found = [f"{k} {v}" for k, v in sorted(report.now.items()) if k.startswith(component)]
+    found = [f"{k} {v}" for k, v in sorted(report.now.items())
+             if k.startswith(component) or k == f"mod_{component}"]
     return ", ".join(found) or DASH
 
 

@@ -4,6 +4,7 @@ whether the direction still holds and how the size compares."""
 
 from __future__ import annotations
 
+import statistics
 from dataclasses import dataclass, field, replace
 from typing import Callable, Sequence
 
@@ -15,7 +16,7 @@ from .plans import METRICS, Check, matches
 # "b=a" holds when the whole interval lies within this band (the studies' "differ little")
 SAME_BAND = (1 / 1.15, 1.15)
 # metric -> (values per run, whether a limited side's true value is higher)
-HIGHER_IS_LIMITED = {"rps": True, "mbps": True, "p50": False, "p99": False,
+HIGHER_IS_LIMITED = {"ms": None, "rps": True, "mbps": True, "p50": False, "p99": False,
                      "bytes": None, "cpu": None, "rss": None}
 
 
@@ -38,12 +39,22 @@ def metric_values(s: TrialSummary, metric: str) -> list[float]:
 
 
 @dataclass(frozen=True)
+class Part:
+    """One side of a breakdown check: a part of one request's time, as a trial would
+    stand in a row (a label, no flags)."""
+
+    label: str
+    trial_id: str
+    flagged: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class Measured:
     """One check measured: the two trials and B/A on the check's metric."""
 
     experiment: str
-    a: TrialSummary
-    b: TrialSummary
+    a: TrialSummary | Part
+    b: TrialSummary | Part
     metric: str
     comparison: Comparison
     bound: Bound | None
@@ -96,6 +107,50 @@ def combined(terms: list[tuple[int, TrialSummary]],
                    flagged=flagged, runs_ok=len(values)), values
 
 
+def measure_breakdown(step, records: Sequence) -> Measured | str:
+    """A breakdown check in a stored series (breakdown.BreakdownRecord, one per fresh
+    stack): part B's milliseconds against part A's, one value per repetition (the median
+    over the workload's URLs)."""
+    def part(name: str) -> list[float] | str:
+        values = []
+        for r in records:
+            per_url = []
+            for url in r.result["urls"]:
+                [m] = [m for m in url["measurements"] if m["keepalive"] == step.keepalive]
+                ms = [row["ms"] for row in m["shares"] if row["component"].startswith(name)]
+                if not ms or ms[0] is None:
+                    return f"the breakdown has no {name} part (network: {step.network})"
+                per_url.append(ms[0])
+            values.append(statistics.median(per_url))
+        return values
+    a, b = part(step.a), part(step.b)
+    for side in (a, b):
+        if isinstance(side, str):
+            return side
+    series = records[0].id
+    c = compare(a, b)
+    what = f"{step.stack} {step.workload}, keep-alive {'on' if step.keepalive else 'off'}"
+    return Measured(f"breakdown {series} ({len(records)} fresh stacks)",
+                    Part(f"{step.a} ms, {what}", f"{series}:{step.a}"),
+                    Part(f"{step.b} ms, {what}", f"{series}:{step.b}"), "ms", c, None,
+                    {k: v for k, v in sorted(records[0].versions.items())
+                     if not k.startswith("stacklab")})
+
+
+def shares_text(step, records: Sequence) -> str:
+    """Every part's median milliseconds and share over the repetitions, as S1 gave them."""
+    parts: dict[str, list[tuple[float, float]]] = {}
+    for r in records:
+        for url in r.result["urls"]:
+            [m] = [m for m in url["measurements"] if m["keepalive"] == step.keepalive]
+            for row in m["shares"]:
+                if row["ms"] is not None:
+                    parts.setdefault(row["component"], []).append((row["ms"], row["percent"]))
+    return "; ".join(f"{name} {statistics.median(v[0] for v in got):.2f} ms "
+                     f"({statistics.median(v[1] for v in got):.0f}%)"
+                     for name, got in parts.items())
+
+
 def direction_verdict(direction: str, m: Measured) -> str:
     """Whether today's measurement shows the study's direction: holds, reversed, does not
     hold, or not shown (no significant difference / interval too wide / a bound only)."""
@@ -143,15 +198,20 @@ class Row:
 
 
 def rows(findings: Sequence, checks: dict, views: Callable[[str], ExperimentView | str],
-         registry: KnobRegistry, unmeasured: dict[str, str] | None = None) -> list[Row]:
+         registry: KnobRegistry, unmeasured: dict[str, str] | None = None,
+         breakdowns: dict[str, tuple] | None = None) -> list[Row]:
     """Every finding, in the study's order: not expressible (with its stated reason),
     measured (with its verdicts), or not measured (and why: no check planned, or the
-    experiment failed)."""
+    experiment failed). `breakdowns`: finding -> (its BreakdownStep, the stored series
+    or why there is none)."""
     out = []
     for f in findings:
         if f.not_expressible is not None:
             out.append(Row(f, "not expressible",
                            f"{f.not_expressible.reason}: {f.not_expressible.detail}"))
+            continue
+        if f.id in (breakdowns or {}):
+            out.append(breakdown_row(f, *breakdowns[f.id]))
             continue
         if f.id not in checks:
             why = (unmeasured or {}).get(f.id, "no check in the study's plan")
@@ -173,5 +233,14 @@ def rows(findings: Sequence, checks: dict, views: Callable[[str], ExperimentView
     return out
 
 
+def breakdown_row(f, step, records: Sequence | str) -> Row:
+    m = records if isinstance(records, str) else measure_breakdown(step, records)
+    if isinstance(m, str):
+        return Row(f, "not measured", m, note=step.note)
+    note = f"{step.note}; now: {shares_text(step, records)}".removeprefix("; ")
+    return Row(f, "measured", measured=m, direction=direction_verdict(f.claim.direction, m),
+               size=size_verdict(f.claim.ratio, m), note=note)
+
+
 def metric_label(metric: str) -> str:
-    return METRICS[metric]
+    return METRICS.get(metric) or {"ms": "ms of one request (breakdown)"}[metric]

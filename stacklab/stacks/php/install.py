@@ -6,6 +6,7 @@ these; none writes a version of its own."""
 from __future__ import annotations
 
 import re
+import subprocess
 from pathlib import Path
 
 DEBIAN_DEFAULT = "8.2"      # Debian 12 (bookworm)
@@ -28,3 +29,31 @@ FPM_BINARY = f"/usr/sbin/php-fpm{VERSION}"
 FPM_PACKAGE = f"php{VERSION}-fpm"
 CGI_BINARY = f"/usr/bin/php-cgi{VERSION}"
 APACHE_MODULE = f"libphp{VERSION}.so"      # in Apache's modules directory (libapache2-mod-php)
+# The packages PHP runs from inside Apache: the version a run records for them (PHP-FPM
+# tells its own; mod_php and php-cgi are known by their Debian packages)
+HANDLER_PACKAGES = {"mod_php": ("mod_php", f"libapache2-mod-php{VERSION}"),
+                    "fcgid": ("php-cgi", f"php{VERSION}-cgi"),
+                    "cgi": ("php-cgi", f"php{VERSION}-cgi")}
+
+
+def package_version(package: str) -> str | None:
+    """The upstream version of an installed Debian package ("8.2.36" of
+    "8.2.36-1~deb12u1"), or None when it is not installed."""
+    try:
+        out = subprocess.run(["dpkg-query", "-W", "-f=${Status}\t${Version}", package],
+                             capture_output=True, text=True, timeout=10)
+    except OSError:
+        return None
+    status, _, version = out.stdout.partition("\t")
+    if out.returncode != 0 or not status.endswith(" installed") or not version:
+        return None
+    return re.sub(r"^\d+:", "", version).split("-")[0]
+
+
+def handler_versions(handlers: set[str]) -> dict[str, str]:
+    """{"mod_php": "8.2.36"} and/or {"php-cgi": …} for the Apache PHP handlers used."""
+    out = {}
+    for handler in sorted(handlers & set(HANDLER_PACKAGES)):
+        key, package = HANDLER_PACKAGES[handler]
+        out[key] = package_version(package) or "not installed"
+    return out
