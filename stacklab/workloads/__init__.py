@@ -129,7 +129,7 @@ def _usage(description: str, name: str, param: Param) -> str:
     return f"{description} — {param.usage(name)}"
 
 
-from . import app, media, pages  # noqa: E402  (they use File)
+from . import app, editor, media, pages  # noqa: E402  (they use File)
 from .static import PORTAL_BYTES, file_100k, portal_page  # noqa: E402
 
 
@@ -151,6 +151,10 @@ SIZED_LARGE = Param("size", 64 * MIB, 64 * 1024 * MIB, "the set's total size",
                     default=1024 * MIB)
 CPU_ROUNDS = Param("count", 1, 10_000_000, "the md5 rounds per request", php_cpu, "100000",
                    default=CPU_ITERATIONS)
+SIZED_EDITOR = Param("size", 16 * KIB, 4 * MIB, "the page's size", editor.editor_page,
+                     "126k", default=editor.EDITOR_BYTES)
+SIZED_EDITOR_MIN = Param("size", 16 * KIB, 4 * MIB, "the size of the editor page it is made "
+                         "from", editor.minified_page, "126k", default=editor.EDITOR_BYTES)
 CACHE_PERCENT = Param("count", 0, 100, "the percent of requests to the cacheable page",
                       pages.php_cache_mix, "90", default=50)
 CACHE_MIX_URLS, CACHE_MIX_SHARE = pages.cache_mix(CACHE_PERCENT.default)
@@ -171,6 +175,20 @@ WORKLOADS: Registry = Registry({w.name: w for w in (
                                    "tables (S2's compression case)", "portal-page",
                                    SIZED_PORTAL), portal_page, _one("/portal.html"),
              param=SIZED_PORTAL),
+    Workload("editor-page", _usage("S2's HTML minification, before: a 65,864-byte page (the "
+                                   "size of S2's CIDE page) as a WYSIWYG editor of 2007 "
+                                   "wrote it: font tags, inline styles, nested layout "
+                                   "tables, spacer GIFs, template comments, indentation",
+                                   "editor-page", SIZED_EDITOR), editor.editor_page,
+             _one(editor.EDITOR_PATH), param=SIZED_EDITOR),
+    Workload("editor-page-min", _usage("S2's HTML minification, after: editor-page with its "
+                                       "formatting rewritten into CSS classes, then minified "
+                                       "(minify-html). Its stylesheet /editor.css is deployed "
+                                       "but not requested: a browser fetches it once and "
+                                       "caches it, so bytes per response are the page's "
+                                       "alone (with the stylesheet counted once it is still "
+                                       "smaller)", "editor-page-min", SIZED_EDITOR_MIN),
+             editor.minified_page, _one(editor.MIN_PATH), param=SIZED_EDITOR_MIN),
     Workload("file-100k", "a 100 KiB static file of random bytes (S4's Apache vs lighttpd)",
              file_100k, _one("/100k.bin")),
     Workload("picture", "picture.png, ~565 KB (S5's picture object)", media.picture,
