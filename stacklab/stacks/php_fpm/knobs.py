@@ -21,6 +21,9 @@ KNOBS = [
          "(0 = never).", min=0, max=10_000_000),
     knob("listen", str, "unix", "Where FastCGI listens: a unix socket or loopback TCP.",
          choices=("unix", "tcp"), source="S5"),
-    knob("listen_backlog", int, 511, "listen.backlog of the FastCGI socket.", min=1,
-         max=65535),
+    knob("listen_backlog", int, 0, "listen.backlog of the FastCGI socket (0 = PHP-FPM's "
+         "default on Linux, as Debian's www.conf leaves it: -1, the kernel's "
+         "net.core.somaxconn). Connects beyond max_children plus this backlog are refused "
+         "at once on a unix socket (nginx answers 502) and wait for SYN retransmits on TCP.",
+         min=0, max=65535),
 ]
