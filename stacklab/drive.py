@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import signal
 import subprocess
@@ -24,6 +25,68 @@ SUPPORTED_SCHEMAS = (1, 2)
 REPORT_EXITS = {0: "ok", 3: "no request completed", 4: "error share above --max-error-rate",
                 130: "interrupted"}
 
+# Request headers load.headers may not set, and why: each would make the load other than
+# what the trial records and verification checked.
+REFUSED_HEADERS = {
+    "host": "the engine sends the URL's own Host; another one would reach a virtual host "
+            "that verification never checked",
+    "content-length": "a GET here has no body, so a length would leave the server waiting "
+                      "for bytes that never come",
+    "transfer-encoding": "a GET here has no body, so a body framing would make the server "
+                         "read the next request as this one's body",
+    "connection": "connection reuse is load.keepalive (the engine reuses a connection by "
+                  "the server's answer); a header would contradict what the trial records",
+}
+# The conditions load.conditional sends (and that a literal header may send instead).
+CONDITIONAL_HEADERS = ("if-none-match", "if-modified-since")
+CONDITIONS = ("none", "etag", "last-modified")
+MAX_HEADERS = 32
+MAX_HEADER_CHARS = 4096    # servers refuse a field past 8 KiB (Apache 8190, nginx 8k)
+_TOKEN = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
+
+
+def header_problem(entry: object) -> str | None:
+    """Why `entry` cannot be one of load.headers ("Name: value"), or None. Strict: the
+    name an HTTP token, the value visible ASCII, spaces and tabs, nothing that would end
+    the header early (CR, LF, NUL) and so add a request field the trial does not say."""
+    if not isinstance(entry, str):
+        return "expected a string 'Name: value'"
+    if bad := next((c for c in entry if c in "\r\n\0"), None):
+        return (f"contains {bad!r}: a line break or NUL would end the header there and "
+                "send what follows as another field")
+    name, colon, value = entry.partition(":")
+    if not colon:
+        return "expected 'Name: value' (no colon)"
+    if not _TOKEN.fullmatch(name):
+        return (f"header name {name!r} is not an HTTP token (letters, digits and "
+                "!#$%&'*+-.^_`|~, no spaces)")
+    if why := REFUSED_HEADERS.get(name.lower()):
+        return f"{name} may not be set: {why}"
+    if any(not (c == "\t" or " " <= c <= "~") for c in value):
+        return ("the value holds a control or non-ASCII character (visible ASCII, spaces "
+                "and tabs only)")
+    if len(entry) > MAX_HEADER_CHARS:
+        return f"longer than {MAX_HEADER_CHARS} characters"
+    return None
+
+
+def parse_header(entry: str) -> tuple[str, str]:
+    """A valid load.headers entry as (name, value), the value trimmed as the engine does."""
+    name, _, value = entry.partition(":")
+    return name, value.strip()
+
+
+def conditional_conflict(headers: list[str], conditional: str) -> str | None:
+    """Why load.headers and load.conditional cannot both be had, or None: a literal
+    condition next to the one stacklab resolves would send two."""
+    if conditional == "none":
+        return None
+    clash = [h for h in headers if parse_header(h)[0].lower() in CONDITIONAL_HEADERS]
+    return (f"load.headers already sends {clash[0].partition(':')[0]}; with load.conditional "
+            f"= {conditional!r} stacklab sends the condition itself: set one of them"
+            if clash else None)
+
+
 LOAD_KNOBS = [
     Knob("load", "keepalive", bool, True, "Reuse connections (HTTP/1.1 keep-alive); off opens "
          "a new connection per request, like ab without -k.", source="S1, S5"),
@@ -36,6 +99,15 @@ LOAD_KNOBS = [
          "full handshake every time).", source="S2"),
     Knob("load", "timeout_s", float, 10.0, "Per-request timeout in seconds.", min=0.01,
          max=600),
+    Knob("load", "headers", list, [], "Extra request headers, each 'Name: value', sent with "
+         "every request (wrk -H, ab -H); not Host, Content-Length, Transfer-Encoding or "
+         "Connection.",
+         validate=lambda v: f"at most {MAX_HEADERS} headers" if len(v) > MAX_HEADERS else None,
+         each=header_problem),
+    Knob("load", "conditional", str, "none", "Conditional GETs: each URL fetched once before "
+         "the load, its validator sent back with every request (etag: If-None-Match; "
+         "last-modified: If-Modified-Since); verified to be answered 304 without a body.",
+         choices=CONDITIONS, source="S4"),
 ]
 
 
@@ -64,6 +136,9 @@ class LoadPlan:
     varies: frozenset[str] = frozenset()  # URLs whose body length changes by design
     timeout_s: float | None = None      # the engine's limit; None: engine_timeout_s(plan)
     netns: str | None = None            # the lab's client namespace the engine runs in
+    # The condition load.conditional resolved to (verify.verify_requests): the validators
+    # are the server's, read once it runs; load.headers are sent as written.
+    headers: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -156,6 +231,8 @@ class LoadReport:
     in_flight: InFlight | None         # None: engine schema 1
     interrupted: bool                  # stopped early by a signal from outside
     exit_status: int = field(default=0, compare=False)   # one of REPORT_EXITS; not stored
+    # completed responses by status class ("2xx", "5xx", …): a 502 completes a request
+    status_classes: dict[str, int] = field(default_factory=dict)
 
     @classmethod
     def from_json(cls, doc: dict, exit_status: int = 0) -> "LoadReport":
@@ -177,7 +254,8 @@ class LoadReport:
                            resumed=tls.get("resumed") or 0) if tls.get("protocol") else None,
             slots=Slots.from_json(doc["connections"]) if doc.get("connections") else None,
             in_flight=InFlight.from_json(doc["in_flight"]) if doc.get("in_flight") else None,
-            interrupted=bool(doc.get("interrupted")), exit_status=exit_status)
+            interrupted=bool(doc.get("interrupted")), exit_status=exit_status,
+            status_classes=doc.get("status_classes") or {})
 
     @property
     def p50_us(self) -> float:
@@ -246,6 +324,13 @@ def engine_argv(plan: LoadPlan, urls_file: Path) -> list[str]:
         argv.append("--no-keepalive")
     if load["compressed"]:
         argv.append("--compressed")
+    if load.get("conditional", "none") != "none" and not plan.headers:
+        raise EngineError(f"load.conditional = {load['conditional']!r}: no validator was read "
+                          "before the load (verify.verify_requests), so no condition to send")
+    # one argv element each ("--header=…", never a shell): a value starting with '-'
+    # stays a value
+    argv += [f"--header={entry}" for entry in load.get("headers", ())]
+    argv += [f"--header={name}: {value}" for name, value in plan.headers]
     if any(url.startswith("https://") for url, _ in plan.urls):
         argv.append("--insecure")        # the lab's own self-signed certificate
         if not load["tls_resume"]:

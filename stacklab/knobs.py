@@ -25,6 +25,9 @@ class Knob:
     max: float | None = None
     source: str = ""  # the study (see shared/reference/SEEDS.md) it comes from
     validate: Callable[[Any], str | None] | None = None  # why a value is refused, or None
+    # A list knob (load.headers): why one entry is refused, or None; a refusal names the
+    # entry (ItemError), so that the error points at it, not at the whole list.
+    each: Callable[[Any], str | None] | None = None
     # Knobs of the same owner this one needs to act: name -> the value it acts with (a
     # tuple: any of those). `nginx.tcp_nopush` acts only with {"sendfile": True}.
     acts_with: Mapping[str, Any] = field(default_factory=dict, hash=False)
@@ -77,7 +80,18 @@ class Knob:
         problem = self.validate(value) if self.validate else None
         if problem:
             raise ValueError(f"{self.key}: {problem}")
+        for index, item in enumerate(value if self.each else ()):
+            if problem := self.each(item):
+                raise ItemError(index, item, problem)
         return value
+
+
+class ItemError(ValueError):
+    """One entry of a list knob is refused: which one (from 0), its value, and why."""
+
+    def __init__(self, index: int, item: Any, problem: str):
+        super().__init__(problem)
+        self.index, self.item = index, item
 
 
 @dataclass

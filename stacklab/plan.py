@@ -17,6 +17,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Protocol
 
+from .drive import conditional_conflict
 from .errors import SpecError
 from .knobs import KnobRegistry
 from .spec import ExperimentSpec
@@ -24,6 +25,10 @@ from .spec import ExperimentSpec
 # Knob owners that apply to every trial, whatever its stack: the load engine, the
 # network the stack and the engine meet over, the docroot's filesystem, the machine.
 LAB_OWNERS = ("load", "net", "fs", "machine")
+# Load knobs that change what is asked, not how hard: a trial's label says them (an axis
+# of them would otherwise give trials the same label). Set to "none" they are not said,
+# so labels of trials without them stay as they were.
+LABELLED_LOAD = ("load.conditional",)
 # Seconds a run costs beyond warm-up and load: start, readiness, verify, stop.
 RUN_OVERHEAD_S = 1.5
 
@@ -50,7 +55,8 @@ class Trial:
 
     def label(self) -> str:
         parts = [self.stack, self.workload, f"c={self.concurrency}"]
-        parts += [f"{k}={v}" for k, v in self.knobs if not k.startswith("load.")]
+        parts += [f"{k}={v}" for k, v in self.knobs
+                  if not k.startswith("load.") or (k in LABELLED_LOAD and v != "none")]
         return " ".join(parts)
 
 
@@ -110,6 +116,9 @@ def expand(spec: ExperimentSpec, stacks: Mapping[str, StackInfo]) -> list[Trial]
         for key, value in knobs.items():
             if problem := fixed_conflict(stack, key, value):
                 raise SpecError(spec.path, key, value, problem)
+        conditional = knobs.get("load.conditional", "none")
+        if problem := conditional_conflict(knobs.get("load.headers", []), conditional):
+            raise SpecError(spec.path, where(spec, "load.conditional"), conditional, problem)
         trial = Trial(point["stack"], point["workload"], point["concurrency"],
                       tuple(sorted(knobs.items())), measure)
         trials.setdefault(trial.id, trial)

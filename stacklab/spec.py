@@ -13,7 +13,7 @@ from pydantic import (BaseModel, ConfigDict, Field, ValidationError, ValidationI
 
 from .errors import SpecError, plain_text
 from .gate import KEYS as GATE_KEYS, Gate, parse_limit
-from .knobs import KnobRegistry
+from .knobs import ItemError, KnobRegistry
 from .workloads import canonical
 
 AXES = ("stack", "workload", "concurrency")
@@ -247,6 +247,8 @@ def _knob(registry: KnobRegistry, file: str, where: str, component: str, name: s
                         f"(known: {known})")
     try:
         knob.check(value)
+    except ItemError as e:       # one entry of a list (load.headers): name that entry
+        raise SpecError(file, f"{where}[{e.index}]", e.item, f"{knob.key}: {e}") from None
     except ValueError as e:
         raise SpecError(file, where, value, str(e)) from None
     return knob.key

@@ -9,8 +9,11 @@ import ssl
 import zlib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from datetime import datetime
+from email.utils import parsedate_to_datetime
 from enum import StrEnum
 
+from .drive import CONDITIONAL_HEADERS, MAX_HEADER_CHARS, parse_header
 from .net import Endpoint, check_reachable
 
 
@@ -201,3 +204,154 @@ def check_expires(component: str, ep: Endpoint, path: str, want: int | None) -> 
     return Verdict(component, "expires", Status.PASS if ok else Status.FAIL,
                    seen + ("" if ok else f"; expected max-age={want}"))
 
+
+# load.conditional → the validator a 200 carries and the request field that sends it back
+VALIDATORS = {"etag": ("ETag", "If-None-Match"),
+              "last-modified": ("Last-Modified", "If-Modified-Since")}
+PROBE_MAX_BYTES = 16 << 20
+SHOWN_URLS = 3           # a verdict's detail names this many URLs, the others are counted
+
+
+@dataclass(frozen=True)
+class Exchange:
+    """One GET read to the server's close: what came back as sent, body bytes included
+    (http.client reads none after a 304, so it could not see a body sent with one)."""
+
+    status: int
+    headers: dict[str, str]   # lower-case names
+    head_bytes: int
+    body_bytes: int           # every byte after the head (framing included)
+
+    @property
+    def wire_bytes(self) -> int:
+        return self.head_bytes + self.body_bytes
+
+
+def exchange(ep: Endpoint, path: str, headers: dict[str, str], head_only: bool = False,
+             timeout_s: float = 5.0) -> Exchange:
+    """A GET with `headers` and Connection: close on a fresh connection, read to the end
+    (or, `head_only`, to the end of the head: body_bytes then counts what came with it);
+    verification only, never load."""
+    conn = connection(ep, timeout_s)
+    try:
+        conn.connect()
+        asked = {"Host": f"{ep.host}:{ep.port}", **headers, "Connection": "close"}
+        head = f"GET {path} HTTP/1.1\r\n" + "".join(f"{n}: {v}\r\n" for n, v in asked.items())
+        conn.sock.sendall((head + "\r\n").encode("ascii"))
+        data = _read_to_close(conn.sock, head_only)
+    finally:
+        conn.close()
+    raw, sep, body = data.partition(b"\r\n\r\n")
+    lines = raw.decode("latin-1").split("\r\n")
+    status = lines[0].split(" ", 2)
+    if not sep or len(status) < 2 or not status[1].isdigit():
+        raise http.client.BadStatusLine(lines[0][:100])
+    fields = dict(line.partition(":")[::2] for line in lines[1:])
+    return Exchange(int(status[1]), {k.strip().lower(): v.strip() for k, v in fields.items()},
+                    len(raw) + len(sep), len(body))
+
+
+def _read_to_close(sock, head_only: bool = False) -> bytes:
+    data = bytearray()
+    while len(data) <= PROBE_MAX_BYTES and not (head_only and b"\r\n\r\n" in data):
+        try:
+            chunk = sock.recv(65536)
+        except ssl.SSLEOFError:        # a TLS peer that closes without close_notify
+            break
+        if not chunk:
+            break
+        data += chunk
+    return bytes(data)
+
+
+@dataclass(frozen=True)
+class Requests:
+    """What the load sends beyond the engine's own fields, checked before measuring: the
+    condition load.conditional resolved to (load.headers go as written) and the verdict
+    on what the server answers to a condition."""
+
+    headers: tuple[tuple[str, str], ...] = ()
+    verdicts: tuple[Verdict, ...] = ()
+
+
+def verify_requests(front: Endpoint, paths: Iterable[str], load: dict) -> Requests:
+    """Resolve load.conditional from the server's own validators, then, when a condition
+    is sent (resolved or in load.headers), ask every URL once with the load's headers:
+    304 without a body everywhere PASSes, nowhere FAILs, somewhere WARNs."""
+    paths = list(paths)
+    asked = {"Accept-Encoding": "gzip, deflate"} if load.get("compressed") else {}
+    asked |= dict(parse_header(h) for h in load.get("headers", ()))
+    resolved: tuple[tuple[str, str], ...] = ()
+    if (mode := load.get("conditional", "none")) != "none":
+        resolved, problem = _resolve(front, paths, mode, asked)
+        if problem:
+            return Requests((), (Verdict("load", "conditional GET", Status.FAIL, problem),))
+    asked |= dict(resolved)
+    if not any(name.lower() in CONDITIONAL_HEADERS for name in asked):
+        return Requests(resolved)
+    return Requests(resolved, (check_conditional(front, paths, asked),))
+
+
+def _resolve(front: Endpoint, paths: list[str], mode: str, asked: dict[str, str]
+             ) -> tuple[tuple[tuple[str, str], ...], str | None]:
+    """The condition to send every URL: If-None-Match with each URL's ETag (a list, so that
+    each URL matches its own), or If-Modified-Since with the latest Last-Modified. One
+    engine header serves every URL; a URL without a validator shows in the check."""
+    field_name, condition = VALIDATORS[mode]
+    found, missing = {}, []
+    for path in paths:
+        got = exchange(front, path, asked, head_only=True)
+        value = got.headers.get(field_name.lower())
+        if got.status == 200 and value and (mode == "etag" or _http_date(value)):
+            found[path] = value
+        else:
+            missing.append(f"{path} answered {got.status} with "
+                           f"{f'{field_name}: {value}' if value else f'no {field_name}'}")
+    if not found:
+        more = f"; … ({len(missing)} URLs)" if len(missing) > SHOWN_URLS else ""
+        return (), (f"load.conditional = {mode!r}: nothing to send as {condition} "
+                    f"({'; '.join(missing[:SHOWN_URLS])}{more})")
+    if mode == "last-modified":
+        return ((condition, max(found.values(), key=_http_date)),), None
+    value = ", ".join(dict.fromkeys(found.values()))
+    if len(value) > MAX_HEADER_CHARS:
+        return (), (f"load.conditional = 'etag': the ETags of {len(found)} URLs make an "
+                    f"{condition} of {len(value)} characters, more than servers take in "
+                    f"one field ({MAX_HEADER_CHARS} here): a workload with fewer URLs")
+    return ((condition, value),), None
+
+
+def _http_date(text: str) -> datetime | None:
+    try:
+        return parsedate_to_datetime(text)
+    except (TypeError, ValueError):
+        return None
+
+
+def check_conditional(front: Endpoint, paths: list[str], asked: dict[str, str]) -> Verdict:
+    """Each URL asked once with the load's headers: the detail says what the URLs
+    answered (status, bytes after the head, bytes on the wire) to the condition sent,
+    those that were not 304 without a body first."""
+    sent = "; ".join(f"{n}: {v}" for n, v in asked.items()
+                     if n.lower() in CONDITIONAL_HEADERS)
+    answers = {path: exchange(front, path, asked) for path in paths}
+    hits = [p for p, a in answers.items() if a.status == 304 and not a.body_bytes]
+    data = {"sent": sent, "answers": {p: {"status": a.status, "body_bytes": a.body_bytes,
+                                          "wire_bytes": a.wire_bytes}
+                                      for p, a in answers.items()}}
+    said = sent if len(sent) <= 120 else sent[:119] + "…"
+    shown = sorted(answers, key=lambda p: p in hits)[:SHOWN_URLS]
+    seen = ", ".join(f"{p} {answers[p].status} with {answers[p].body_bytes} B of body "
+                     f"({answers[p].wire_bytes} B in all)" for p in shown)
+    if len(answers) > len(shown):
+        seen += f", … ({len(answers)} URLs)"
+    if len(hits) == len(answers):
+        return Verdict("load", "conditional GET", Status.PASS,
+                       f"304 Not Modified without a body to {said}: {seen}", data)
+    if not hits:
+        return Verdict("load", "conditional GET", Status.FAIL,
+                       f"{said} was not answered 304 without a body: {seen} (the server "
+                       "ignores the condition, or its validator is not the one sent)", data)
+    return Verdict("load", "conditional GET", Status.WARN,
+                   f"{len(hits)} of {len(answers)} URLs answered 304 without a body to "
+                   f"{said}: {seen}; the load mixes 304s and full responses", data)
