@@ -10,7 +10,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from .flags import BOUNDING, LATENCY_DISTORTING, dispersion, run_flags
+from .flags import BOUNDING, INVALIDATING, LATENCY_DISTORTING, dispersion, run_flags
 from .stats import Comparison, bootstrap_ci, compare, median, merged_percentiles
 from .store import Outcome, RunRecord, Store
 from .verify import Verdict
@@ -85,6 +85,9 @@ class TrialSummary:
     # The lab's layers under the stack where they are not the default: "net" (mode, link,
     # measured rate and RTT, sysctls), "fs" (type, options, cold cache), "machine".
     conditions: dict[str, dict] = field(default_factory=dict)
+    # A page's first and repeat view by a caching client (pageview.py), per run:
+    # first_/repeat_ requests (over the wire) and bytes (received); {} without one.
+    page_views: dict[str, Estimate] = field(default_factory=dict)
 
     @property
     def latency_distorted(self) -> bool:
@@ -175,7 +178,16 @@ def summarize(definition: dict, label: str, trial_id: str,
         verdicts=runs[-1].verdicts if runs else (), flag_details=tuple(details),
         idle_pss_mib_per_worker=per_component("idle_pss_mib_per_worker"),
         runs_invalid=invalid, tls=_tls(ok), layers=_layers(ok),
-        conditions=_conditions(ok))
+        conditions=_conditions(ok), page_views=_page_views(ok))
+
+
+def _page_views(ok: list[RunRecord]) -> dict[str, Estimate]:
+    """Requests and bytes of each view over the runs that made one without an error."""
+    views = [v for r in ok if (v := r.resources.get("_pageview")) and not v.get("error")]
+    if not views:
+        return {}
+    return {f"{view}_{what}": Estimate.of([v[view][what] for v in views])
+            for view in ("first", "repeat") for what in ("requests", "bytes")}
 
 
 def _conditions(ok: list[RunRecord]) -> dict[str, dict]:
@@ -275,14 +287,27 @@ def bound(a: TrialSummary, b: TrialSummary, limited_is_low: bool | None,
           name=None) -> Bound | None:
     """`limited_is_low`: a limited side's true value can only be higher than measured
     (True: throughput), only lower (False: latency), or either way (None: CPU, memory).
-    `name` names a trial in `why` (default: "A (its label)", "B (its label)")."""
-    why_a = [BOUNDING[f] for f in a.flagged if f in BOUNDING]
-    why_b = [BOUNDING[f] for f in b.flagged if f in BOUNDING]
+    `name` names a trial in `why` (default: "A (its label)", "B (its label)"). A side
+    flagged INVALIDATING (error responses) leaves no bound either way."""
+    return _limited(a, b, {**BOUNDING, **INVALIDATING}, limited_is_low, name)
+
+
+def invalid(a: TrialSummary, b: TrialSummary, name=None) -> Bound | None:
+    """A side flagged INVALIDATING, for a metric no limit bends (bytes per response): a
+    run of error pages weighs what error pages weigh."""
+    return _limited(a, b, INVALIDATING, None, name)
+
+
+def _limited(a: TrialSummary, b: TrialSummary, flags: dict[str, str],
+             limited_is_low: bool | None, name) -> Bound | None:
+    why_a = [flags[f] for f in a.flagged if f in flags]
+    why_b = [flags[f] for f in b.flagged if f in flags]
     if not why_a and not why_b:
         return None
     why = "; ".join(f"{name(s) if name else f'{side} ({s.label})'} {' and '.join(w)}"
                     for side, s, w in (("A", a, why_a), ("B", b, why_b)) if w)
-    if (why_a and why_b) or limited_is_low is None:
+    invalidated = any(f in INVALIDATING for f in (*a.flagged, *b.flagged))
+    if invalidated or (why_a and why_b) or limited_is_low is None:
         return Bound("?", why)
     # A's true value beyond its measured one moves B/A one way, B's the other way
     return Bound("≥" if bool(why_b) == limited_is_low else "≤", why)

@@ -13,7 +13,7 @@ REPO = Path(__file__).resolve().parent.parent
 # The Python libraries whose code computes what is stored and reported: statistics,
 # histograms, validation, rendering.
 LIBRARIES = ("numpy", "scipy", "hdrhistogram", "pydantic", "jinja2", "plotly", "rich",
-             "typer", "pymysql", "minify-html")
+             "typer", "pymysql", "minify-html", "cachecontrol", "requests")
 
 
 def host_facts() -> dict:

@@ -50,7 +50,8 @@ def print_summary(view: ExperimentView, console: Console) -> None:
     console.print("req/s: median of the repetitions with a bootstrap 95% CI (fewer than 6 "
                   "repetitions: their range, min…max relative to the median, which is no "
                   "95% interval); latency: percentiles of all runs' merged histograms; "
-                  "srv CPU: every server process", markup=False)
+                  "srv CPU: every server process and its children (each component's cgroup, "
+                  "CGI scripts included)", markup=False)
     for h in headlines(view):
         console.print(f"• {h.workload}, {h.concurrency} connections: "
                       f"{h.sentence(lambda s: series_name(s, common))}", markup=False)
@@ -60,7 +61,7 @@ def print_summary(view: ExperimentView, console: Console) -> None:
         if s.latency_distorted:
             console.print(f"⚑ {s.label}: its p50/p99 describe the clients that were served, "
                           "not the trial's latency", style="yellow", markup=False)
-        for line in [*layer_lines(s), *condition_lines(s)]:
+        for line in [*layer_lines(s), *condition_lines(s), *page_view_lines(s)]:
             console.print(line, markup=False)
         if s.tls:
             console.print(f"TLS {s.label}: {', '.join(s.tls['protocols'])} "
@@ -89,6 +90,24 @@ def layer_lines(s: TrialSummary) -> list[str]:
                 f"{replica} {share:.0%}" for replica, share in fig["spread"].items()))
         out.append(f"{layer} in {s.label}: {'; '.join(parts)}")
     return out
+
+
+def page_view_lines(s: TrialSummary) -> list[str]:
+    """A page's first and repeat view by a client with a cache (pageview.py): requests
+    over the wire and bytes received, medians of the runs."""
+    v = s.page_views
+    if not v:
+        return []
+
+    def view(name: str) -> str:
+        n = v[f"{name}_requests"].median
+        return (f"{name} view {n:g} request{'' if n == 1 else 's'}, "
+                f"{v[f'{name}_bytes'].median:,.0f} B")
+
+    views = "; ".join(view(name) for name in ("first", "repeat"))
+    runs = len(v["first_bytes"].values)
+    return [f"page views of {s.label} (a client with a cache, "
+            f"{runs} run{'' if runs == 1 else 's'}): {views}"]
 
 
 def condition_lines(s: TrialSummary) -> list[str]:

@@ -33,7 +33,9 @@ PLANS = Path(__file__).parent / "plans"
 # What a check compares: the rows of analyze.compare_trials, plus bytes per response.
 METRICS = {"rps": "req/s", "p50": "p50 ms", "p99": "p99 ms", "mbps": "MB/s",
            "bytes": "bytes/response", "cpu": "server CPU µs/req",
-           "rss": "server RSS MiB (peak)"}
+           "rss": "server RSS MiB (peak)",
+           # a page's repeat view by a caching client (pageview.py), not the load's
+           "repeat_bytes": "bytes per repeat view", "repeat_requests": "requests per repeat view"}
 QUICK_KEYS = {"concurrency", "repetitions", "duration", "warmup", "requests", "workload"}
 SELECTOR_AXES = ("stack", "workload", "concurrency")
 

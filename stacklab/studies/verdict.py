@@ -8,7 +8,7 @@ import statistics
 from dataclasses import dataclass, field, replace
 from typing import Callable, Sequence
 
-from ..analyze import Bound, ExperimentView, TrialSummary, bound, bounded_verdict
+from ..analyze import Bound, ExperimentView, TrialSummary, bound, bounded_verdict, invalid
 from ..knobs import KnobRegistry
 from ..stats import Comparison, compare
 from .plans import METRICS, Check, matches
@@ -17,7 +17,11 @@ from .plans import METRICS, Check, matches
 SAME_BAND = (1 / 1.15, 1.15)
 # metric -> (values per run, whether a limited side's true value is higher)
 HIGHER_IS_LIMITED = {"ms": None, "rps": True, "mbps": True, "p50": False, "p99": False,
-                     "bytes": None, "cpu": None, "rss": None}
+                     "bytes": None, "cpu": None, "rss": None,
+                     "repeat_bytes": None, "repeat_requests": None}
+# What a response or a page view weighs does not depend on how fast it was fetched: a
+# limited side leaves such a verdict standing.
+SIZE_METRICS = {"bytes", "repeat_bytes", "repeat_requests"}
 
 
 def metric_values(s: TrialSummary, metric: str) -> list[float]:
@@ -35,6 +39,9 @@ def metric_values(s: TrialSummary, metric: str) -> list[float]:
         return [sum(v) for v in zip(*(e.values for e in s.cpu_us_per_request.values()))]
     if metric == "rss":
         return [sum(v) for v in zip(*(e.values for e in s.rss_mib_peak.values()))]
+    if metric in ("repeat_bytes", "repeat_requests"):
+        e = s.page_views.get(metric)
+        return list(e.values) if e else []
     raise ValueError(metric)
 
 
@@ -85,8 +92,9 @@ def measure_check(check: Check, view: ExperimentView,
     ids = {s.trial_id for terms in sides.values() for _, s in terms}
     versions = {k: v for r in view.runs if r.trial_id in ids
                 for k, v in r.versions.items() if not k.startswith("stacklab")}
-    # a response's size does not depend on how fast it was fetched: no bound on bytes
-    limit = None if check.metric == "bytes" else bound(a, b, HIGHER_IS_LIMITED[check.metric])
+    # a response's size (or a page view's) does not depend on how fast it was fetched
+    limit = (invalid(a, b) if check.metric in SIZE_METRICS
+             else bound(a, b, HIGHER_IS_LIMITED[check.metric]))
     return Measured(view.name, a, b, check.metric, c, limit, dict(sorted(versions.items())))
 
 
@@ -158,7 +166,9 @@ def direction_verdict(direction: str, m: Measured) -> str:
     if c.ratio is None or c.ci is None:
         return "no verdict"
     if m.bound is not None and m.verdict.startswith("no verdict"):
-        return "no verdict (a bound)"     # a limited side pointing against the ratio
+        # a limited side pointing against the ratio, or a side that is no measurement
+        why = "not a measurement" if m.bound.relation == "?" else "a bound"
+        return f"no verdict ({why})"
     if direction == "b=a":
         low, high = c.ci
         if SAME_BAND[0] <= low and high <= SAME_BAND[1]:

@@ -131,6 +131,7 @@ def _usage(description: str, name: str, param: Param) -> str:
 
 from . import app, editor, media, pages  # noqa: E402  (they use File)
 from .static import PORTAL_BYTES, file_100k, portal_page  # noqa: E402
+from .site import SITE_PATH, portal_site  # noqa: E402
 
 
 def _one(path: str) -> tuple[tuple[str, int], ...]:
@@ -193,6 +194,10 @@ WORKLOADS: Registry = Registry({w.name: w for w in (
              file_100k, _one("/100k.bin")),
     Workload("picture", "picture.png, ~565 KB (S5's picture object)", media.picture,
              _one("/picture.png")),
+    Workload("portal-site", "portal-page with its stylesheet, two scripts and nine images "
+             "(~225 KB beside the page): the load asks for the page; the page view loads it "
+             "as a browser does, first and repeat view (S2's Expires case)", portal_site,
+             _one(SITE_PATH)),
     Workload("photos", "60 JPEG photos, 30 large + 30 small, average ~323 KB, all equally "
              "likely (S1's static test)", media.photos, media.PHOTO_URLS),
     Workload("large-files", "S1's large-file set scaled down: 4×1, 4×5, 4×10 and 1×25 MB of "
