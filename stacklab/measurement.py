@@ -29,15 +29,19 @@ REAPING_SIGNALS = {signal.SIGQUIT}
 
 
 def measure(plan: LoadPlan, running: RunningStack, knobs: dict[str, dict],
-            run_dir: Path, netns: str | None = None) -> tuple[LoadReport, dict]:
+            run_dir: Path, netns: str | None = None,
+            counters: dict[str, Callable[[], float | None]] | None = None
+            ) -> tuple[LoadReport, dict]:
     """The engine's report and the resources of the measured window (`netns`: the
-    servers' namespace, where their status pages are reached)."""
+    servers' namespace, where their status pages are reached; `counters`: the CPU-time
+    readers of the components' cgroups, by label, where they have one)."""
     # What each server counted itself over the measured window: read when the warm-up
     # ends (one engine process runs both) and after the load. They cost: read on a timer
     # thread at the boundary, not by the monitor.
     at_warm = _Later(plan.warmup_s, partial(_counters_in, netns, running))
     try:
-        with Monitor({s.label: s.proc.pgid for s in running.started}) as monitor:
+        with Monitor({s.label: s.proc.pgid for s in running.started},
+                     counters=counters) as monitor:
             began = monitor.now_s()
             at_warm.start()
             load = run_load(plan, run_dir)
@@ -108,13 +112,17 @@ def load_outcome(load: LoadReport, alive: bool) -> tuple[Outcome, str | None]:
 def _resources(monitor: Monitor, t0: float, t1: float, load: LoadReport,
                readings_cpu_s: float = 0.0) -> dict:
     """Each component's summary of the measured window, the sampler's cost, and the CPU
-    the rest of the host used meanwhile (components and the engine are the lab's)."""
+    the rest of the host used meanwhile (components — by cgroup where they have one —
+    and the engine are the lab's)."""
     out: dict = {name: trace.summary(t0, t1) for name, trace in monitor.traces.items()}
     lab_cpu = (sum(r["cpu_s"] for r in out.values()) + load.engine_cpu_measured_s
                + readings_cpu_s)
-    processes = sum(r["processes_max"] for r in out.values())
+    per_process = [r for r in out.values() if r["cpu_source"] == "processes"]
+    processes = sum(r["processes_max"] for r in per_process)
+    source = ("processes" if len(per_process) == len(out) else
+              "cgroup" if not per_process else "mixed")
     out["_monitor"] = monitor.overhead()
-    out["_host"] = monitor.host_window(t0, t1, lab_cpu, processes)
+    out["_host"] = monitor.host_window(t0, t1, lab_cpu, processes, source)
     return out
 
 

@@ -11,6 +11,13 @@ for the group (every `scan_every` samples: the dearest read), new workers are fo
 every `children_every` samples through /proc/<pid>/task/<pid>/children of the
 processes already known, which is how server masters fork them; a worker's CPU is
 cumulative (and moves to its parent when reaped), so finding it late loses none.
+
+What no reading of processes can see is a process born and gone between two samples
+whose parent never waits for it (Apache's CGI scripts): its CPU is charged to no live
+process. Where a component runs in a cgroup of its own (netlab's run group), the
+sampler also reads the group's cumulative CPU time (`counters`), which the kernel
+charges with every process that ever ran there; that is the component's CPU, and the
+per-process figures stay for what they alone give (memory per worker, process counts).
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ import threading
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Callable
 
 from .procs import group_members, proc_stat
 
@@ -39,6 +47,7 @@ class Sample:
     uss_mib: float | None
     processes: int
     threads: int
+    cgroup_cpu_s: float | None = None   # the component's cgroup, cumulative (None: no group)
 
 
 @dataclass
@@ -56,16 +65,32 @@ class ComponentTrace:
         b = min(self.samples, key=lambda s: abs(s.t_s - t1))
         return max(0.0, b.cpu_user_s - a.cpu_user_s), max(0.0, b.cpu_sys_s - a.cpu_sys_s)
 
+    def cgroup_cpu_between(self, t0: float, t1: float) -> float | None:
+        """CPU seconds the component's cgroup used between two moments (nearest samples,
+        as cpu_between and the host window take them); None without a group reading."""
+        if not self.samples:
+            return None
+        a = min(self.samples, key=lambda s: abs(s.t_s - t0))
+        b = min(self.samples, key=lambda s: abs(s.t_s - t1))
+        if a.cgroup_cpu_s is None or b.cgroup_cpu_s is None:
+            return None
+        return max(0.0, b.cgroup_cpu_s - a.cgroup_cpu_s)
+
     def summary(self, load_from_s: float, load_to_s: float) -> dict:
-        """Figures of the measured part of the load [load_from_s, load_to_s]."""
+        """Figures of the measured part of the load [load_from_s, load_to_s]. `cpu_s` is
+        the component's cgroup's CPU time where it has one (`cpu_source` "cgroup"), else
+        its processes' (user + sys, "processes"); `cpu_processes_s` is always theirs."""
         during = [s for s in self.samples if load_from_s <= s.t_s <= load_to_s] or self.samples
         user, sys = self.cpu_between(load_from_s, load_to_s)
+        group = self.cgroup_cpu_between(load_from_s, load_to_s)
         pss = [s.pss_mib for s in during if s.pss_mib is not None]
         uss = [s.uss_mib for s in during if s.uss_mib is not None]
         workers = self.per_process_pss_mib[1:] or self.per_process_pss_mib
         return {
             "cpu_user_s": round(user, 4), "cpu_sys_s": round(sys, 4),
-            "cpu_s": round(user + sys, 4),
+            "cpu_s": round(user + sys if group is None else group, 4),
+            "cpu_source": "processes" if group is None else "cgroup",
+            "cpu_processes_s": round(user + sys, 4),
             "rss_mib_peak": _r(max((s.rss_mib for s in during), default=None)),
             "rss_mib_mean": _r(statistics.fmean(s.rss_mib for s in during) if during else None),
             "pss_mib_peak": _r(max(pss, default=None)),
@@ -143,22 +168,26 @@ class HostSample:
     total_s: float      # every state, all cores
     self_s: float       # this process (the orchestrator and the sampler)
     forks: int = 0      # processes created since boot (/proc/stat "processes")
+    irq_s: float = 0.0  # in interrupts (irq, softirq): not in busy_s
 
 
-def host_cpu() -> tuple[float, float, float, int]:
-    """(busy, steal, total) CPU seconds since boot, summed over cores, and the processes
-    created since boot."""
+def host_cpu() -> tuple[float, float, float, int, float]:
+    """(busy, steal, total) CPU seconds since boot, summed over cores, the processes
+    created since boot, and the seconds in interrupts."""
     with open("/proc/stat", "rb") as f:
         text = f.read()
     fields = [int(x) for x in text.split(b"\n", 1)[0].split()[1:]]
     at = text.find(b"\nprocesses ")
     forks = int(text[at + 11:text.index(b"\n", at + 1)]) if at >= 0 else 0
     user, nice, system, idle, iowait, irq, softirq, steal = (fields + [0] * 8)[:8]
-    # Interrupt time is left out of busy: no process is charged with it, so the lab's own
-    # loopback traffic (softirq) would count as "outside the lab". Guest time is in user.
+    # Interrupt time is left out of busy: much of it runs while no lab process does (the
+    # lab's loopback traffic as softirq on an idle CPU), so it would count as "outside the
+    # lab". Without IRQ_TIME_ACCOUNTING the share handled while a task ran is also in that
+    # task's time (and its cgroup's): "outside" can be low by up to irq_cores then.
+    # Guest time is in user.
     busy = user + nice + system
     total = busy + irq + softirq + idle + iowait + steal
-    return busy / TICKS, steal / TICKS, total / TICKS, forks
+    return busy / TICKS, steal / TICKS, total / TICKS, forks, (irq + softirq) / TICKS
 
 
 def host_available_mib() -> float | None:
@@ -172,11 +201,14 @@ def host_available_mib() -> float | None:
 
 
 class Monitor:
-    """Samples process groups {component: pgid} from __enter__ until __exit__."""
+    """Samples process groups {component: pgid} from __enter__ until __exit__, and the
+    cumulative CPU seconds of the components that have a cgroup ({component: reader})."""
 
     def __init__(self, groups: dict[str, int], interval_s: float = 0.1,
-                 pss_every: int = 20, scan_every: int = 50, children_every: int = 3):
+                 pss_every: int = 20, scan_every: int = 50, children_every: int = 3,
+                 counters: dict[str, Callable[[], float | None]] | None = None):
         self.groups = groups
+        self.counters = counters or {}
         self.interval_s, self.pss_every, self.scan_every = interval_s, pss_every, scan_every
         self.children_every = children_every
         self.traces = {name: ComponentTrace(name) for name in groups}
@@ -186,6 +218,7 @@ class Monitor:
         self.elapsed_s = 0.0
         self._members: dict[str, list[int]] = {name: [] for name in groups}
         self._base: dict[str, tuple[float, float]] = {}
+        self._cgroup_base: dict[str, float] = {}
         self._count = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True)
@@ -253,24 +286,38 @@ class Monitor:
                     trace.idle_pss_mib = trace.per_process_pss_mib
             trace.samples.append(Sample(round(t, 3), round(user - base[0], 4),
                                         round(sys - base[1], 4), round(rss, 2),
-                                        _r(pss_total), _r(uss_total), len(live), threads))
+                                        _r(pss_total), _r(uss_total), len(live), threads,
+                                        self._cgroup_cpu(name)))
         own = os.times()
-        busy, steal, total, forks = host_cpu()
+        busy, steal, total, forks, irq = host_cpu()
         self.host.append(HostSample(round(t, 3), busy, steal, total, own.user + own.system,
-                                    forks))
+                                    forks, irq))
         mem = host_available_mib() if pss else None
         if mem is not None:
             self.host_mib.append(mem)
 
-    def host_window(self, t0: float, t1: float, lab_cpu_s: float, processes: int = 0) -> dict:
+    def _cgroup_cpu(self, name: str) -> float | None:
+        """The component's cgroup CPU seconds since the first sample (None: no group, or
+        its reading failed)."""
+        read = self.counters.get(name)
+        value = read() if read else None
+        if value is None:
+            return None
+        return round(value - self._cgroup_base.setdefault(name, value), 6)
+
+    def host_window(self, t0: float, t1: float, lab_cpu_s: float, processes: int = 0,
+                    lab_source: str = "processes") -> dict:
         """CPU used on the host between two moments by everything outside the lab:
         all cores' busy time minus the components' (`lab_cpu_s`, which also holds the
-        load engine's) and this process's own. A process's CPU is read in whole clock
-        ticks, floored: over `processes` readings the lab's sum is off by a random
-        amount whose standard deviation is sqrt(processes / 6) ticks (the difference of
-        two uniform roundings), so `tolerance_cores` (three of them) says how much of
-        "outside" can be the lab's own uncounted time — 0.1 of a core for 256 prefork
-        children over 2 s (a quiet host showed 0.01–0.10 there)."""
+        load engine's; `lab_source` says whether the components' came from their
+        cgroups, their processes, or both: "cgroup", "processes", "mixed") and this
+        process's own. A process's CPU is read in whole clock ticks, floored: over
+        `processes` readings (those of components counted per process) the lab's sum is
+        off by a random amount whose standard deviation is sqrt(processes / 6) ticks (the
+        difference of two uniform roundings), so `tolerance_cores` (three of them) says
+        how much of "outside" can be the lab's own uncounted time — 0.1 of a core for 256
+        prefork children over 2 s (a quiet host showed 0.01–0.10 there). A cgroup's time
+        is the scheduler's, in nanoseconds: nothing to round."""
         if len(self.host) < 2:
             return {}
         a = min(self.host, key=lambda h: abs(h.t_s - t0))
@@ -283,6 +330,11 @@ class Monitor:
         tolerance = 3 * math.sqrt(processes / 6) / TICKS / window
         return {"window_s": round(window, 3),
                 "busy_cores": round((b.busy_s - a.busy_s) / window, 3),
+                "lab_cores": round(lab_cpu_s / window, 3),
+                # without IRQ_TIME_ACCOUNTING a task's (and so a cgroup's) time holds the
+                # interrupts handled while it ran, which /proc/stat counts here instead
+                "irq_cores": round((b.irq_s - a.irq_s) / window, 3),
+                "lab_cpu_source": lab_source,
                 "outside_cores": round(max(0.0, outside) / window, 3),
                 # a process born and gone between two samples (a CGI script) is charged to
                 # nobody when its parent does not wait for it: many forks a second make

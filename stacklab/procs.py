@@ -13,7 +13,7 @@ import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Protocol, runtime_checkable
 
 from .placement import pin
 
@@ -35,13 +35,25 @@ class Proc:
         return self.popen.poll() is None
 
 
+@runtime_checkable
+class PerComponent(Protocol):
+    """A `join` that gives each component a cgroup of its own (netlab's run cgroup, which
+    counts each component's CPU there): `preexec_for(run_dir)` makes or finds the group
+    of the component started in run_dir and returns what its process runs before exec."""
+
+    def preexec_for(self, run_dir: Path) -> Callable[[], None]: ...
+
+
 def spawn(name: str, argv: list[str], run_dir: Path, log_path: Path,
           user: str | None = None, env: dict[str, str] | None = None,
           nofile: int | None = None, cpus: str = "",
           join: Callable[[], None] | None = None) -> Proc:
     """Start argv (never through a shell) in a new session; stdout/stderr go to log_path.
     `nofile` sets the open-files limit of the new process, `cpus` the CPUs it may use,
-    `join` puts it into a cgroup first (a machine profile's)."""
+    `join` puts it into a cgroup first (the run's: a machine profile's, and the component's
+    own, which counts the CPU of every process it starts, short-lived ones too)."""
+    if isinstance(join, PerComponent):
+        join = join.preexec_for(run_dir)
     log = open(log_path, "ab")
     preexec = _in_child(join, _nofile_limit(nofile) if nofile else None, pin(cpus))
     # Marks the process as this run's, for cleanup_leftovers after a crash.

@@ -34,9 +34,11 @@ from .measurement import load_outcome, measure
 from .netlab.cgroups import CgroupError
 from .netlab.fs import FilesystemUnavailable, MountError
 from .netlab.net import NetlabError
+from .netlab.thread import in_netns
 from .netlab.run import (Network, cool, filesystem, fs_verdicts, machine,
                          machine_verdicts, network)
 from .plan import Plan, PlannedRun, Trial, effective_knobs
+from .stacks.php.install import handler_versions
 from .spec import ExperimentSpec
 from .stack import RunningStack, Site, lifecycle
 from .stacks import COMPONENTS, STACKS
@@ -44,7 +46,7 @@ from .stacks.base import RunningComponent
 from .stacks.tls import make_certificate
 from .store import Outcome, RunRecord, Store
 from .systune import CpuAwake
-from .verify import Status, Verdict
+from .verify import Requests, Status, Verdict, verify_requests
 from .workloads import Deployed, deploy
 
 # A run needs room in the lab directory for its servers' logs: on a full filesystem they
@@ -108,7 +110,7 @@ def _run_all(env: Environment, spec: ExperimentSpec, plan: Plan, registry: KnobR
     try:
         with lab.session_scope(env.lab_root) as session:
             ctx = RunContext(exp_id, spec, registry, store, session, results_dir,
-                             _versions(plan), make_certificate(session.dir), system,
+                             _versions(plan, registry), make_certificate(session.dir), system,
                              env.clock)
             progress.begin(len(plan.runs), len(plan.runs) - len(todo))
             try:
@@ -208,8 +210,11 @@ def _experiment_for(spec: ExperimentSpec, plan: Plan, store: Store, resume: bool
                                 __version__, git_commit(), clock())
 
 
-def _versions(plan: Plan) -> dict[str, str]:
+def _versions(plan: Plan, registry: KnobRegistry) -> dict[str, str]:
     versions = {name: COMPONENTS[name].version() for name in plan.components(STACKS)}
+    handlers = {effective_knobs(registry, STACKS[t.stack], t).get("apache", {}).get(
+        "php_handler") for t in plan.trials}
+    versions |= handler_versions(handlers - {None})
     versions["stacklab-load"] = engine_version()
     versions["stacklab"] = __version__
     return versions
@@ -238,12 +243,18 @@ def execute_run(ctx: RunContext, run: PlannedRun) -> RunRecord:
               filesystem(knobs["fs"], _deployed(ctx, trial.workload), layer_id, state)
               as (deployed, mount),
               lifecycle(running, knobs, deployed, run_dir, ctx.tls, ctx.session.cache(),
-                        site=Site(net.host, group and group.preexec())) as verdicts):
+                        site=Site(net.host, group.join())) as verdicts):
             verdicts = _layers_verified(running, verdicts, net, mount, group)
+            verdicts, requests = _requests_verified(running, verdicts, deployed, knobs["load"])
             cooled = cool(mount, knobs["fs"]["cold_cache"])
-            load, resources = _measure(ctx, trial, knobs, deployed, running, run_dir, net)
+            counters = group.counters(running.started)
+            load, resources = _measure(ctx, trial, knobs, deployed, running, run_dir, net,
+                                       requests.headers, counters)
+            resources["_accounting"] = group.record(sorted(counters))
+            if views := _page_views(running, deployed, net):
+                resources["_pageview"] = views
             resources["_fs"] = {**knobs["fs"], "mounted": bool(mount), **cooled}
-            if group:
+            if group.limited:
                 resources["_machine"] = {**knobs["machine"], **group.usage()}
             flags = tuple(flag_names(load, resources))
             outcome, reason = load_outcome(load, running.alive())
@@ -296,17 +307,45 @@ def _layers_verified(running: RunningStack, verdicts: tuple[Verdict, ...], net: 
     return verdicts
 
 
+def _requests_verified(running: RunningStack, verdicts: tuple[Verdict, ...],
+                       deployed: Deployed, load: dict) -> tuple[tuple[Verdict, ...], Requests]:
+    """What the load asks beyond a plain GET (load.conditional's validators read from the
+    server, load.headers), checked over the wire before anything is measured: a FAIL is
+    an invalid run, as the stack's own are."""
+    requests = verify_requests(running.front.endpoint, (p for p, _ in deployed.urls), load)
+    verdicts = (*verdicts, *requests.verdicts)
+    if failed := [v for v in requests.verdicts if v.status is Status.FAIL]:
+        raise VerificationFailed(running.stack.name, verdicts,
+                                 "; ".join(f"{v.check}: {v.detail}" for v in failed))
+    return verdicts, requests
+
+
 def _measure(ctx: RunContext, trial: Trial, knobs: dict[str, dict], deployed: Deployed,
-             running: RunningStack, run_dir: Path, net: Network) -> tuple[LoadReport, dict]:
+             running: RunningStack, run_dir: Path, net: Network,
+             headers: tuple[tuple[str, str], ...] = (),
+             counters: dict | None = None) -> tuple[LoadReport, dict]:
     """A run's measurement, inside the lifecycle, with the system settings, the network
-    it ran over and the other labs seen meanwhile."""
+    it ran over and the other labs seen meanwhile (`counters`: the CPU-time readers of
+    the components' cgroups)."""
     plan = replace(_load_plan(ctx.spec, trial, knobs["load"], deployed, running.front),
-                   netns=net.client_ns)
-    load, resources = measure(plan, running, knobs, run_dir, net.server_ns)
+                   netns=net.client_ns, headers=headers)
+    load, resources = measure(plan, running, knobs, run_dir, net.server_ns, counters)
     resources["_net"] = net.record()
     others = {o["dir"]: o for o in ctx.other_labs + lab.other_labs(ctx.session)}
     resources["_system"] = {**ctx.system, "other_labs": list(others.values())}
     return load, resources
+
+
+def _page_views(running: RunningStack, deployed: Deployed, net: Network) -> dict | None:
+    """A page's first and repeat view by a caching client (pageview.py), from where the
+    engine runs, after the measured window: what Expires or max-age spare a returning
+    visitor, which the engine (no cache) cannot see. None: the workload has no page with
+    subresources. requests is imported here, where it is needed, not at every start."""
+    from .pageview import page_of, page_views
+    if not (page := page_of(deployed.urls, deployed.docroot)):
+        return None
+    with in_netns(net.client_ns):
+        return page_views(running.front.endpoint.base_url, page).record()
 
 
 def _deployed(ctx: RunContext, workload: str) -> Deployed:

@@ -10,6 +10,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -163,10 +164,19 @@ def lab_mounts() -> list[str]:
         return [line for line in f if "/docroot-" in line and "stacklab" in line]
 
 
-def lab_cgroups() -> list[str]:
-    from pathlib import Path
+def lab_cgroups(tokens: set[str] | None = None) -> list[str]:
+    """The lab's cgroups (every run makes one now, to count its components' CPU), those of
+    the sessions with these tokens when given: other labs on the machine have their own."""
     return [str(p) for root in ("cpuset", "cpu", "cpuacct", "memory")
-            for p in Path("/sys/fs/cgroup", root).rglob("stacklab-*") if p.is_dir()]
+            for p in Path("/sys/fs/cgroup", root).rglob("stacklab-*") if p.is_dir()
+            and (tokens is None or any(f"/stacklab-{t}-" in str(p) for t in tokens))]
+
+
+def session_tokens(pid: int) -> set[str]:
+    """The tokens (lab.Session.layer_id) of the sessions stacklab process `pid` opened."""
+    from stacklab import lab
+    return {d.name.rsplit("-", 1)[-1]
+            for d in lab.default_root().glob(lab.name(lab.SESSION, pid=pid, token="*"))}
 
 
 def test_the_docroot_on_each_filesystem_is_verified_in_the_servers_view(tmp_path):
@@ -205,7 +215,8 @@ def test_a_machine_profile_holds_every_server_process(tmp_path):
     profile = [v for v in verdicts if v["component"] == "machine"]
     assert profile and all(v["status"] == "PASS" for v in profile), profile
     assert resources["_machine"]["cpus"] == 1 and resources["_machine"]["cpu_usage_s"] > 0
-    assert not lab_cgroups()
+    token = Path(resources["_accounting"]["group"]).name.split("-")[1]
+    assert not lab_cgroups({token})
 
 
 def test_a_killed_run_leaves_mounts_and_cgroups_that_the_next_start_removes(tmp_path):
@@ -218,16 +229,18 @@ def test_a_killed_run_leaves_mounts_and_cgroups_that_the_next_start_removes(tmp_
                              "--db", str(db)], stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
     try:
-        wait_for(lambda: lab_mounts() and lab_cgroups(), 30, "the run's mount and cgroups")
+        wait_for(lambda: lab_mounts() and lab_cgroups(session_tokens(proc.pid)), 30,
+                 "the run's mount and cgroups")
         time.sleep(1.0)
     finally:
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait()
-    assert lab_mounts() and lab_cgroups()               # left behind by the kill
+    tokens = session_tokens(proc.pid)
+    assert lab_mounts() and lab_cgroups(tokens)         # left behind by the kill
     (tmp_path / "next").mkdir()
     again, _ = run(tmp_path / "next")
     assert again.exit_code == 0, again.output
-    assert not lab_mounts() and not lab_cgroups() and not server_processes()
+    assert not lab_mounts() and not lab_cgroups(tokens) and not server_processes()
 
 
 def test_no_connection_to_a_lab_address_starts_from_the_hosts_namespace():

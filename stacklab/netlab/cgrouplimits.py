@@ -97,6 +97,17 @@ def _number(path: Path) -> int | None:
         return None
 
 
+def cpu_usage_s(directory: Path, version: int) -> float | None:
+    """A group's cumulative CPU time, its children's included, in seconds: v1 cpuacct.usage
+    (nanoseconds), v2 cpu.stat's usage_usec (in every v2 group, whatever controllers it
+    has); None when the file is not there or not a number."""
+    if version == 1:
+        ns = _number(directory / "cpuacct.usage")
+        return None if ns is None else ns / 1e9
+    usec = _flat(directory / "cpu.stat").get("usage_usec")
+    return None if usec is None else usec / 1e6
+
+
 def _usage(group: Group) -> dict:
     out = dict.fromkeys(("cpu_usage_s", "cpu_periods", "cpu_throttled_periods",
                          "cpu_throttled_s", "memory_current_bytes", "memory_peak_bytes",
@@ -105,14 +116,12 @@ def _usage(group: Group) -> dict:
     v2 = next((p for p in group.places if p.hierarchy.version == 2), None)
     if v2:                                       # one directory, cpu.stat always there
         stat = _flat(v2.dir / "cpu.stat")
-        if "usage_usec" in stat:
-            out["cpu_usage_s"] = stat["usage_usec"] / 1e6
+        out["cpu_usage_s"] = cpu_usage_s(v2.dir, 2)
         if "nr_periods" in stat:
             out.update(cpu_periods=stat["nr_periods"], cpu_throttled_periods=stat["nr_throttled"],
                        cpu_throttled_s=stat["throttled_usec"] / 1e6)
     if acct and acct.hierarchy.version == 1:
-        ns = _number(acct.dir / "cpuacct.usage")
-        out["cpu_usage_s"] = None if ns is None else ns / 1e9
+        out["cpu_usage_s"] = cpu_usage_s(acct.dir, 1)
     if cpu and cpu.hierarchy.version == 1 and (stat := _flat(cpu.dir / "cpu.stat")):
         out.update(cpu_periods=stat["nr_periods"], cpu_throttled_periods=stat["nr_throttled"],
                    cpu_throttled_s=stat["throttled_time"] / 1e9)

@@ -11,6 +11,14 @@ that their children are born inside; `usage()` and `verify(pid)` read back; the 
 stops its processes, then `close()` removes the directories. `cleanup_stale` removes
 what a killed stacklab left, and kills nothing.
 
+Every run also counts each component's CPU time by group, not by process: a CGI script
+born and gone between two samples of /proc is charged to no process its parent waits
+for, but the kernel charges it to its cgroup. `part(key)` makes a component's own group
+(`stacklab-<key>`) inside the group's CPU-counting directory (v1 cpuacct, or the v2
+directory), and `preexec(key)` puts a server there, and in the group's other places;
+the limits of a machine profile, set on the group, hold the parts too. Without a
+profile, `accounting_group` makes a group with no limits that only counts.
+
 Each group is made under the cgroup the creating process is in, in every hierarchy
 (with v1 cpu and cpuset at the root: /sys/fs/cgroup/cpu/stacklab-<id>), so a lab that
 itself runs under limits cannot lift them from its servers. With v2, controllers the
@@ -34,7 +42,7 @@ from typing import Callable
 from ..placement import parse_cpus
 from .cgroupfiles import (CgroupError, _forget, _procs, _read, _record, _records, _rmdir,
                           _wait_empty, _write)
-from .cgrouplimits import Setting, _enable_v2, _usage, format_cpus, settings
+from .cgrouplimits import Setting, _enable_v2, _usage, cpu_usage_s, format_cpus, settings
 from .cgroupmounts import MOUNTINFO, PROC, Hierarchy, _cgroup_mounts, detect
 
 PREFIX = "stacklab-"
@@ -100,9 +108,47 @@ class Group:
     places: list[Place]
     cpus: str = ""                       # the CPUs of its cpuset ("" = not limited)
     written: list[Setting] = field(default_factory=list)
+    parts: dict[str, Path] = field(default_factory=dict)   # a component's group, by key
 
     def place_of(self, controller: str) -> Place | None:
         return next((p for p in self.places if controller in p.controllers), None)
+
+    @property
+    def counting(self) -> Place | None:
+        """The place whose directories count CPU time: v1 cpuacct, else the v2 one."""
+        acct = self.place_of("cpuacct")
+        if acct and acct.hierarchy.version == 1:
+            return acct
+        return next((p for p in self.places if p.hierarchy.version == 2), None)
+
+    def part(self, key: str) -> Path:
+        """The group of one component, `stacklab-<key>` inside the counting directory:
+        made (recorded first) the first time it is asked for."""
+        if key in self.parts:
+            return self.parts[key]
+        place = self.counting
+        if place is None:
+            raise CgroupError(f"{self.name} has no directory that counts CPU time "
+                              "(no v1 cpuacct, no cgroup v2)")
+        name = PREFIX + _part_name(key)
+        if any(d.name == name for d in self.parts.values()):
+            name += f"-{len(self.parts)}"
+        path = place.dir / name
+        _record(self.state_dir, path)
+        try:
+            _make_dir(path)
+        except OSError as e:
+            _forget(self.state_dir, {path})
+            raise CgroupError(f"cannot create cgroup {path}: {e.strerror}") from e
+        self.parts[key] = path
+        return path
+
+    def cpu_s(self, key: str | None = None) -> float | None:
+        """CPU seconds used so far by a component's group (key) or the whole group."""
+        place = self.counting
+        if place is None:
+            return None
+        return cpu_usage_s(self.parts[key] if key else place.dir, place.hierarchy.version)
 
     def add(self, pid: int) -> None:
         """Move a running process (all its threads) in; its future children follow it.
@@ -112,11 +158,14 @@ class Group:
         for place in self.places:
             _write(place.dir / "cgroup.procs", str(pid))
 
-    def preexec(self) -> Callable[[], None]:
+    def preexec(self, part: str | None = None) -> Callable[[], None]:
         """A preexec_fn for subprocess: the starting process joins the group before it
-        execs, so a server and every worker it forks run inside from the first moment.
-        Plain os calls only (it runs between fork and exec)."""
-        paths = [os.fsencode(p.dir / "cgroup.procs") for p in self.places]
+        execs, so a server and every worker it forks run inside from the first moment;
+        with `part`, that component's group (made now, in this process) in the
+        counting directory. Plain os calls only (it runs between fork and exec)."""
+        counting = self.counting if part is not None else None
+        paths = [os.fsencode((self.part(part) if p is counting else p.dir) / "cgroup.procs")
+                 for p in self.places]
 
         def join():
             pid = str(os.getpid()).encode()
@@ -130,7 +179,8 @@ class Group:
 
     def pids(self) -> dict[Path, list[int]]:
         """The processes in each of the group's directories (those that exist)."""
-        return {p.dir: _procs(p.dir) for p in self.places if p.dir.is_dir()}
+        dirs = [*self.parts.values(), *(p.dir for p in self.places)]
+        return {d: _procs(d) for d in dirs if d.is_dir()}
 
     def usage(self) -> dict:
         """CPU time, throttling and memory of the group so far; None where not measured
@@ -147,10 +197,13 @@ class Group:
             lines = (PROC / str(pid) / "cgroup").read_text().splitlines()
         except OSError:
             return False, f"pid {pid} is not running"
+        counting = self.counting
         for place in self.places:
             where = _membership(lines, place)
             wanted = place.hierarchy.own.rstrip("/") + "/" + self.name
-            if where != wanted:
+            inside = {wanted + "/" + d.name for d in self.parts.values()
+                      } if place is counting else set()
+            if where != wanted and where not in inside:
                 problems.append(f"pid {pid} is in {where or 'no cgroup'} for "
                                 f"{','.join(place.controllers)}, not {wanted}")
         for s in self.written:
@@ -169,16 +222,18 @@ class Group:
         grace_s for stopped ones to finish exiting). A directory that still holds
         processes is left, with its record, and CgroupBusyError names them: processes
         are the caller's to stop, never this module's."""
-        busy = {}
-        for place in self.places:
-            if not place.dir.is_dir():
+        busy: dict[Path, list[int]] = {}
+        for d in [*self.parts.values(), *(p.dir for p in self.places)]:   # parts first
+            if not d.is_dir():
                 continue
-            pids = _wait_empty(place.dir, grace_s)
+            pids = _wait_empty(d, grace_s) + [q for b, ps in busy.items()
+                                              if b.parent == d for q in ps]
             if pids:
-                busy[place.dir] = pids
+                busy[d] = pids
             else:
-                _rmdir(place.dir, grace_s)
-        _forget(self.state_dir, {p.dir for p in self.places} - set(busy))
+                _rmdir(d, grace_s)
+        _forget(self.state_dir, ({p.dir for p in self.places} | set(self.parts.values()))
+                - set(busy))
         if busy:
             raise CgroupBusyError(busy)
 
@@ -188,9 +243,7 @@ def create_group(run_id: str, state_dir: Path, profile: Profile,
     """Make `stacklab-<run_id>` under each controller the profile needs (and cpuacct and
     memory for accounting where present), recorded first, with its limits written.
     On any failure what was made is removed again and CgroupError names the cause."""
-    if not isinstance(run_id, str) or not RUN_ID.fullmatch(run_id):
-        raise ValueError(f"run id {run_id!r}: 1-64 letters, digits, '_' or '-', "
-                         "starting with a letter or digit")
+    _check_run_id(run_id)
     found = detect() if hierarchies is None else hierarchies
     for ctrl, what in profile.controllers().items():
         if ctrl not in found:
@@ -204,7 +257,43 @@ def create_group(run_id: str, state_dir: Path, profile: Profile,
         h = found[ctrl]
         place = places.setdefault(h, Place(h.dir_of(h.own) / name, h, ()))
         place.controllers += (ctrl,)
-    group = Group(name, Path(state_dir), profile, list(places.values()))
+    return _made(Group(name, Path(state_dir), profile, list(places.values())))
+
+
+def accounting_group(run_id: str, state_dir: Path,
+                     hierarchies: dict[str, Hierarchy] | None = None) -> Group:
+    """`stacklab-<run_id>` with no limits, in the one hierarchy that counts CPU time (v1
+    cpuacct; else cgroup v2, whose cpu.stat every group has): the home of the run's
+    components' parts. CgroupError when there is none or it cannot be made."""
+    _check_run_id(run_id)
+    found = detect() if hierarchies is None else hierarchies
+    acct = found.get("cpuacct")
+    h = acct if acct and acct.version == 1 else next(
+        (h for h in found.values() if h.version == 2), None)
+    if h is None:
+        raise CgroupError("no cgroup hierarchy counts CPU time here: neither a v1 cpuacct "
+                          "mount nor a cgroup v2 one")
+    name = PREFIX + run_id
+    ctrls = ("cpuacct",) if h is acct else ()
+    return _made(Group(name, Path(state_dir), Profile(), [Place(h.dir_of(h.own) / name, h,
+                                                                 ctrls)]))
+
+
+def _check_run_id(run_id: str) -> None:
+    if not isinstance(run_id, str) or not RUN_ID.fullmatch(run_id):
+        raise ValueError(f"run id {run_id!r}: 1-64 letters, digits, '_' or '-', "
+                         "starting with a letter or digit")
+
+
+def _part_name(key: str) -> str:
+    """A component's key as a group name: what RUN_ID allows ("apache.2" → apache_2)."""
+    name = re.sub(r"[^A-Za-z0-9_-]", "_", key)[:64]
+    return name if name[:1].isalnum() else ("p" + name)[:64]
+
+
+def _made(group: Group) -> Group:
+    """Record every directory of the group, then make them and write its limits; on any
+    failure what was made is removed again (or left recorded, for cleanup_stale)."""
     for place in group.places:
         _record(group.state_dir, place.dir)
     try:
@@ -271,12 +360,15 @@ def cleanup_stale(state_dir: Path, mountinfo: Path = MOUNTINFO) -> Stale:
     caller's process cleanup stops servers first, then calls this again)."""
     report = Stale()
     mounts = _cgroup_mounts(mountinfo)
-    for line in _records(Path(state_dir)):
+    records = _records(Path(state_dir))
+    report.refused = [r for r in records if not _is_ours(Path(r), mounts)]
+    # deepest first: a component's part before the group holding it
+    ours = [r for r in dict.fromkeys(records) if r not in report.refused]
+    for line in sorted(ours, key=lambda r: -r.count("/")):
         path = Path(line)
-        if not _is_ours(path, mounts):
-            report.refused.append(line)
-        elif path.is_dir():
-            pids = _procs(path)
+        if path.is_dir():
+            pids = _procs(path) + [p for b, ps in report.busy.items() if b.parent == path
+                                   for p in ps]
             if pids:
                 report.busy[path] = pids
                 continue

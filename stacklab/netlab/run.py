@@ -7,7 +7,9 @@ removed when it ends (also after a kill: the session's cleanup reads their recor
   measured (thread.py: the servers it forks and the sockets it opens are there), the
   engine in the client's;
 - filesystem (`fs.*`): the docroot copied onto a filesystem of its own (fs.py);
-- machine (`machine.*`): a cgroup the servers join before exec (cgroups.py).
+- machine (`machine.*`): a cgroup the servers join before exec (cgroups.py); with or
+  without a profile, each component's processes in a group of their own, whose CPU time
+  the monitor reads (CGI scripts included), where this machine lets the lab make cgroups.
 """
 
 from __future__ import annotations
@@ -17,8 +19,9 @@ import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from ..verify import Status, Verdict
 from ..workloads import Deployed
@@ -149,29 +152,92 @@ def fs_verdicts(mount: fs.Mount | None, server_pid: int) -> list[Verdict]:
     return [Verdict("fs", "filesystem", Status.PASS if ok else Status.FAIL, detail)]
 
 
+@dataclass
+class Machine:
+    """The run's cgroup: a machine profile's limits (`limited`), and in any case a group
+    per component counting its CPU time. `group` is None where this machine does not let
+    the lab make one (`why`): CPU is then counted per process, as the record says."""
+
+    group: cgroups.Group | None
+    limited: bool = False
+    why: str = ""
+
+    def join(self) -> Joiner | None:
+        """What the servers run before exec (the stack's Site.join)."""
+        return Joiner(self.group) if self.group else None
+
+    def counters(self, started) -> dict[str, Callable[[], float | None]]:
+        """Each running component's CPU-time reader (by label), for those in a group of
+        their own (keyed by run directory, as spawn made them)."""
+        if self.group is None:
+            return {}
+        return {s.label: partial(self.group.cpu_s, s.ctx.run_dir.name) for s in started
+                if s.ctx.run_dir.name in self.group.parts}
+
+    def usage(self) -> dict:
+        return self.group.usage() if self.group else {}
+
+    def record(self, counted: list[str]) -> dict:
+        """How the run's CPU was counted, for its provenance."""
+        if self.group is None or not counted:
+            return {"cpu": "processes", "why": self.why or "no component in a group"}
+        place = self.group.counting
+        return {"cpu": "cgroup", "hierarchy": f"v{place.hierarchy.version} "
+                f"{'cpuacct' if place.hierarchy.version == 1 else 'cpu.stat'}",
+                "group": str(place.dir), "components": counted}
+
+
+@dataclass(frozen=True, eq=False)
+class Joiner:
+    """Called before exec, joins the whole group; through spawn (procs.PerComponent),
+    the component's own group inside it."""
+
+    group: cgroups.Group
+
+    def __call__(self) -> None:
+        self.group.preexec()()
+
+    def preexec_for(self, run_dir: Path) -> Callable[[], None]:
+        return self.group.preexec(run_dir.name if self.group.counting else None)
+
+
 @contextmanager
-def machine(knobs: dict[str, Any], run_id: str, state_dir: Path
-            ) -> Iterator[cgroups.Group | None]:
-    """The machine profile's cgroup for the stack's processes (machine.* knobs), removed
-    when the block ends (after the stack stopped); None without limits."""
+def machine(knobs: dict[str, Any], run_id: str, state_dir: Path) -> Iterator[Machine]:
+    """The run's cgroup for the stack's processes — with the machine profile's limits
+    (machine.* knobs), else only counting — removed when the block ends (after the stack
+    stopped). A profile that cannot be made is an error; a counting group that cannot,
+    a Machine without one (CPU counted per process)."""
     profile = cgroups.Profile(knobs["cpus"] or None, knobs["cpu_quota"] or None,
                               knobs["memory_mb"] or None)
-    if not profile.controllers():
-        yield None
-        return
-    group = cgroups.create_group(run_id, state_dir, profile)
+    if profile.controllers():
+        group = cgroups.create_group(run_id, state_dir, profile)
+        found = Machine(group, True, "" if group.counting else "the profile's group has no "
+                        "directory that counts CPU time (no v1 cpuacct, no cgroup v2)")
+    else:
+        try:
+            group = cgroups.accounting_group(run_id, state_dir)
+        except (cgroups.CgroupError, OSError) as e:
+            yield Machine(None, why=f"no cgroup for counting CPU: {e}")
+            return
+        found = Machine(group)
     try:
-        yield group
+        yield found
     finally:
-        group.close()
+        try:
+            group.close()
+        except cgroups.CgroupError:
+            if found.limited:
+                raise
+            # only counting: left recorded for the session's cleanup, after its servers
+            # stop; the run's own error (a server that would not stop) is the one to show
 
 
-def machine_verdicts(group: cgroups.Group | None, pids: list[int]) -> list[Verdict]:
+def machine_verdicts(found: Machine, pids: list[int]) -> list[Verdict]:
     """Every server process is in the profile's groups, whose limits read back as set."""
-    if group is None:
+    if not found.limited:
         return []
     out = []
     for pid in pids:
-        ok, detail = group.verify(pid)
+        ok, detail = found.group.verify(pid)
         out.append(Verdict("machine", "profile", Status.PASS if ok else Status.FAIL, detail))
     return out
