@@ -24,7 +24,14 @@ in the README's "Flags" section.
   hypervisor stole more than 2% of the CPU time, during the measured window. The core
   limit is raised by what the lab's own per-process readings (whole clock ticks) can
   miss: three standard deviations of their rounding, 0.1 core for 256 processes over 2 s
-  (a quiet host showed 0.01–0.10 "outside" with 256 prefork children).
+  (a quiet host showed 0.01–0.10 "outside" with 256 prefork children). Where the
+  components' CPU comes from their cgroups, short-lived processes (CGI scripts) are in
+  it; where it comes from their processes, many forks a second are named as a possible
+  cause (the lab's own CPU charged to nobody).
+- error-responses: more than 1% of the completed requests were answered 4xx or 5xx. The
+  engine completes a request when a response arrives, whatever its status, so such a
+  run's rate counts error pages (nginx's 502 when PHP-FPM's socket refused it), not the
+  pages asked for: a comparison with it is no measurement.
 - server-child-killed: a server's child process died by a signal during the run (its
   own error log says so; the runner records those lines), not the normal reaping of idle
   children: the requests it held were lost and the server ran short of a worker.
@@ -45,6 +52,7 @@ STARVED_TAIL_TIME = 0.75      # clients' time (each waited its turn in the accep
 LITTLE_TOLERANCE = 0.25       # |mean latency / (concurrency / req/s) - 1|
 HOST_BUSY_CORE_SHARE = 0.10   # CPU outside the lab, in cores
 HOST_STEAL_SHARE = 0.02       # steal time, share of all CPU time
+ERROR_RESPONSE_SHARE = 0.01   # 4xx and 5xx, share of the completed requests
 
 # Flags after which a run's percentiles are not the trial's latency.
 LATENCY_DISTORTING = ("starved", "littles-law")
@@ -52,6 +60,9 @@ LATENCY_DISTORTING = ("starved", "littles-law")
 # held the run back (the words a comparison gives).
 BOUNDING = {"generator-bound": "was limited by the load engine",
             "host-busy": "ran while the host was busy with other work"}
+# Flags after which a ratio against the run is no measurement at all, either way.
+INVALIDATING = {"error-responses": "answered errors (4xx/5xx) to more than "
+                                   f"{ERROR_RESPONSE_SHARE:.0%} of its requests"}
 
 
 @dataclass(frozen=True)
@@ -62,7 +73,7 @@ class Flag:
 
 def run_flags(load: LoadReport, resources: dict) -> list[Flag]:
     """Every flag a finished run earns, in a fixed order."""
-    checks = (_generator_bound, _rate_not_kept, _starved, _littles_law)
+    checks = (_generator_bound, _rate_not_kept, _starved, _littles_law, _error_responses)
     flags = [f for check in checks if (f := check(load))]
     busy = host_busy(resources.get("_host") or {})
     killed = server_child_killed(resources.get("_logs") or {})
@@ -103,6 +114,17 @@ def _rate_not_kept(load: LoadReport) -> Flag | None:
     if not rate or load.rps >= RATE_KEPT_SHARE * rate:
         return None
     return Flag("rate-not-kept", f"{load.rps:,.0f} req/s completed of {rate:,.0f} asked for")
+
+
+def _error_responses(load: LoadReport) -> Flag | None:
+    errors = {c: n for c, n in load.status_classes.items() if c[0] in "45" and n}
+    share = sum(errors.values()) / load.completed if load.completed else 0.0
+    if share <= ERROR_RESPONSE_SHARE:
+        return None
+    classes = ", ".join(f"{n:,} {c}" for c, n in sorted(errors.items()))
+    return Flag("error-responses", f"{share:.1%} of {load.completed:,} completed requests "
+                f"were answered with an error ({classes}; limit {ERROR_RESPONSE_SHARE:.0%}): "
+                "the rate counts error pages, not the pages asked for")
 
 
 def _starved(load: LoadReport) -> Flag | None:
@@ -160,9 +182,10 @@ def host_busy(host: dict) -> Flag | None:
     if outside <= core_limit and (steal or 0) <= HOST_STEAL_SHARE:
         return None
     forks = host.get("forks_per_s") or 0
+    counted_by_cgroup = host.get("lab_cpu_source") == "cgroup"   # absent: stored before
     why = (f"; but {forks:,.0f} processes were created a second: short-lived ones (CGI "
            "scripts) are charged to no lab process, so this may be the lab's own CPU"
-           if forks >= FORKS_UNSEEN else "")
+           if forks >= FORKS_UNSEEN and not counted_by_cgroup else "")
     return Flag("host-busy", f"processes outside the lab used {outside:.2f} of a core "
                 f"and steal was {(steal or 0):.1%} during the measured window "
                 f"(limits {core_limit:.2f} core, {HOST_STEAL_SHARE:.0%} steal){why}")

@@ -1,8 +1,12 @@
 """Run flags as pure functions of a stored run: each threshold from both sides."""
 
+from types import SimpleNamespace
+
 import pytest
 
+from stacklab.analyze import bound, bounded_verdict, invalid
 from stacklab.flags import dispersion, flag_names, host_busy, run_flags
+from stacklab.stats import compare
 
 from fakes import fake_load, load_report
 
@@ -134,3 +138,38 @@ def test_the_monitor_counts_forks_in_the_window():
     m = Monitor({})
     m.host = [HostSample(0.0, 0.0, 0.0, 0.0, 0.0, 1000), HostSample(2.0, 1.0, 0.0, 4.0, 0.0, 1900)]
     assert m.host_window(0.0, 2.0, 1.0)["forks_per_s"] == 450.0
+
+
+def answered(statuses: dict[str, int]):
+    """load() with these status classes among its completed requests."""
+    report = load()
+    doc = dict(report.raw)
+    doc["requests"] = {**doc["requests"], "completed": sum(statuses.values())}
+    doc["status_classes"] = statuses
+    return load_report(doc)
+
+
+@pytest.mark.parametrize("statuses, flagged", [
+    ({"2xx": 30_000}, False),
+    ({"3xx": 30_000}, False),                        # conditional GETs answered 304
+    ({"2xx": 29_800, "5xx": 200}, False),            # 0.67%: within the limit
+    ({"2xx": 400, "5xx": 68_000}, True),             # nginx's 502s at S5's c=1024
+    ({"2xx": 29_000, "4xx": 1_000}, True),
+])
+def test_error_responses_are_flagged(statuses, flagged):
+    flags = {f.name: f.detail for f in run_flags(answered(statuses), {})}
+    assert ("error-responses" in flags) == flagged
+    if flagged and "5xx" in statuses:
+        assert "68,000 5xx" in flags["error-responses"]
+
+
+def test_a_side_answering_errors_gives_no_verdict_either_way():
+    """A rate of 502 pages is no bound on the rate of pages: neither ≥ nor ≤."""
+    ok = SimpleNamespace(label="apache", flagged=())
+    bad = SimpleNamespace(label="nginx", flagged=("error-responses",))
+    busy = SimpleNamespace(label="nginx", flagged=("host-busy",))
+    b = bound(ok, bad, True)
+    assert b.relation == "?" and "answered errors" in b.why
+    verdict = bounded_verdict(compare([1.0, 1.1, 0.9], [11.0, 12.0, 10.0]), b)
+    assert verdict.startswith("no verdict, not a measurement")
+    assert invalid(ok, busy) is None and invalid(ok, bad).relation == "?"
