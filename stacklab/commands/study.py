@@ -6,6 +6,7 @@ set against today's measurement and written as a study report (text and HTML).""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Callable
 
 from .. import lab
 from ..analyze import ExperimentView, load_view
@@ -51,8 +52,7 @@ def study(env: Environment, name: str, quick: bool, db: Path | None, output: Pat
     db = env.database(db)
     failed: dict[str, str] = {}
     if not report_only:
-        failed = run_steps(env, steps, db)
-        failed |= run_breakdown_steps(env, breakdowns, db)
+        failed = run_steps(env, steps, breakdowns, db)
     report = evaluate(env, findings, plan, steps, breakdowns, db, quick, failed)
     print_study(report, env.stdout)
     path = output or db.parent / f"study-{sid.lower()}{'-quick' if quick else ''}.html"
@@ -115,60 +115,54 @@ def breakdown_estimate_s(pb: PlannedBreakdown) -> float:
     return pb.plan.repetitions * len(pb.plan.passes()) * per_stack
 
 
-def run_steps(env: Environment, steps: list[PlannedStep], db: Path) -> dict[str, str]:
-    """Each step's experiment, resumed when one of its name was planned the same way;
-    a step that fails is reported and the study goes on (Ctrl-C stops it: run the
-    study again to resume)."""
+def run_steps(env: Environment, steps: list[PlannedStep],
+              breakdowns: list[PlannedBreakdown], db: Path) -> dict[str, str]:
+    """Each step's experiment, resumed when one of its name was planned the same way,
+    then each breakdown's series unless one planned the same is stored whole; a step
+    that fails is reported and the study goes on (Ctrl-C stops it: run the study again
+    to resume)."""
     components = sorted({c for ps in steps for c in ps.plan.components(STACKS)})
     check_installed(components, engine=True)
     lab.check_root(env.lab_root)
-    failed = {}
+    failed: dict[str, str] = {}
     store = Store.open(db)
     try:
         for i, ps in enumerate(steps, 1):
             name = ps.spec.experiment.name
             env.stdout.print(f"[{i}/{len(steps)}] {name}: {len(ps.plan.runs)} runs",
                              markup=False, highlight=False)
-            try:
-                run_experiment(env, ps.spec, ps.plan, REGISTRY, store, logs_dir(db),
-                               same_plan_stored(store, ps), RichProgress(env.stdout))
-            except Interrupted:
-                raise
-            except StacklabError as e:
-                failed[name] = str(e)
-                env.stderr.print(f"stacklab: {name}: {e}", markup=False, highlight=False)
-    finally:
-        store.close()
-    return failed
-
-
-def run_breakdown_steps(env: Environment, breakdowns: list[PlannedBreakdown],
-                        db: Path) -> dict[str, str]:
-    """Each breakdown's series, unless one planned the same is stored whole; a failure
-    is reported and the study goes on."""
-    failed = {}
-    store = Store.open(db)
-    try:
+            attempt(env, name, failed, lambda: run_experiment(
+                env, ps.spec, ps.plan, REGISTRY, store, logs_dir(db),
+                same_plan_stored(store, ps), RichProgress(env.stdout)))
         for i, pb in enumerate(breakdowns, 1):
             name = breakdown_name(pb)
-            if stored_series(store, pb) is not None:
-                env.stdout.print(f"[breakdown {i}/{len(breakdowns)}] {name}: stored",
-                                 markup=False, highlight=False)
-                continue
-            env.stdout.print(f"[breakdown {i}/{len(breakdowns)}] {name}: "
-                             f"{pb.plan.repetitions} fresh stack(s)", markup=False,
-                             highlight=False)
-            try:
-                with StepProgress(env.stdout, pb.plan.repetitions * len(pb.plan.passes())) as p:
-                    run_breakdowns(pb.plan, env, store, p.step)
-            except Interrupted:
-                raise
-            except StacklabError as e:
-                failed[name] = str(e)
-                env.stderr.print(f"stacklab: {name}: {e}", markup=False, highlight=False)
+            whole = stored_series(store, pb) is not None
+            env.stdout.print(f"[breakdown {i}/{len(breakdowns)}] {name}: " + (
+                "stored" if whole else f"{pb.plan.repetitions} fresh stack(s)"),
+                markup=False, highlight=False)
+            if not whole:
+                attempt(env, name, failed, lambda: run_series(env, pb, store))
     finally:
         store.close()
     return failed
+
+
+def attempt(env: Environment, name: str, failed: dict[str, str],
+            measure: Callable[[], object]) -> None:
+    """One step measured; a failure is reported and recorded in `failed`, and the study
+    goes on. Ctrl-C is not a failure: it stops the study."""
+    try:
+        measure()
+    except Interrupted:
+        raise
+    except StacklabError as e:
+        failed[name] = str(e)
+        env.stderr.print(f"stacklab: {name}: {e}", markup=False, highlight=False)
+
+
+def run_series(env: Environment, pb: PlannedBreakdown, store: Store) -> None:
+    with StepProgress(env.stdout, pb.plan.repetitions * len(pb.plan.passes())) as progress:
+        run_breakdowns(pb.plan, env, store, progress.step)
 
 
 def stored_series(store: Store, pb: PlannedBreakdown) -> list | None:
