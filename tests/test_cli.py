@@ -109,7 +109,7 @@ def test_compare_names_an_unknown_trial(db):
 
 
 def knob_experiment(path):
-    """nginx.sendfile off (the default) against on, 5 repetitions each: on is 1.5× as
+    """nginx.sendfile on (the default) against off, 5 repetitions each: off is 1.5× as
     fast, so recommend has one knob effect to report."""
     store = Store.open(path)
     trials = []
@@ -124,7 +124,7 @@ def knob_experiment(path):
                                "0.1.0", "abc123", "2026-01-01T00:00:00+00:00")
     for rep in range(1, 6):
         for tid, _, d in trials:
-            rps = (30000.0 if d["knobs"]["nginx.sendfile"] else 20000.0) * (1 + (rep - 3) / 100)
+            rps = (20000.0 if d["knobs"]["nginx.sendfile"] else 30000.0) * (1 + (rep - 3) / 100)
             store.add_run(RunRecord(
                 experiment_id=exp, trial_id=tid, repetition=rep, outcome=Outcome.OK,
                 started_at="2026-01-01T00:00:00", ended_at="2026-01-01T00:00:03",

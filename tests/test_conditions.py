@@ -203,7 +203,8 @@ def test_run_prints_the_notes_and_refuses_what_cannot_run(tmp_path):
     assert "note: nginx.tcp_nopush = True cannot act in 1 of 2 trials" in result.output
     assert "acts only with nginx.sendfile on" in result.output
     assert "static-page:600" in result.output
-    spec.write_text(spec.read_text().replace('nginx.sendfile = [true, false]\n', ''))
+    spec.write_text(spec.read_text().replace('nginx.sendfile = [true, false]\n', '')
+                    .replace('[knobs]\n', '[knobs]\nnginx.sendfile = false\n'))
     result = CliRunner().invoke(cli, ["run", str(spec), "--dry-run", "--db", str(tmp_path / "x")])
     assert result.exit_code == 2
     assert "knobs.nginx.tcp_nopush = True: inert in every trial" in result.output

@@ -183,13 +183,13 @@ def test_recommend_json_ranks_the_knob_and_names_the_best_variant(tmp_path):
     doc = document(tmp_path, "recommend", "recommend", "sendfile", "--db", db)
     [effect] = effects(view(db, "sendfile"), REGISTRY)
     [e] = doc["effects"]
-    assert (e["rank"], e["knob"], e["value"], e["default"]) == (1, "nginx.sendfile", True, False)
+    assert (e["rank"], e["knob"], e["value"], e["default"]) == (1, "nginx.sendfile", False, True)
     assert e["gain"] == effect.gain == pytest.approx(0.5)
     assert e["rps"]["ci95"] == list(effect.comparison.ci) and e["verdict"] == "+50.0%"
     assert e["meaning"] == REGISTRY.get("nginx.sendfile").meaning
     [best] = doc["best"]
-    assert (best["trial_id"], best["default_trial_id"]) == ("sf10000000016", "sf00000000016")
-    assert best["rps"] == 30000.0 and best["knobs"] == {"nginx.sendfile": True}
+    assert (best["trial_id"], best["default_trial_id"]) == ("sf00000000016", "sf10000000016")
+    assert best["rps"] == 30000.0 and best["knobs"] == {"nginx.sendfile": False}
     assert best["vs_defaults"]["ratio"] == pytest.approx(1.5)
     assert best["best_single"]["knob"] == "nginx.sendfile"
 

@@ -101,7 +101,7 @@ def test_a_knob_inert_in_some_trials_is_applied_and_noted(spec_args):
 
 
 @pytest.mark.parametrize("knobs, matrix, key, fragment", [
-    ({"nginx": {"tcp_nopush": True}}, {}, "knobs.nginx.tcp_nopush",
+    ({"nginx": {"tcp_nopush": True, "sendfile": False}}, {}, "knobs.nginx.tcp_nopush",
      "acts only with nginx.sendfile on"),
     ({"nginx": {"tls_protocols": "TLSv1.2"}}, {}, "knobs.nginx.tls_protocols",
      "acts only with nginx.tls on"),
