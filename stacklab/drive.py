@@ -13,6 +13,7 @@ from typing import Any
 
 from .errors import EngineError
 from .knobs import Knob
+from .lab import interrupts_held
 from .placement import pin
 
 ENGINE_NAME = "stacklab-load"
@@ -347,23 +348,25 @@ def run_load(plan: LoadPlan, work_dir: Path) -> LoadReport:
                                  for u, w in plan.urls))
     argv = engine_argv(plan, urls_file)
     limit = engine_timeout_s(plan)
-    with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                          stdin=subprocess.DEVNULL,
-                          preexec_fn=pin(plan.load.get("cpus", ""))) as proc:
-        try:
-            out, err = proc.communicate(timeout=limit)
-        except BaseException as e:
+    proc = None
+    try:
+        with interrupts_held():       # an interrupt lands once proc is known
+            proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                    stdin=subprocess.DEVNULL,
+                                    preexec_fn=pin(plan.load.get("cpus", "")))
+        out, err = proc.communicate(timeout=limit)     # reaped, its pipes closed
+    except BaseException as e:
+        if proc is not None:
             proc.send_signal(signal.SIGINT)
             try:
                 proc.communicate(timeout=5)
             except subprocess.TimeoutExpired:
                 proc.kill()
-            # reaped here: on a KeyboardInterrupt, Popen's own exit waits only 0.25 s
-            proc.wait()
-            if isinstance(e, subprocess.TimeoutExpired):
-                raise EngineError(f"{ENGINE_NAME} overran its {limit:g} s limit (planned "
-                                  f"{planned_s(plan):g} s) and was stopped") from None
-            raise
+                proc.communicate()                        # reaped here, not left behind
+        if isinstance(e, subprocess.TimeoutExpired):
+            raise EngineError(f"{ENGINE_NAME} overran its {limit:g} s limit (planned "
+                              f"{planned_s(plan):g} s) and was stopped") from None
+        raise
     if proc.returncode not in REPORT_EXITS:
         raise EngineError(f"{ENGINE_NAME} exited {proc.returncode}: "
                           f"{err.decode(errors='replace').strip()[-500:]}")

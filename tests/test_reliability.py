@@ -19,7 +19,7 @@ import pytest
 from typer.testing import CliRunner
 
 import stacklab.store as store_module
-from stacklab import hostinfo, measurement, runner
+from stacklab import hostinfo, lab, measurement, runner
 from stacklab.cli import cli
 from stacklab.store import Store
 
@@ -404,3 +404,21 @@ def test_any_sqlite_error_is_one_line(tmp_path):
     assert result.exit_code == 1
     assert result.output.strip().splitlines() == [
         "stacklab: error: results database: no such table: runs"]
+
+
+def test_an_interrupt_waits_for_the_end_of_interrupts_held(tmp_path):
+    """The engine's Popen runs inside interrupts_held(): a SIGTERM arriving between its
+    fork and its return lands only once the caller knows the process and can stop it
+    (one CI run left an engine behind that way)."""
+    reached = []
+    with lab.session_scope(tmp_path / "lab"):
+        with pytest.raises(KeyboardInterrupt):
+            with lab.interrupts_held():
+                os.kill(os.getpid(), signal.SIGTERM)
+                time.sleep(0.05)              # the handler runs here and only notes it
+                reached.append("the block's end")
+        with pytest.raises(KeyboardInterrupt):
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(0.05)                  # outside the block it lands at once
+            reached.append("never")
+    assert reached == ["the block's end"]
