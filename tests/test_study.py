@@ -184,6 +184,12 @@ def test_a_breakdown_without_the_part_says_so():
     assert "no network part" in measure_breakdown(net, [record(1, 0.9, 0.3)])
 
 
+def test_a_part_at_or_below_zero_gives_the_reason_not_a_ratio():
+    """The web server's part is total − db − php: noise can take it to zero or below."""
+    why = measure_breakdown(STEP, [record(1, 0.9, 0.3), record(2, 1.0, -0.02)])
+    assert isinstance(why, str) and "web server part was -0.020 ms" in why
+
+
 def test_s1_answers_its_overview_with_a_breakdown_and_validates_it():
     plan = load_plan("S1")
     assert [b.finding for b in plan.breakdowns] == ["overview-breakdown"]

@@ -135,6 +135,13 @@ def measure_breakdown(step, records: Sequence) -> Measured | str:
     for side in (a, b):
         if isinstance(side, str):
             return side
+    for name, values in ((step.a, a), (step.b, b)):
+        if min(values) <= 0:
+            # web server and network are differences of medians: noise can take them
+            # to zero or below, and a ratio of such parts means nothing
+            return (f"the {name} part was {min(values):.3f} ms in a repetition (a "
+                    f"difference of medians, within their noise): no ratio; parts per "
+                    f"repetition {', '.join(f'{v:.3f}' for v in values)} ms")
     series = records[0].id
     c = compare(a, b)
     what = f"{step.stack} {step.workload}, keep-alive {'on' if step.keepalive else 'off'}"
