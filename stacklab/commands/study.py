@@ -82,23 +82,17 @@ def covered(findings, plan: StudyPlan) -> None:
 
 def print_steps(env: Environment, steps: list[PlannedStep],
                 breakdowns: list[PlannedBreakdown]) -> None:
-    total = 0.0
-    for ps in steps:
-        est = ps.plan.estimated_s(ps.spec)
-        total += est
-        env.stdout.print(f"{ps.spec.experiment.name}: {len(ps.plan.trials)} trials, "
-                         f"{len(ps.plan.runs)} runs, ~{est / 60:.1f} min — "
-                         f"{', '.join(c.finding for c in ps.step.checks)}"
-                         + (f"\n  scaling: {ps.step.scaling}" if ps.step.scaling else ""),
+    lines = [(f"{ps.spec.experiment.name}: {len(ps.plan.trials)} trials, "
+              f"{len(ps.plan.runs)} runs", ps.plan.estimated_s(ps.spec),
+              ", ".join(c.finding for c in ps.step.checks), ps.step.scaling) for ps in steps]
+    lines += [(f"{breakdown_name(pb)}: {pb.plan.repetitions} fresh stack(s) × "
+               f"{len(pb.plan.passes())} network(s)", breakdown_estimate_s(pb),
+               pb.step.finding, pb.step.scaling) for pb in breakdowns]
+    for head, est, findings, scaling in lines:
+        env.stdout.print(f"{head}, ~{est / 60:.1f} min — {findings}"
+                         + (f"\n  scaling: {scaling}" if scaling else ""),
                          markup=False, highlight=False)
-    for pb in breakdowns:
-        est = breakdown_estimate_s(pb)
-        total += est
-        env.stdout.print(f"{breakdown_name(pb)}: {pb.plan.repetitions} fresh stack(s) × "
-                         f"{len(pb.plan.passes())} network(s), ~{est / 60:.1f} min — "
-                         f"{pb.step.finding}"
-                         + (f"\n  scaling: {pb.step.scaling}" if pb.step.scaling else ""),
-                         markup=False, highlight=False)
+    total = sum(est for _, est, _, _ in lines)
     env.stdout.print(f"{len(steps)} experiments, {len(breakdowns)} breakdowns, "
                      f"~{total / 60:.0f} min (at the planned repetitions; auto repetitions "
                      "may add rounds)", markup=False)

@@ -115,6 +115,12 @@ def combined(terms: list[tuple[int, TrialSummary]],
                    flagged=flagged, runs_ok=len(values)), values
 
 
+def measurements(step, record) -> list[dict]:
+    """A stored breakdown's measurement of each URL with the step's keep-alive mode."""
+    return [m for url in record.result["urls"] for m in url["measurements"]
+            if m["keepalive"] == step.keepalive]
+
+
 def measure_breakdown(step, records: Sequence) -> Measured | str:
     """A breakdown check in a stored series (breakdown.BreakdownRecord, one per fresh
     stack): part B's milliseconds against part A's, one value per repetition (the median
@@ -123,8 +129,7 @@ def measure_breakdown(step, records: Sequence) -> Measured | str:
         values = []
         for r in records:
             per_url = []
-            for url in r.result["urls"]:
-                [m] = [m for m in url["measurements"] if m["keepalive"] == step.keepalive]
+            for m in measurements(step, r):
                 ms = [row["ms"] for row in m["shares"] if row["component"].startswith(name)]
                 if not ms or ms[0] is None:
                     return f"the breakdown has no {name} part (network: {step.network})"
@@ -156,8 +161,7 @@ def shares_text(step, records: Sequence) -> str:
     """Every part's median milliseconds and share over the repetitions, as S1 gave them."""
     parts: dict[str, list[tuple[float, float]]] = {}
     for r in records:
-        for url in r.result["urls"]:
-            [m] = [m for m in url["measurements"] if m["keepalive"] == step.keepalive]
+        for m in measurements(step, r):
             for row in m["shares"]:
                 if row["ms"] is not None:
                     parts.setdefault(row["component"], []).append((row["ms"], row["percent"]))
