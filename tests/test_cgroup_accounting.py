@@ -281,8 +281,11 @@ def test_cgi_cpu_per_request_comes_from_the_group_and_includes_the_scripts(tmp_p
     assert per_request_us >= 1000, (per_request_us, apache)        # perl per request
     assert apache["cpu_s"] >= 3 * apache["cpu_processes_s"], apache  # scripts included
     # the group's CPU is the host's own time, not more: busy, plus the interrupts a task's
-    # time holds (no IRQ_TIME_ACCOUNTING), plus the readings' rounding
+    # time holds (no IRQ_TIME_ACCOUNTING), plus the readings' rounding. Busy is the
+    # cores' time less idle: the user and system ticks missed 2-4% of it here, and the
+    # group then read more than the host (1.55 against 1.49 cores)
     assert host["lab_cores"] <= host["busy_cores"] + host["irq_cores"] + 0.05, host
+    assert host["busy_ticks_cores"] <= host["busy_cores"] + 0.05, host
     assert not Path(acct["group"]).exists()
     assert server_processes() == []
 
