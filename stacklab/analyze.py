@@ -365,3 +365,12 @@ def rel_spread(e: Estimate) -> float | None:
     if not e.values or not e.median:
         return None
     return (max(e.values) - min(e.values)) / e.median
+
+
+def same_definition_pairs(a: ExperimentView, b: ExperimentView
+                          ) -> list[tuple[TrialSummary, TrialSummary]]:
+    """Trials of A and B with the same definition (as experiments_table pairs them)."""
+    def key(s: TrialSummary) -> tuple:
+        return s.stack, s.workload, s.concurrency, tuple(sorted(s.knobs.items()))
+    by_key = {key(s): s for s in b.summaries}
+    return [(s, by_key[key(s)]) for s in a.summaries if key(s) in by_key]

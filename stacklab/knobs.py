@@ -126,3 +126,23 @@ class KnobRegistry:
                 if why:
                     out[knob.key] = why
         return out
+
+
+def setting_differences(a: dict[str, dict[str, Any]], b: dict[str, dict[str, Any]]
+                        ) -> list[tuple[str, str, str]]:
+    """(owner.knob, value in a, value in b) for each knob whose effective value differs
+    between two owner → {knob: value}, in order; a knob one side lacks differs too (a
+    knob added may have changed what the config says), shown as "no such knob"."""
+    missing = object()
+
+    def shown(value: Any) -> str:
+        return "no such knob" if value is missing else repr(value)
+
+    found = []
+    for owner in sorted(a.keys() | b.keys()):
+        ka, kb = a.get(owner, {}), b.get(owner, {})
+        for name in sorted(ka.keys() | kb.keys()):
+            va, vb = ka.get(name, missing), kb.get(name, missing)
+            if va != vb:
+                found.append((f"{owner}.{name}", shown(va), shown(vb)))
+    return found

@@ -28,7 +28,7 @@ from .errors import (EngineError, Interrupted, LabError, NotFound, StackError, S
 from .flags import flag_names
 from .hostinfo import git_commit, host_facts
 from .keep import keep_logs, kept_dir
-from .knobs import KnobRegistry
+from .knobs import KnobRegistry, setting_differences
 from .layercheck import layer_verdicts
 from .measurement import load_outcome, measure
 from .netlab.cgroups import CgroupError
@@ -90,27 +90,67 @@ def plan_hash(plan: Plan) -> str:
 
 def run_experiment(env: Environment, spec: ExperimentSpec, plan: Plan,
                    registry: KnobRegistry, store: Store, results_dir: Path, resume: bool,
-                   progress: Progress) -> int:
+                   progress: Progress, anew_if_changed: bool = False) -> int:
     """Run every planned run not yet stored, in a lab session under env's lab root with
-    env's clock; return the experiment id."""
-    with (store.experiment_lock(spec.experiment.name),
+    env's clock; return the experiment id. A resume is refused when the stored runs ran
+    otherwise than the rest would (changed_since), or, with `anew_if_changed` (a study
+    resuming its steps by itself), becomes a new experiment, saying why."""
+    name = spec.experiment.name
+    with (store.experiment_lock(name),
           CpuAwake() if spec.experiment.keep_cpus_awake else nullcontext(CpuAwake()) as cpus):
         system = cpus.state()
+        versions = _versions(plan, registry)
         exp_id = _experiment_for(spec, plan, store, resume, system, env.clock)
-        _run_all(env, spec, plan, registry, store, results_dir, progress, exp_id, system)
+        if resume and (change := changed_since(store, exp_id, plan, registry, versions)):
+            store.set_status(exp_id, "interrupted")
+            if not anew_if_changed:
+                raise StoreError(f"--resume: experiment {name!r} (id {exp_id}): {change}, so "
+                                 "the runs still to come would not measure what the stored "
+                                 "ones did; run without --resume to start anew (the stored "
+                                 "runs stay)")
+            env.stderr.print(f"stacklab: {name}: not resumed, started anew: {change}",
+                             markup=False, highlight=False)
+            exp_id = _experiment_for(spec, plan, store, False, system, env.clock)
+        _run_all(env, spec, plan, registry, store, results_dir, progress, exp_id, system,
+                 versions)
     return exp_id
+
+
+def changed_since(store: Store, exp_id: int, plan: Plan, registry: KnobRegistry,
+                  versions: dict[str, str]) -> str | None:
+    """How the experiment's stored runs differ from the ones its plan would run now — a
+    trial's effective settings (a default changed between stacklab versions), or a
+    component's version (a package upgraded) — or None. Trial ids come from the spec,
+    so neither changes them: a resume would pool both kinds in one trial."""
+    trials = {t.id: t for t in plan.trials}
+    now: dict[str, dict] = {}
+    for run in store.runs(exp_id):
+        trial = trials.get(run.trial_id)
+        if trial is None:
+            continue
+        if trial.id not in now:     # as stored: JSON, so tuples compare as lists
+            now[trial.id] = json.loads(json.dumps(
+                effective_knobs(registry, STACKS[trial.stack], trial)))
+        if differ := setting_differences(run.knobs, now[trial.id]):
+            knob, then_was, now_is = differ[0]
+            return f"{trial.label()} ran with {knob} = {then_was}, which is {now_is} now"
+        for name, then in sorted(run.versions.items()):
+            if name in versions and versions[name] != then:
+                return (f"{name} was {then} when its runs were measured and is "
+                        f"{versions[name]} now")
+    return None
 
 
 def _run_all(env: Environment, spec: ExperimentSpec, plan: Plan, registry: KnobRegistry,
              store: Store, results_dir: Path, progress: Progress, exp_id: int,
-             system: dict) -> None:
+             system: dict, versions: dict[str, str]) -> None:
     store.replay_journal(exp_id)       # runs measured before the database refused them
     done = store.done(exp_id)
     todo = [r for r in plan.runs if (r.trial.id, r.repetition) not in done]
     try:
         with lab.session_scope(env.lab_root) as session:
             ctx = RunContext(exp_id, spec, registry, store, session, results_dir,
-                             _versions(plan, registry), make_certificate(session.dir), system,
+                             versions, make_certificate(session.dir), system,
                              env.clock)
             progress.begin(len(plan.runs), len(plan.runs) - len(todo))
             try:

@@ -143,6 +143,36 @@ def test_differences_name_each_fact_with_both_values(two_hosts):
     assert warning(base, base) is None
 
 
+def set_knob(db, component: str, knob: str, value) -> None:
+    """Every run of `component`'s trials in `db` stored with `knob` = `value`, as if the
+    default had been so when they ran."""
+    conn = sqlite3.connect(db)
+    with conn:
+        for run_id, stored in conn.execute("SELECT id, knobs_json FROM runs").fetchall():
+            knobs = json.loads(stored)
+            if component in knobs:
+                knobs[component][knob] = value
+                conn.execute("UPDATE runs SET knobs_json = ? WHERE id = ?",
+                             (json.dumps(knobs), run_id))
+    conn.close()
+
+
+def test_a_default_that_changed_between_the_two_is_a_difference(two_hosts):
+    """Trials with the same definition ran with another effective setting: nginx shipped
+    with sendfile off in the baseline's stacklab, on in the new one's."""
+    set_knob(two_hosts[0], "nginx", "sendfile", False)
+    set_knob(two_hosts[1], "nginx", "sendfile", True)
+    set_knob(two_hosts[1], "apache", "keepalive_timeout", 5)     # a knob added since
+    base, new = view(two_hosts[0], "base"), view(two_hosts[1], "new")
+    assert [str(d) for d in differences(base, new)][2:] == [
+        "apache.keepalive_timeout no such knob vs 5", "nginx.sendfile False vs True"]
+    assert warning(base, new).endswith("; apache.keepalive_timeout no such knob vs 5; "
+                                       "nginx.sendfile False vs True")
+    html = section(compare_to_baseline(new, base, same_definition_pairs(new, base), "b.db"))
+    assert "<b>nginx.sendfile</b> False vs True" in html
+    assert [str(d) for d in differences(new, new)] == []
+
+
 def test_the_section_shows_rows_and_differences(two_hosts):
     base, new = view(two_hosts[0], "base"), view(two_hosts[1], "new")
     html = section(compare_to_baseline(new, base, same_definition_pairs(new, base),

@@ -162,6 +162,69 @@ def test_interrupt_stops_every_server_and_resume_finishes_the_rest(tmp_path, sig
     assert server_processes() == []
 
 
+ONE_NGINX = """
+[experiment]
+name = "upgraded"
+repetitions = 2
+requests = 200
+warmup = "0s"
+
+[matrix]
+stack = ["nginx"]
+workload = ["static-page"]
+concurrency = [2]
+"""
+
+
+@pytest.mark.parametrize("column, path, then, named", [
+    ("knobs_json", ("nginx", "sendfile"), False, "nginx.sendfile = False, which is True now"),
+    ("versions_json", ("nginx",), "1.18.0-6.1", "nginx was 1.18.0-6.1 when its runs"),
+], ids=["a default changed", "a package upgraded"])
+def test_resume_is_refused_when_the_stored_runs_ran_otherwise(tmp_path, column, path, then,
+                                                                named):
+    """Trial ids come from the spec: a run stored before a default changed (nginx shipped
+    with sendfile off) or before an upgrade keeps its trial's id, and a resume would pool
+    it with runs measured otherwise. The resume says which setting and stores nothing."""
+    spec, db = tmp_path / "up.toml", tmp_path / "r.db"
+    spec.write_text(ONE_NGINX)
+    assert invoke("run", spec, "--db", db).exit_code == 0
+    conn = sqlite3.connect(db)
+    with conn:      # as an older stacklab or package would have stored run 1, run 2 to come
+        conn.execute("DELETE FROM runs WHERE repetition = 2")
+        conn.execute("UPDATE experiments SET status = 'interrupted'")
+        [(text,)] = conn.execute(f"SELECT {column} FROM runs")
+        doc = json.loads(text)
+        *parents, leaf = path
+        place = doc
+        for key in parents:
+            place = place[key]
+        place[leaf] = then
+        conn.execute(f"UPDATE runs SET {column} = ?", (json.dumps(doc),))
+    result = subprocess.run([sys.executable, "-m", "stacklab.cli", "run", str(spec), "--db",
+                             str(db), "--resume"], capture_output=True, text=True, cwd=tmp_path)
+    assert result.returncode == 1, result.stderr
+    [line] = result.stderr.strip().splitlines()
+    assert "--resume" in line and "'upgraded'" in line and named in line, line
+    assert "run without --resume" in line
+    assert conn.execute("SELECT COUNT(*) FROM runs").fetchone()[0] == 1
+    assert conn.execute("SELECT status FROM experiments").fetchone()[0] == "interrupted"
+    assert server_processes() == []
+    # unchanged, the same resume completes the experiment
+    with conn:
+        conn.execute("UPDATE runs SET knobs_json = ?, versions_json = ?",
+                     _as_now(tmp_path, spec))
+    assert invoke("run", spec, "--db", db, "--resume").exit_code == 0
+    assert conn.execute("SELECT COUNT(*) FROM runs").fetchone()[0] == 2
+
+
+def _as_now(tmp_path, spec) -> tuple[str, str]:
+    """The knobs and versions a fresh run of `spec` stores now."""
+    fresh = tmp_path / "fresh.db"
+    assert invoke("run", spec, "--db", fresh).exit_code == 0
+    return sqlite3.connect(fresh).execute(
+        "SELECT knobs_json, versions_json FROM runs LIMIT 1").fetchone()
+
+
 def stored_runs(db) -> int:
     try:
         return sqlite3.connect(db).execute("SELECT COUNT(*) FROM runs").fetchone()[0]

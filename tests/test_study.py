@@ -4,6 +4,9 @@ sources, today's ratio and the reasons; S3's quick study end to end on real serv
 
 from __future__ import annotations
 
+import json
+import sqlite3
+
 import pytest
 from rich.console import Console
 
@@ -266,3 +269,25 @@ def test_s3_quick_end_to_end_on_real_servers(tmp_path):
                         lab_root=lab.default_root())
     assert main(["study", "S3", "--quick", "-o", str(out)], again) == ExitStatus.OK
     assert "resuming: 12 of 12 runs already stored" in again.stdout.export_text()
+    # a step whose stored runs ran with another default is not resumed: it starts anew
+    conn = sqlite3.connect(db)
+    with conn:
+        [(exp_id,)] = conn.execute("SELECT id FROM experiments WHERE name = ?",
+                                   ("study-s3-memcache-quick",))
+        [(run_id, text)] = conn.execute("SELECT id, knobs_json FROM runs WHERE "
+                                        "experiment_id = ? ORDER BY id LIMIT 1", (exp_id,))
+        knobs = json.loads(text)
+        knobs["php-fpm"]["max_children"] = 3
+        conn.execute("UPDATE runs SET knobs_json = ? WHERE id = ?", (json.dumps(knobs), run_id))
+        conn.execute("DELETE FROM runs WHERE experiment_id = ? AND id != ?", (exp_id, run_id))
+    third = Environment(stdout=Console(record=True, width=220), stderr=Console(record=True),
+                        clock=lambda: "2026-01-01T00:00:00+00:00", db=db,
+                        lab_root=lab.default_root())
+    assert main(["study", "S3", "--quick", "-o", str(out)], third) == ExitStatus.OK
+    said = third.stderr.export_text()
+    assert "study-s3-memcache-quick: not resumed, started anew" in said
+    assert "php-fpm.max_children = 3" in said
+    rows = conn.execute("SELECT e.id, COUNT(r.id) FROM experiments e LEFT JOIN runs r ON "
+                        "r.experiment_id = e.id WHERE e.name = ? GROUP BY e.id ORDER BY e.id",
+                        ("study-s3-memcache-quick",)).fetchall()
+    assert len(rows) == 2 and rows[0] == (exp_id, 1) and rows[1][1] >= 1, rows

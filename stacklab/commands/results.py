@@ -8,7 +8,7 @@ from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Iterator, Sequence
 
-from ..analyze import ExperimentView, TrialSummary, load_view
+from ..analyze import ExperimentView, TrialSummary, load_view, same_definition_pairs
 from ..env import Environment
 from ..errors import ExitStatus, NotFound, StacklabError, UsageError
 from ..exportconfig import export_config as write_config
@@ -90,7 +90,7 @@ def report(env: Environment, experiment: str | None, db: Path | None,
 def against_baseline(env: Environment, view: ExperimentView, name: str, db: Path,
                      flag: str) -> Baseline:
     """`view` against the experiment `name` of `db` (--baseline): its rows printed, and
-    a warning on stderr when the two ran on different hosts or versions."""
+    a warning on stderr when the two ran on different hosts, versions or settings."""
     with stored(db, flag) as store:
         try:
             base = load_view(store, name)
@@ -166,15 +166,6 @@ def fail_if_thresholds(fail_if: Sequence[str], strict: bool) -> list[Threshold]:
     if strict and not limits:
         raise UsageError("--strict: judges --fail-if thresholds; give at least one")
     return limits
-
-
-def same_definition_pairs(a: ExperimentView, b: ExperimentView
-                          ) -> list[tuple[TrialSummary, TrialSummary]]:
-    """Trials of A and B with the same definition (as experiments_table pairs them)."""
-    def key(s: TrialSummary) -> tuple:
-        return s.stack, s.workload, s.concurrency, tuple(sorted(s.knobs.items()))
-    by_key = {key(s): s for s in b.summaries}
-    return [(s, by_key[key(s)]) for s in a.summaries if key(s) in by_key]
 
 
 def gate_status(env: Environment, pairs, limits: Sequence[Threshold],

@@ -127,7 +127,7 @@ def run_steps(env: Environment, steps: list[PlannedStep],
                              markup=False, highlight=False)
             attempt(env, name, failed, lambda: run_experiment(
                 env, ps.spec, ps.plan, REGISTRY, store, logs_dir(db),
-                same_plan_stored(store, ps), RichProgress(env.stdout)))
+                same_plan_stored(store, ps), RichProgress(env.stdout), anew_if_changed=True))
         for i, pb in enumerate(breakdowns, 1):
             name = breakdown_name(pb)
             whole = stored_series(store, pb) is not None

@@ -3,14 +3,16 @@ their provenance (`report --baseline`, `compare`).
 
 Plain data for the terminal table and the HTML partial (baseline.html.j2): one row per
 pair of trials with the same definition (the pairs `compare` judges, made by
-commands.results.same_definition_pairs), each with req/s and p99 as NEW/BASELINE from
+analyze.same_definition_pairs), each with req/s and p99 as NEW/BASELINE from
 analyze.compare_trials (Welch's t-test on logarithms, stats.py): nothing is computed
 here that `compare` does not compute the same way.
 
 Provenance, as pyperf checks metadata before comparing: the host facts an experiment
-stores (hostinfo.host_facts) and the component versions its runs store. A difference
-is named with both values, so that a ratio measured across two machines or two nginx
-releases is read as what it is.
+stores (hostinfo.host_facts), the component versions its runs store, and the effective
+settings of trials with the same definition (a default that changed between stacklab
+versions: the spec is the same, the config is not). A difference is named with both
+values, so that a ratio measured across two machines, two nginx releases or two
+defaults is read as what it is.
 """
 
 from __future__ import annotations
@@ -21,7 +23,9 @@ from typing import Sequence
 
 from rich.table import Table
 
-from ..analyze import ExperimentView, MetricComparison, TrialSummary, compare_trials
+from ..analyze import (ExperimentView, MetricComparison, TrialSummary, compare_trials,
+                       same_definition_pairs)
+from ..knobs import setting_differences
 from .fmt import DASH, number, p_value, ratio_ci
 
 # The host facts (hostinfo.host_facts) that change what a server can do; the host's name
@@ -54,14 +58,37 @@ def versions(view: ExperimentView) -> dict[str, str]:
 
 
 def differences(base: ExperimentView, new: ExperimentView) -> list[Difference]:
-    """The host facts both sides stored and the versions of the components both ran,
-    where they differ: host facts first (in HOST_FACTS order), then components by name.
-    A component only one side ran is no difference (another stack, not another version)."""
+    """The host facts both sides stored, the versions of the components both ran, and
+    the effective settings of trials with the same definition, where they differ: host
+    facts first (in HOST_FACTS order), then components by name, then settings. A
+    component only one side ran is no difference (another stack, not another version)."""
     found = [Difference(k, str(base.host[k]), str(new.host[k])) for k in HOST_FACTS
              if k in base.host and k in new.host and base.host[k] != new.host[k]]
     vb, vn = versions(base), versions(new)
-    return found + [Difference(c, vb[c], vn[c]) for c in sorted(set(vb) & set(vn))
-                    if vb[c] != vn[c]]
+    return (found + [Difference(c, vb[c], vn[c]) for c in sorted(set(vb) & set(vn))
+                     if vb[c] != vn[c]] + settings(base, new))
+
+
+def settings(base: ExperimentView, new: ExperimentView) -> list[Difference]:
+    """Each knob whose effective value (defaults included, as each run stored it) differs
+    between trials of the two with the same definition, once, with the first pair's
+    values, by knob."""
+    knobs_b, knobs_n = _first_knobs(base), _first_knobs(new)
+    found: dict[str, Difference] = {}
+    for b, n in same_definition_pairs(base, new):
+        if b.trial_id in knobs_b and n.trial_id in knobs_n:
+            for knob, was, now in setting_differences(knobs_b[b.trial_id],
+                                                      knobs_n[n.trial_id]):
+                found.setdefault(knob, Difference(knob, was, now))
+    return [found[k] for k in sorted(found)]
+
+
+def _first_knobs(view: ExperimentView) -> dict[str, dict]:
+    """Each trial's effective knobs, as its first stored run has them."""
+    first: dict[str, dict] = {}
+    for run in view.runs:
+        first.setdefault(run.trial_id, run.knobs)
+    return first
 
 
 def warning(base: ExperimentView, new: ExperimentView) -> str | None:
@@ -70,7 +97,8 @@ def warning(base: ExperimentView, new: ExperimentView) -> str | None:
     if not found:
         return None
     return (f"warning: {new.name} (experiment {new.id}) and {base.name} (experiment "
-            f"{base.id}) ran on different hosts or versions ({base.name} vs {new.name}): "
+            f"{base.id}) ran on different hosts, versions or settings ({base.name} vs "
+            f"{new.name}): "
             + "; ".join(map(str, found)))
 
 
