@@ -12,6 +12,7 @@ import sqlite3
 from pathlib import Path
 
 import jinja2
+import jsonschema
 import pytest
 from typer.testing import CliRunner
 
@@ -217,6 +218,15 @@ def test_compare_across_databases_warns(two_hosts):
     assert gated.exit_code == 0, gated.output            # nothing got slower
     assert invoke("compare", "new", "base", "--db", new_db, "--db-b", base_db,
                   "--fail-if", "rps<-5%").exit_code == ExitStatus.GATE
+    set_knob(new_db, "nginx", "sendfile", False)
+    doc = json.loads(invoke("compare", "base", "new", "--db", base_db, "--db-b", new_db,
+                            "--json").stdout)
+    assert doc["differences"] == [{"fact": "kernel", "a": "6.1.0-18", "b": "6.1.0-21"},
+                                  {"fact": "nginx", "a": "1.22.1", "b": "1.24.0"},
+                                  {"fact": "nginx.sendfile", "a": "no such knob",
+                                   "b": "False"}]
+    schema = Path(charts.__file__).parent / "schemas" / "compare.schema.json"
+    jsonschema.validate(doc, json.loads(schema.read_text()))
 
 
 def test_the_same_host_and_versions_give_no_warning(tmp_path, no_charts):

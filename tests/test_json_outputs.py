@@ -173,6 +173,7 @@ def test_compare_json_of_two_experiments_pairs_trials_by_definition(tmp_path, db
     assert (rps["ng0000000001"]["median_a"], rps["ng0000000001"]["median_b"]) == (
         20402.0, 30603.0)
     assert rps["ng0000000001"]["series"] == "nginx static-page"
+    assert doc["differences"] == []          # one database, one host, the same versions
 
 
 # recommend -----------------------------------------------------------------------------

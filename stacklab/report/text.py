@@ -14,6 +14,7 @@ from ..recommend import CAUTIONS, Best, Effect
 from ..stats import Comparison
 from ..store.records import verdict_doc
 from . import common_knobs, series_name
+from .baseline import differences
 from .fmt import DASH, ci_header, ci_text, change, ms, number, p_value, ratio_ci, vs
 from .headline import headlines
 
@@ -350,7 +351,9 @@ def experiments_doc(a: ExperimentView, b: ExperimentView) -> dict:
             "b": {"experiment_id": b.id, "experiment": b.name},
             "rows": [{"trial_id": sa.trial_id, "series": series_name(sa, common),
                       "concurrency": sa.concurrency, **_metric_row(m, sa, sb)}
-                     for sa, sb, compared in measured_pairs(a, b) for m in compared]}
+                     for sa, sb, compared in measured_pairs(a, b) for m in compared],
+            "differences": [{"fact": d.fact, "a": d.base, "b": d.new}
+                            for d in differences(a, b)]}
 
 
 def gate_doc(limits: list[Threshold], strict: bool, judged: list[Judgement]) -> dict | None:
