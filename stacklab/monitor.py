@@ -349,17 +349,20 @@ class Monitor:
         window = b.t_s - a.t_s
         if window <= 0:
             return {}
-        busy = _busy_s(a, b)
-        outside = busy - lab_cpu_s - (b.self_s - a.self_s)
+        # /proc/stat is read after the components, a little later in each sample: its
+        # figures are rates over the span between its own readings
+        span = b.read_s - a.read_s if b.read_s > a.read_s else window
+        busy_cores = _busy_s(a, b) / span
+        outside = busy_cores * window - lab_cpu_s - (b.self_s - a.self_s)
         total = b.total_s - a.total_s
         tolerance = 3 * math.sqrt(processes / 6) / TICKS / window
         return {"window_s": round(window, 3),
-                "busy_cores": round(busy / window, 3),
-                "busy_ticks_cores": round((b.busy_s - a.busy_s) / window, 3),
+                "busy_cores": round(busy_cores, 3),
+                "busy_ticks_cores": round((b.busy_s - a.busy_s) / span, 3),
                 "lab_cores": round(lab_cpu_s / window, 3),
                 # without IRQ_TIME_ACCOUNTING a task's (and so a cgroup's) time holds the
                 # interrupts handled while it ran, which /proc/stat counts here instead
-                "irq_cores": round((b.irq_s - a.irq_s) / window, 3),
+                "irq_cores": round((b.irq_s - a.irq_s) / span, 3),
                 "lab_cpu_source": lab_source,
                 "outside_cores": round(max(0.0, outside) / window, 3),
                 # a process born and gone between two samples (a CGI script) is charged to

@@ -107,7 +107,7 @@ def fetch_until_hit(proxy, path):
     has it whole): all the responses."""
     responses = []
     wait_for(lambda: responses.append(fetch(proxy.endpoint, path)) or is_hit(responses[-1]),
-             2, f"{path} served from the cache")
+             10, f"{path} served from the cache")
     return responses
 
 
@@ -120,7 +120,7 @@ def accesses_counted(proxy, before, requests):
         nonlocal readings
         readings += 1
         return PROXY.counters(proxy)["requests"] - before["requests"] == requests + readings
-    wait_for(exact, 2, f"Total Accesses +{requests} and the status readings")
+    wait_for(exact, 10, f"Total Accesses +{requests} and the status readings")
 
 
 def counted(proxy, before, requests):
@@ -130,7 +130,7 @@ def counted(proxy, before, requests):
         now = PROXY.counters(proxy)
         done = sum(now[n] - before[n] for n in ("cache_hits", "cache_misses")) >= requests
         return now if done else None
-    return wait_for(moved, 2, f"{requests} requests counted as hits or misses")
+    return wait_for(moved, 10, f"{requests} requests counted as hits or misses")
 
 
 @pytest.mark.parametrize("cache", ["disk", "socache"])
@@ -260,7 +260,7 @@ def test_an_https_backend_is_proxied(session, docroot):
                             proxy_knobs())
         try:
             resp = fetch(proxy.endpoint, "/index.html")
-            passed = wait_for(lambda: PROXY.counters(proxy)["backend:0"], 2,
+            passed = wait_for(lambda: PROXY.counters(proxy)["backend:0"], 10,
                               "the request counted as passed to the backend")
         finally:
             PROXY.stop(proxy)

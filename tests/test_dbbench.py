@@ -122,8 +122,10 @@ def test_dbbench_stores_every_variant_through_the_cli(tmp_path):
         for q in v["queries"].values():
             e = q["per_query_us"]
             assert len(e["values"]) == 3 and e["ci"][0] <= e["median"] <= e["ci"][1]
-    show = cached["queries"]["show"]["vs_reference"]     # cached: one statement, faster
-    assert show["ratio"] < 1 and show["ci"][0] <= show["ratio"] <= show["ci"][1]
+    # the cached variant against the defaults, with its interval (whether it is faster is
+    # timing, 3 against 3 on a shared host: the cache's hits are checked below instead)
+    show = cached["queries"]["show"]["vs_reference"]
+    assert 0 < show["ratio"] and show["ci"][0] <= show["ratio"] <= show["ci"][1]
     assert defaults["queries"]["show"]["vs_reference"] is None
     off, on = records[:2]
     assert [r.knobs["query_cache_type"] for r in records[:2]] == ["off", "on"]

@@ -15,6 +15,8 @@ import pytest
 
 from stacklab.netlab import fs, fscheck
 
+from helpers import wait_for
+
 pytestmark = [pytest.mark.integration,
               pytest.mark.skipif(os.geteuid() != 0, reason="mounting needs root")]
 
@@ -99,14 +101,24 @@ def test_tmpfs_has_its_size_and_options_and_refuses_a_cold_cache(state_dir):
     _assert_gone(mount)
 
 
+def _wait_exec(pid: int) -> None:
+    """Until unshare has made its namespace and exec'd sleep."""
+    def sleeping() -> bool:
+        try:
+            return Path(f"/proc/{pid}/comm").read_text().strip() == "sleep"
+        except OSError:
+            return False
+    wait_for(sleeping, 10, f"unshare (pid {pid}) to exec sleep")
+
+
 def test_verify_reads_the_server_view_from_its_mount_namespace(state_dir):
     """A process in a mount namespace made before the mount does not see it."""
     unshare = ["unshare", "--mount", "--propagation", "private", "sleep", "30"]
     before = subprocess.Popen(unshare)
-    time.sleep(0.3)
+    _wait_exec(before.pid)      # its namespace made private: a mount no longer reaches it
     mount = _mount(state_dir, "t-view", "tmpfs", 4, ("noatime",))
     after = subprocess.Popen(unshare)
-    time.sleep(0.3)
+    _wait_exec(after.pid)
     try:
         ok, detail = mount.verify(pid=before.pid)
         assert not ok and f"nothing is mounted at {mount.mount_point}" in detail

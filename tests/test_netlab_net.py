@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from stacklab.netlab import net, netkernel
+from stacklab.netlab.run import link_rate
 
 pytestmark = pytest.mark.integration
 
@@ -112,7 +113,9 @@ def test_a_100mbit_link_moves_about_12_mb_per_second_and_an_unlimited_one_far_mo
     with net.create_link(run_id(), tmp_path, "100mbit") as shaped, \
             net.create_link(run_id(), tmp_path) as free:
         assert shaped.server_addr != free.server_addr      # two runs, two subnets
-        shaped_rate, free_rate = shaped.measure_rate(), free.measure_rate()
+        # the fastest of up to three transfers, as a run judges its link: a busy host
+        # only ever slows one
+        (shaped_rate, _), free_rate = link_rate(shaped, "100mbit"), free.measure_rate()
         rtt = free.measure_rtt()
         qdisc = json.loads(subprocess.run(
             ["tc", "-n", shaped.client_ns, "-j", "qdisc", "show", "dev", shaped.client_dev],

@@ -125,11 +125,13 @@ def assert_legend_toggles_and_hover_shows(page, workload: str) -> None:
                         .map(t => t.visible === undefined ? true : t.visible)"""
     before = page.evaluate(visible)
     assert "legendonly" not in before
+    hidden = f"() => ({visible})().includes('legendonly')"
     page.locator(f"{figure} .legend .traces").first.click()
-    page.wait_for_timeout(300)                              # past Plotly's double-click wait
-    assert "legendonly" in page.evaluate(visible)
+    # Plotly acts on a legend click once its double-click wait (300 ms) is over: wait for
+    # the trace to hide, as long as a busy renderer needs
+    page.wait_for_function(hidden, timeout=5000)
     page.locator(f"{figure} .legend .traces").first.click()
-    page.wait_for_timeout(300)
+    page.wait_for_function(f"() => !({hidden})()", timeout=5000)
     assert page.evaluate(visible) == before
     page.locator(f"{figure} .scatterlayer .points path").first.hover(force=True)
     hover = page.locator(f"{figure} .hoverlayer .hovertext")

@@ -164,7 +164,7 @@ def test_disk_cache_serves_from_disk_and_starts_cold(session, static_backend):
             ("disk cache", Status.PASS)], verdicts
         outs = SQUID.counters(started)["swap.outs"]
         fetch(started.endpoint, "/index.html")      # a miss: then written out (aufs threads)
-        wait_for(lambda: SQUID.counters(started)["swap.outs"] > outs, 2.0,
+        wait_for(lambda: SQUID.counters(started)["swap.outs"] > outs, 10,
                  "/index.html written to the disk cache")
         resp, moved = twice(started, "/index.html")
         # read back from disk (squid counts 2 swap.ins per disk hit); from memory: 0

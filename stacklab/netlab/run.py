@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
@@ -31,6 +32,7 @@ from .thread import in_netns
 
 LOOPBACK = "127.0.0.1"
 RATE_TOLERANCE = 0.15    # a shaped link's measured rate within ±15% of what it is set to
+RATE_TRIES = 3           # transfers at most before the link's rate is judged
 
 
 @dataclass
@@ -87,13 +89,29 @@ def network(knobs: dict[str, Any], run_id: str, state_dir: Path) -> Iterator[Net
         yield Network("loopback")
         return
     with net.create_link(run_id, state_dir, knobs["link"], sysctls(knobs)) as link:
-        measured = {"rate_bytes_s": round(link.measure_rate()),
+        rate, transfers = link_rate(link, knobs["link"])
+        measured = {"rate_bytes_s": round(rate), "rate_transfers": transfers,
                     "rtt_ms": round(link.measure_rtt() * 1000, 3),
                     "sysctls": sysctls(knobs), "effective": _effective(link.server_ns)}
         found = Network("veth", link.server_addr, link, knobs["link"], measured,
                         link.counters())
         with in_netns(link.server_ns):
             yield found
+
+
+def link_rate(link: net.Link, rate: str) -> tuple[float, int]:
+    """The link's rate in bytes a second, and the transfers it took: the fastest of up to
+    RATE_TRIES, stopping at the first within RATE_TOLERANCE of the rate set (an unshaped
+    link: one). A busy host only ever slows a transfer (a peer waiting for a core), so
+    the fastest is the link's; a link faster than set stays faster however often it is
+    measured."""
+    want = None if rate == "unlimited" else net.check_rate(rate) / 8
+    best = 0.0
+    for transfers in range(1, RATE_TRIES + 1):
+        best = max(best, link.measure_rate())
+        if want is None or abs(best - want) <= RATE_TOLERANCE * want:
+            break
+    return best, transfers
 
 
 def _effective(server_ns: str) -> dict[str, dict[str, str]]:
@@ -127,21 +145,33 @@ def filesystem(knobs: dict[str, Any], deployed: Deployed, run_id: str, state_dir
         mount.close()
 
 
+COOL_TRIES = 20          # drops at most before the load, COOL_WAIT_S apart
+COOL_WAIT_S = 0.05
+
+
 def cool(mount: fs.Mount | None, cold: bool) -> dict[str, Any]:
     """Just before the load, a cold cache is cold again: starting and verifying the stack
     read some of the docroot's files, so every file's pages are dropped once more
-    (POSIX_FADV_DONTNEED: this filesystem's files only, never the host's cache). Returns
-    the share of the files' pages still cached, as measured (mincore), for the record."""
+    (POSIX_FADV_DONTNEED: this filesystem's files only, never the host's cache). A page
+    still in use is not dropped — one sendfile(2) put in a socket buffer the client has
+    not yet acknowledged (seen: 29% of the pages left once) — so the drop is repeated
+    until none is cached or COOL_TRIES have passed. Returns the share of the files'
+    pages still cached, as measured (mincore), for the record."""
     if mount is None or not cold:
         return {}
     files = [p for p in mount.mount_point.rglob("*") if p.is_file()]
-    for path in files:
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-        finally:
-            os.close(fd)
-    return {"cached_before_load": round(fs.cached_fraction(files), 4)}
+    drops = 0
+    while True:
+        drops += 1
+        for path in files:
+            fd = os.open(path, os.O_RDONLY)
+            try:
+                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+            finally:
+                os.close(fd)
+        if (cached := fs.cached_fraction(files)) == 0 or drops == COOL_TRIES:
+            return {"cached_before_load": round(cached, 4), "drops": drops}
+        time.sleep(COOL_WAIT_S)
 
 
 def fs_verdicts(mount: fs.Mount | None, server_pid: int) -> list[Verdict]:

@@ -21,8 +21,9 @@ SPREAD_ROUNDS = 20           # requests per unit of weight in the spread check
 # busy until its connection is released, which may come after the client has its answer:
 # on sequential requests it strays from the weights (22, 38, 20 for 20, 40, 20 seen).
 SPREAD_TOLERANCE = {"round_robin": 0.10, "least_conn": 0.20}
-SETTLE_S = 1.0               # longest wait for a check's requests to reach the log
-QUIET_S = 0.02               # the log is caught up when it stays the same this long
+SETTLE_S = 3.0               # longest wait for a check's requests to reach the log
+QUIET_S = 0.1                # the log is caught up when it stays the same this long
+                             # (a worker preempted between answer and log line on a busy host)
 
 Read = Callable[[], dict[str, float]]
 
