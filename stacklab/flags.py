@@ -32,6 +32,13 @@ in the README's "Flags" section.
   engine completes a request when a response arrives, whatever its status, so such a
   run's rate counts error pages (nginx's 502 when PHP-FPM's socket refused it), not the
   pages asked for: a comparison with it is no measurement.
+- memory-pressure / memory-limited: some task waited for memory (reclaim, refaults,
+  swap) during more than 1% of the measured window, by the kernel's pressure stall
+  information (/proc/pressure/memory), or the machine profile's memory group OOM-killed
+  a process. Under a machine profile's memory limit (memory-limited) that is what the
+  run measures: the stack short of memory, as S1's large files on a small machine.
+  Without one (memory-pressure) the host was short of memory, which the run did not
+  ask for: a ratio against it is a bound.
 - server-child-killed: a server's child process died by a signal during the run (its
   own error log says so; the runner records those lines), not the normal reaping of idle
   children: the requests it held were lost and the server ran short of a worker.
@@ -53,13 +60,15 @@ LITTLE_TOLERANCE = 0.25       # |mean latency / (concurrency / req/s) - 1|
 HOST_BUSY_CORE_SHARE = 0.10   # CPU outside the lab, in cores
 HOST_STEAL_SHARE = 0.02       # steal time, share of all CPU time
 ERROR_RESPONSE_SHARE = 0.01   # 4xx and 5xx, share of the completed requests
+MEMORY_STALL_SHARE = 0.01     # some task waiting for memory, share of the window (PSI)
 
 # Flags after which a run's percentiles are not the trial's latency.
 LATENCY_DISTORTING = ("starved", "littles-law")
 # Flags after which a ratio against the run is a bound, not a measurement, with what
 # held the run back (the words a comparison gives).
 BOUNDING = {"generator-bound": "was limited by the load engine",
-            "host-busy": "ran while the host was busy with other work"}
+            "host-busy": "ran while the host was busy with other work",
+            "memory-pressure": "ran while the host was short of memory"}
 # Flags after which a ratio against the run is no measurement at all, either way.
 INVALIDATING = {"error-responses": "answered errors (4xx/5xx) to more than "
                                    f"{ERROR_RESPONSE_SHARE:.0%} of its requests"}
@@ -76,8 +85,9 @@ def run_flags(load: LoadReport, resources: dict) -> list[Flag]:
     checks = (_generator_bound, _rate_not_kept, _starved, _littles_law, _error_responses)
     flags = [f for check in checks if (f := check(load))]
     busy = host_busy(resources.get("_host") or {})
+    memory = memory_pressure(resources.get("_host") or {}, resources.get("_machine") or {})
     killed = server_child_killed(resources.get("_logs") or {})
-    return flags + ([busy] if busy else []) + ([killed] if killed else [])
+    return flags + [f for f in (busy, memory, killed) if f]
 
 
 def flag_names(load: LoadReport, resources: dict) -> list[str]:
@@ -189,6 +199,25 @@ def host_busy(host: dict) -> Flag | None:
     return Flag("host-busy", f"processes outside the lab used {outside:.2f} of a core "
                 f"and steal was {(steal or 0):.1%} during the measured window "
                 f"(limits {core_limit:.2f} core, {HOST_STEAL_SHARE:.0%} steal){why}")
+
+
+def memory_pressure(host: dict, machine: dict) -> Flag | None:
+    """`host` is the monitor's "_host" summary of the measured window, `machine` the
+    machine profile's record ("_machine": its knobs and its group's usage; empty without
+    a profile)."""
+    share = host.get("memory_stall_share")
+    kills = machine.get("memory_oom_kills") or 0
+    if (share is None or share <= MEMORY_STALL_SHARE) and not kills:
+        return None
+    waited = ("some task waited for memory during "
+              f"{share:.1%} of the measured window (limit {MEMORY_STALL_SHARE:.0%})"
+              if share is not None else "no pressure reading")
+    if limit := machine.get("memory_mb"):
+        return Flag("memory-limited", f"{waited}, under the machine profile's {limit} MiB "
+                    f"limit ({kills} process(es) OOM-killed in its group): the run measures "
+                    "the stack short of memory, as the profile asks")
+    return Flag("memory-pressure", f"{waited}, with no machine profile limiting the lab's "
+                "memory: the host was short of memory (the lab's own processes or others')")
 
 
 def server_child_killed(logs: dict) -> Flag | None:

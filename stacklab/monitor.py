@@ -172,6 +172,7 @@ class HostSample:
     idle_s: float = 0.0  # idle and iowait: kept in nanoseconds by a tickless kernel
     read_s: float = 0.0  # when /proc/stat was read (the sampler's clock)
     cpus: int = 0        # cores online then
+    memory_stall_us: int | None = None  # PSI: time some task waited for memory, since boot
 
 
 def host_cpu() -> tuple[float, float, float, int, float, float, int]:
@@ -204,6 +205,19 @@ def _busy_s(a: HostSample, b: HostSample) -> float:
         return b.busy_s - a.busy_s
     away = (b.idle_s - a.idle_s) + (b.irq_s - a.irq_s) + (b.steal_s - a.steal_s)
     return max(0.0, a.cpus * (b.read_s - a.read_s) - away)
+
+
+def host_memory_stall_us() -> int | None:
+    """Microseconds since boot in which some task waited for memory — reclaim, a refault
+    of a page evicted too early, swap-in — from /proc/pressure/memory ("some ... total=");
+    None on a kernel without PSI."""
+    try:
+        with open("/proc/pressure/memory", "rb") as f:
+            some = f.readline()
+    except OSError:
+        return None
+    at = some.find(b"total=")
+    return int(some[at + 6:]) if some.startswith(b"some") and at >= 0 else None
 
 
 def host_available_mib() -> float | None:
@@ -308,7 +322,7 @@ class Monitor:
         read_s = self.now_s()
         busy, steal, total, forks, irq, idle, cpus = host_cpu()
         self.host.append(HostSample(round(t, 3), busy, steal, total, own.user + own.system,
-                                    forks, irq, idle, read_s, cpus))
+                                    forks, irq, idle, read_s, cpus, host_memory_stall_us()))
         mem = host_available_mib() if pss else None
         if mem is not None:
             self.host_mib.append(mem)
@@ -370,7 +384,12 @@ class Monitor:
                 # "outside" the lab's own CPU (flags.host_busy says so)
                 "forks_per_s": round((b.forks - a.forks) / window, 1),
                 "tolerance_cores": round(tolerance, 3),
-                "steal_share": round((b.steal_s - a.steal_s) / total, 4) if total else 0.0}
+                "steal_share": round((b.steal_s - a.steal_s) / total, 4) if total else 0.0,
+                # the share of the window in which some task waited for memory
+                "memory_stall_share": (None if a.memory_stall_us is None
+                                       or b.memory_stall_us is None else
+                                       round((b.memory_stall_us - a.memory_stall_us)
+                                             / (span * 1e6), 4))}
 
     def overhead(self) -> dict:
         """The sampler's own cost, as a fraction of one core."""

@@ -286,7 +286,8 @@ def execute_run(ctx: RunContext, run: PlannedRun) -> RunRecord:
                         site=Site(net.host, group.join())) as verdicts):
             verdicts = _layers_verified(running, verdicts, net, mount, group)
             verdicts, requests = _requests_verified(running, verdicts, deployed, knobs["load"])
-            cooled = cool(mount, knobs["fs"]["cold_cache"])
+            cooled = cool(deployed.docroot, bool(mount) and knobs["fs"]["cold_cache"],
+                          knobs["machine"]["memory_mb"] > 0)
             counters = group.counters(running.started)
             load, resources = _measure(ctx, trial, knobs, deployed, running, run_dir, net,
                                        requests.headers, counters)

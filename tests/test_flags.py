@@ -5,7 +5,8 @@ from types import SimpleNamespace
 import pytest
 
 from stacklab.analyze import bound, bounded_verdict, invalid
-from stacklab.flags import dispersion, flag_names, host_busy, run_flags
+from stacklab.flags import (BOUNDING, INVALIDATING, dispersion, flag_names, host_busy,
+                            memory_pressure, run_flags)
 from stacklab.stats import compare
 
 from fakes import fake_load, load_report
@@ -93,6 +94,42 @@ def test_littles_law(mean_us, flagged):
 def test_host_busy(host, flagged):
     assert (host_busy(host) is not None) == flagged
     assert ("host-busy" in flag_names(load(), {"_host": host})) == flagged
+
+
+@pytest.mark.parametrize("stall, machine, flagged", [
+    (None, {}, None),                                       # a kernel without PSI
+    (0.0, {}, None),
+    (0.005, {}, None),                                      # under 1% of the window
+    (0.05, {}, "memory-pressure"),                          # the host short of memory
+    (0.596, {"memory_mb": 48, "memory_oom_kills": 0}, "memory-limited"),
+    (0.0, {"memory_mb": 48, "memory_oom_kills": 0}, None),  # a profile never reached
+    (None, {"memory_mb": 48, "memory_oom_kills": 2}, "memory-limited"),
+])
+def test_memory_pressure(stall, machine, flagged):
+    """A 48 MiB profile serving 192 MiB of large files: some task waited for memory
+    59.6% of the window — what the profile asks, said as such; the same wait with no
+    limit is the host's shortage, a bound."""
+    host = {} if stall is None else {"memory_stall_share": stall}
+    flag = memory_pressure(host, machine)
+    assert (flag.name if flag else None) == flagged
+    names = flag_names(load(), {"_host": host, **({"_machine": machine} if machine else {})})
+    assert [n for n in names if n.startswith("memory")] == ([flagged] if flagged else [])
+    if flagged == "memory-limited":
+        assert "48 MiB" in flag.detail and "as the profile asks" in flag.detail
+    if flagged == "memory-pressure":
+        assert "5.0%" in flag.detail and flagged in BOUNDING
+    assert "memory-limited" not in BOUNDING and "memory-limited" not in INVALIDATING
+
+
+def test_host_window_memory_stall_is_a_share_of_the_window():
+    from stacklab.monitor import HostSample, Monitor
+    m = Monitor({})
+    m.host = [HostSample(0.0, 0.0, 0.0, 0.0, 0.0, read_s=0.01, cpus=2, memory_stall_us=5_000),
+              HostSample(2.0, 3.0, 0.0, 4.0, 0.0, read_s=2.01, cpus=2,
+                         memory_stall_us=1_205_000)]
+    assert m.host_window(0.0, 2.0, 2.9)["memory_stall_share"] == 0.6
+    m.host[0] = HostSample(0.0, 0.0, 0.0, 0.0, 0.0, read_s=0.01, cpus=2)
+    assert m.host_window(0.0, 2.0, 2.9)["memory_stall_share"] is None
 
 
 def test_repetitions_far_apart_are_flagged():

@@ -44,9 +44,10 @@ def lab_namespaces() -> set[str]:
     return {ns for ns in net.namespaces() if ns.startswith("stacklab-")}
 
 
-def run(tmp_path, knobs="", axis="", duration="1s"):
+def run(tmp_path, knobs="", axis="", duration="1s", workload="file-100k"):
     spec, db = tmp_path / "net.toml", tmp_path / "r.db"
-    spec.write_text(EXPERIMENT.format(knobs=knobs, axis=axis, duration=duration))
+    spec.write_text(EXPERIMENT.format(knobs=knobs, axis=axis, duration=duration).replace(
+        'workload = ["file-100k"]', f'workload = ["{workload}"]'))
     result = CliRunner().invoke(cli, ["run", str(spec), "--db", str(db)])
     return result, db
 
@@ -217,6 +218,26 @@ def test_a_machine_profile_holds_every_server_process(tmp_path):
     assert resources["_machine"]["cpus"] == 1 and resources["_machine"]["cpu_usage_s"] > 0
     token = Path(resources["_accounting"]["group"]).name.split("-")[1]
     assert not lab_cgroups({token})
+
+
+def test_a_memory_profile_holds_the_files_the_servers_read(tmp_path):
+    """stacklab wrote the docroot, so its pages were charged outside the profile's group:
+    a 48 MiB profile served 192 MiB of large files from memory holding 2 MiB. They are
+    dropped before the load, so the servers' reads fill the group to its limit, and the
+    wait for memory is measured and said."""
+    require_root("cgroups")
+    require_engine()
+    result, db = run(tmp_path, knobs="machine.memory_mb = 32", duration="2s",
+                     workload="large-files-sized:96m")
+    assert result.exit_code == 0, result.output
+    [(_, outcome, resources, _, _)] = runs(db)
+    assert outcome == "ok"
+    assert resources["_fs"]["cached_before_load"] == 0.0, resources["_fs"]
+    limit = 32 * 2**20
+    assert resources["_machine"]["memory_peak_bytes"] >= 0.75 * limit, resources["_machine"]
+    assert resources["_host"]["memory_stall_share"] > 0.01, resources["_host"]
+    [flags] = sqlite3.connect(db).execute("SELECT flags_json FROM runs").fetchone()
+    assert "memory-limited" in json.loads(flags)
 
 
 def test_a_killed_run_leaves_mounts_and_cgroups_that_the_next_start_removes(tmp_path):

@@ -149,17 +149,25 @@ COOL_TRIES = 20          # drops at most before the load, COOL_WAIT_S apart
 COOL_WAIT_S = 0.05
 
 
-def cool(mount: fs.Mount | None, cold: bool) -> dict[str, Any]:
-    """Just before the load, a cold cache is cold again: starting and verifying the stack
-    read some of the docroot's files, so every file's pages are dropped once more
-    (POSIX_FADV_DONTNEED: this filesystem's files only, never the host's cache). A page
-    still in use is not dropped — one sendfile(2) put in a socket buffer the client has
-    not yet acknowledged (seen: 29% of the pages left once) — so the drop is repeated
-    until none is cached or COOL_TRIES have passed. Returns the share of the files'
-    pages still cached, as measured (mincore), for the record."""
-    if mount is None or not cold:
+def cool(docroot: Path, cold: bool, memory_limited: bool) -> dict[str, Any]:
+    """Just before the load, the docroot's pages are dropped from the page cache
+    (POSIX_FADV_DONTNEED on each file: these files only, never the host's cache):
+
+    - for a cold cache (`cold`: fs.cold_cache on the run's own filesystem), since
+      starting and verifying the stack read some of them;
+    - under a machine profile's memory limit (`memory_limited`), since a page is charged
+      to the group that first read it: stacklab wrote these files (or an earlier run read
+      them), so without the drop the servers read them from memory charged to nobody's
+      limit (a 48 MiB profile served 192 MiB of large files holding 2 MiB).
+
+    A page still in use is not dropped — one sendfile(2) put in a socket buffer the
+    client has not yet acknowledged (seen: 29% of the pages left once) — so the drop is
+    repeated until none is cached or COOL_TRIES have passed (a tmpfs keeps its pages:
+    1.0). Returns the share of the files' pages still cached, as measured (mincore), and
+    the drops it took, for the record."""
+    if not (cold or memory_limited):
         return {}
-    files = [p for p in mount.mount_point.rglob("*") if p.is_file()]
+    files = [p for p in docroot.rglob("*") if p.is_file()]
     drops = 0
     while True:
         drops += 1
