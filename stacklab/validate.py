@@ -69,16 +69,23 @@ def validate_plan(plan: Plan, origin: Origin) -> None:
 
 
 def layers_problem(stack, knobs: dict[str, dict]) -> tuple[str, str] | None:
-    """(layer, why) when a front layer cannot split what is behind it as its knobs say:
-    as many weights as backends — the replicas for the layer in front of them, one for
-    the others."""
+    """(layer, why) when a front layer cannot split what is behind it as its knobs say —
+    as many weights as backends: the replicas for the layer in front of them, one for
+    the others — or cannot speak to it: HTTPS behind a layer that speaks only HTTP
+    (Varnish, Squid)."""
     from .stacks import COMPONENTS
-    for layer in stack.layers:
+    behind = (*stack.layers[1:], stack.base[0])
+    for layer, next_one in zip(stack.layers, behind):
         backends = stack.replicas if layer == stack.layers[-1] else 1
         try:
             COMPONENTS[layer].shares(knobs[layer], backends)
         except StacklabError as e:
             return layer, str(e)
+        if knobs[next_one].get("tls") and not COMPONENTS[layer].tls_to_backends:
+            return layer, (f"{layer} speaks plain HTTP to what is behind it, and "
+                           f"{next_one}.tls is on; leave {next_one}.tls off (TLS in front "
+                           f"of {layer} is not built), or put a layer that speaks HTTPS to "
+                           f"its backends there (nginx-proxy, apache-proxy, haproxy)")
     return None
 
 

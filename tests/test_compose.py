@@ -125,3 +125,32 @@ def test_weights_on_a_layer_with_one_backend_are_refused_before_anything_starts(
                                       "--dry-run"])
     assert result.exit_code != 0
     assert "haproxy.weights = '1,2' gives 2 weights for 1 backends" in result.output
+
+
+@pytest.mark.parametrize("stack, refused", [
+    ("varnish > nginx", "varnish"),
+    ("squid > apache", "squid"),
+    ("varnish > haproxy > nginx * 2", None),     # nginx behind haproxy, which speaks HTTPS
+    ("haproxy > nginx * 2", None),
+    ("nginx-proxy > nginx", None),
+])
+def test_https_behind_a_layer_that_speaks_only_http_is_refused_before_anything_starts(
+        tmp_path, stack, refused):
+    """Varnish and Squid talk plain HTTP to their backends: with the server's TLS on, every
+    run would fail as its config is rendered; the plan says so first, in one line."""
+    from typer.testing import CliRunner
+    from stacklab.cli import cli
+    server = "apache" if "apache" in stack else "nginx"
+    spec = tmp_path / "t.toml"
+    spec.write_text(f'[experiment]\nname = "t"\nrepetitions = 1\nduration = "1s"\n'
+                    f'[knobs]\n{server}.tls = true\n[matrix]\nstack = ["{stack}"]\n'
+                    'workload = ["static-page"]\nconcurrency = [1]\n')
+    result = CliRunner().invoke(cli, ["run", str(spec), "--db", str(tmp_path / "r.db"),
+                                      "--dry-run"])
+    said = " ".join(result.output.split())
+    if refused is None:
+        assert result.exit_code == 0, result.output
+    else:
+        assert result.exit_code == 2, result.output
+        assert f"{refused} speaks plain HTTP to what is behind it, and {server}.tls is on" \
+            in said and str(spec) in said

@@ -153,6 +153,7 @@ class Component(ABC):
     # (ctx.backends): "cache", "proxy" or "balancer". None: a server of the stack itself.
     layer: str | None = None
     balances: bool = False        # a front layer that spreads over several backends
+    tls_to_backends: bool = True  # a front layer that can speak HTTPS to what is behind it
     # Its counter of requests served (in counters()), by which a balancer's spread over
     # replicas is checked; None: it counts none.
     requests_counter: str | None = None

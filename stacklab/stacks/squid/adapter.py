@@ -49,6 +49,7 @@ class Squid(Component):
     knobs = KNOBS
     layer = "cache"
     balances = False
+    tls_to_backends = False   # plain HTTP to its backends only
     requests_counter = "client_http.requests"
 
     def caches(self, knobs: dict[str, Any]) -> bool:

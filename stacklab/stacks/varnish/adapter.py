@@ -40,6 +40,7 @@ class Varnish(Component):
     knobs = KNOBS
     layer = "cache"
     balances = True
+    tls_to_backends = False   # plain HTTP to its backends only
     requests_counter = "client_req"
 
     def caches(self, knobs: dict[str, Any]) -> bool:
