@@ -98,6 +98,8 @@ class StackInfo(Protocol):
     knobs: dict[str, Any]
     defaults: dict[str, Any]
 
+    def layout_inert(self) -> dict[str, str]: ...
+
 
 def expand(spec: ExperimentSpec, stacks: Mapping[str, StackInfo]) -> list[Trial]:
     """Cartesian product of the axes, minus exclusions; knobs that do not apply to a
@@ -242,7 +244,7 @@ def _where_inert(keys: list[str], stacks: Mapping[str, StackInfo], trials: list[
         stack = stacks[trial.stack]
         owners = set(stack.knob_owners) | set(LAB_OWNERS)
         knobs = effective_knobs(registry, stack, trial)
-        why = registry.inert(knobs)
+        why = registry.inert(knobs) | stack.layout_inert()
         for component in stack.components:
             if component in rules:
                 why |= rules[component](knobs)

@@ -118,7 +118,7 @@ def test_weights_on_a_layer_with_one_backend_are_refused_before_anything_starts(
     from stacklab.cli import cli
     spec = tmp_path / "w.toml"
     spec.write_text('[experiment]\nname = "w"\nrepetitions = 1\nduration = "1s"\n'
-                    '[knobs]\nhaproxy.weights = "1,2"\nhaproxy.balance = "leastconn"\n'
+                    '[knobs]\nhaproxy.weights = "1,2"\n'
                     '[matrix]\nstack = ["haproxy > varnish > nginx * 2"]\n'
                     'workload = ["static-page"]\nconcurrency = [1]\n')
     result = CliRunner().invoke(cli, ["run", str(spec), "--db", str(tmp_path / "r.db"),
@@ -154,3 +154,26 @@ def test_https_behind_a_layer_that_speaks_only_http_is_refused_before_anything_s
         assert result.exit_code == 2, result.output
         assert f"{refused} speaks plain HTTP to what is behind it, and {server}.tls is on" \
             in said and str(spec) in said
+
+
+def test_how_a_layer_spreads_is_inert_where_it_has_one_backend(spec_args):
+    """haproxy.balance in front of one nginx chooses nothing: noted where some trials
+    have replicas, refused where none has (as every knob that cannot act)."""
+    from stacklab.errors import SpecError
+    from stacklab.plan import make_plan
+    from stacklab.spec import parse_spec
+    from stacklab.stacks import STACKS
+    doc = {"experiment": {"name": "b", "repetitions": 1, "duration": "1s"},
+           "matrix": {"stack": ["haproxy > nginx", "haproxy > nginx * 2",
+                                "haproxy > varnish > nginx * 2"],
+                      "workload": ["static-page"], "concurrency": [1],
+                      "haproxy": {"balance": ["roundrobin", "leastconn"]}}}
+    plan = make_plan(parse_spec(doc, "b.toml", *spec_args), STACKS)
+    [note] = [n for n in plan.notes if n.startswith("haproxy.balance")]
+    assert "cannot act in 4 of 6 trials" in note
+    assert "haproxy has one backend in haproxy > nginx: nothing to spread" in note
+    assert "haproxy has one backend in haproxy > varnish > nginx * 2" in note
+    doc["matrix"]["stack"] = ["haproxy > nginx"]
+    with pytest.raises(SpecError) as e:
+        make_plan(parse_spec(doc, "b.toml", *spec_args), STACKS)
+    assert "matrix.haproxy.balance" in str(e.value) and "inert in every trial" in str(e.value)

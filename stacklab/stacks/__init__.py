@@ -91,6 +91,17 @@ class StackDef:
         """Components and groups whose knobs apply to this stack."""
         return self.components + self.groups
 
+    def layout_inert(self) -> dict[str, str]:
+        """{knob key: why} for the knobs its layout leaves nothing to act on: how a layer
+        spreads requests, where it has one backend (haproxy > nginx, or haproxy in front of
+        varnish, whose director spreads the replicas)."""
+        out = {}
+        for layer in self.layers:
+            if (self.replicas if layer == self.layers[-1] else 1) == 1:
+                out |= {f"{layer}.{k}": f"{layer} has one backend in {self.name}: nothing to "
+                        "spread" for k in COMPONENTS[layer].spread_knobs}
+        return out
+
 
 # Capability kinds whose state a cluster's nodes share (one database, one session store).
 SHARED_STATE = ("database", "sessions")

@@ -154,6 +154,7 @@ class Component(ABC):
     layer: str | None = None
     balances: bool = False        # a front layer that spreads over several backends
     tls_to_backends: bool = True  # a front layer that can speak HTTPS to what is behind it
+    spread_knobs: tuple[str, ...] = ()  # its knobs that choose how to spread over backends
     # Its counter of requests served (in counters()), by which a balancer's spread over
     # replicas is checked; None: it counts none.
     requests_counter: str | None = None

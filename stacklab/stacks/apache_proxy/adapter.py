@@ -44,6 +44,7 @@ class ApacheProxy(Component):
     knobs = KNOBS
     layer = "proxy"
     balances = True
+    spread_knobs = ("lbmethod",)
     requests_counter = "requests"
 
     def check(self, knobs: dict[str, Any]) -> str | None:

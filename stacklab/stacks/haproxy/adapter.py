@@ -35,6 +35,7 @@ class HAProxy(Component):
     knobs = KNOBS
     layer = "balancer"
     balances = True
+    spread_knobs = ("balance",)
     requests_counter = "requests"
 
     def render(self, ctx: RenderContext, knobs: dict[str, Any]) -> dict[str, str]:

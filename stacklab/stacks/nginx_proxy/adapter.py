@@ -31,6 +31,7 @@ class NginxProxy(Component):
     knobs = KNOBS
     layer = "proxy"
     balances = True
+    spread_knobs = ("balance",)
     requests_counter = "requests"
 
     def check(self, knobs: dict[str, Any]) -> str | None:
