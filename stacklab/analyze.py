@@ -370,7 +370,7 @@ def rel_spread(e: Estimate) -> float | None:
 def same_definition_pairs(a: ExperimentView, b: ExperimentView
                           ) -> list[tuple[TrialSummary, TrialSummary]]:
     """Trials of A and B with the same definition (as experiments_table pairs them)."""
-    def key(s: TrialSummary) -> tuple:
-        return s.stack, s.workload, s.concurrency, tuple(sorted(s.knobs.items()))
+    def key(s: TrialSummary) -> tuple:       # knob values may be lists (load.headers)
+        return s.stack, s.workload, s.concurrency, json.dumps(s.knobs, sort_keys=True)
     by_key = {key(s): s for s in b.summaries}
     return [(s, by_key[key(s)]) for s in a.summaries if key(s) in by_key]

@@ -34,11 +34,11 @@ in the README's "Flags" section.
   pages asked for: a comparison with it is no measurement.
 - memory-pressure / memory-limited: some task waited for memory (reclaim, refaults,
   swap) during more than 1% of the measured window, by the kernel's pressure stall
-  information (/proc/pressure/memory), or the machine profile's memory group OOM-killed
-  a process. Under a machine profile's memory limit (memory-limited) that is what the
-  run measures: the stack short of memory, as S1's large files on a small machine.
-  Without one (memory-pressure) the host was short of memory, which the run did not
-  ask for: a ratio against it is a bound.
+  information (/proc/pressure/memory, host-wide), or the machine profile's memory group
+  OOM-killed a process. With the profile's group at its memory limit (memory-limited:
+  its peak ≥ 90% of it) that is what the run measures: the stack short of memory, as
+  S1's large files on a small machine. Otherwise (memory-pressure) the host was short
+  of memory, which the run did not ask for: a ratio against it is a bound.
 - server-child-killed: a server's child process died by a signal during the run (its
   own error log says so; the runner records those lines), not the normal reaping of idle
   children: the requests it held were lost and the server ran short of a worker.
@@ -61,6 +61,7 @@ HOST_BUSY_CORE_SHARE = 0.10   # CPU outside the lab, in cores
 HOST_STEAL_SHARE = 0.02       # steal time, share of all CPU time
 ERROR_RESPONSE_SHARE = 0.01   # 4xx and 5xx, share of the completed requests
 MEMORY_STALL_SHARE = 0.01     # some task waiting for memory, share of the window (PSI)
+PROFILE_REACHED = 0.9         # a profile's group at this share of its memory limit: held
 
 # Flags after which a run's percentiles are not the trial's latency.
 LATENCY_DISTORTING = ("starved", "littles-law")
@@ -212,12 +213,16 @@ def memory_pressure(host: dict, machine: dict) -> Flag | None:
     waited = ("some task waited for memory during "
               f"{share:.1%} of the measured window (limit {MEMORY_STALL_SHARE:.0%})"
               if share is not None else "no pressure reading")
-    if limit := machine.get("memory_mb"):
+    limit, peak = machine.get("memory_mb"), machine.get("memory_peak_bytes")
+    if limit and (kills or peak is None or peak >= PROFILE_REACHED * limit * 2**20):
         return Flag("memory-limited", f"{waited}, under the machine profile's {limit} MiB "
                     f"limit ({kills} process(es) OOM-killed in its group): the run measures "
                     "the stack short of memory, as the profile asks")
-    return Flag("memory-pressure", f"{waited}, with no machine profile limiting the lab's "
-                "memory: the host was short of memory (the lab's own processes or others')")
+    unlimited = (f"while the machine profile's group stayed under its {limit} MiB "
+                 f"(peak {peak / 2**20:,.0f} MiB)" if limit else
+                 "with no machine profile limiting the lab's memory")
+    return Flag("memory-pressure", f"{waited}, {unlimited}: the host was short of memory "
+                "(the lab's own processes or others')")
 
 
 def server_child_killed(logs: dict) -> Flag | None:

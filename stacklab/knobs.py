@@ -128,21 +128,43 @@ class KnobRegistry:
         return out
 
 
+class _Absent:
+    """The value of a knob one side does not have (a knob added or removed since)."""
+
+    def __repr__(self) -> str:
+        return "no such knob"
+
+
+ABSENT = _Absent()
+
+
+@dataclass(frozen=True)
+class SettingDifference:
+    """One knob whose effective value differs between two sets of knobs."""
+
+    knob: str          # "nginx.sendfile"
+    a: Any             # its value in the first, or ABSENT
+    b: Any             # … in the second
+
+    def said(self) -> str:
+        """How a resume names it, A being the stored runs and B now."""
+        if self.a is ABSENT:
+            return f"{self.knob} did not exist when its runs were measured (now {self.b!r})"
+        if self.b is ABSENT:
+            return f"{self.knob} = {self.a!r} when its runs were measured no longer exists"
+        return f"{self.knob} = {self.a!r} when its runs were measured, {self.b!r} now"
+
+
 def setting_differences(a: dict[str, dict[str, Any]], b: dict[str, dict[str, Any]]
-                        ) -> list[tuple[str, str, str]]:
-    """(owner.knob, value in a, value in b) for each knob whose effective value differs
-    between two owner → {knob: value}, in order; a knob one side lacks differs too (a
-    knob added may have changed what the config says), shown as "no such knob"."""
-    missing = object()
-
-    def shown(value: Any) -> str:
-        return "no such knob" if value is missing else repr(value)
-
+                        ) -> list[SettingDifference]:
+    """Each knob whose effective value differs between two owner → {knob: value}, by
+    owner and knob; a knob one side lacks differs too (a knob added may have changed
+    what the config says)."""
     found = []
     for owner in sorted(a.keys() | b.keys()):
         ka, kb = a.get(owner, {}), b.get(owner, {})
         for name in sorted(ka.keys() | kb.keys()):
-            va, vb = ka.get(name, missing), kb.get(name, missing)
+            va, vb = ka.get(name, ABSENT), kb.get(name, ABSENT)
             if va != vb:
-                found.append((f"{owner}.{name}", shown(va), shown(vb)))
+                found.append(SettingDifference(f"{owner}.{name}", va, vb))
     return found

@@ -35,7 +35,7 @@ from .netlab.cgroups import CgroupError
 from .netlab.fs import FilesystemUnavailable, MountError
 from .netlab.net import NetlabError
 from .netlab.thread import in_netns
-from .netlab.run import (Network, cool, filesystem, fs_verdicts, machine,
+from .netlab.run import (Network, cool, cool_verdicts, filesystem, fs_verdicts, machine,
                          machine_verdicts, network)
 from .plan import Plan, PlannedRun, Trial, effective_knobs
 from .stacks.php.install import handler_versions
@@ -100,20 +100,37 @@ def run_experiment(env: Environment, spec: ExperimentSpec, plan: Plan,
           CpuAwake() if spec.experiment.keep_cpus_awake else nullcontext(CpuAwake()) as cpus):
         system = cpus.state()
         versions = _versions(plan, registry)
+        status = _status(store, name) if resume else None
         exp_id = _experiment_for(spec, plan, store, resume, system, env.clock)
-        if resume and (change := changed_since(store, exp_id, plan, registry, versions)):
-            store.set_status(exp_id, "interrupted")
+        store.replay_journal(exp_id)       # runs measured before the database refused them
+        if resume and _more_to_run(spec, plan, store, exp_id) and (
+                change := changed_since(store, exp_id, plan, registry, versions)):
+            store.set_status(exp_id, status or "interrupted")     # as it was
             if not anew_if_changed:
                 raise StoreError(f"--resume: experiment {name!r} (id {exp_id}): {change}, so "
                                  "the runs still to come would not measure what the stored "
                                  "ones did; run without --resume to start anew (the stored "
                                  "runs stay)")
-            env.stderr.print(f"stacklab: {name}: not resumed, started anew: {change}",
-                             markup=False, highlight=False)
+            progress.note(f"{name}: not resumed, started anew: {change}")
             exp_id = _experiment_for(spec, plan, store, False, system, env.clock)
         _run_all(env, spec, plan, registry, store, results_dir, progress, exp_id, system,
                  versions)
     return exp_id
+
+
+def _status(store: Store, name: str) -> str | None:
+    try:
+        return store.experiment(name)["status"]
+    except NotFound:
+        return None        # _experiment_for says so
+
+
+def _more_to_run(spec: ExperimentSpec, plan: Plan, store: Store, exp_id: int) -> bool:
+    """Whether a resume would measure anything: a planned run not stored, or rounds an
+    automatic experiment may add."""
+    done = store.done(exp_id)
+    return spec.experiment.auto or any((r.trial.id, r.repetition) not in done
+                                       for r in plan.runs)
 
 
 def changed_since(store: Store, exp_id: int, plan: Plan, registry: KnobRegistry,
@@ -132,8 +149,7 @@ def changed_since(store: Store, exp_id: int, plan: Plan, registry: KnobRegistry,
             now[trial.id] = json.loads(json.dumps(
                 effective_knobs(registry, STACKS[trial.stack], trial)))
         if differ := setting_differences(run.knobs, now[trial.id]):
-            knob, then_was, now_is = differ[0]
-            return f"{trial.label()} ran with {knob} = {then_was}, which is {now_is} now"
+            return f"{trial.label()}: {differ[0].said()}"
         for name, then in sorted(run.versions.items()):
             if name in versions and versions[name] != then:
                 return (f"{name} was {then} when its runs were measured and is "
@@ -144,7 +160,6 @@ def changed_since(store: Store, exp_id: int, plan: Plan, registry: KnobRegistry,
 def _run_all(env: Environment, spec: ExperimentSpec, plan: Plan, registry: KnobRegistry,
              store: Store, results_dir: Path, progress: Progress, exp_id: int,
              system: dict, versions: dict[str, str]) -> None:
-    store.replay_journal(exp_id)       # runs measured before the database refused them
     done = store.done(exp_id)
     todo = [r for r in plan.runs if (r.trial.id, r.repetition) not in done]
     try:
@@ -286,8 +301,7 @@ def execute_run(ctx: RunContext, run: PlannedRun) -> RunRecord:
                         site=Site(net.host, group.join())) as verdicts):
             verdicts = _layers_verified(running, verdicts, net, mount, group)
             verdicts, requests = _requests_verified(running, verdicts, deployed, knobs["load"])
-            cooled = cool(deployed.docroot, bool(mount) and knobs["fs"]["cold_cache"],
-                          knobs["machine"]["memory_mb"] > 0)
+            verdicts, cooled = _cooled(running, verdicts, deployed, mount, knobs)
             counters = group.counters(running.started)
             load, resources = _measure(ctx, trial, knobs, deployed, running, run_dir, net,
                                        requests.headers, counters)
@@ -346,6 +360,20 @@ def _layers_verified(running: RunningStack, verdicts: tuple[Verdict, ...], net: 
         raise VerificationFailed(running.stack.name, verdicts,
                                  "; ".join(f"{v.check}: {v.detail}" for v in failed))
     return verdicts
+
+
+def _cooled(running: RunningStack, verdicts: tuple[Verdict, ...], deployed: Deployed,
+            mount, knobs: dict[str, dict]) -> tuple[tuple[Verdict, ...], dict]:
+    """The docroot dropped from the cache just before the load where the run needs it
+    (netlab.run.cool), and checked: pages left fail the run before it is measured."""
+    limited = knobs["machine"]["memory_mb"] > 0
+    cooled = cool(deployed.docroot, bool(mount) and knobs["fs"]["cold_cache"], limited)
+    checked = cool_verdicts(cooled, limited)
+    verdicts = (*verdicts, *checked)
+    if failed := [v for v in checked if v.status is Status.FAIL]:
+        raise VerificationFailed(running.stack.name, verdicts,
+                                 "; ".join(f"{v.check}: {v.detail}" for v in failed))
+    return verdicts, cooled
 
 
 def _requests_verified(running: RunningStack, verdicts: tuple[Verdict, ...],

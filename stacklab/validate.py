@@ -64,6 +64,11 @@ def validate_plan(plan: Plan, origin: Origin) -> None:
                              ("machine", machine_problem)):
             if problem := check(knobs[owner]):
                 raise origin.refuse(trial, "component", owner, problem)
+        if knobs["machine"]["memory_mb"] and knobs["fs"]["type"] == "tmpfs":
+            raise origin.refuse(trial, "component", "machine", (
+                "machine.memory_mb with fs.type = \"tmpfs\": the files would live in "
+                "memory charged to stacklab, which wrote them, not to the profile's limit; "
+                "put them on a disk filesystem (fs.type = \"ext4\", \"xfs\", \"btrfs\")"))
         if problem := threads_problem(knobs["load"]):
             raise origin.refuse(trial, "component", "load", problem)
 

@@ -223,8 +223,7 @@ def test_compare_across_databases_warns(two_hosts):
                             "--json").stdout)
     assert doc["differences"] == [{"fact": "kernel", "a": "6.1.0-18", "b": "6.1.0-21"},
                                   {"fact": "nginx", "a": "1.22.1", "b": "1.24.0"},
-                                  {"fact": "nginx.sendfile", "a": "no such knob",
-                                   "b": "False"}]
+                                  {"fact": "nginx.sendfile", "a": None, "b": False}]
     schema = Path(charts.__file__).parent / "schemas" / "compare.schema.json"
     jsonschema.validate(doc, json.loads(schema.read_text()))
 

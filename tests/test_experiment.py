@@ -177,7 +177,8 @@ concurrency = [2]
 
 
 @pytest.mark.parametrize("column, path, then, named", [
-    ("knobs_json", ("nginx", "sendfile"), False, "nginx.sendfile = False, which is True now"),
+    ("knobs_json", ("nginx", "sendfile"), False,
+     "nginx.sendfile = False when its runs were measured, True now"),
     ("versions_json", ("nginx",), "1.18.0-6.1", "nginx was 1.18.0-6.1 when its runs"),
 ], ids=["a default changed", "a package upgraded"])
 def test_resume_is_refused_when_the_stored_runs_ran_otherwise(tmp_path, column, path, then,
@@ -215,6 +216,13 @@ def test_resume_is_refused_when_the_stored_runs_ran_otherwise(tmp_path, column, 
                      _as_now(tmp_path, spec))
     assert invoke("run", spec, "--db", db, "--resume").exit_code == 0
     assert conn.execute("SELECT COUNT(*) FROM runs").fetchone()[0] == 2
+    # complete, then changed: nothing is left to run, so nothing would be pooled; the
+    # resume is not refused and the experiment stays complete
+    with conn:
+        conn.execute(f"UPDATE runs SET {column} = ?", (json.dumps(doc),))
+    assert invoke("run", spec, "--db", db, "--resume").exit_code == 0
+    assert conn.execute("SELECT COUNT(*) FROM runs").fetchone()[0] == 2
+    assert conn.execute("SELECT status FROM experiments").fetchone()[0] == "complete"
 
 
 def _as_now(tmp_path, spec) -> tuple[str, str]:

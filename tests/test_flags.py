@@ -101,9 +101,14 @@ def test_host_busy(host, flagged):
     (0.0, {}, None),
     (0.005, {}, None),                                      # under 1% of the window
     (0.05, {}, "memory-pressure"),                          # the host short of memory
-    (0.596, {"memory_mb": 48, "memory_oom_kills": 0}, "memory-limited"),
-    (0.0, {"memory_mb": 48, "memory_oom_kills": 0}, None),  # a profile never reached
-    (None, {"memory_mb": 48, "memory_oom_kills": 2}, "memory-limited"),
+    (0.596, {"memory_mb": 48, "memory_oom_kills": 0, "memory_peak_bytes": 48 << 20},
+     "memory-limited"),
+    (0.0, {"memory_mb": 48, "memory_oom_kills": 0, "memory_peak_bytes": 48 << 20}, None),
+    (None, {"memory_mb": 48, "memory_oom_kills": 2, "memory_peak_bytes": 20 << 20},
+     "memory-limited"),
+    # a profile never reached: the wait was the host's
+    (0.05, {"memory_mb": 48, "memory_oom_kills": 0, "memory_peak_bytes": 20 << 20},
+     "memory-pressure"),
 ])
 def test_memory_pressure(stall, machine, flagged):
     """A 48 MiB profile serving 192 MiB of large files: some task waited for memory
@@ -118,7 +123,29 @@ def test_memory_pressure(stall, machine, flagged):
         assert "48 MiB" in flag.detail and "as the profile asks" in flag.detail
     if flagged == "memory-pressure":
         assert "5.0%" in flag.detail and flagged in BOUNDING
+        assert ("peak 20 MiB" in flag.detail) == bool(machine)
     assert "memory-limited" not in BOUNDING and "memory-limited" not in INVALIDATING
+
+
+def test_host_busy_is_the_cores_time_less_idle_interrupts_and_steal():
+    """A tickless kernel keeps idle in nanoseconds while user and system ticks miss short
+    bursts: busy is 2 cores × the span between the readings less idle (and iowait), irq
+    and steal; the ticks' figure stays beside it; a core going offline between the two
+    readings, or a reading without its time, falls back to the ticks."""
+    from stacklab.monitor import HostSample, Monitor, _busy_s
+    a = HostSample(0.0, busy_s=100.0, steal_s=1.0, total_s=0.0, self_s=0.0, irq_s=2.0,
+                   idle_s=50.0, read_s=0.01, cpus=2)
+    b = HostSample(2.0, busy_s=102.9, steal_s=1.1, total_s=0.0, self_s=0.0, irq_s=2.1,
+                   idle_s=50.6, read_s=2.01, cpus=2)
+    assert _busy_s(a, b) == pytest.approx(4.0 - 0.6 - 0.1 - 0.1)
+    m = Monitor({})
+    m.host = [a, b]
+    window = m.host_window(0.0, 2.0, 3.0)
+    assert window["busy_cores"] == 1.6 and window["busy_ticks_cores"] == 1.45
+    assert window["irq_cores"] == 0.05 and window["outside_cores"] == 0.1   # (3.2 - 3) / 2
+    assert _busy_s(a, HostSample(**{**b.__dict__, "cpus": 1})) == pytest.approx(2.9)
+    assert _busy_s(HostSample(**{**a.__dict__, "read_s": 0.0}),
+                   HostSample(**{**b.__dict__, "read_s": 0.0})) == pytest.approx(2.9)
 
 
 def test_host_window_memory_stall_is_a_share_of_the_window():

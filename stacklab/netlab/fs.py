@@ -111,7 +111,7 @@ class Mount:
         files on it (the unmount would fail: busy)."""
         if self.image is None:
             raise ValueError("a tmpfs holds its files only in memory: no cold cache")
-        host = _fs_type_of(self.image.parent)
+        host = fs_type_of(self.image.parent)
         if host in MEMORY_FS:
             raise ValueError(f"the image {self.image} lies on {host}: its blocks stay in "
                              "memory, no cold cache (give a state directory on a disk)")
@@ -207,7 +207,7 @@ def _mounted(mount_point: Path, pid: int | None = None) -> tuple[str, str, tuple
     return top
 
 
-def _fs_type_of(path: Path) -> str:
+def fs_type_of(path: Path) -> str:
     """The type of the filesystem holding path (the longest mount point above it)."""
     best, kind = "", ""
     for line in Path("/proc/self/mounts").read_text().splitlines():

@@ -147,11 +147,13 @@ def filesystem(knobs: dict[str, Any], deployed: Deployed, run_id: str, state_dir
 
 COOL_TRIES = 20          # drops at most before the load, COOL_WAIT_S apart
 COOL_WAIT_S = 0.05
+COOL_LEFT = 0.01         # of the docroot's pages still cached: more fails the run
 
 
 def cool(docroot: Path, cold: bool, memory_limited: bool) -> dict[str, Any]:
     """Just before the load, the docroot's pages are dropped from the page cache
-    (POSIX_FADV_DONTNEED on each file: these files only, never the host's cache):
+    (POSIX_FADV_DONTNEED on each file, written back first: these files only, never the
+    host's cache):
 
     - for a cold cache (`cold`: fs.cold_cache on the run's own filesystem), since
       starting and verifying the stack read some of them;
@@ -162,24 +164,50 @@ def cool(docroot: Path, cold: bool, memory_limited: bool) -> dict[str, Any]:
 
     A page still in use is not dropped — one sendfile(2) put in a socket buffer the
     client has not yet acknowledged (seen: 29% of the pages left once) — so the drop is
-    repeated until none is cached or COOL_TRIES have passed (a tmpfs keeps its pages:
-    1.0). Returns the share of the files' pages still cached, as measured (mincore), and
-    the drops it took, for the record."""
+    repeated until none is cached or COOL_TRIES have passed. A docroot in memory (tmpfs)
+    cannot be dropped at all. Returns the share of the files' pages still cached, as
+    measured (mincore), the drops it took and the docroot's filesystem, for the record
+    and for cool_verdicts."""
     if not (cold or memory_limited):
         return {}
     files = [p for p in docroot.rglob("*") if p.is_file()]
+    fs_type = fs.fs_type_of(docroot)
+    tries = 1 if fs_type in fs.MEMORY_FS else COOL_TRIES
     drops = 0
     while True:
         drops += 1
         for path in files:
             fd = os.open(path, os.O_RDONLY)
             try:
+                os.fdatasync(fd)        # a dirty page is not dropped: write it back first
                 os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
             finally:
                 os.close(fd)
-        if (cached := fs.cached_fraction(files)) == 0 or drops == COOL_TRIES:
-            return {"cached_before_load": round(cached, 4), "drops": drops}
+        if (cached := fs.cached_fraction(files)) == 0 or drops == tries:
+            return {"cached_before_load": round(cached, 4), "drops": drops,
+                    "docroot_fs": fs_type}
         time.sleep(COOL_WAIT_S)
+
+
+def cool_verdicts(cooled: dict[str, Any], memory_limited: bool) -> list[Verdict]:
+    """The docroot out of the cache before the load, where cool dropped it: a share left
+    over COOL_LEFT fails the run (a cold cache that is warm; files a memory limit does
+    not hold)."""
+    if not cooled:
+        return []
+    left, where = cooled["cached_before_load"], cooled["docroot_fs"]
+    why = ("a cold cache" if not memory_limited else
+           "the machine profile's memory limit to hold the files the servers read")
+    if left <= COOL_LEFT:
+        return [Verdict("fs", "docroot out of the cache", Status.PASS,
+                        f"{left:.1%} of the docroot's pages cached before the load, after "
+                        f"{cooled['drops']} drop(s), as {why} needs", cooled)]
+    in_memory = (f": it lies on {where}, in memory, charged to stacklab that wrote it "
+                 "(put it on a disk filesystem: fs.type = \"ext4\")"
+                 if where in fs.MEMORY_FS else "")
+    return [Verdict("fs", "docroot out of the cache", Status.FAIL,
+                    f"{left:.1%} of the docroot's pages still cached after "
+                    f"{cooled['drops']} drop(s), so not {why}{in_memory}", cooled)]
 
 
 def fs_verdicts(mount: fs.Mount | None, server_pid: int) -> list[Verdict]:

@@ -19,13 +19,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
-from typing import Sequence
+from typing import Any, Sequence
 
 from rich.table import Table
 
 from ..analyze import (ExperimentView, MetricComparison, TrialSummary, compare_trials,
                        same_definition_pairs)
-from ..knobs import setting_differences
+from ..knobs import ABSENT, setting_differences
 from .fmt import DASH, number, p_value, ratio_ci
 
 # The host facts (hostinfo.host_facts) that change what a server can do; the host's name
@@ -35,14 +35,29 @@ HOST_FACTS = ("cpu_model", "cores", "kernel", "memory_mib", "os")
 
 @dataclass(frozen=True)
 class Difference:
-    """One fact, or one component's version, that is not the same on both sides."""
+    """One fact, one component's version, or one effective setting that is not the same
+    on both sides: the values as stored (a knob one side lacks: knobs.ABSENT)."""
 
-    fact: str          # "kernel", "nginx", …
-    base: str
-    new: str
+    fact: str          # "kernel", "nginx", "nginx.sendfile", …
+    base: Any
+    new: Any
+
+    @property
+    def base_text(self) -> str:
+        return str(self.base)          # ABSENT reads "no such knob"
+
+    @property
+    def new_text(self) -> str:
+        return str(self.new)
 
     def __str__(self) -> str:
-        return f"{self.fact} {self.base} vs {self.new}"
+        return f"{self.fact} {self.base_text} vs {self.new_text}"
+
+    def doc(self) -> dict:
+        """For `compare --json` (A the base): the values as stored, null for a knob one
+        side lacks."""
+        return {"fact": self.fact, "a": None if self.base is ABSENT else self.base,
+                "b": None if self.new is ABSENT else self.new}
 
 
 def versions(view: ExperimentView) -> dict[str, str]:
@@ -77,9 +92,8 @@ def settings(base: ExperimentView, new: ExperimentView) -> list[Difference]:
     found: dict[str, Difference] = {}
     for b, n in same_definition_pairs(base, new):
         if b.trial_id in knobs_b and n.trial_id in knobs_n:
-            for knob, was, now in setting_differences(knobs_b[b.trial_id],
-                                                      knobs_n[n.trial_id]):
-                found.setdefault(knob, Difference(knob, was, now))
+            for d in setting_differences(knobs_b[b.trial_id], knobs_n[n.trial_id]):
+                found.setdefault(d.knob, Difference(d.knob, d.a, d.b))
     return [found[k] for k in sorted(found)]
 
 

@@ -8,7 +8,7 @@ from rich.console import Console
 from rich.table import Table
 
 from ..analyze import (Bound, Estimate, ExperimentView, MetricComparison, TrialSummary,
-                       compare_trials)
+                       compare_trials, same_definition_pairs)
 from ..gate import Judgement, Threshold
 from ..recommend import CAUTIONS, Best, Effect
 from ..stats import Comparison
@@ -218,10 +218,8 @@ def measured_pairs(a: ExperimentView, b: ExperimentView
                    ) -> list[tuple[TrialSummary, TrialSummary, list[MetricComparison]]]:
     """Trials of A and B with the same definition, both measured, and B against A on
     req/s, p50 and p99: the rows of `compare A B`, as a table or as JSON."""
-    key = lambda s: (s.stack, s.workload, s.concurrency, tuple(sorted(s.knobs.items())))  # noqa
-    b_by_key = {key(s): s for s in b.summaries}
-    pairs = [(sa, b_by_key[key(sa)]) for sa in a.summaries
-             if key(sa) in b_by_key and sa.rps.values and b_by_key[key(sa)].rps.values]
+    pairs = [(sa, sb) for sa, sb in same_definition_pairs(a, b)
+             if sa.rps.values and sb.rps.values]
     return [(sa, sb, [m for m in compare_trials(sa, sb)
                       if m.metric in ("req/s", "p50 ms", "p99 ms")]) for sa, sb in pairs]
 
@@ -352,8 +350,7 @@ def experiments_doc(a: ExperimentView, b: ExperimentView) -> dict:
             "rows": [{"trial_id": sa.trial_id, "series": series_name(sa, common),
                       "concurrency": sa.concurrency, **_metric_row(m, sa, sb)}
                      for sa, sb, compared in measured_pairs(a, b) for m in compared],
-            "differences": [{"fact": d.fact, "a": d.base, "b": d.new}
-                            for d in differences(a, b)]}
+            "differences": [d.doc() for d in differences(a, b)]}
 
 
 def gate_doc(limits: list[Threshold], strict: bool, judged: list[Judgement]) -> dict | None:
