@@ -16,6 +16,7 @@ from .drive import engine_version
 from .errors import StacklabError
 from .knobs import Knob
 from .netlab import cgroups, fs, net
+from .monitor import host_memory_stall_us
 from .stacks import COMPONENTS, GROUPS, REGISTRY
 
 DEFAULT_COMPONENTS = ("nginx", "apache")     # what presets/quick.toml needs
@@ -107,7 +108,19 @@ def features() -> list[Feature]:
     namespaces, then each qdisc tried in a throw-away namespace, each filesystem, each
     cgroup controller. A missing feature is data, never an error: only the experiments
     whose knobs need it are refused."""
-    return [*_network_features(), *_filesystem_features(), *_cgroup_features()]
+    return [*_network_features(), *_filesystem_features(), *_cgroup_features(),
+            _pressure_feature()]
+
+
+def _pressure_feature() -> Feature:
+    """The kernel's memory pressure stall information, by which a run's wait for memory
+    is measured (flags memory-pressure and memory-limited; no knob asks for it)."""
+    stall = host_memory_stall_us()
+    return Feature("memory pressure (PSI)", stall is not None,
+                   "/proc/pressure/memory: a run's wait for memory (flags memory-pressure, "
+                   "memory-limited)" if stall is not None else
+                   "no /proc/pressure/memory (a kernel without CONFIG_PSI, or psi=0): a "
+                   "run's wait for memory is not measured", None)
 
 
 def _network_features() -> list[Feature]:

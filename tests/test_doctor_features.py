@@ -67,7 +67,7 @@ def test_the_table_shows_each_feature_its_answer_its_reason_and_its_knob():
                      r"│ net\.rtt_ms +│", text), text          # a reason is text, not markup
     assert re.search(r"│ cgroup cpu +│ yes +│ cgroup v1 at /sys/fs/cgroup/cpu +"
                      r"│ machine\.cpu_quota +│", text), text
-    assert re.search(r"│ pacing \(tc fq\) .*│ \(no knob yet\) +│", text), text
+    assert re.search(r"│ pacing \(tc fq\) .*│ — +│", text), text
 
 
 # the gathering, with its probes stood in for -----------------------------------------
@@ -111,10 +111,10 @@ def found() -> dict[str, Feature]:
 
 
 def test_every_feature_is_listed_once_with_a_knob_that_exists(found):
-    assert list(found) == NETWORK + FILESYSTEMS + CGROUPS
+    assert list(found) == NETWORK + FILESYSTEMS + CGROUPS + ["memory pressure (PSI)"]
     for f in found.values():
-        if f.knob is None:
-            assert f.name == "pacing (tc fq)"       # no knob paces yet
+        if f.knob is None:       # no knob paces yet; pressure is read by every run
+            assert f.name in ("pacing (tc fq)", "memory pressure (PSI)")
             continue
         key, _, value = f.knob.partition("=")
         knob = REGISTRY.get(key)
@@ -185,3 +185,12 @@ def test_doctor_exits_0_when_no_lab_feature_is_here(tmp_path, monkeypatch):
     text = env.stdout.file.getvalue()
     assert "the default experiment can run" in text
     assert all(re.search(r"│ no +│ not here", row(text, n)) for n in NETWORK + CGROUPS)
+
+
+def test_memory_pressure_is_a_feature_with_its_reason_when_missing(monkeypatch):
+    from stacklab import inventory
+    monkeypatch.setattr(inventory, "host_memory_stall_us", lambda: None)
+    psi = inventory._pressure_feature()
+    assert not psi.available and "no /proc/pressure/memory" in psi.detail
+    monkeypatch.setattr(inventory, "host_memory_stall_us", lambda: 76_862_055)
+    assert inventory._pressure_feature().available

@@ -201,8 +201,12 @@ def test_the_docroot_on_each_filesystem_is_verified_in_the_servers_view(tmp_path
         fs_record = json.loads(sqlite3.connect(db).execute(
             "SELECT resources_json FROM runs WHERE knobs_json = ?", (knobs,)).fetchone()[0])["_fs"]
         if json.loads(knobs)["fs"]["cold_cache"]:
-            assert fs_record["cached_before_load"] == 0.0, fs_record   # cold when loaded
-            assert found["docroot out of the cache"]["status"] == "PASS"
+            # cold when loaded; but for a few pages the kernel holds after nginx's
+            # sendfile (8 of 100k.bin's 25, now and then): a WARN that says how much
+            dropped = found["docroot out of the cache"]
+            assert dropped["status"] in ("PASS", "WARN"), dropped
+            assert fs_record["cached_mib"] <= 0.05, fs_record
+            assert (dropped["status"] == "PASS") == (fs_record["cached_before_load"] == 0)
         else:
             assert "docroot out of the cache" not in found
         seen.add(fs_type)
@@ -238,9 +242,9 @@ def test_a_memory_profile_holds_the_files_the_servers_read(tmp_path):
     assert result.exit_code == 0, result.output
     [(_, outcome, resources, verdicts, _)] = runs(db)
     assert outcome == "ok"
-    assert resources["_fs"]["cached_before_load"] == 0.0, resources["_fs"]
+    assert resources["_fs"]["cached_mib"] <= 0.05, resources["_fs"]     # of 96 MiB
     [dropped] = [v for v in verdicts if v["check"] == "docroot out of the cache"]
-    assert dropped["status"] == "PASS" and "memory limit" in dropped["detail"], dropped
+    assert dropped["status"] in ("PASS", "WARN") and "memory limit" in dropped["detail"]
     limit = 32 * 2**20
     assert resources["_machine"]["memory_peak_bytes"] >= 0.75 * limit, resources["_machine"]
     assert resources["_host"]["memory_stall_share"] > 0.01, resources["_host"]
@@ -284,3 +288,21 @@ def test_no_connection_to_a_lab_address_starts_from_the_hosts_namespace():
             call()
     check_reachable("127.0.0.1")
     check_reachable("10.1.2.3")          # not the lab's range: another rule's business
+
+
+@pytest.mark.parametrize("left, mib, status", [
+    (0.0, 0.0, "PASS"),
+    (0.32, 0.031, "WARN"),           # 8 pages of 100k.bin the kernel held after sendfile
+    (0.005, 3.0, "WARN"),            # under 1% of a large set
+    (0.5, 48.0, "FAIL"),             # half of it: no cold cache
+    (1.0, 96.0, "FAIL"),
+])
+def test_pages_left_in_the_cache_are_judged_by_share_and_size(left, mib, status):
+    from stacklab.netlab.run import cool_verdicts
+    cooled = {"cached_before_load": left, "cached_mib": mib, "drops": 5, "docroot_fs": "ext4"}
+    [v] = cool_verdicts(cooled, memory_limited=False)
+    assert v.status.value == status and v.check == "docroot out of the cache"
+    assert f"({mib:,.2f} MiB)" in v.detail and "a cold cache" in v.detail
+    [tmp] = cool_verdicts({**cooled, "docroot_fs": "tmpfs"}, memory_limited=True)
+    assert (status != "FAIL") or "in memory, charged to stacklab" in tmp.detail
+    assert cool_verdicts({}, memory_limited=True) == []

@@ -39,7 +39,7 @@ def features_table(features: list[Feature]) -> Table:
         table.add_column(col)
     for f in features:
         table.add_row(f.name, "[green]yes[/green]" if f.available else "[yellow]no[/yellow]",
-                      escape(f.detail), f.knob or "(no knob yet)")
+                      escape(f.detail), f.knob or "—")
     return table
 
 
