@@ -348,6 +348,15 @@ def execute_run(ctx: RunContext, run: PlannedRun) -> RunRecord:
                      run_dir=kept and str(kept))
 
 
+def _passed_or_raise(running: RunningStack, verdicts: tuple[Verdict, ...],
+                     checked) -> None:
+    """VerificationFailed, with every verdict so far, when one of `checked` FAILed: the
+    run is invalid and is not measured."""
+    if failed := [v for v in checked if v.status is Status.FAIL]:
+        raise VerificationFailed(running.stack.name, verdicts,
+                                 "; ".join(f"{v.check}: {v.detail}" for v in failed))
+
+
 def _layers_verified(running: RunningStack, verdicts: tuple[Verdict, ...], net: Network,
                      mount, group) -> tuple[Verdict, ...]:
     """The stack's verdicts and the lab's layers' own — the link's rate, the docroot's
@@ -356,9 +365,7 @@ def _layers_verified(running: RunningStack, verdicts: tuple[Verdict, ...], net: 
     pids = [s.proc.popen.pid for s in running.started]
     layers = [*net.verdicts(), *fs_verdicts(mount, pids[0]), *machine_verdicts(group, pids)]
     verdicts = (*verdicts, *layers)
-    if failed := [v for v in layers if v.status is Status.FAIL]:
-        raise VerificationFailed(running.stack.name, verdicts,
-                                 "; ".join(f"{v.check}: {v.detail}" for v in failed))
+    _passed_or_raise(running, verdicts, layers)
     return verdicts
 
 
@@ -370,9 +377,7 @@ def _cooled(running: RunningStack, verdicts: tuple[Verdict, ...], deployed: Depl
     cooled = cool(deployed.docroot, bool(mount) and knobs["fs"]["cold_cache"], limited)
     checked = cool_verdicts(cooled, limited)
     verdicts = (*verdicts, *checked)
-    if failed := [v for v in checked if v.status is Status.FAIL]:
-        raise VerificationFailed(running.stack.name, verdicts,
-                                 "; ".join(f"{v.check}: {v.detail}" for v in failed))
+    _passed_or_raise(running, verdicts, checked)
     return verdicts, cooled
 
 
@@ -383,9 +388,7 @@ def _requests_verified(running: RunningStack, verdicts: tuple[Verdict, ...],
     an invalid run, as the stack's own are."""
     requests = verify_requests(running.front.endpoint, (p for p, _ in deployed.urls), load)
     verdicts = (*verdicts, *requests.verdicts)
-    if failed := [v for v in requests.verdicts if v.status is Status.FAIL]:
-        raise VerificationFailed(running.stack.name, verdicts,
-                                 "; ".join(f"{v.check}: {v.detail}" for v in failed))
+    _passed_or_raise(running, verdicts, requests.verdicts)
     return verdicts, requests
 
 

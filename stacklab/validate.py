@@ -81,16 +81,16 @@ def layers_problem(stack, knobs: dict[str, dict]) -> tuple[str, str] | None:
     from .stacks import COMPONENTS
     behind = (*stack.layers[1:], stack.base[0])
     for layer, next_one in zip(stack.layers, behind):
-        backends = stack.replicas if layer == stack.layers[-1] else 1
         try:
-            COMPONENTS[layer].shares(knobs[layer], backends)
+            COMPONENTS[layer].shares(knobs[layer], stack.backends(layer))
         except StacklabError as e:
             return layer, str(e)
         if knobs[next_one].get("tls") and not COMPONENTS[layer].tls_to_backends:
+            https = ", ".join(n for n, c in COMPONENTS.items() if c.layer and c.tls_to_backends)
             return layer, (f"{layer} speaks plain HTTP to what is behind it, and "
                            f"{next_one}.tls is on; leave {next_one}.tls off (TLS in front "
                            f"of {layer} is not built), or put a layer that speaks HTTPS to "
-                           f"its backends there (nginx-proxy, apache-proxy, haproxy)")
+                           f"its backends there ({https})")
     return None
 
 

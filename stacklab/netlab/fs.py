@@ -302,6 +302,12 @@ def cleanup_stale(state_dir: Path, lab_dir: Path | None = None) -> list[str]:
 def cached_fraction(paths: Iterable[Path]) -> float:
     """The fraction of these files' pages that are in the page cache now (mincore(2)):
     0.0 after drop_cache, 1.0 once read. A check that a cold cache really is cold."""
+    resident, total = cached_pages(paths)
+    return resident / total if total else 0.0
+
+
+def cached_pages(paths: Iterable[Path]) -> tuple[int, int]:
+    """(pages in the page cache now, pages) of these files, by mincore(2)."""
     libc = ctypes.CDLL(None, use_errno=True)
     libc.mmap.restype = ctypes.c_void_p
     libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
@@ -329,4 +335,4 @@ def cached_fraction(paths: Iterable[Path]) -> float:
         finally:
             os.close(fd)
         total += pages
-    return resident / total if total else 0.0
+    return resident, total

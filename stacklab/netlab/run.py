@@ -189,10 +189,10 @@ def cool(docroot: Path, cold: bool, memory_limited: bool) -> dict[str, Any]:
                 os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
             finally:
                 os.close(fd)
-        if (cached := fs.cached_fraction(files)) == 0 or drops == tries:
-            pages = sum(-(-p.stat().st_size // mmap.PAGESIZE) for p in files)
-            return {"cached_before_load": round(cached, 4),
-                    "cached_mib": round(cached * pages * mmap.PAGESIZE / 2**20, 3),
+        resident, pages = fs.cached_pages(files)
+        if resident == 0 or drops == tries:
+            return {"cached_before_load": round(resident / pages, 4) if pages else 0.0,
+                    "cached_mib": round(resident * mmap.PAGESIZE / 2**20, 3),
                     "drops": drops, "docroot_fs": fs_type}
         time.sleep(COOL_WAIT_S)
 
@@ -200,7 +200,8 @@ def cool(docroot: Path, cold: bool, memory_limited: bool) -> dict[str, Any]:
 def cool_verdicts(cooled: dict[str, Any], memory_limited: bool) -> list[Verdict]:
     """The docroot out of the cache before the load, where cool dropped it: pages left
     over COOL_LEFT of it and COOL_LEFT_MIB fail the run (a cold cache that is warm; files
-    a memory limit does not hold); fewer left are a WARN with their size."""
+    a memory limit does not hold); fewer left are a WARN with their size, but on a
+    filesystem in memory any page left fails (none can leave)."""
     if not cooled:
         return []
     left, mib, where = cooled["cached_before_load"], cooled["cached_mib"], cooled["docroot_fs"]
@@ -211,7 +212,7 @@ def cool_verdicts(cooled: dict[str, Any], memory_limited: bool) -> list[Verdict]
     if left == 0:
         return [Verdict("fs", "docroot out of the cache", Status.PASS,
                         f"{said}, as {why} needs", cooled)]
-    if left <= COOL_LEFT or mib <= COOL_LEFT_MIB:
+    if where not in fs.MEMORY_FS and (left <= COOL_LEFT or mib <= COOL_LEFT_MIB):
         return [Verdict("fs", "docroot out of the cache", Status.WARN,
                         f"{said}: held by the kernel (pages a sendfile sent stay so), served "
                         f"from memory to the first requests, not {why}", cooled)]

@@ -91,13 +91,18 @@ class StackDef:
         """Components and groups whose knobs apply to this stack."""
         return self.components + self.groups
 
+    def backends(self, layer: str) -> int:
+        """How many backends front layer `layer` has: the replicas for the layer in front
+        of them, one (the next layer) for the others."""
+        return self.replicas if layer == self.layers[-1] else 1
+
     def layout_inert(self) -> dict[str, str]:
         """{knob key: why} for the knobs its layout leaves nothing to act on: how a layer
         spreads requests, where it has one backend (haproxy > nginx, or haproxy in front of
         varnish, whose director spreads the replicas)."""
         out = {}
         for layer in self.layers:
-            if (self.replicas if layer == self.layers[-1] else 1) == 1:
+            if self.backends(layer) == 1:
                 out |= {f"{layer}.{k}": f"{layer} has one backend in {self.name}: nothing to "
                         "spread" for k in COMPONENTS[layer].spread_knobs}
         return out
