@@ -10,7 +10,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from .flags import BOUNDING, INVALIDATING, LATENCY_DISTORTING, dispersion, run_flags
+from .flags import (BOUNDING, DISTURBED, INVALIDATING, LATENCY_DISTORTING, disturbance_factor,
+                    dispersion, run_flags)
 from .stats import Comparison, bootstrap_ci, compare, median, merged_percentiles
 from .store import Outcome, RunRecord, Store
 from .verify import Verdict
@@ -88,6 +89,12 @@ class TrialSummary:
     # A page's first and repeat view by a caching client (pageview.py), per run:
     # first_/repeat_ requests (over the wire) and bytes (received); {} without one.
     page_views: dict[str, Estimate] = field(default_factory=dict)
+    # The largest slow-down the work measured outside the lab could have caused one of
+    # the pooled runs (flags.disturbance_factor): 1.0 when none ran on a busy host.
+    disturbance: float = 1.0
+    # Runs disturbed by the host (flags.DISTURBED) and measured again: stored with their
+    # flags, not pooled while enough undisturbed runs of the trial remain.
+    runs_set_aside: int = 0
 
     @property
     def latency_distorted(self) -> bool:
@@ -137,9 +144,27 @@ def _components(runs: list[RunRecord]) -> list[str]:
     return sorted({c for r in runs for c in r.resources if not c.startswith("_")})
 
 
+def disturbed(run: RunRecord) -> bool:
+    """Its host disturbed it (flags.DISTURBED): the runner measures such a run again."""
+    return any(f in DISTURBED for f in run.flags)
+
+
+POOL_MIN = 2     # undisturbed runs a trial needs before its disturbed ones are set aside
+
+
+def pooled(runs: list[RunRecord]) -> list[RunRecord]:
+    """The measured runs a trial's figures come from: the undisturbed ones where there
+    are at least POOL_MIN of them (a disturbed run measured again is replaced), else all
+    (their verdicts then weigh the disturbance, TrialSummary.disturbance)."""
+    ok = [r for r in runs if r.outcome is Outcome.OK and r.load and r.load.completed]
+    quiet = [r for r in ok if not disturbed(r)]
+    return quiet if len(quiet) >= POOL_MIN or len(quiet) == len(ok) else ok
+
+
 def summarize(definition: dict, label: str, trial_id: str,
               runs: list[RunRecord]) -> TrialSummary:
-    ok = [r for r in runs if r.outcome is Outcome.OK and r.load and r.load.completed]
+    measured = [r for r in runs if r.outcome is Outcome.OK and r.load and r.load.completed]
+    ok = pooled(runs)
     comps = _components(ok)
     details = _flag_details(ok)
 
@@ -159,7 +184,8 @@ def summarize(definition: dict, label: str, trial_id: str,
     return TrialSummary(
         trial_id=trial_id, label=label, stack=definition["stack"],
         workload=definition["workload"], concurrency=definition["concurrency"],
-        knobs=definition["knobs"], runs_ok=len(ok), runs_failed=len(runs) - invalid - len(ok),
+        knobs=definition["knobs"], runs_ok=len(ok),
+        runs_failed=len(runs) - invalid - len(measured),
         rps=Estimate.of([r.load.rps for r in ok]),
         mbps=Estimate.of([r.load.bytes_total / r.load.duration_s / 1e6 for r in ok
                           if r.load.duration_s]),
@@ -178,7 +204,10 @@ def summarize(definition: dict, label: str, trial_id: str,
         verdicts=runs[-1].verdicts if runs else (), flag_details=tuple(details),
         idle_pss_mib_per_worker=per_component("idle_pss_mib_per_worker"),
         runs_invalid=invalid, tls=_tls(ok), layers=_layers(ok),
-        conditions=_conditions(ok), page_views=_page_views(ok))
+        conditions=_conditions(ok), page_views=_page_views(ok),
+        disturbance=max((disturbance_factor(r.resources.get("_host") or {}) for r in ok),
+                        default=1.0),
+        runs_set_aside=len(measured) - len(ok))
 
 
 def _page_views(ok: list[RunRecord]) -> dict[str, Estimate]:
@@ -271,8 +300,8 @@ def load_view(store: Store, experiment: str | int | None) -> ExperimentView:
                           versions=versions, summaries=summaries, runs=runs)
 
 
-# A run held back by the load engine or by other work on the host (flags.BOUNDING)
-# served less than the server could: a ratio against it is a limit, not a measurement.
+# A run held back by the load engine or short of memory (flags.BOUNDING) served less
+# than the server could: a ratio against it is a limit, not a measurement.
 @dataclass(frozen=True)
 class Bound:
     """A ratio B/A with a limited side is a bound: the true ratio is at least (≥) or at
@@ -281,6 +310,7 @@ class Bound:
 
     relation: str     # "≥", "≤" or "?"
     why: str          # "B (nginx static-page c=16) was limited by the load engine"
+    reason: str = "limited"   # the verdict's reason code: the flag that set the bound
 
 
 def bound(a: TrialSummary, b: TrialSummary, limited_is_low: bool | None,
@@ -298,31 +328,124 @@ def invalid(a: TrialSummary, b: TrialSummary, name=None) -> Bound | None:
     return _limited(a, b, INVALIDATING, None, name)
 
 
+def _side(side: str, s: TrialSummary, name) -> str:
+    return name(s) if name else f"{side} ({s.label})"
+
+
 def _limited(a: TrialSummary, b: TrialSummary, flags: dict[str, str],
              limited_is_low: bool | None, name) -> Bound | None:
     why_a = [flags[f] for f in a.flagged if f in flags]
     why_b = [flags[f] for f in b.flagged if f in flags]
     if not why_a and not why_b:
         return None
-    why = "; ".join(f"{name(s) if name else f'{side} ({s.label})'} {' and '.join(w)}"
+    why = "; ".join(f"{_side(side, s, name)} {' and '.join(w)}"
                     for side, s, w in (("A", a, why_a), ("B", b, why_b)) if w)
-    invalidated = any(f in INVALIDATING for f in (*a.flagged, *b.flagged))
-    if invalidated or (why_a and why_b) or limited_is_low is None:
-        return Bound("?", why)
+    reason = next(f for f in (*a.flagged, *b.flagged) if f in flags)
+    invalidated = [f for f in (*a.flagged, *b.flagged) if f in INVALIDATING]
+    if invalidated:
+        return Bound("?", why, invalidated[0])
+    if (why_a and why_b) or limited_is_low is None:
+        return Bound("?", why, reason)
     # A's true value beyond its measured one moves B/A one way, B's the other way
-    return Bound("≥" if bool(why_b) == limited_is_low else "≤", why)
+    return Bound("≥" if bool(why_b) == limited_is_low else "≤", why, reason)
 
 
-def bounded_verdict(c: Comparison, b: Bound | None) -> str:
-    """The verdict, unless a limited side leaves only a bound: then the verdict stands
-    only when the bound points the same way (B measured faster and only B was held back)."""
-    if b is None or c.ratio is None:
+@dataclass(frozen=True)
+class Reach:
+    """How far other work on the host could have moved each side: the largest slow-down
+    it could have caused A's and B's runs (TrialSummary.disturbance, ≥ 1)."""
+
+    a: float
+    b: float
+    why: str          # "A (apache c=16) ran beside 0.95 core of other work: up to 1.9×"
+
+    def interval(self, ci: tuple[float, float], limited_is_low: bool | None
+                 ) -> tuple[float, float]:
+        """Where the true ratio B/A can lie given its interval `ci`: a disturbed side's
+        throughput could have been up to its factor higher (limited_is_low True), its
+        latency that much lower (False), a figure with no known direction either way."""
+        lo, hi = ci
+        if limited_is_low is True:
+            return lo / self.a, hi * self.b
+        if limited_is_low is False:
+            return lo / self.b, hi * self.a
+        return lo / (self.a * self.b), hi * self.a * self.b
+
+
+def reach(a: TrialSummary, b: TrialSummary, name=None) -> Reach | None:
+    """None when neither side ran on a busy host."""
+    if a.disturbance <= 1.0 and b.disturbance <= 1.0:
+        return None
+    why = "; ".join(f"{_side(side, s, name)} ran on a busy host: "
+                    + (f"up to {s.disturbance:.2g}× slower" if s.disturbance < float("inf")
+                       else "its slow-down was not measured")
+                    for side, s in (("A", a), ("B", b)) if s.disturbance > 1.0)
+    return Reach(a.disturbance, b.disturbance, why)
+
+
+# The one verdict vocabulary of every command and document (show, compare, recommend,
+# the study, the gate): B against A is better, worse, the same as far as the interval can
+# tell, or no verdict with a reason code.
+VERDICTS = ("better", "worse", "same", "no-verdict")
+# Reason codes of "no-verdict": fewer than 2 runs a side, nothing to compare, a flag that
+# bounds or invalidates a side (its name), a host busy enough to explain the ratio.
+REASONS = ("few-runs", "no-data", "limited", "host-busy", *BOUNDING, *INVALIDATING)
+
+
+@dataclass(frozen=True)
+class Decision:
+    kind: str                 # one of VERDICTS
+    reason: str | None = None  # for no-verdict: one of REASONS
+
+    def doc(self) -> dict:
+        return {"verdict": self.kind, "reason": self.reason}
+
+
+def decide(c: Comparison, b: Bound | None, r: Reach | None, limited_is_low: bool | None,
+           higher_is_better: bool = True) -> Decision:
+    """B against A: better or worse when the interval of the ratio — widened by what a
+    busy host could have done to each side (`r`), open on the side a limited run leaves
+    unknown (`b`) — lies wholly on one side of 1; the same when it holds 1 and nothing
+    bent it; else no verdict, with the reason."""
+    if c.ratio is None:
+        return Decision("no-verdict", "no-data")
+    if c.p is None or c.ci is None:
+        return Decision("no-verdict", "few-runs")
+    if b is not None and b.relation == "?":
+        return Decision("no-verdict", b.reason)
+    lo, hi = r.interval(c.ci, limited_is_low) if r else c.ci
+    if b is not None:          # the true ratio only larger (≥) or only smaller (≤)
+        lo, hi = (lo, float("inf")) if b.relation == "≥" else (0.0, hi)
+    if lo > 1 or hi < 1:
+        return Decision("better" if (lo > 1) == higher_is_better else "worse")
+    if b is not None:
+        return Decision("no-verdict", b.reason)
+    return Decision("same") if r is None else Decision("no-verdict", "host-busy")
+
+
+def bounded_verdict(c: Comparison, b: Bound | None, r: Reach | None = None,
+                    limited_is_low: bool | None = True) -> str:
+    """The verdict in words: the comparison's own, unless a limited side leaves only a
+    bound (then it stands only when the bound points the same way: B measured faster and
+    only B was held back) or a busy host could explain the ratio."""
+    if c.ratio is None or c.p is None or c.ci is None:
         return c.verdict
-    if b.relation == "?":
+    if b is not None and b.relation == "?":
         return f"no verdict, not a measurement: {b.why}"
-    agrees = c.significant and (c.ratio > 1) == (b.relation == "≥")
-    return (f"{c.verdict if agrees else 'no verdict'}, a bound "
-            f"({b.relation} {c.ratio:.3g}×): {b.why}")
+    d = decide(c, b, r, limited_is_low)
+    if b is not None:
+        agrees = d.kind in ("better", "worse")
+        text = (f"{c.verdict if agrees else 'no verdict'}, a bound "
+                f"({b.relation} {c.ratio:.3g}×): {b.why}")
+        return text + (f"; {r.why}" if r else "")
+    if r is None:
+        return c.verdict
+    lo, hi = r.interval(c.ci, limited_is_low)
+    if d.kind in ("better", "worse"):
+        return (f"{c.verdict}, beyond what the busy host could explain (at worst "
+                f"{lo:.3g}–{hi:.3g}×): {r.why}")
+    return (f"no verdict: the busy host could explain it (at worst {lo:.3g}–{hi:.3g}×, "
+            f"measured {c.ratio:.3g}×): {r.why}")
 
 
 @dataclass(frozen=True)
@@ -330,34 +453,52 @@ class MetricComparison:
     metric: str
     comparison: Comparison
     bound: Bound | None
+    reach: Reach | None = None
+    limited_is_low: bool | None = True
+    higher_is_better: bool = True
 
     @property
     def verdict(self) -> str:
-        return bounded_verdict(self.comparison, self.bound)
+        return bounded_verdict(self.comparison, self.bound, self.reach, self.limited_is_low)
+
+    @property
+    def decision(self) -> Decision:
+        return decide(self.comparison, self.bound, self.reach, self.limited_is_low,
+                      self.higher_is_better)
+
+
+# A busy host delays wake-ups as well as taking CPU: a tail percentile can move by more
+# than the CPU it took, so its reach is not sized (tests/test_disturbance.py).
+UNSIZED = float("inf")
 
 
 def compare_trials(a: TrialSummary, b: TrialSummary, name=None) -> list[MetricComparison]:
     """B against A on every metric both have, benchstat style; latency from each run's
     p50 and p99, in ms."""
-    def row(metric: str, va, vb, limited_is_low: bool | None) -> MetricComparison:
-        return MetricComparison(metric, compare(va, vb), bound(a, b, limited_is_low, name))
+    r = reach(a, b, name)
+    tail = r and Reach(UNSIZED if r.a > 1 else 1.0, UNSIZED if r.b > 1 else 1.0, r.why)
+
+    def row(metric: str, va, vb, limited_is_low: bool | None, higher_is_better: bool,
+            within: Reach | None = r) -> MetricComparison:
+        return MetricComparison(metric, compare(va, vb), bound(a, b, limited_is_low, name),
+                                within, limited_is_low, higher_is_better)
 
     def ms(s: TrialSummary, p: str) -> list[float]:
         e = s.latency_runs_us.get(p)
         return [v / 1000 for v in e.values] if e else []
 
-    rows = [row("req/s", a.rps.values, b.rps.values, True),
-            row("p50 ms", ms(a, "p50"), ms(b, "p50"), False),
-            row("p99 ms", ms(a, "p99"), ms(b, "p99"), False),
-            row("MB/s", a.mbps.values, b.mbps.values, True),
+    rows = [row("req/s", a.rps.values, b.rps.values, True, True),
+            row("p50 ms", ms(a, "p50"), ms(b, "p50"), False, False),
+            row("p99 ms", ms(a, "p99"), ms(b, "p99"), False, False, tail),
+            row("MB/s", a.mbps.values, b.mbps.values, True, True),
             row("engine CPU µs/req", a.engine_cpu_us_per_request.values,
-                b.engine_cpu_us_per_request.values, None)]
+                b.engine_cpu_us_per_request.values, None, False)]
     for c in sorted(set(a.cpu_us_per_request) & set(b.cpu_us_per_request)):
         rows.append(row(f"{c} CPU µs/req", a.cpu_us_per_request[c].values,
-                        b.cpu_us_per_request[c].values, None))
+                        b.cpu_us_per_request[c].values, None, False))
     for c in sorted(set(a.rss_mib_peak) & set(b.rss_mib_peak)):
         rows.append(row(f"{c} RSS MiB", a.rss_mib_peak[c].values, b.rss_mib_peak[c].values,
-                        None))
+                        None, False))
     return rows
 
 

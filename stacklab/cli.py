@@ -21,6 +21,7 @@ from .commands import study as studying
 from .commands import run as running
 from .env import DB_VARIABLE, DEFAULT_DB, Environment
 from .errors import ExitStatus, StacklabError, printable
+from .quiet import QUIET_MAX_S
 
 
 def error_line(e: BaseException) -> tuple[ExitStatus, str] | None:
@@ -72,6 +73,9 @@ cli = typer.Typer(cls=Boundary, add_completion=False, no_args_is_help=True,
 DbOpt = typer.Option(None, "--db", show_default=False,
                      help=f"Results database (SQLite). [default: ${DB_VARIABLE}, else "
                           f"{DEFAULT_DB}]")
+WaitQuietOpt = typer.Option(False, "--wait-quiet", help="Before measuring a run again "
+                            "because other work disturbed it, wait up to "
+                            f"{QUIET_MAX_S:.0f} s for the host to go quiet.")
 ExperimentArg = typer.Argument(None, help="Name or id (default: newest).")
 JsonOpt = typer.Option(False, "--json", help="One JSON document (its schema: "
                        "stacklab/report/schemas/).")
@@ -137,10 +141,10 @@ def run(ctx: typer.Context,
         db: Optional[Path] = DbOpt,
         resume: bool = typer.Option(False, "--resume", help="Complete the newest experiment "
                                     "of this name without redoing finished runs."),
-        dry_run: bool = typer.Option(False, "--dry-run", help="Print the plan, start nothing.")
-        ) -> ExitStatus:
+        dry_run: bool = typer.Option(False, "--dry-run", help="Print the plan, start nothing."),
+        wait_quiet: bool = WaitQuietOpt) -> ExitStatus:
     """Run an experiment: plan, start real stacks, verify, load, store each run."""
-    return running.run(ctx.obj, spec, db, resume, dry_run)
+    return running.run(ctx.obj, spec, db, resume, dry_run, wait_quiet)
 
 
 @cli.command("list")

@@ -61,6 +61,7 @@ HOST_BUSY_CORE_SHARE = 0.10   # CPU outside the lab, in cores
 HOST_STEAL_SHARE = 0.02       # steal time, share of all CPU time
 ERROR_RESPONSE_SHARE = 0.01   # 4xx and 5xx, share of the completed requests
 MEMORY_STALL_SHARE = 0.01     # some task waiting for memory, share of the window (PSI)
+IO_STALL_SHARE = 0.05         # some task waiting for disk I/O, share of the window (PSI)
 PROFILE_REACHED = 0.9         # a profile's group at this share of its memory limit: held
 
 # Flags after which a run's percentiles are not the trial's latency.
@@ -68,8 +69,13 @@ LATENCY_DISTORTING = ("starved", "littles-law")
 # Flags after which a ratio against the run is a bound, not a measurement, with what
 # held the run back (the words a comparison gives).
 BOUNDING = {"generator-bound": "was limited by the load engine",
-            "host-busy": "ran while the host was busy with other work",
-            "memory-pressure": "ran while the host was short of memory"}
+            "memory-pressure": "ran while the host was short of memory",
+            "io-pressure": "waited on disk I/O it did not ask for"}
+# Flags of a run disturbed by the host rather than by what it measures: such a run is
+# measured again (runner.remeasure) and, while undisturbed runs of its trial are enough,
+# not pooled. host-busy is sized (disturbance_factor): a ratio beyond the slow-down it
+# could cause keeps its verdict.
+DISTURBED = ("host-busy", "io-pressure")
 # Flags after which a ratio against the run is no measurement at all, either way.
 INVALIDATING = {"error-responses": "answered errors (4xx/5xx) to more than "
                                    f"{ERROR_RESPONSE_SHARE:.0%} of its requests"}
@@ -85,10 +91,12 @@ def run_flags(load: LoadReport, resources: dict) -> list[Flag]:
     """Every flag a finished run earns, in a fixed order."""
     checks = (_generator_bound, _rate_not_kept, _starved, _littles_law, _error_responses)
     flags = [f for check in checks if (f := check(load))]
-    busy = host_busy(resources.get("_host") or {})
-    memory = memory_pressure(resources.get("_host") or {}, resources.get("_machine") or {})
+    host = resources.get("_host") or {}
+    busy = host_busy(host)
+    memory = memory_pressure(host, resources.get("_machine") or {})
+    io = io_pressure(host, resources.get("_fs") or {}, resources.get("_machine") or {})
     killed = server_child_killed(resources.get("_logs") or {})
-    return flags + [f for f in (busy, memory, killed) if f]
+    return flags + [f for f in (busy, memory, io, killed) if f]
 
 
 def flag_names(load: LoadReport, resources: dict) -> list[str]:
@@ -200,6 +208,45 @@ def host_busy(host: dict) -> Flag | None:
     return Flag("host-busy", f"processes outside the lab used {outside:.2f} of a core "
                 f"and steal was {(steal or 0):.1%} during the measured window "
                 f"(limits {core_limit:.2f} core, {HOST_STEAL_SHARE:.0%} steal){why}")
+
+
+def disturbance_factor(host: dict) -> float:
+    """The largest slow-down the work measured outside the lab could have caused the
+    run: the lab got `lab_cores` of the CPUs while others took `outside_cores` (plus
+    what the readings cannot tell from the lab's own, `tolerance_cores`) and the
+    hypervisor stole `steal_share` of them. Had the others been idle, the lab could have
+    had their cores too, never more than the machine's: its rate could have been at most
+    min(lab + others, cpus) / lab times the measured one. 1.0 for a run not flagged
+    host-busy; infinite where the window was not measured (no way to size it).
+
+    Two cores, a one-thread CPU hog beside nginx: the lab used ~1 core, others ~1, a
+    bound of 2×; tests/test_disturbance.py measures the hog's real slow-down inside it."""
+    if host_busy(host) is None:
+        return 1.0
+    lab, outside = host.get("lab_cores"), host.get("outside_cores")
+    if not lab or outside is None:
+        return float("inf")
+    cpus = host.get("cpus") or 0
+    stolen = (host.get("steal_share") or 0.0) * cpus
+    others = outside + (host.get("tolerance_cores") or 0.0) + stolen
+    ceiling = lab + others if not cpus else min(lab + others, float(cpus))
+    return max(1.0, ceiling / lab)
+
+
+def io_pressure(host: dict, fs: dict, machine: dict) -> Flag | None:
+    """Some task waited for disk I/O during more than IO_STALL_SHARE of the window
+    (/proc/pressure/io, host-wide) in a run that did not ask for I/O: not a cold cache,
+    not a memory profile. The previous run's writeback (16,000 PHP session files) is
+    what it caught: a run is settled before it starts (lab.settle), and one that still
+    waited is measured again."""
+    share = host.get("io_stall_share")
+    if share is None or share <= IO_STALL_SHARE:
+        return None
+    if fs.get("cold_cache") or machine.get("memory_mb"):
+        return None       # reading from disk is what the run measures
+    return Flag("io-pressure", f"some task waited for disk I/O during {share:.1%} of the "
+                f"measured window (limit {IO_STALL_SHARE:.0%}) in a run that reads nothing "
+                "from disk: writeback or other I/O on the host slowed it")
 
 
 def memory_pressure(host: dict, machine: dict) -> Flag | None:

@@ -173,6 +173,7 @@ class HostSample:
     read_s: float = 0.0  # when /proc/stat was read (the sampler's clock)
     cpus: int = 0        # cores online then
     memory_stall_us: int | None = None  # PSI: time some task waited for memory, since boot
+    io_stall_us: int | None = None      # PSI: time some task waited for disk I/O, since boot
 
 
 def host_cpu() -> tuple[float, float, float, int, float, float, int]:
@@ -211,8 +212,18 @@ def host_memory_stall_us() -> int | None:
     """Microseconds since boot in which some task waited for memory — reclaim, a refault
     of a page evicted too early, swap-in — from /proc/pressure/memory ("some ... total=");
     None on a kernel without PSI."""
+    return _stall_us("memory")
+
+
+def host_io_stall_us() -> int | None:
+    """Microseconds since boot in which some task waited for disk I/O (writeback, a
+    read from disk), from /proc/pressure/io; None on a kernel without PSI."""
+    return _stall_us("io")
+
+
+def _stall_us(resource: str) -> int | None:
     try:
-        with open("/proc/pressure/memory", "rb") as f:
+        with open(f"/proc/pressure/{resource}", "rb") as f:
             some = f.readline()
     except OSError:
         return None
@@ -228,6 +239,10 @@ def host_available_mib() -> float | None:
     except OSError:
         pass
     return None
+
+
+def _stall_share(a: int | None, b: int | None, span_s: float) -> float | None:
+    return None if a is None or b is None else round((b - a) / (span_s * 1e6), 4)
 
 
 class Monitor:
@@ -322,7 +337,8 @@ class Monitor:
         read_s = self.now_s()
         busy, steal, total, forks, irq, idle, cpus = host_cpu()
         self.host.append(HostSample(round(t, 3), busy, steal, total, own.user + own.system,
-                                    forks, irq, idle, read_s, cpus, host_memory_stall_us()))
+                                    forks, irq, idle, read_s, cpus, host_memory_stall_us(),
+                                    host_io_stall_us()))
         mem = host_available_mib() if pss else None
         if mem is not None:
             self.host_mib.append(mem)
@@ -385,11 +401,11 @@ class Monitor:
                 "forks_per_s": round((b.forks - a.forks) / window, 1),
                 "tolerance_cores": round(tolerance, 3),
                 "steal_share": round((b.steal_s - a.steal_s) / total, 4) if total else 0.0,
-                # the share of the window in which some task waited for memory
-                "memory_stall_share": (None if a.memory_stall_us is None
-                                       or b.memory_stall_us is None else
-                                       round((b.memory_stall_us - a.memory_stall_us)
-                                             / (span * 1e6), 4))}
+                "cpus": b.cpus,
+                # the share of the window in which some task waited for memory, for I/O
+                "memory_stall_share": _stall_share(a.memory_stall_us, b.memory_stall_us,
+                                                   span),
+                "io_stall_share": _stall_share(a.io_stall_us, b.io_stall_us, span)}
 
     def overhead(self) -> dict:
         """The sampler's own cost, as a fraction of one core."""

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Callable, Protocol
 
 from . import __version__, lab
-from .analyze import Estimate
+from .analyze import Estimate, disturbed, pooled
 from .drive import LoadPlan, LoadReport, engine_version
 from .env import Environment
 from .errors import (EngineError, Interrupted, LabError, NotFound, StackError, StoreError,
@@ -38,6 +38,7 @@ from .netlab.thread import in_netns
 from .netlab.run import (Network, cool, cool_verdicts, filesystem, fs_verdicts, machine,
                          machine_verdicts, network)
 from .plan import Plan, PlannedRun, Trial, effective_knobs
+from .quiet import settle, wait_quiet
 from .stacks.php.install import handler_versions
 from .spec import ExperimentSpec
 from .stack import RunningStack, Site, lifecycle
@@ -65,6 +66,16 @@ class Progress(Protocol):
     def end(self) -> None: ...
 
 
+@dataclass(frozen=True)
+class Remeasure:
+    """What to do with a run the host disturbed (flags.DISTURBED): measure it again, up
+    to `limit` times a trial (the experiment's `remeasure`), first waiting up to
+    `wait_quiet_s` for the host's other work to stop (0: no wait)."""
+
+    limit: int = 2
+    wait_quiet_s: float = 0.0
+
+
 @dataclass
 class RunContext:
     """What every run of one experiment shares."""
@@ -81,6 +92,9 @@ class RunContext:
     clock: Callable[[], str]        # the Environment's: time stamps of the runs
     deployed: dict[str, Deployed] = field(default_factory=dict)
     other_labs: list[dict] = field(default_factory=list)   # live at the last check
+    remeasure: Remeasure = field(default_factory=Remeasure)
+    remeasured: dict[str, int] = field(default_factory=dict)   # trial id -> runs again
+    taken: set[tuple[str, int]] = field(default_factory=set)   # (trial, repetition) used
 
 
 def plan_hash(plan: Plan) -> str:
@@ -90,7 +104,8 @@ def plan_hash(plan: Plan) -> str:
 
 def run_experiment(env: Environment, spec: ExperimentSpec, plan: Plan,
                    registry: KnobRegistry, store: Store, results_dir: Path, resume: bool,
-                   progress: Progress, anew_if_changed: bool = False) -> int:
+                   progress: Progress, anew_if_changed: bool = False,
+                   wait_quiet_s: float = 0.0) -> int:
     """Run every planned run not yet stored, in a lab session under env's lab root with
     env's clock; return the experiment id. A resume is refused when the stored runs ran
     otherwise than the rest would (changed_since), or, with `anew_if_changed` (a study
@@ -114,7 +129,7 @@ def run_experiment(env: Environment, spec: ExperimentSpec, plan: Plan,
             progress.note(f"{name}: not resumed, started anew: {change}")
             exp_id = _experiment_for(spec, plan, store, False, system, env.clock)
         _run_all(env, spec, plan, registry, store, results_dir, progress, exp_id, system,
-                 versions)
+                 versions, Remeasure(spec.experiment.remeasure, wait_quiet_s))
     return exp_id
 
 
@@ -159,14 +174,15 @@ def changed_since(store: Store, exp_id: int, plan: Plan, registry: KnobRegistry,
 
 def _run_all(env: Environment, spec: ExperimentSpec, plan: Plan, registry: KnobRegistry,
              store: Store, results_dir: Path, progress: Progress, exp_id: int,
-             system: dict, versions: dict[str, str]) -> None:
+             system: dict, versions: dict[str, str], remeasure: Remeasure) -> None:
     done = store.done(exp_id)
     todo = [r for r in plan.runs if (r.trial.id, r.repetition) not in done]
     try:
         with lab.session_scope(env.lab_root) as session:
             ctx = RunContext(exp_id, spec, registry, store, session, results_dir,
                              versions, make_certificate(session.dir), system,
-                             env.clock)
+                             env.clock, remeasure=remeasure,
+                             taken=done | {(r.trial.id, r.repetition) for r in plan.runs})
             progress.begin(len(plan.runs), len(plan.runs) - len(todo))
             try:
                 for run in todo:
@@ -207,7 +223,33 @@ def _run_and_store(ctx: RunContext, run: PlannedRun, progress: Progress) -> None
     progress.run_started(run)
     record = execute_run(ctx, run)
     ctx.store.add_run(record)          # committed at once
+    ctx.taken.add((run.trial.id, run.repetition))
     progress.run_finished(run, record)
+    if again := _again(ctx, run, record, progress):
+        progress.extend(1)
+        _run_and_store(ctx, again, progress)
+
+
+def _again(ctx: RunContext, run: PlannedRun, record: RunRecord,
+           progress: Progress) -> PlannedRun | None:
+    """The same trial measured again when the host disturbed this run (flags.DISTURBED),
+    within the experiment's limit: the disturbed run stays stored with its flags and is
+    set aside (analyze.pooled) while enough undisturbed runs remain."""
+    trial = run.trial
+    if not disturbed(record) or ctx.remeasured.get(trial.id, 0) >= ctx.remeasure.limit:
+        return None
+    ctx.remeasured[trial.id] = ctx.remeasured.get(trial.id, 0) + 1
+    flags = ", ".join(f for f in record.flags if f in ("host-busy", "io-pressure"))
+    note = (f"{trial.label()} #{run.repetition} was disturbed ({flags}): measured again "
+            f"({ctx.remeasured[trial.id]} of at most {ctx.remeasure.limit})")
+    if ctx.remeasure.wait_quiet_s > 0:
+        q = wait_quiet(ctx.remeasure.wait_quiet_s)
+        note += (f" after {q.seconds:.0f} s waiting for the host to go quiet" if q.quiet else
+                 f"; the host stayed busy ({q.busy_cores:.2f} cores of other work after "
+                 f"{q.seconds:.0f} s of waiting)")
+    progress.note(note)
+    repetition = 1 + max(rep for t, rep in ctx.taken if t == trial.id)
+    return PlannedRun(trial, repetition)
 
 
 def _check_other_labs(ctx: RunContext, progress: Progress) -> None:
@@ -226,21 +268,24 @@ def more_rounds(spec: ExperimentSpec, plan: Plan, store: Store, exp_id: int) -> 
     """repetitions = "auto": one more repetition of every trial whose req/s CI is still
     wider than the target and that has not reached the maximum."""
     e = spec.experiment
-    reps: dict[str, int] = {}
-    rps: dict[str, list[float]] = {}
+    last: dict[str, int] = {}
+    runs: dict[str, list[RunRecord]] = {}
     for r in store.runs(exp_id):
-        reps[r.trial_id] = max(reps.get(r.trial_id, 0), r.repetition)
-        if r.outcome is Outcome.OK and r.load:
-            rps.setdefault(r.trial_id, []).append(r.load.rps)
+        last[r.trial_id] = max(last.get(r.trial_id, 0), r.repetition)
+        runs.setdefault(r.trial_id, []).append(r)
     out = []
     for t in plan.trials:
-        if reps.get(t.id, 0) >= e.max_repetitions:
+        mine = runs.get(t.id, [])
+        counted = [r for r in mine if not disturbed(r)]    # runs measured again: once
+        if (len(counted) >= e.max_repetitions
+                or len(mine) >= e.max_repetitions + e.remeasure):
             continue
-        if not rps.get(t.id) and reps.get(t.id, 0) >= e.first_repetitions:
+        rps = [r.load.rps for r in pooled(mine)]
+        if not rps and len(counted) >= e.first_repetitions:
             continue                   # only failures: more runs would not narrow anything
-        hw = Estimate.of(rps.get(t.id, [])).half_width
+        hw = Estimate.of(rps).half_width
         if hw is None or hw > e.ci_target:
-            out.append(PlannedRun(t, reps.get(t.id, 0) + 1))
+            out.append(PlannedRun(t, last.get(t.id, 0) + 1))
     return out
 
 
@@ -303,8 +348,10 @@ def execute_run(ctx: RunContext, run: PlannedRun) -> RunRecord:
             verdicts, requests = _requests_verified(running, verdicts, deployed, knobs["load"])
             verdicts, cooled = _cooled(running, verdicts, deployed, mount, knobs)
             counters = group.counters(running.started)
+            settled = settle()     # the previous run's writeback is not this run's
             load, resources = _measure(ctx, trial, knobs, deployed, running, run_dir, net,
                                        requests.headers, counters)
+            resources["_host"] = {**resources.get("_host", {}), **settled.record()}
             resources["_accounting"] = group.record(sorted(counters))
             if views := _page_views(running, deployed, net):
                 resources["_pageview"] = views

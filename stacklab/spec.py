@@ -58,6 +58,10 @@ class Experiment(_Strict):
     warmup: float = 1.0
     seed: int = Field(1, ge=0, le=2**63 - 1)   # the engine's URL choice and the corpora
     keep_cpus_awake: bool = True   # hold /dev/cpu_dma_latency at 0 (see systune.py)
+    # Runs of one trial measured again because the host disturbed them (flags.DISTURBED:
+    # host-busy, io-pressure); the disturbed run stays stored and is set aside. Not part
+    # of a trial's definition: it changes which runs are made, not what they measure.
+    remeasure: int = Field(2, ge=0, le=20)
 
     @field_validator("name")
     @classmethod

@@ -88,10 +88,10 @@ def test_comparing_experiments_names_both_and_matches_trials_by_definition(tmp_p
 @pytest.mark.parametrize("flag_a, flag_b, limited_is_low, relation", [
     ("generator-bound", None, True, "≤"),    # A could serve more: B/A could be smaller
     (None, "generator-bound", True, "≥"),    # B could serve more: B/A could be larger
-    (None, "host-busy", True, "≥"),
-    ("host-busy", None, False, "≥"),         # A's latency could be lower: B/A larger
+    (None, "memory-pressure", True, "≥"),
+    ("memory-pressure", None, False, "≥"),   # A's latency could be lower: B/A larger
     (None, "generator-bound", False, "≤"),
-    ("generator-bound", "host-busy", True, "?"),
+    ("generator-bound", "memory-pressure", True, "?"),
     (None, "generator-bound", None, "?"),    # CPU, memory: no known direction
 ])
 def test_the_direction_of_a_bound(view, flag_a, flag_b, limited_is_low, relation):
@@ -165,7 +165,7 @@ def test_recommend_names_a_significantly_faster_variant(view):
 
 def test_recommend_carries_a_bound(view):
     v = knob_view(view, 1.5)
-    v = replace(v, summaries=[replace(v.summaries[0], flagged=("host-busy",)),
+    v = replace(v, summaries=[replace(v.summaries[0], flagged=("memory-pressure",)),
                               v.summaries[1]])
     (effect,) = effects(v, REGISTRY)
     assert effect.verdict.startswith("no verdict, a bound (≤ 1.5×)")

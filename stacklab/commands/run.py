@@ -10,6 +10,7 @@ from ..env import Environment
 from ..errors import ExitStatus
 from ..gate import baseline_pairs
 from ..plan import Plan, make_plan
+from ..quiet import QUIET_MAX_S
 from ..validate import SpecOrigin, check_installed, validate_plan
 from ..report.listings import print_notes, print_plan
 from ..report.progress import RichProgress
@@ -36,7 +37,7 @@ def load(spec_path: Path) -> tuple[ExperimentSpec, Plan]:
 
 
 def run(env: Environment, spec_path: Path, db: Path | None, resume: bool,
-        dry_run: bool) -> ExitStatus:
+        dry_run: bool, wait_quiet: bool = False) -> ExitStatus:
     spec, plan = load(spec_path)
     print_notes(plan.notes, env.stdout)     # knobs set where they cannot act in some trials
     if dry_run:
@@ -50,7 +51,8 @@ def run(env: Environment, spec_path: Path, db: Path | None, resume: bool,
     store = Store.open(db)
     try:
         exp_id = run_experiment(env, spec, plan, REGISTRY, store, logs_dir(db), resume,
-                                RichProgress(env.stdout))
+                                RichProgress(env.stdout),
+                                wait_quiet_s=QUIET_MAX_S if wait_quiet else 0.0)
         view = load_view(store, exp_id)
         print_summary(view, env.stdout)
     finally:

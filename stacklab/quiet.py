@@ -1,0 +1,93 @@
+"""Before a run: a settled disk and, when asked, a quiet host.
+
+A run that writes many files (PHP's file sessions: ~16,000 a run) leaves their writeback,
+and the removal of its run directory, to whatever runs next: on the lab root on disk the
+next run of the same trial measured −88% where a tmpfs root measured −30%. So each run
+starts after the disk has settled — everything written back and no task waiting for I/O
+for a short spell — and says how long that took.
+
+A run disturbed by other work on the host (flags.DISTURBED) is measured again; with
+`--wait-quiet` the runner first waits, for a bounded time, until the host's CPUs are idle
+of others' work.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+
+from .flags import HOST_BUSY_CORE_SHARE
+from .monitor import host_cpu, host_io_stall_us
+
+SETTLE_MAX_S = 30.0         # the longest a run waits for the disk
+SETTLE_SPELL_S = 0.2        # a spell with no task waiting for I/O…
+SETTLE_STALL_SHARE = 0.01   # …more than this share of it: settled
+QUIET_MAX_S = 120.0         # the longest --wait-quiet waits before a run measured again
+QUIET_SPELL_S = 1.0         # a spell over which the host's busy CPU is read
+
+
+@dataclass(frozen=True)
+class Settled:
+    seconds: float            # how long the sync and the wait took
+    settled: bool             # False: SETTLE_MAX_S passed with I/O still pending
+    io_stall_share: float | None   # of the last spell (None: no PSI)
+
+    def record(self) -> dict:
+        return {"settle_s": round(self.seconds, 3), "settled": self.settled,
+                "settle_io_stall_share": self.io_stall_share}
+
+
+def settle(max_s: float = SETTLE_MAX_S, clock=time.monotonic, sleep=time.sleep,
+           stall_us=host_io_stall_us, sync=os.sync) -> Settled:
+    """Write everything back (sync), then wait until a SETTLE_SPELL_S spell in which no
+    task waited for I/O more than SETTLE_STALL_SHARE of it (/proc/pressure/io), at most
+    `max_s`. Without PSI the sync is all there is."""
+    start = clock()
+    sync()
+    share = None
+    while True:
+        before = stall_us()
+        if before is None:
+            return Settled(clock() - start, True, None)
+        sleep(SETTLE_SPELL_S)
+        after = stall_us()
+        share = (after - before) / (SETTLE_SPELL_S * 1e6) if after is not None else 0.0
+        if share <= SETTLE_STALL_SHARE:
+            return Settled(clock() - start, True, round(share, 4))
+        if clock() - start >= max_s:
+            return Settled(clock() - start, False, round(share, 4))
+
+
+@dataclass(frozen=True)
+class Quiet:
+    seconds: float            # how long it waited
+    quiet: bool               # False: gave up after QUIET_MAX_S
+    busy_cores: float         # the host's busy CPU over the last spell, not stacklab's own
+
+
+def busy_cores(spell_s: float = QUIET_SPELL_S, sleep=time.sleep) -> float:
+    """The host's busy CPU over one spell, less this process's own: between runs no lab
+    server runs, so this is the others' work."""
+    b0, steal0, _, _, irq0, idle0, cpus = host_cpu()
+    t0, own0 = time.monotonic(), os.times()
+    sleep(spell_s)
+    b1, steal1, _, _, irq1, idle1, _ = host_cpu()
+    t1, own1 = time.monotonic(), os.times()
+    own = (own1.user + own1.system) - (own0.user + own0.system)
+    span = t1 - t0
+    away = (idle1 - idle0) + (irq1 - irq0) + (steal1 - steal0)
+    busy = max(0.0, cpus * span - away) if cpus else b1 - b0      # as monitor._busy_s
+    return max(0.0, busy - own) / span
+
+
+def wait_quiet(max_s: float = QUIET_MAX_S, clock=time.monotonic, reading=busy_cores) -> Quiet:
+    """Wait until the others' work on the host is under what flags host-busy (a spell of
+    QUIET_SPELL_S), at most `max_s`."""
+    start = clock()
+    while True:
+        busy = reading()
+        if busy <= HOST_BUSY_CORE_SHARE:
+            return Quiet(clock() - start, True, round(busy, 3))
+        if clock() - start >= max_s:
+            return Quiet(clock() - start, False, round(busy, 3))
