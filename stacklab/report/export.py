@@ -14,7 +14,7 @@ from ..analyze import ExperimentView, TrialSummary, _components, _per_request
 from ..store import RunRecord
 from ..store.records import verdict_doc
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 # The CSV's columns before, between and after those that depend on the experiment: its
 # knobs (after `concurrency`), then per error class, status class and component.
@@ -127,7 +127,9 @@ def export_json(view: ExperimentView) -> str:
 
 def _trial(s: TrialSummary) -> dict:
     """Every field of the summary (estimates as {median, ci, values})."""
-    return {**asdict(s), "verdicts": [verdict_doc(v) for v in s.verdicts]}
+    return {**asdict(s), "verdicts": [verdict_doc(v) for v in s.verdicts],
+            # infinite where a busy window could not be sized: JSON has no infinity
+            "disturbance": s.disturbance if s.disturbance < float("inf") else None}
 
 
 def _run(r: RunRecord) -> dict:
