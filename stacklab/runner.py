@@ -66,6 +66,11 @@ class Progress(Protocol):
     def end(self) -> None: ...
 
 
+# Runs measured again and disturbed again, in a row, after which the host is taken to be
+# busy for good: re-measuring would only lengthen the experiment (unless --wait-quiet).
+BUSY_STREAK = 3
+
+
 @dataclass(frozen=True)
 class Remeasure:
     """What to do with a run the host disturbed (flags.DISTURBED): measure it again, up
@@ -95,6 +100,8 @@ class RunContext:
     remeasure: Remeasure = field(default_factory=Remeasure)
     remeasured: dict[str, int] = field(default_factory=dict)   # trial id -> runs again
     taken: set[tuple[str, int]] = field(default_factory=set)   # (trial, repetition) used
+    again_runs: dict[str, set[int]] = field(default_factory=dict)  # repetitions made again
+    busy_streak: int = 0          # runs made again that were disturbed too, in a row
 
 
 def plan_hash(plan: Plan) -> str:
@@ -236,7 +243,14 @@ def _again(ctx: RunContext, run: PlannedRun, record: RunRecord,
     within the experiment's limit: the disturbed run stays stored with its flags and is
     set aside (analyze.pooled) while enough undisturbed runs remain."""
     trial = run.trial
-    if not disturbed(record) or ctx.remeasured.get(trial.id, 0) >= ctx.remeasure.limit:
+    if run.repetition in ctx.again_runs.get(trial.id, ()):   # a run measured again
+        ctx.busy_streak = ctx.busy_streak + 1 if disturbed(record) else 0
+        if ctx.busy_streak == BUSY_STREAK and not ctx.remeasure.wait_quiet_s:
+            progress.note(f"{BUSY_STREAK} runs measured again were disturbed as well: the "
+                          "host stays busy, so no more are (each verdict is judged against "
+                          "the disturbance measured; --wait-quiet waits for a quiet host)")
+    if (not disturbed(record) or ctx.remeasured.get(trial.id, 0) >= ctx.remeasure.limit
+            or (ctx.busy_streak >= BUSY_STREAK and not ctx.remeasure.wait_quiet_s)):
         return None
     ctx.remeasured[trial.id] = ctx.remeasured.get(trial.id, 0) + 1
     flags = ", ".join(f for f in record.flags if f in ("host-busy", "io-pressure"))
@@ -249,6 +263,7 @@ def _again(ctx: RunContext, run: PlannedRun, record: RunRecord,
                  f"{q.seconds:.0f} s of waiting)")
     progress.note(note)
     repetition = 1 + max(rep for t, rep in ctx.taken if t == trial.id)
+    ctx.again_runs.setdefault(trial.id, set()).add(repetition)
     return PlannedRun(trial, repetition)
 
 

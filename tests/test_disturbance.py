@@ -208,3 +208,34 @@ def test_a_large_effect_keeps_its_verdict_beside_a_hog(tmp_path):
     assert rps.comparison.ratio < 0.5
     assert rps.decision == Decision("worse"), rps.verdict
     assert "beyond what the busy host could explain" in rps.verdict
+
+
+# --- a settled disk and a quiet host before a run (pure, with injected readings)
+
+def test_settle_waits_for_a_spell_without_io_wait():
+    from stacklab import quiet
+    stalls = iter([0, 150_000, 150_000, 150_500])     # 75% of a spell, then 0.25%
+    now = iter(range(100))
+    done = quiet.settle(clock=lambda: next(now), sleep=lambda s: None,
+                        stall_us=lambda: next(stalls), sync=lambda: None)
+    assert done.settled and done.io_stall_share == pytest.approx(0.0025)
+
+
+def test_settle_gives_up_after_its_limit_and_says_so():
+    from stacklab import quiet
+    t = iter(range(0, 1000, 10))
+    total = iter(range(0, 10**9, 200_000))            # waiting all the time
+    done = quiet.settle(max_s=30, clock=lambda: next(t), sleep=lambda s: None,
+                        stall_us=lambda: next(total), sync=lambda: None)
+    assert not done.settled and done.record()["settled"] is False
+
+
+def test_wait_quiet_stops_at_a_quiet_spell_or_its_bound():
+    from stacklab import quiet
+    t = iter(range(100))
+    busy = iter([1.0, 0.8, 0.05])
+    q = quiet.wait_quiet(60, clock=lambda: next(t), reading=lambda: next(busy))
+    assert q.quiet and q.busy_cores == 0.05
+    t = iter(range(0, 1000, 50))
+    q = quiet.wait_quiet(60, clock=lambda: next(t), reading=lambda: 1.0)
+    assert not q.quiet and q.seconds >= 60
