@@ -312,10 +312,11 @@ def study(ctx: typer.Context,
                                        "experiments, start nothing."),
           report_only: bool = typer.Option(False, "--report-only", help="Measure nothing: "
                                            "the report from what is stored."),
-          db: Optional[Path] = DbOpt) -> ExitStatus:
+          db: Optional[Path] = DbOpt, wait_quiet: bool = WaitQuietOpt) -> ExitStatus:
     """Re-measure one study's findings and set each against the study's figure: then and
     now, with intervals and verdicts (resumes a study run that was interrupted)."""
-    return studying.study(ctx.obj, name, quick, db, output, dry_run, report_only)
+    return studying.study(ctx.obj, name, quick, db, output, dry_run, report_only,
+                          wait_quiet)
 
 
 @cli.command()

@@ -15,6 +15,7 @@ from ..errors import ExitStatus, Interrupted, NotFound, SpecError, StacklabError
 from ..breakdown import group_series, run_breakdowns
 from ..report.measures import StepProgress
 from ..report.progress import RichProgress
+from ..quiet import QUIET_MAX_S
 from ..runner import plan_hash, run_experiment
 from ..stacks import REGISTRY, STACKS
 from ..store import Store
@@ -37,7 +38,7 @@ BREAKDOWN_REQUEST_S = 0.005
 
 
 def study(env: Environment, name: str, quick: bool, db: Path | None, output: Path | None,
-          dry_run: bool, report_only: bool) -> ExitStatus:
+          dry_run: bool, report_only: bool, wait_quiet: bool = False) -> ExitStatus:
     sid = name.upper()
     if sid not in STUDY_IDS:
         raise UsageError(f"study {name!r}: expected one of {', '.join(STUDY_IDS)}")
@@ -52,7 +53,8 @@ def study(env: Environment, name: str, quick: bool, db: Path | None, output: Pat
     db = env.database(db)
     failed: dict[str, str] = {}
     if not report_only:
-        failed = run_steps(env, steps, breakdowns, db)
+        failed = run_steps(env, steps, breakdowns, db,
+                           QUIET_MAX_S if wait_quiet else 0.0)
     report = evaluate(env, findings, plan, steps, breakdowns, db, quick, failed)
     print_study(report, env.stdout)
     path = output or db.parent / f"study-{sid.lower()}{'-quick' if quick else ''}.html"
@@ -110,7 +112,8 @@ def breakdown_estimate_s(pb: PlannedBreakdown) -> float:
 
 
 def run_steps(env: Environment, steps: list[PlannedStep],
-              breakdowns: list[PlannedBreakdown], db: Path) -> dict[str, str]:
+              breakdowns: list[PlannedBreakdown], db: Path,
+              wait_quiet_s: float = 0.0) -> dict[str, str]:
     """Each step's experiment, resumed when one of its name was planned the same way,
     then each breakdown's series unless one planned the same is stored whole; a step
     that fails is reported and the study goes on (Ctrl-C stops it: run the study again
@@ -127,7 +130,8 @@ def run_steps(env: Environment, steps: list[PlannedStep],
                              markup=False, highlight=False)
             attempt(env, name, failed, lambda: run_experiment(
                 env, ps.spec, ps.plan, REGISTRY, store, logs_dir(db),
-                same_plan_stored(store, ps), RichProgress(env.stdout), anew_if_changed=True))
+                same_plan_stored(store, ps), RichProgress(env.stdout), anew_if_changed=True,
+                wait_quiet_s=wait_quiet_s))
         for i, pb in enumerate(breakdowns, 1):
             name = breakdown_name(pb)
             whole = stored_series(store, pb) is not None
