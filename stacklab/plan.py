@@ -4,9 +4,11 @@ interleave repetitions (validate.py then checks a plan whole before any server s
 A knob the user sets may not act in every trial: `nginx.tcp_nopush` acts only with
 `nginx.sendfile` on, `apache.mpm` only where the stack has Apache. Set where it cannot act
 in *some* trials, it is kept (the config says it) and the plan carries a note; where it
-cannot act in *any* trial, the spec is refused. Which knobs act when is the knobs' own
-knowledge (`acts_with` in the registry), and for rules beyond "A acts only when B has value
-V", the components' (`inert(knobs)`).
+cannot act in *any* trial, the spec is refused. Trials that differ only in knobs that cannot
+act in them (a link rate on loopback) would measure the same thing twice: they are folded
+into one, and the plan says which. Which knobs act when is the knobs' own knowledge
+(`acts_with` in the registry), and for rules beyond "A acts only when B has value V", the
+components' (`inert(knobs)`).
 """
 
 from __future__ import annotations
@@ -25,6 +27,14 @@ from .spec import ExperimentSpec
 # Knob owners that apply to every trial, whatever its stack: the load engine, the
 # network the stack and the engine meet over, the docroot's filesystem, the machine.
 LAB_OWNERS = ("load", "net", "fs", "machine")
+
+
+def lab_condition(key: str) -> bool:
+    """A knob of the lab's conditions (`net.*`, `fs.*`, `machine.*`, `load.*`): what the
+    stack was measured under, never a setting of the server to recommend or export."""
+    return key.split(".", 1)[0] in LAB_OWNERS
+
+
 # Load knobs that change what is asked, not how hard: a trial's label says them (an axis
 # of them would otherwise give trials the same label). Set to "none" they are not said,
 # so labels of trials without them stay as they were.
@@ -171,8 +181,9 @@ def make_plan(spec: ExperimentSpec, stacks: Mapping[str, StackInfo],
     trials = expand(spec, stacks)
     check_stack_knobs(spec, stacks, trials, registry)
     notes = inert_notes(spec, stacks, trials, registry, rules)
+    trials, folded = fold_inert(stacks, trials, registry, rules)
     return Plan(tuple(trials), tuple(interleave(trials, spec.experiment.first_repetitions)),
-                tuple(notes))
+                tuple(notes + folded))
 
 
 def check_stack_knobs(spec: ExperimentSpec, stacks: Mapping[str, StackInfo],
@@ -243,17 +254,78 @@ def _where_inert(keys: list[str], stacks: Mapping[str, StackInfo], trials: list[
     for trial in trials:
         stack = stacks[trial.stack]
         owners = set(stack.knob_owners) | set(LAB_OWNERS)
-        knobs = effective_knobs(registry, stack, trial)
-        why = registry.inert(knobs) | stack.layout_inert()
-        for component in stack.components:
-            if component in rules:
-                why |= rules[component](knobs)
+        why = inert_in(trial, stack, registry, rules)
         for key in keys:
             if key.split(".", 1)[0] not in owners:
                 absent[key].append(trial.stack)
             elif key in why:
                 inert[key].append(why[key])
     return absent, inert
+
+
+def inert_in(trial: Trial, stack: StackInfo, registry: KnobRegistry,
+             rules: Mapping[str, InertRule]) -> dict[str, str]:
+    """{knob key: why it cannot act} in this trial: by the knobs' own `acts_with`, the
+    stack's layout and its components' rules."""
+    knobs = effective_knobs(registry, stack, trial)
+    why = registry.inert(knobs) | stack.layout_inert()
+    for component in stack.components:
+        if component in rules:
+            why |= rules[component](knobs)
+    return why
+
+
+def fold_inert(stacks: Mapping[str, StackInfo], trials: list[Trial],
+               registry: KnobRegistry, rules: Mapping[str, InertRule]
+               ) -> tuple[list[Trial], list[str]]:
+    """Trials that differ only in knobs that cannot act in them measure the same thing
+    (net.link on loopback): each such group is planned once, as its trial whose inert
+    knobs are at their defaults (else the first), with a note naming what was folded."""
+    groups: dict[tuple, list[Trial]] = {}
+    why: dict[str, dict[str, str]] = {}
+    for trial in trials:
+        inert = inert_in(trial, stacks[trial.stack], registry, rules)
+        why[trial.id] = {k: inert[k] for k, _ in trial.knobs if k in inert}
+        acting = tuple((k, json.dumps(v)) for k, v in trial.knobs if k not in inert)
+        key = (trial.stack, trial.workload, trial.concurrency, trial.measure, acting)
+        groups.setdefault(key, []).append(trial)
+    kept, notes = [], []
+    for group in groups.values():
+        if len(group) == 1:
+            kept.append(group[0])
+            continue
+        reasons = {k: v for t in group for k, v in why[t.id].items()}
+        differ = _folded_values(group, reasons)
+        stack = stacks[group[0].stack]
+        keep = next((t for t in group if all(dict(t.knobs)[k] == _unset(stack, registry, k)
+                                             for k in differ)), group[0])
+        kept.append(keep)
+        notes.append(_fold_note(keep, differ, reasons, len(group)))
+    return kept, notes
+
+
+def _folded_values(group: list[Trial], why: dict[str, str]) -> dict[str, list]:
+    """The inert knobs whose values differ within a group: key -> its values."""
+    values: dict[str, list] = {}
+    for trial in group:
+        for key, value in trial.knobs:
+            if key in why and value not in values.setdefault(key, []):
+                values[key].append(value)
+    return {k: v for k, v in values.items() if len(v) > 1}
+
+
+def _unset(stack: StackInfo, registry: KnobRegistry, key: str) -> Any:
+    """The value knob `key` has on `stack` where a trial does not set it."""
+    knob = registry.get(key)
+    return stack.defaults.get(key, knob.default if knob else None)
+
+
+def _fold_note(keep: Trial, differ: dict[str, list], why: dict[str, str], n: int) -> str:
+    """Which knobs' values were folded, why they cannot act, and the trial measured."""
+    said = "; ".join(f"{k} = {', '.join(map(repr, v))}: {why[k]}" for k, v in differ.items())
+    return (f"{n} trials of {keep.stack} {keep.workload} c={keep.concurrency} "
+            f"differ only in knobs that cannot act there ({said}): measured once, as "
+            f"{keep.label()} (trial {keep.id})")
 
 
 def where(spec: ExperimentSpec, key: str) -> str:

@@ -153,3 +153,43 @@ def test_every_preset_plans_without_errors():
     for path in presets:
         spec, plan = load(path)
         assert plan.trials, path
+
+
+# --- trials that cannot differ: folded, or refused when the knob acts nowhere ---------
+
+def test_a_link_rate_on_loopback_is_refused_naming_the_key_and_values(spec_args):
+    e = refusal(spec_args, net={"link": ["unlimited", "100mbit"]})
+    assert e.key == "matrix.net.link" and e.value == ["unlimited", "100mbit"]
+    assert "inert in every trial" in e.problem and 'net.mode = "veth"' in e.problem
+
+
+def test_trials_differing_only_in_an_inert_link_rate_are_planned_once(spec_args):
+    plan = planned(spec_args, net={"mode": ["loopback", "veth"],
+                                   "link": ["100mbit", "unlimited"]})
+    got = sorted((dict(t.knobs)["net.mode"], dict(t.knobs)["net.link"]) for t in plan.trials)
+    # on veth both rates are measured; on loopback once, at the link's default
+    assert got == [("loopback", "unlimited"), ("veth", "100mbit"), ("veth", "unlimited")]
+    assert len(plan.runs) == 3
+    [fold] = [n for n in plan.notes if "measured once" in n]
+    kept = next(t for t in plan.trials if dict(t.knobs)["net.mode"] == "loopback")
+    assert "2 trials of nginx static-page c=1" in fold
+    assert "net.link = '100mbit', 'unlimited'" in fold and 'net.mode = "veth"' in fold
+    assert fold.endswith(f"as {kept.label()} (trial {kept.id})")
+
+
+def test_a_fold_keeps_the_first_trial_when_no_inert_value_is_the_default(spec_args):
+    plan = planned(spec_args, net={"mode": ["loopback", "veth"],
+                                   "link": ["1gbit", "100mbit"]})
+    loop = [dict(t.knobs) for t in plan.trials if dict(t.knobs)["net.mode"] == "loopback"]
+    assert loop == [{"net.mode": "loopback", "net.link": "1gbit"}]
+    assert len(plan.trials) == 3
+
+
+def test_trials_that_differ_where_a_knob_acts_are_not_folded(spec_args):
+    plan = planned(spec_args, nginx={"sendfile": [True, False], "tcp_nopush": [True, False]})
+    # tcp_nopush is inert with sendfile off: those two trials are one, the others stay
+    assert len(plan.trials) == 3
+    assert sum("measured once" in n for n in plan.notes) == 1
+    on = [dict(t.knobs)["nginx.tcp_nopush"] for t in plan.trials
+          if dict(t.knobs)["nginx.sendfile"]]
+    assert sorted(on) == [False, True]
