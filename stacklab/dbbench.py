@@ -45,6 +45,7 @@ from .hostinfo import host_facts
 from .plan import Plan, effective_knobs
 from .validate import check_installed
 from .spec import ExperimentSpec
+from .analyze import decide
 from .stats import compare
 from .stack import RunningStack, lifecycle
 from .stacks import COMPONENTS, REGISTRY, STACKS, StackDef
@@ -56,7 +57,7 @@ from .workloads import WORKLOADS, Deployed, app
 from .workloads.appdata import AppDatabase
 
 SCHEMA_VERSION = 2
-SUMMARY_VERSION = 1     # series_summary's document (schemas/dbbench.schema.json)
+SUMMARY_VERSION = 2     # series_summary's document (schemas/dbbench.schema.json)
 DATABASE = "database:mysql"     # what the measured component provides (the app's SQL is MySQL)
 READY_TIMEOUT_S = 60.0
 PAGE = app.SHOW.decode()          # showArticle.php: its statements are read from it
@@ -237,7 +238,9 @@ def series_summary(records: list[DbBenchRecord]) -> dict[str, Any]:
                 "total_s": estimate_doc([r.result["queries"][kind]["total_s"] for r in rs]),
                 "vs_reference": None if c is None or c.ratio is None else {
                     "ratio": c.ratio, "ci": list(c.ci) if c.ci else None, "p": c.p,
-                    "significant": c.significant, "verdict": c.verdict}}
+                    # µs a query: lower is better (analyze.decide's vocabulary)
+                    **decide(c, None, None, False, higher_is_better=False).doc(),
+                    "text": c.verdict}}
         variants.append({"variant": rs[0].result["variant"], "knobs": rs[0].knobs,
                          "ids": [r.id for r in rs], "repetitions": len(rs),
                          "qcache_hits": [r.result["qcache_hits"] for r in rs],

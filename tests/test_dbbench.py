@@ -208,14 +208,15 @@ def test_a_series_gives_medians_intervals_and_ratios_to_the_defaults(stored_db):
     e = cached["queries"]["show"]["per_query_us"]
     assert (e["median"], e["ci"], e["values"]) == (50.0, [49.0, 52.0], [50.0, 52.0, 49.0])
     vs = cached["queries"]["show"]["vs_reference"]
-    assert vs["ratio"] == pytest.approx(0.5) and vs["significant"]
-    assert vs["ci"][0] <= 0.5 <= vs["ci"][1] and vs["verdict"] == "-50.0%"
+    assert vs["ratio"] == pytest.approx(0.5) and vs["verdict"] == "better"   # µs: lower
+    assert vs["ci"][0] <= 0.5 <= vs["ci"][1] and vs["text"] == "-50.0%"
     assert cached["qcache_hits"] == [7, 7, 7]
     old = series_summary(groups[1])        # schema 1: one repetition each, no interval
     jsonschema.validate(old, SCHEMA)
     assert old["variants"][1]["queries"]["show"]["per_query_us"]["ci"] is None
-    assert old["variants"][1]["queries"]["show"]["vs_reference"]["verdict"].startswith(
-        "no verdict")
+    fewer = old["variants"][1]["queries"]["show"]["vs_reference"]
+    assert (fewer["verdict"], fewer["reason"]) == ("no-verdict", "few-runs")
+    assert fewer["text"].startswith("no verdict")
 
 
 def test_stored_dbbenches_are_listed_and_shown_without_measuring(stored_db):

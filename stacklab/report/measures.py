@@ -269,7 +269,7 @@ def dbbench_series_table(summary: dict[str, Any]) -> Table:
                           fmt.count(q["statements_per_loop"]),
                           *_estimate(q["per_query_us"], number),
                           fmt.times(c["ratio"]) if c else fmt.DASH,
-                          fmt.ratio_ci(c["ci"]) if c else "", c["verdict"] if c else "")
+                          fmt.ratio_ci(c["ci"]) if c else "", c["text"] if c else "")
     table.caption = (f"{'/'.join(map(str, summary['loops']))} loops per repetition on one "
                      "connection, each repetition a fresh database; ratio: geometric means, "
                      "Welch's t-test on logs; query cache hits: " + ", ".join(
