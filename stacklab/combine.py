@@ -12,6 +12,7 @@ from typing import Any, Callable
 
 from .analyze import ExperimentView, TrialSummary, bound
 from .knobs import KnobRegistry
+from .plan import lab_condition
 from .stats import Comparison, compare
 
 # 2^k trials measure every subset of k winners; past 4 (16 trials) the weakest are left
@@ -51,9 +52,11 @@ def varied(summaries: list[TrialSummary]) -> list[str]:
 
 
 def winners(view: ExperimentView, registry: KnobRegistry) -> list[Group]:
-    """Per (stack, workload, concurrency): the all-defaults trial and each knob value
+    """Per (stack, workload, concurrency): the all-defaults trial and each server setting
     that, changed alone from it, raised req/s significantly (a bound counts only when it
-    points the same way); the best value per knob, strongest first."""
+    points the same way); the best value per knob, strongest first. The lab's conditions
+    (plan.lab_condition: a faster link, more CPUs) are what was measured under, never a
+    setting to put in a configuration: they win nothing."""
     groups: dict[tuple, list[TrialSummary]] = {}
     for s in view.summaries:
         if s.runs_ok:
@@ -70,7 +73,7 @@ def winners(view: ExperimentView, registry: KnobRegistry) -> list[Group]:
         best: dict[str, Winner] = {}
         for t in trials:
             changed = [k for k in keys if _value(t, k, registry) != registry.get(k).default]
-            if len(changed) != 1:
+            if len(changed) != 1 or lab_condition(changed[0]):
                 continue
             key = changed[0]
             c = compare(default.rps.values, t.rps.values)
@@ -171,22 +174,31 @@ def why_lines(trial: TrialSummary, view: ExperimentView, registry: KnobRegistry,
               fmt: Callable[[Comparison], str]) -> list[str]:
     """For each knob of `trial` away from its default: the measurement that chose it —
     the trial with only that knob changed against the all-defaults trial of the same
-    experiment, stack, workload and concurrency — or that it was not measured alone."""
-    same = [s for s in view.summaries if (s.stack, s.workload, s.concurrency) ==
-            (trial.stack, trial.workload, trial.concurrency) and s.runs_ok]
-    keys = [k for k in varied(same) if registry.get(k) is not None]
+    experiment, stack, workload, concurrency and lab conditions — or that it was not
+    measured alone; a condition of the lab (net, fs, machine, load) is said to be one,
+    not a setting."""
+    group = [s for s in view.summaries if (s.stack, s.workload, s.concurrency) ==
+             (trial.stack, trial.workload, trial.concurrency) and s.runs_ok]
+    keys = [k for k in varied(group) if registry.get(k) is not None]
+    under = {k: _value(trial, k, registry) for k in keys if lab_condition(k)}
+    same = [s for s in group if all(_value(s, k, registry) == v for k, v in under.items())]
+    settings = [k for k in keys if k not in under]
     default = next((s for s in same if all(
-        _value(s, k, registry) == registry.get(k).default for k in keys)), None)
+        _value(s, k, registry) == registry.get(k).default for k in settings)), None)
     lines = []
     for key in keys:
         value = _value(trial, key, registry)
         knob = registry.get(key)
         if value == knob.default:
             continue
-        alone = next((s for s in same if _value(s, key, registry) == value and all(
-            _value(s, k, registry) == registry.get(k).default for k in keys if k != key)),
-            None)
         head = f"{key} = {value!r} (default {knob.default!r}): {knob.meaning}"
+        if key in under:
+            lines.append(f"{head}\n    a condition of the lab the variant was measured "
+                         "under, not a setting of this configuration")
+            continue
+        alone = next((s for s in same if _value(s, key, registry) == value and all(
+            _value(s, k, registry) == registry.get(k).default for k in settings
+            if k != key)), None)
         if default is None or alone is None:
             lines.append(f"{head}\n    not measured alone against the defaults here")
             continue

@@ -1,14 +1,98 @@
-"""The first thing a reader wants: per workload and concurrency, which variant won,
-by how much, and how sure we are."""
+"""The first thing a reader wants: per workload and concurrency, the answer to the question
+each variant asks — a varied knob against its default, front layers against the stack
+without them: by how much, how sure, and the layer facts that are the point of the
+variant (a cache's hit ratio, a link's measured rate) — and, where trials have no default
+to be compared with (a stacks axis: nginx against apache), which won."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from itertools import groupby
+from typing import Iterable
 
-from ..analyze import Bound, ExperimentView, TrialSummary, bound
+from ..analyze import (Bound, Decision, ExperimentView, MetricComparison, TrialSummary,
+                       compare_trials)
+from ..recommend import Change, changes, default_of
+from ..stacks import REGISTRY, STACKS
 from ..stats import Comparison, compare
-from .fmt import number, p_value, ratio_ci
+from .fmt import change, number, p_value, ratio_ci
+
+
+def facts(s: TrialSummary, owners: Iterable[str]) -> tuple[str, ...]:
+    """What the layers of `owners` measured in trial `s` that a variant of them is about:
+    a front layer's hit ratio, the link's measured rate and RTT, the docroot's
+    filesystem, the machine profile (where the trial had them)."""
+    owners = set(owners)
+    out = [f"{layer} hit ratio {fig['hit_ratio'].median:.1%}"
+           for layer, fig in s.layers.items()
+           if layer in owners and fig.get("hit_ratio") is not None]
+    net, fs, machine = (s.conditions.get(k) for k in ("net", "fs", "machine"))
+    if "net" in owners and net and net.get("rate_bytes_s"):
+        out.append(f"link measured {net['rate_bytes_s'] * 8 / 1e6:,.1f} Mbit/s"
+                   + (f", RTT {net['rtt_ms']} ms" if net.get("rtt_ms") else ""))
+    if "fs" in owners and fs:
+        out.append(f"docroot on {fs['type']}" + (f" ({fs['options']})" if fs.get("options")
+                                                 else "")
+                   + (", cold cache" if fs.get("cold_cache") else ""))
+    if "machine" in owners and machine:
+        out.append("machine " + ", ".join(f"{k} {v}" for k, v in machine.items() if v))
+    return tuple(out)
+
+
+@dataclass(frozen=True)
+class Answer:
+    """One variant against its default, all else equal: a knob's value against the
+    knob's default (recommend.changes), or front layers against the stack without them."""
+
+    change: str                  # "php.opcache = False", "varnish in front of nginx"
+    against: str                 # "the default (True)", "nginx without it"
+    base: TrialSummary
+    trial: TrialSummary
+    knob: str | None             # None: front layers
+    condition: bool              # a lab condition (net, fs, machine, load), not a setting
+    facts: tuple[str, ...] = ()  # what the variant's layers measured (hit ratio, link rate)
+
+    @cached_property
+    def rps(self) -> MetricComparison:
+        """req/s of the variant (B) against its default (A), analyze.compare_trials's."""
+        return compare_trials(self.base, self.trial)[0]
+
+    @property
+    def decision(self) -> Decision:
+        return self.rps.decision
+
+    def sentence(self, name=None) -> str:
+        """"php.opcache = False: -94.1% req/s vs the default (True) (95% CI 0.05–0.07×,
+        p < 0.001), worse" and the facts; `name` names trials in a bound's words."""
+        m = compare_trials(self.base, self.trial, name)[0] if name else self.rps
+        c = m.comparison
+        if c.ratio is None:
+            return f"{self.change}: no req/s to compare with {self.against}"
+        said = f"{self.change}: {change(c.ratio - 1)} req/s vs {self.against}"
+        if c.ci is not None:
+            said += f" (95% CI {ratio_ci(c.ci)}, {_p(c)})"
+        said += f", {_verdict(m)}"
+        return said + (f" [{'; '.join(self.facts)}]" if self.facts else "")
+
+
+def _p(c: Comparison) -> str:
+    return f"p {p_value(c.p)}" if c.p is not None and c.p < 0.001 else f"p = {p_value(c.p)}"
+
+
+def _verdict(m: MetricComparison) -> str:
+    """The decision (better, worse, same) with what it stands on, or the no-verdict's
+    words and reason."""
+    d, c = m.decision, m.comparison
+    if d.kind == "no-verdict":
+        text = m.verdict
+        return text if text.startswith("no verdict") else f"no verdict ({d.reason}): {text}"
+    said = d.kind
+    if m.bound:
+        said += f", a bound ({m.bound.relation} {c.ratio:.3g}×): {m.bound.why}"
+    if m.reach:
+        said += f", beyond what the busy host could explain: {m.reach.why}"
+    return said
 
 
 @dataclass(frozen=True)
@@ -18,58 +102,143 @@ class Headline:
     winner: TrialSummary
     runner_up: TrialSummary | None
     comparison: Comparison | None     # winner against the runner-up (req/s)
+    # Each variant against its default (knob values, front layers); the winner and
+    # runner-up are then among the trials that are no variant of another (a stacks axis).
+    answers: tuple[Answer, ...] = ()
 
     def sentence(self, name) -> str:
+        """The answers, preceded by the winner line where trials remain that have no
+        default to be compared with (or where there is no answer)."""
+        said = [a.sentence(name) for a in self.answers]
+        if not self.answers or self.runner_up:
+            said.insert(0, self.winner_sentence(name))
+        return "; ".join(said)
+
+    @property
+    def decision(self) -> Decision | None:
+        """The winner against the runner-up, req/s; None without a runner-up."""
+        if not self.runner_up:
+            return None
+        return compare_trials(self.runner_up, self.winner)[0].decision
+
+    def winner_sentence(self, name) -> str:
         w = name(self.winner)
         if not self.runner_up or not self.comparison:
             return f"{w}: {number(self.winner.rps.median)} req/s (nothing to compare with)"
-        c, r = self.comparison, name(self.runner_up)
-        n = min(c.n)
+        m = compare_trials(self.runner_up, self.winner, name)[0]
+        c, r, d = m.comparison, name(self.runner_up), m.decision
         if c.p is None:
             return (f"{w} and {r}: {number(self.winner.rps.median)} vs "
                     f"{number(self.runner_up.rps.median)} req/s, no verdict: fewer than 2 "
                     "successful runs a side")
-        p = f"p {p_value(c.p)}" if c.p < 0.001 else f"p = {p_value(c.p)}"
-        interval = f"95% CI {ratio_ci(c.ci)}, {p}"
-        limit = bound(self.runner_up, self.winner, True, name)
-        if limit:
-            return _bounded(w, r, c, limit, interval)
-        if not c.significant:
+        interval = f"95% CI {ratio_ci(c.ci)}, {_p(c)}"
+        if m.bound:
+            return _bounded(w, r, c, m.bound, interval, d)
+        if d.kind == "no-verdict":
+            return (f"no verdict: {w} measured {c.ratio:.2f}× the req/s of {r} ({interval}), "
+                    f"but the busy host could explain it: {m.reach.why}")
+        if d.kind == "same":
             hint = ("; more repetitions narrow the interval (repetitions = \"auto\")"
-                    if n < 6 else "")
+                    if min(c.n) < 6 else "")
             return (f"{w} and {r} are not distinguishable "
                     f"({number(self.winner.rps.median)} vs "
                     f"{number(self.runner_up.rps.median)} req/s, ratio {c.ratio:.2f}×, "
                     f"{interval}): ~ no significant difference{hint}")
-        return f"{w} wins: {c.ratio:.2f}× the req/s of {r}, {interval}"
+        busy = f"; beyond what the busy host could explain: {m.reach.why}" if m.reach else ""
+        return f"{w} wins: {c.ratio:.2f}× the req/s of {r}, {interval}{busy}"
 
 
-def _bounded(w: str, r: str, c: Comparison, limit: Bound, interval: str) -> str:
-    """A side limited by the load engine or a busy host: the ratio is a bound."""
+def _bounded(w: str, r: str, c: Comparison, limit: Bound, interval: str,
+             d: Decision) -> str:
+    """A side limited by the load engine or short of memory: the ratio is a bound."""
     if limit.relation == "≤":
         return (f"no verdict: {w} measured {c.ratio:.2f}× the req/s of {r} ({interval}), "
                 f"but {limit.why}, so the true ratio could be smaller (≤ {c.ratio:.2f}×)")
     if limit.relation == "?":
         return (f"no verdict: {w} measured {c.ratio:.2f}× the req/s of {r} ({interval}), "
                 f"but {limit.why}: the ratio is not a measurement")
-    lead = f"{w} wins" if c.significant else f"no verdict: {w} measured"
+    lead = f"{w} wins" if d.kind == "better" else f"no verdict: {w} measured"
     return (f"{lead}: ≥ {c.ratio:.2f}× the req/s of {r} ({interval}); a bound: "
             f"{limit.why}, so the true ratio could be larger")
 
 
+def _knob_answer(c: Change, stacks: int, varied: list[str]) -> Answer:
+    """A knob's value against its default; which stack and the other knobs' values where
+    the group needs them said."""
+    where = f" on {c.trial.stack}" if stacks > 1 else ""
+    others = [f"{k}={c.base.knobs[k]}" for k in varied if k != c.knob and k in c.base.knobs
+              and c.base.knobs[k] != default_of(REGISTRY, k, c.base.stack)]
+    context = f" (with {', '.join(others)})" if others else ""
+    return Answer(f"{c.knob} = {c.value!r}{where}{context}", f"the default ({c.default!r})",
+                  c.base, c.trial, c.knob, c.condition,
+                  facts(c.trial, {c.knob.split(".", 1)[0]}))
+
+
+def _beneath(layered: str, plain: str) -> bool:
+    """`plain` is the stack `layered` puts its front layers in front of."""
+    try:
+        top, bottom = STACKS[layered], STACKS[plain]
+    except KeyError:
+        return False
+    return (bool(top.layers) and not bottom.layers and bottom.components == top.base
+            and bottom.knobs == top.knobs and bottom.defaults == top.defaults)
+
+
+def _layer_answers(group: list[TrialSummary]) -> list[Answer]:
+    """Each trial with front layers against the trial of the stack beneath them with the
+    same knobs otherwise (Varnish in front or not)."""
+    out = []
+    for t in group:
+        if not _beneath_any(t, group):
+            continue
+        layers = STACKS[t.stack].layers
+        own = {k: v for k, v in t.knobs.items() if k.split(".", 1)[0] in layers}
+        rest = {k: v for k, v in t.knobs.items() if k not in own}
+        for base in group:
+            if _beneath(t.stack, base.stack) and base.knobs == rest:
+                replicas = STACKS[t.stack].replicas
+                said = (f"{' > '.join(layers)} in front of {base.stack}"
+                        + (f" ×{replicas}" if replicas > 1 else "")
+                        + (f" ({', '.join(f'{k}={v}' for k, v in own.items())})"
+                           if own else ""))
+                out.append(Answer(said, f"{base.stack} without it", base, t, None, False,
+                                  facts(t, layers)))
+    return out
+
+
+def _beneath_any(t: TrialSummary, group: list[TrialSummary]) -> bool:
+    return any(_beneath(t.stack, b.stack) for b in group)
+
+
+def _ranked(trials: list[TrialSummary]) -> tuple[TrialSummary, TrialSummary | None,
+                                                 Comparison | None]:
+    """The fastest and the next, and the comparison of the two (req/s)."""
+    ranked = sorted(trials, key=lambda s: s.rps.median, reverse=True)
+    best = ranked[0]
+    second = ranked[1] if len(ranked) > 1 else None
+    comp = compare(second.rps.values, best.rps.values) if second else None
+    if comp and comp.ratio is not None and comp.ratio < 1:
+        # medians and geometric means can rank two close trials differently: the
+        # winner is the one the compared ratio (geometric means) favours
+        best, second = second, best
+        comp = compare(second.rps.values, best.rps.values)
+    return best, second, comp
+
+
 def headlines(view: ExperimentView) -> list[Headline]:
     usable = [s for s in view.summaries if s.rps.median is not None]
+    found = changes(view)
+    varied = sorted({c.knob for c in found})
     key = lambda s: (s.workload, s.concurrency)  # noqa: E731
     out = []
-    for (workload, conc), group in groupby(sorted(usable, key=key), key=key):
-        ranked = sorted(group, key=lambda s: s.rps.median, reverse=True)
-        best = ranked[0]
-        second = ranked[1] if len(ranked) > 1 else None
-        comp = compare(second.rps.values, best.rps.values) if second else None
-        if comp and comp.ratio is not None and comp.ratio < 1:
-            # medians and geometric means can rank two close trials differently: the
-            # winner is the one the compared ratio (geometric means) favours
-            best, second = second, best
-            comp = compare(second.rps.values, best.rps.values)
-        out.append(Headline(workload, conc, best, second, comp))
+    for (workload, conc), grouped in groupby(sorted(usable, key=key), key=key):
+        group = list(grouped)
+        ids = {s.trial_id for s in group}
+        stacks = len({s.stack for s in group})
+        answers = [_knob_answer(c, stacks, varied) for c in found if c.trial.trial_id in ids]
+        answers += _layer_answers(group)
+        variants = {a.trial.trial_id for a in answers}
+        roots = [s for s in group if s.trial_id not in variants] or group
+        best, second, comp = _ranked(roots)
+        out.append(Headline(workload, conc, best, second, comp, tuple(answers)))
     return out

@@ -224,9 +224,15 @@ def measured_pairs(a: ExperimentView, b: ExperimentView
                       if m.metric in ("req/s", "p50 ms", "p99 ms")]) for sa, sb in pairs]
 
 
-def recommendations_tables(view: ExperimentView, effects, bests) -> list[Table]:
-    t = Table(title=f"{view.name}: effect of each knob against its default, all else equal "
-                    "(req/s)")
+def recommendations_tables(view: ExperimentView, effects, bests,
+                           conditions: list[Effect] | None = None) -> list[Table]:
+    """The settings' effects (recommendable), the lab's conditions' effects (reported,
+    never recommended: recommend.conditions when not given) and the best combinations."""
+    from ..recommend import conditions as condition_effects
+    from .headline import facts
+    conditions = condition_effects(view) if conditions is None else conditions
+    t = Table(title=f"{view.name}: effect of each server setting against its default, all "
+                    "else equal (req/s)")
     for col in ("knob = value", "default", "stack / workload / c", "gain", "95% CI", "p",
                 "verdict", "why (registry, study)"):
         t.add_column(col, justify="right" if col in ("gain", "p") else "left")
@@ -241,20 +247,41 @@ def recommendations_tables(view: ExperimentView, effects, bests) -> list[Table]:
     t.caption = ("gain: ratio of geometric means - 1; its 95% CI and p from Welch's t-test "
                  "on log req/s")
     if not effects:
-        t.caption = ("no knob was varied against its default with everything else equal; "
-                     "add a knob axis that includes the default value")
-    b = Table(title="best combination per stack, workload and concurrency")
+        t.caption = ("no server setting was varied against its default with everything else "
+                     "equal; add a knob axis that includes the default value")
+    tables = [t]
+    if conditions:
+        k = Table(title="the lab's conditions: what each did to req/s against its default, "
+                        "all else equal (what the stack was measured under, not a setting "
+                        "to recommend)")
+        for col in ("condition = value", "default", "stack / workload / c", "gain", "95% CI",
+                    "p", "verdict", "measured"):
+            k.add_column(col, justify="right" if col in ("gain", "p") else "left")
+        for e in conditions:
+            d = e.decision
+            k.add_row(f"{e.knob} = {e.value}", str(e.default),
+                      f"{e.stack} / {e.workload} / {e.concurrency}", change(e.gain),
+                      ratio_ci(e.comparison.ci), p_value(e.comparison.p),
+                      e.verdict if d.kind == "no-verdict" else d.kind,
+                      "; ".join(facts(e.trial, {e.knob.split(".", 1)[0]})) if e.trial
+                      else DASH)
+        tables.append(k)
+    b = Table(title="best combination per stack, workload and concurrency"
+                    + (" (under each set of the lab's conditions)"
+                       if any(best.under for best in bests) else ""))
     for col in ("stack / workload / c", "best variant", "req/s", "vs defaults",
                 "vs best single change"):
         b.add_column(col)
     common = common_knobs(view.summaries)
     for best in bests:
-        b.add_row(f"{best.stack} / {best.workload} / {best.concurrency}",
+        under = ", ".join(f"{key}={value}" for key, value in best.under)
+        b.add_row(f"{best.stack} / {best.workload} / {best.concurrency}"
+                  + (f" under {under}" if under else ""),
                   best.label(lambda s: series_name(s, common)), number(best.trial.rps.median),
                   vs(best.over_default),
                   (vs(best.over_best_single) + f" ({best.best_single.knob} = "
                    f"{best.best_single.value})") if best.best_single else DASH)
-    return [t, b]
+    return [*tables, b]
 
 
 # JSON documents: what the tables above show, as data (report/schemas/*.schema.json) ---
@@ -364,29 +391,48 @@ def gate_doc(limits: list[Threshold], strict: bool, judged: list[Judgement]) -> 
                             "failed": j.failed} for j in judged]}
 
 
-def recommendations_doc(view: ExperimentView, effects: list[Effect],
-                        bests: list[Best]) -> dict:
-    """`recommend --json` (schemas/recommend.schema.json): the knob effects in the
-    tables' order (ranked: significant first, then by gain) and the best combinations."""
+def recommendations_doc(view: ExperimentView, effects: list[Effect], bests: list[Best],
+                        conditions: list[Effect] | None = None) -> dict:
+    """`recommend --json` (schemas/recommend.schema.json, recommend.SCHEMA_VERSION): the
+    settings' effects in the tables' order (ranked: a verdict first, then by gain), the
+    lab's conditions' effects apart (recommend.conditions when not given: never
+    recommended), and the best combinations. Verdicts in the one vocabulary
+    (better|worse|same|no-verdict with a reason), the words beside them as "text"."""
+    from ..recommend import SCHEMA_VERSION as RECOMMEND_VERSION
+    from ..recommend import conditions as condition_effects
+    from .headline import facts
+    conditions = condition_effects(view) if conditions is None else conditions
     common = common_knobs(view.summaries)
     name = lambda s: series_name(s, common)  # noqa: E731
-    return {"schema_version": SCHEMA_VERSION, "experiment": _experiment(view),
-            "effects": [{"rank": n, "knob": e.knob, "value": e.value, "default": e.default,
-                         "stack": e.stack, "workload": e.workload,
-                         "concurrency": e.concurrency, "gain": e.gain,
-                         "rps": _comparison(e.comparison), "bound": _bound(e.bound),
-                         "verdict": e.verdict, "meaning": e.meaning, "source": e.source,
-                         "caution": CAUTIONS.get(e.knob)}
+
+    def comparison(c: Comparison) -> dict:       # the figures; the verdict is beside them
+        return {k: v for k, v in _comparison(c).items() if k not in ("significant", "verdict")}
+
+    def effect(e: Effect) -> dict:
+        return {"knob": e.knob, "value": e.value, "default": e.default, "stack": e.stack,
+                "workload": e.workload, "concurrency": e.concurrency,
+                "trial_id": e.trial.trial_id if e.trial else None, "gain": e.gain,
+                "rps": comparison(e.comparison), "bound": _bound(e.bound),
+                **e.decision.doc(), "text": e.verdict, "meaning": e.meaning,
+                "source": e.source}
+
+    return {"schema_version": RECOMMEND_VERSION, "experiment": _experiment(view),
+            "effects": [{"rank": n, **effect(e), "caution": CAUTIONS.get(e.knob)}
                         for n, e in enumerate(effects, 1)],
+            "conditions": [{**effect(e), "measured": list(facts(e.trial, {
+                e.knob.split(".", 1)[0]})) if e.trial else []} for e in conditions],
             "best": [{"stack": best.stack, "workload": best.workload,
-                      "concurrency": best.concurrency, "trial_id": best.trial.trial_id,
+                      "concurrency": best.concurrency, "conditions": dict(best.under),
+                      "trial_id": best.trial.trial_id,
                       "knobs": best.trial.knobs, "rps": best.trial.rps.median,
                       "recommendation": best.label(name),
                       "default_trial_id": best.default.trial_id if best.default else None,
-                      "vs_defaults": _comparison(best.over_default)
+                      "vs_defaults": comparison(best.over_default)
                       if best.over_default else None,
+                      **(best.decision.doc() if best.decision else
+                         {"verdict": None, "reason": None}),
                       "best_single": {"knob": best.best_single.knob,
                                       "value": best.best_single.value,
-                                      "vs": _comparison(best.over_best_single)
+                                      "vs": comparison(best.over_best_single)
                                       if best.over_best_single else None}
                       if best.best_single else None} for best in bests]}
