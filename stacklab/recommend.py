@@ -150,17 +150,17 @@ def changes(view: ExperimentView, registry: KnobRegistry = REGISTRY) -> list[Cha
     knobs = [k for k in varied_knobs(view) if registry.get(k) is not None]
     out = []
     for (stack, _, _), trials in _group(view).items():
+        values = {t.trial_id: {k: _value(t, k, registry) for k in knobs} for t in trials}
         for key in knobs:
             default = default_of(registry, key, stack)
             for t in trials:
-                value = _value(t, key, registry)
-                if value == default:
+                have = values[t.trial_id]
+                if have[key] == default:
                     continue
-                base = next((b for b in trials if _value(b, key, registry) == default and
-                             all(_value(b, k, registry) == _value(t, k, registry)
-                                 for k in knobs if k != key)), None)
+                base = next((b for b in trials if values[b.trial_id] == {**have, key: default}),
+                            None)
                 if base is not None:
-                    out.append(Change(key, value, default, base, t))
+                    out.append(Change(key, have[key], default, base, t))
     return out
 
 
