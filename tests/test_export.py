@@ -49,7 +49,7 @@ def exported(db, name: str) -> dict:
 def test_the_schema_is_a_schema_of_this_version():
     jsonschema.Draft202012Validator.check_schema(SCHEMA)
     assert SCHEMA["properties"]["schema_version"] == {"const": export.SCHEMA_VERSION}
-    readme = (ROOT / "README.md").read_text()
+    readme = (ROOT / "CONTRIBUTING.md").read_text()
     changelog = readme.split("## Export JSON: schema changelog", 1)[1].split("\n## ", 1)[0]
     assert re.search(rf"^\*\*{export.SCHEMA_VERSION}\*\* \(this version\)", changelog, re.M)
 
