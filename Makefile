@@ -3,10 +3,27 @@ SHELL := /bin/bash
 VENV := .venv/bin
 export PATH := $(HOME)/.cargo/bin:$(PATH)
 
-.PHONY: deps test-deps demo test test-engine test-python clean
+# `stacklab` on PATH after `make deps`: a link in BIN to this checkout's, made only where
+# BIN is writable and holds no other stacklab (never replaced).
+BIN := /usr/local/bin
+STACKLAB := $(CURDIR)/$(VENV)/stacklab
+
+.PHONY: deps test-deps demo test test-engine test-python clean link
 
 deps:
 	./scripts/install-deps.sh
+	@$(MAKE) --no-print-directory link
+
+link:
+	@if [ "$$(readlink $(BIN)/stacklab)" = "$(STACKLAB)" ]; then \
+	  echo "stacklab: $(BIN)/stacklab is this checkout's"; \
+	elif [ -e $(BIN)/stacklab ] || [ -L $(BIN)/stacklab ]; then \
+	  echo "stacklab: $(BIN)/stacklab is another stacklab, left as it is; this one is $(STACKLAB)"; \
+	elif [ -d $(BIN) ] && [ -w $(BIN) ]; then \
+	  ln -s $(STACKLAB) $(BIN)/stacklab && echo "stacklab: linked $(BIN)/stacklab -> $(STACKLAB)"; \
+	else \
+	  echo "stacklab: $(BIN) is not writable: run $(STACKLAB), or add $(CURDIR)/$(VENV) to PATH"; \
+	fi
 
 test-deps:
 	./scripts/install-deps.sh --test
@@ -14,6 +31,7 @@ test-deps:
 demo: deps
 	$(VENV)/stacklab doctor
 	$(VENV)/stacklab run presets/quick.toml
+	mkdir -p results
 	$(VENV)/stacklab report quick -o results/report.html
 
 test: test-deps test-engine test-python
@@ -24,5 +42,7 @@ test-engine:
 test-python:
 	$(VENV)/pytest -q
 
+# The results database is the user's (~/.local/share/stacklab/): never removed here.
 clean:
 	rm -rf .venv engine/target results
+	@if [ "$$(readlink $(BIN)/stacklab)" = "$(STACKLAB)" ]; then rm $(BIN)/stacklab; fi

@@ -19,7 +19,7 @@ from .commands import combine as combining
 from .commands import listing, measure, results
 from .commands import study as studying
 from .commands import run as running
-from .env import DB_VARIABLE, DEFAULT_DB, Environment
+from .env import DB_VARIABLE, DEFAULT_DB_SPELLED, Environment
 from .errors import ExitStatus, StacklabError, printable
 from .quiet import QUIET_MAX_S
 
@@ -66,13 +66,16 @@ class Boundary(TyperGroup):
             raise typer.Exit(status)
 
 
+DB_HELP = (f"Results go to one database per user, whichever directory a command runs in: "
+           f"--db, else ${DB_VARIABLE}, else {DEFAULT_DB_SPELLED}; created with its "
+           "directory by the first `run`.")
 cli = typer.Typer(cls=Boundary, add_completion=False, no_args_is_help=True,
                   pretty_exceptions_enable=False,
-                  help="stacklab: a performance lab for web stacks.")
+                  help="stacklab: a performance lab for web stacks.", epilog=DB_HELP)
 
 DbOpt = typer.Option(None, "--db", show_default=False,
-                     help=f"Results database (SQLite). [default: ${DB_VARIABLE}, else "
-                          f"{DEFAULT_DB}]")
+                     help=f"Results database (SQLite); default: ${DB_VARIABLE}, else "
+                          f"{DEFAULT_DB_SPELLED}, one per user.")
 WaitQuietOpt = typer.Option(False, "--wait-quiet", help="Before measuring a run again "
                             "because other work disturbed it, wait up to "
                             f"{QUIET_MAX_S:.0f} s for the host to go quiet.")
@@ -164,7 +167,8 @@ def show(ctx: typer.Context, experiment: Optional[str] = ExperimentArg,
 
 @cli.command()
 def report(ctx: typer.Context, experiment: Optional[str] = ExperimentArg,
-           output: Path = typer.Option(Path("results/report.html"), "-o", "--output"),
+           output: Path = typer.Option(Path("report.html"), "-o", "--output",
+                                       help="The HTML file; its directory must exist."),
            db: Optional[Path] = DbOpt,
            baseline: Optional[str] = typer.Option(
                None, "--baseline", help="Also against this experiment (name or id): each "
@@ -195,22 +199,29 @@ def export(ctx: typer.Context, experiment: Optional[str] = ExperimentArg,
 
 @cli.command()
 def compare(ctx: typer.Context,
-            a: str = typer.Argument(..., help="Experiment (name or id) or trial id (prefix)."),
-            b: str = typer.Argument(..., help="Experiment (name or id) or trial id (prefix)."),
+            a: str = typer.Argument(..., help="Experiment (name: its newest run; or id) or "
+                                    "trial id (prefix)."),
+            b: str = typer.Argument(..., help="Experiment (name or id) or trial id (prefix). "
+                                    "The same name as A: A is its run before the newest."),
             experiment: Optional[str] = typer.Option(None, "--experiment", "-e",
                                                      help="Where the trials are (default: "
-                                                     "newest)."),
+                                                     "the newest experiment holding both)."),
             db: Optional[Path] = DbOpt,
             db_b: Optional[Path] = typer.Option(None, "--db-b", help="B's results database "
                                                 "(default: --db's); A and B are experiments."),
-            fail_if: list[str] = typer.Option([], "--fail-if", help="CI gate: exit 3 when "
-                                              "B/A's whole 95% CI is beyond, e.g. "
+            fail_if: list[str] = typer.Option([], "--fail-if", help="CI gate, e.g. "
                                               "\"rps<-5%\" or \"p99>+10%\" (repeatable; "
-                                              "metrics rps, p50, p99, mbps)."),
-            strict: bool = typer.Option(False, "--strict", help="--fail-if fails when any "
-                                        "of the interval is beyond."),
+                                              "metrics rps, p50, p99, mbps), judged on B/A's "
+                                              "95% CI: pass (exit 0) when all of it is on "
+                                              "the good side, FAIL (exit 3) when all of it "
+                                              "is beyond, else inconclusive (exit 4, unless "
+                                              "one failed); no pair of trials to judge: "
+                                              "error (exit 1), never a pass."),
+            strict: bool = typer.Option(False, "--strict", help="An inconclusive --fail-if "
+                                        "counts as failed (exit 3), each said with why."),
             json: bool = JsonOpt) -> ExitStatus:
-    """Compare two experiments or two trials: ratio with a 95% CI, p-value, verdict."""
+    """Compare two experiments or two trials: ratio with a 95% CI, p-value, verdict.
+    `compare NAME NAME`: the newest run of NAME against the one before it."""
     return results.compare(ctx.obj, a, b, db, experiment, fail_if, strict, db_b=db_b,
                            as_json=json)
 

@@ -17,6 +17,7 @@ class ExitStatus(IntEnum):
     ERROR = 1            # a command that could not do its work (a setup error)
     BAD_INPUT = 2        # the spec, a flag or a name given is wrong: fix the input
     GATE = 3             # measured fine, but a threshold of the CI gate failed (gate.py)
+    INCONCLUSIVE = 4     # the CI gate could neither pass nor fail a threshold (gate.py)
     INTERRUPTED = 130    # Ctrl-C, SIGTERM or SIGHUP (128 + SIGINT, as a shell reports it)
 
 
@@ -110,6 +111,11 @@ class StoreError(StacklabError):
 
 class LabError(StacklabError):
     """The lab directory cannot hold a run as it should (too little free space)."""
+
+
+class NothingJudged(StacklabError):
+    """The CI gate found no pair of trials to judge (a spec edit changed every trial's
+    definition, a baseline selector matches nothing): an error, never a silent pass."""
 
 
 class Interrupted(StacklabError):

@@ -4,13 +4,21 @@ judged on the 95% interval of the ratio, never on the point estimate.
 A threshold is a signed percent change of one metric: "rps<-5%" fails when req/s fell
 by more than 5%, "p99>+10%" when p99 rose by more than 10%. The ratio and its interval
 come from Welch's t-test on the logarithms of each run's value (stats.welch_log, what
-`compare` shows). By default a threshold fails only when the WHOLE interval lies beyond
-it (the change is shown); strict mode fails when ANY of it does (no such change is
-ruled out). Without an interval (fewer than 2 runs a side) nothing is shown and nothing
-ruled out: default mode passes, strict mode fails.
+`compare` shows). Each threshold has one of three outcomes:
+
+- fail: the WHOLE interval lies beyond the limit (the change is shown);
+- pass: the whole interval lies on the good side (such a change is ruled out);
+- inconclusive: anything else: the interval reaches past the limit, there is no
+  interval (fewer than 2 runs a side), a limited side leaves only a bound that does not
+  decide, or a busy host could have moved the ratio past it (analyze.reach: the
+  interval is widened by the slow-down it could have caused; on p99 that is not sized).
+
+What an inconclusive threshold does to the gate is the mode's: by default the gate is
+inconclusive (ExitStatus.INCONCLUSIVE) unless a threshold failed; strict counts it as a
+failure (ExitStatus.GATE). A gate that found nothing to judge is an error, never a pass.
 
 Pure functions of stored summaries: `compare --fail-if` and `run` with `[thresholds]`
-both judge here and exit with ExitStatus.GATE when a threshold fails.
+both judge here.
 """
 
 from __future__ import annotations
@@ -19,7 +27,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
-from .analyze import TrialSummary
+from .analyze import UNSIZED, Bound, Reach, TrialSummary, bound, reach
 from .stats import welch_log
 
 # metric -> each run's values of a trial (what the interval is computed from)
@@ -29,6 +37,14 @@ METRICS: dict[str, Callable[[TrialSummary], Sequence[float]]] = {
     "p99": lambda s: s.latency_runs_us["p99"].values if "p99" in s.latency_runs_us else (),
     "mbps": lambda s: s.mbps.values,
 }
+# Which way a limited or disturbed side's true value lies (analyze.bound): a held-back
+# run served less than it could (throughput only higher), answered slower (latency only
+# lower).
+LIMITED_IS_LOW = {"rps": True, "p50": False, "p99": False, "mbps": True}
+# A busy host delays wake-ups as well as taking CPU: its reach on a tail percentile is
+# not sized (analyze.UNSIZED), so a disturbed side leaves p99 inconclusive.
+UNSIZED_METRICS = frozenset({"p99"})
+OUTCOMES = ("pass", "fail", "inconclusive")
 _LIMIT = re.compile(r"^\s*([<>])\s*([+-]?\d+(?:\.\d+)?)\s*%\s*$")
 _THRESHOLD = re.compile(r"^\s*([A-Za-z0-9]+)\s*(.*)$", re.S)
 KEYS = (*METRICS, "strict", "baseline")
@@ -85,39 +101,116 @@ class Gate:
     baseline: tuple[tuple[str, Any], ...] = ()
 
 
+def percent(ratio: float) -> str:
+    """A ratio as the signed change thresholds are written in: 0.95 → "-5.0%"."""
+    if ratio == float("inf"):
+        return "+∞"
+    return f"{(ratio - 1) * 100:+.1f}%"
+
+
+def span(interval: tuple[float, float]) -> str:
+    return f"{percent(interval[0])}..{percent(interval[1])}"
+
+
 @dataclass(frozen=True)
 class Judgement:
+    """One threshold on one pair of trials: its outcome (OUTCOMES) and, unless it passed,
+    `why` in words; `reason` is the code of an inconclusive one ("straddles", "few-runs",
+    "host-busy", or the flag that left only a bound)."""
+
     threshold: Threshold
     base: str                         # labels of the two trials
     new: str
     ratio: float | None
-    ci: tuple[float, float] | None
-    failed: bool
+    ci: tuple[float, float] | None    # the ratio's 95% interval as measured
+    reach: tuple[float, float] | None  # where the true ratio can lie (ci widened or opened)
+    outcome: str
+    why: str = ""
+    reason: str | None = None
+    interval_said: bool = False       # `why` opens with the interval it judged
+
+    @property
+    def failed(self) -> bool:
+        return self.outcome == "fail"
+
+    def what(self) -> str:
+        """"p99>+10%: nginx vs apache": the threshold and the pair, as words name them."""
+        return f"{self.threshold}: {self.new} vs {self.base}"
 
     def line(self) -> str:
-        verdict = "FAIL" if self.failed else "pass"
+        word = {"pass": "pass", "fail": "FAIL", "inconclusive": "inconclusive"}[self.outcome]
         if self.ci is None:
-            change = "no interval (fewer than 2 runs a side)"
+            change = self.why
+        elif self.interval_said:
+            change = f"{percent(self.ratio)}, {self.why}"
         else:
-            lo, hi = ((x - 1) * 100 for x in self.ci)
-            change = f"{(self.ratio - 1) * 100:+.1f}% (95% CI {lo:+.1f}% .. {hi:+.1f}%)"
-        return f"gate: {verdict} {self.threshold}: {self.new} vs {self.base}: {change}"
+            change = (f"{percent(self.ratio)} (95% CI {span(self.ci)})"
+                      + (f": {self.why}" if self.why else ""))
+        return f"gate: {word} {self.what()}: {change}"
 
 
-def judge(base: TrialSummary, new: TrialSummary, limits: Sequence[Threshold],
-          strict: bool = False) -> list[Judgement]:
-    """Each threshold on NEW/BASE: failed when the whole 95% interval is beyond it,
-    or, `strict`, when any of it is."""
-    out = []
-    for t in limits:
-        w = welch_log(METRICS[t.metric](base), METRICS[t.metric](new))
-        if w is None:
-            out.append(Judgement(t, base.label, new.label, None, None, strict))
-            continue
-        ends = [t.beyond(x) for x in w.ci]
-        out.append(Judgement(t, base.label, new.label, w.ratio, w.ci,
-                             any(ends) if strict else all(ends)))
-    return out
+def judge(base: TrialSummary, new: TrialSummary,
+          limits: Sequence[Threshold]) -> list[Judgement]:
+    """Each threshold on NEW/BASE: failed when the whole 95% interval (widened by what a
+    busy host could explain, opened by a limited side) is beyond it, passed when all of
+    it is on the good side, else inconclusive."""
+    r = reach(base, new, name=lambda s: s.label)
+    return [judge_one(base, new, t, r) for t in limits]
+
+
+def judge_one(base: TrialSummary, new: TrialSummary, t: Threshold,
+              r: Reach | None) -> Judgement:
+    low = LIMITED_IS_LOW[t.metric]
+    w = welch_log(METRICS[t.metric](base), METRICS[t.metric](new))
+
+    def made(outcome: str, why: str = "", reason: str | None = None,
+             wide: tuple[float, float] | None = None) -> Judgement:
+        return Judgement(t, base.label, new.label, w.ratio if w else None,
+                         w.ci if w else None, wide, outcome, why, reason,
+                         interval_said=why.startswith("95% CI"))
+
+    if w is None:
+        return made("inconclusive", "no interval: fewer than 2 runs a side", "few-runs")
+    b = bound(base, new, low, name=lambda s: s.label)
+    if b is not None and b.relation == "?":
+        return made("inconclusive", f"not a measurement: {b.why}", b.reason)
+    if r is not None and t.metric in UNSIZED_METRICS:
+        r = Reach(UNSIZED if r.a > 1 else 1.0, UNSIZED if r.b > 1 else 1.0, r.why)
+        if UNSIZED in (r.a, r.b):
+            return made("inconclusive", f"a busy host's effect on {t.metric} is not "
+                        f"sized: {r.why}", "host-busy")
+    lo, hi = r.interval(w.ci, low) if r else w.ci
+    if b is not None:           # the true ratio only larger (≥) or only smaller (≤)
+        lo, hi = (lo, float("inf")) if b.relation == "≥" else (0.0, hi)
+    wide = (lo, hi) if (lo, hi) != w.ci else None
+    interval = f"95% CI {span(w.ci)}" + (f", {_how(b, r)} {span(wide)}," if wide else "")
+    if t.beyond(lo) and t.beyond(hi):
+        return made("fail", f"{interval} lies wholly past {percent(t.limit)}"
+                    + _because(b, r), wide=wide)
+    if not t.beyond(lo) and not t.beyond(hi):
+        return made("pass", wide=wide)
+    return made("inconclusive", f"{interval} reaches past {percent(t.limit)}"
+                + _because(b, r), _reason(b, w.ci, t), wide=wide)
+
+
+def _how(b: Bound | None, r: Reach | None) -> str:
+    """How the measured interval became the one judged, in words."""
+    return " and ".join((["widened by a busy host"] if r else [])
+                        + (["opened by a bound"] if b else [])) + " to"
+
+
+def _because(b: Bound | None, r: Reach | None) -> str:
+    """Who was limited or disturbed, in words ("" when no one was)."""
+    said = ([b.why] if b else []) + ([r.why] if r else [])
+    return f": {'; '.join(said)}" if said else ""
+
+
+def _reason(b: Bound | None, ci: tuple[float, float], t: Threshold) -> str:
+    """An inconclusive threshold's code: the measured interval itself reaches past the
+    limit (straddles), else what opened it (the bound's flag) or widened it."""
+    if t.beyond(ci[0]) != t.beyond(ci[1]):
+        return "straddles"
+    return b.reason if b is not None else "host-busy"
 
 
 def matches(s: TrialSummary, selector: Sequence[tuple[str, Any]]) -> bool:
@@ -146,5 +239,16 @@ def baseline_pairs(summaries: Sequence[TrialSummary], selector: Sequence[tuple[s
 
 
 def judge_pairs(pairs: Sequence[tuple[TrialSummary, TrialSummary]],
-                limits: Sequence[Threshold], strict: bool) -> list[Judgement]:
-    return [j for base, new in pairs for j in judge(base, new, limits, strict)]
+                limits: Sequence[Threshold]) -> list[Judgement]:
+    return [j for base, new in pairs for j in judge(base, new, limits)]
+
+
+def overall(judged: Sequence[Judgement], strict: bool) -> str:
+    """The gate's outcome: fail when a threshold failed (or, strict, was inconclusive),
+    else inconclusive when one was, else pass. Nothing judged is not an outcome: the
+    caller refuses it (gate_status)."""
+    if any(j.outcome == "fail" for j in judged):
+        return "fail"
+    if any(j.outcome == "inconclusive" for j in judged):
+        return "fail" if strict else "inconclusive"
+    return "pass"

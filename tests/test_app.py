@@ -15,7 +15,7 @@ from rich.console import Console
 
 from stacklab import errors
 from stacklab.cli import error_line, main
-from stacklab.env import DEFAULT_DB, Environment
+from stacklab.env import Environment
 from stacklab.errors import ExitStatus, NotFound, SpecError, StacklabError
 from stacklab.report import charts, fmt
 from stacklab.report.html import render_html
@@ -117,8 +117,11 @@ def test_a_database_server_error_raised_by_a_command_is_one_line(env, monkeypatc
 
 
 def test_the_default_environment():
+    import os
+    from pathlib import Path
+    from stacklab.env import user_db
     env = Environment.default()
-    assert env.db == DEFAULT_DB and env.database(None) == DEFAULT_DB
+    assert env.db == user_db(os.environ, Path.home()) == env.database(None)
     assert env.lab_root.name.startswith("stacklab-")
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}\+00:00", env.clock())
 

@@ -167,3 +167,18 @@ def test_export_config_names_an_ambiguous_trial(tmp_path):
     result = invoke("export-config", "sf", "-o", tmp_path / "x", "--db", tmp_path / "k.db")
     assert result.exit_code != 0
     assert "'sf'" in result.output and "more than one" in result.output
+
+
+@pytest.mark.parametrize("where, fragment", [
+    ("missing/report.html", "no directory {parent} to write it in"),
+    (".", "is a directory"),
+])
+def test_report_into_a_missing_directory_is_an_error_naming_it(db, tmp_path, where,
+                                                                fragment):
+    out = tmp_path / where
+    result = invoke("report", "fixed", "--db", db, "-o", out)
+    assert result.exit_code == 2, result.output
+    line = " ".join(result.stderr.split())
+    assert line.startswith(f"stacklab: error: -o {out}: "), line
+    assert fragment.format(parent=out.parent) in line
+    assert not (tmp_path / "missing").exists()          # nothing made on the way

@@ -1,8 +1,11 @@
 """The CI gate (gate.py) on stored runs, never timed ones: `compare --fail-if` and a
-run's [thresholds] judge the whole 95% interval of NEW/BASE (default) or any of it
-(strict), and exit with ExitStatus.GATE (3) when a threshold fails. The fixed runs of
-tests/fakes.py vary ±1% over 3 repetitions: the ratio's interval is about ±2.3%."""
+run's [thresholds] judge each threshold on the 95% interval of NEW/BASE: pass (exit 0)
+when all of it is on the good side, fail (ExitStatus.GATE, 3) when all of it is beyond,
+else inconclusive (ExitStatus.INCONCLUSIVE, 4, unless one failed; strict: 3, said in
+words). Nothing to judge is an error (1), never a pass. The fixed runs of tests/fakes.py
+vary ±1% over 3 repetitions: the ratio's interval is about ±2.3% (p99's about ±12%)."""
 
+import json
 from dataclasses import replace
 
 import pytest
@@ -13,7 +16,7 @@ from stacklab.analyze import load_view
 from stacklab.cli import cli
 from stacklab.commands import run as running
 from stacklab.env import Environment
-from stacklab.errors import ExitStatus, SpecError
+from stacklab.errors import ExitStatus, NothingJudged, SpecError
 from stacklab.gate import Threshold, baseline_pairs, judge, parse_threshold
 from stacklab.spec import parse_spec
 from stacklab.store import Store
@@ -69,45 +72,80 @@ def test_bad_thresholds_say_why(text, fragment):
         parse_threshold(text)
 
 
+def judged(output: str) -> list[str]:
+    """The gate's lines about one threshold each (not its result line)."""
+    return [line for line in gate_lines(output) if not line.startswith("gate result")]
+
+
+def result_line(output: str) -> str:
+    [line] = [x for x in " ".join(output.split("\n")).split("gate result: ")[1:]]
+    return " ".join(line.split())
+
+
 def test_a_worse_variant_fails_the_gate(tmp_path):
     db = db_with(tmp_path, 0.5)
     result = invoke("compare", BASE, NEW, "--db", db, "--fail-if", "rps<-5%",
                     "--fail-if", "p99>+10%")
     assert result.exit_code == ExitStatus.GATE == 3, result.output
-    lines = gate_lines(result.output)
+    lines = judged(result.output)
     assert len(lines) == 2 and all(line.startswith("gate: FAIL") for line in lines), lines
     assert "rps<-5%" in lines[0] and "-50.0%" in lines[0] and "95% CI" in lines[0]
+    assert "lies wholly past -5.0%" in lines[0]
     assert "p99>+10%" in lines[1]
+    assert result_line(result.output).startswith("FAIL (exit 3): 2 of 2 judgements")
 
 
 def test_an_equal_variant_passes(tmp_path):
     db = db_with(tmp_path, 1.0)
     result = invoke("compare", BASE, NEW, "--db", db, "--fail-if", "rps<-5%",
-                    "--fail-if", "p99>+10%")
+                    "--fail-if", "p99>+20%")
     assert result.exit_code == 0, result.output
-    lines = gate_lines(result.output)
+    lines = judged(result.output)
     assert len(lines) == 2 and all(line.startswith("gate: pass") for line in lines), lines
-    assert "+0.0% (95% CI -2.2% .. +2.3%)" in lines[0]
-    # strict: p99's interval (3 runs a side, about ±12%) must lie within the limit
+    assert "+0.0% (95% CI -2.2%..+2.3%)" in lines[0]
+    assert result_line(result.output).startswith("pass")
+    # p99's interval (3 runs a side, about ±12%) reaches past +10%: neither pass nor fail
+    loose = invoke("compare", BASE, NEW, "--db", db, "--fail-if", "rps<-5%",
+                   "--fail-if", "p99>+10%")
+    assert loose.exit_code == ExitStatus.INCONCLUSIVE == 4, loose.output
+    assert judged(loose.output)[1].startswith("gate: inconclusive p99>+10%")
+    # strict: an inconclusive threshold fails, said with what and why
     strict = invoke("compare", BASE, NEW, "--db", db, "--strict", "--fail-if", "rps<-5%",
                     "--fail-if", "p99>+10%")
     assert strict.exit_code == ExitStatus.GATE, strict.output
-    assert gate_lines(strict.output)[1].startswith("gate: FAIL p99>+10%")
+    said = result_line(strict.output)
+    assert said.startswith("FAIL (exit 3): --strict: an inconclusive judgement counts as "
+                           "failed; 1 of 2 judgements: p99>+10%: apache static-page c=1 vs "
+                           "nginx static-page c=1: 95% CI -11.0%..+12.4% reaches past "
+                           "+10.0%"), said
+    assert "rps<-5%" not in said          # it passed: not what failed
     assert invoke("compare", BASE, NEW, "--db", db, "--strict", "--fail-if", "rps<-5%",
                   "--fail-if", "p99>+20%").exit_code == 0
 
 
-def test_an_ambiguous_variant_passes_by_default_and_fails_when_strict(tmp_path):
+def test_an_ambiguous_variant_is_inconclusive_and_fails_when_strict(tmp_path):
     db = db_with(tmp_path, 0.95)      # the ratio's interval straddles -5%
     view = view_of(db)
     base, new = (next(s for s in view.summaries if s.trial_id == t) for t in (BASE, NEW))
     [j] = judge(base, new, [parse_threshold("rps<-5%")])
-    assert j.ci[0] < 0.95 < j.ci[1] and not j.failed
-    assert judge(base, new, [parse_threshold("rps<-5%")], strict=True)[0].failed
+    assert j.ci[0] < 0.95 < j.ci[1] and j.outcome == "inconclusive"
+    assert j.reason == "straddles" and not j.failed
 
-    assert invoke("compare", BASE, NEW, "--db", db, "--fail-if", "rps<-5%").exit_code == 0
+    result = invoke("compare", BASE, NEW, "--db", db, "--fail-if", "rps<-5%")
+    assert result.exit_code == ExitStatus.INCONCLUSIVE, result.output
+    assert result_line(result.output).startswith("inconclusive (exit 4): 1 of 1")
     result = invoke("compare", BASE, NEW, "--db", db, "--fail-if", "rps<-5%", "--strict")
     assert result.exit_code == ExitStatus.GATE, result.output
+
+
+def test_a_failure_outweighs_an_inconclusive_threshold(tmp_path):
+    db = db_with(tmp_path, 0.5)       # p99 doubles, give or take about 12%
+    result = invoke("compare", BASE, NEW, "--db", db, "--fail-if", "rps<-5%",
+                    "--fail-if", "p99>+100%")
+    assert result.exit_code == ExitStatus.GATE, result.output
+    assert [line.split()[1] for line in judged(result.output)] == ["FAIL", "inconclusive"]
+    said = result_line(result.output)
+    assert said.startswith("FAIL (exit 3): 1 of 2 judgements: rps<-5%") and "p99" not in said
 
 
 def test_without_thresholds_compare_exits_as_before(tmp_path):
@@ -122,9 +160,84 @@ def test_two_experiments_are_gated_trial_by_trial(tmp_path):
                     speed={"nginx": 20000.0, "apache": 9000.0})
     result = invoke("compare", "base", "new", "--db", db, "--fail-if", "rps<-5%")
     assert result.exit_code == ExitStatus.GATE, result.output
-    lines = gate_lines(result.output)
+    lines = judged(result.output)
     assert len(lines) == 4          # nginx and apache at c = 1 and 16
     assert sum(line.startswith("gate: FAIL") for line in lines) == 2   # apache's two
+    assert sum(line.startswith("gate: pass") for line in lines) == 2   # nginx's two
+
+
+def test_two_experiments_with_no_trial_in_common_never_pass(tmp_path):
+    """A spec edit that changes every trial's definition (here a knob) leaves no pair:
+    the gate is an error, with --json too, never a silent pass."""
+    db = tmp_path / "r.db"
+    fake_experiment(db, name="base", flag_apache_256=False)
+    fake_experiment(db, name="new", flag_apache_256=False)
+    store = Store.open(db)
+    try:
+        store.conn.execute("UPDATE trials SET definition_json = replace(definition_json, "
+                           "'\"load.keepalive\": true', '\"load.keepalive\": false') "
+                           "WHERE experiment_id = 2")
+    finally:
+        store.close()
+    result = invoke("compare", "base", "new", "--db", db, "--fail-if", "rps<-5%")
+    assert result.exit_code == ExitStatus.ERROR == 1, result.output
+    said = " ".join(result.stderr.split())
+    assert "gate: no pair of trials to judge" in said and "definition" in said
+    assert not gate_lines(result.stdout)
+    as_json = invoke("compare", "base", "new", "--db", db, "--fail-if", "rps<-5%", "--json")
+    assert as_json.exit_code == ExitStatus.ERROR, as_json.output
+    doc = json.loads(as_json.stdout)
+    assert doc["gate"] == {"strict": False, "outcome": "nothing-judged", "judgements": []}
+    # without --fail-if, nothing is judged and nothing refused
+    assert invoke("compare", "base", "new", "--db", db).exit_code == 0
+
+
+# what a busy host or a limited side leaves (analyze.reach, analyze.bound) ---------------
+
+def pair(tmp_path, share: float):
+    view = view_of(db_with(tmp_path, share))
+    return tuple(next(s for s in view.summaries if s.trial_id == t) for t in (BASE, NEW))
+
+
+def test_a_busy_host_widens_the_interval_by_what_it_could_explain(tmp_path):
+    base, new = pair(tmp_path, 0.5)
+    rps = [parse_threshold("rps<-5%")]
+    [j] = judge(base, replace(new, disturbance=1.5), rps)     # at most 0.51 × 1.5 < 0.95
+    assert j.outcome == "fail" and j.reach[1] == pytest.approx(j.ci[1] * 1.5)
+    assert "widened by a busy host" in j.why and "up to 1.5× slower" in j.why
+    [j] = judge(base, replace(new, disturbance=2.5), rps)     # up to 0.51 × 2.5 > 0.95
+    assert j.outcome == "inconclusive" and j.reason == "host-busy", j
+    assert j.ci[1] < 0.95 < j.reach[1]
+    # on p99, what a busy host can do is not sized: inconclusive whatever the ratio
+    [j] = judge(replace(base, disturbance=1.1), new, [parse_threshold("p99>+10%")])
+    assert j.outcome == "inconclusive" and j.reason == "host-busy" and "not sized" in j.why
+
+
+def test_a_limited_side_leaves_a_bound_that_decides_only_one_way(tmp_path):
+    base, new = pair(tmp_path, 0.5)
+    rps = [parse_threshold("rps<-5%")]
+    held_new = replace(new, flagged=("generator-bound",))     # NEW could be faster: ≥ 0.5
+    [j] = judge(base, held_new, rps)
+    assert j.outcome == "inconclusive" and j.reason == "generator-bound"
+    assert j.reach[1] == float("inf") and "limited by the load engine" in j.why
+    held_base = replace(base, flagged=("generator-bound",))   # BASE could be faster: ≤ 0.5
+    [j] = judge(held_base, new, rps)
+    assert j.outcome == "fail" and j.reach[0] == 0.0
+    same_base, same_new = pair(tmp_path / "same", 1.0)
+    [j] = judge(same_base, replace(same_new, flagged=("generator-bound",)), rps)
+    assert j.outcome == "pass"                              # ≥ 0.978: not below 0.95
+    [j] = judge(base, replace(new, flagged=("error-responses",)), rps)
+    assert j.outcome == "inconclusive" and j.reason == "error-responses"
+    assert j.why.startswith("not a measurement")
+
+
+def test_fewer_than_two_runs_a_side_is_inconclusive(tmp_path):
+    db = tmp_path / "r.db"
+    fake_experiment(db, name="fixed", flag_apache_256=False, reps=1)
+    result = invoke("compare", BASE, NEW, "--db", db, "--fail-if", "rps<-5%")
+    assert result.exit_code == ExitStatus.INCONCLUSIVE, result.output
+    [line] = judged(result.output)
+    assert "no interval: fewer than 2 runs a side" in line
 
 
 @pytest.mark.parametrize("args, fragment", [
@@ -194,7 +307,7 @@ def test_a_run_fails_its_gate_against_the_baseline_variant(tmp_path, spec_args):
     spec = spec_with(spec_args, {"rps": "<-5%", "baseline": {"stack": "nginx"}})
     status, text = printed_gate(db_with(tmp_path, 0.5), spec)
     assert status == ExitStatus.GATE
-    lines = gate_lines(text)
+    lines = judged(text)
     assert len(lines) == 2, text     # apache against nginx at c = 1 and at c = 16
     assert all(line.startswith("gate: FAIL rps<-5%: apache static-page c=") for line in lines)
     assert "c=1 vs nginx static-page c=1:" in lines[0]
@@ -202,12 +315,27 @@ def test_a_run_fails_its_gate_against_the_baseline_variant(tmp_path, spec_args):
 
 
 def test_a_run_passes_its_gate_and_strict_judges_ambiguity(tmp_path, spec_args):
-    db = db_with(tmp_path, 0.95)
     loose = spec_with(spec_args, {"rps": "<-5%", "baseline": {"stack": "nginx"}})
     strict = spec_with(spec_args, {"rps": "<-5%", "strict": True,
                                    "baseline": {"stack": "nginx"}})
-    assert printed_gate(db, loose)[0] == ExitStatus.OK
+    assert printed_gate(db_with(tmp_path / "same", 1.0), loose)[0] == ExitStatus.OK
+    db = db_with(tmp_path, 0.95)
+    assert printed_gate(db, loose)[0] == ExitStatus.INCONCLUSIVE
     assert printed_gate(db, strict)[0] == ExitStatus.GATE
+
+
+def test_a_baseline_that_matches_nothing_is_an_error_not_a_pass(tmp_path, spec_args):
+    spec = spec_with(spec_args, {"rps": "<-5%", "baseline": {"stack": "nginx"}})
+    db = db_with(tmp_path, 1.0)
+    g = spec.thresholds
+    for selector, said in [((("stack", "nginx"), ("concurrency", 64)), "matches no trial"),
+                           ((("workload", "static-page"),), "matches every trial")]:
+        nothing = spec.model_copy(update={"thresholds": replace(g, baseline=selector)})
+        with pytest.raises(NothingJudged) as e:
+            printed_gate(db, nothing)
+        assert e.value.exit_status == ExitStatus.ERROR
+        assert "no pair of trials to judge" in str(e.value) and said in str(e.value)
+        assert "[thresholds] baseline {" in str(e.value)
 
 
 def test_baseline_pairs_match_everything_the_baseline_does_not_name(tmp_path):

@@ -140,15 +140,16 @@ def test_compare_json_of_two_trials_has_the_ratio_the_table_prints(tmp_path, db)
 
 
 def test_compare_json_with_a_failing_gate_judges_and_exits_3(tmp_path, db):
-    doc = document(tmp_path, "compare", "compare", NGINX, APACHE, "-e", "fixed", "--db", db,
+    nginx, apache = "ng0000000001", "ap0000000001"      # c=1: neither side limited
+    doc = document(tmp_path, "compare", "compare", nginx, apache, "-e", "fixed", "--db", db,
                    "--fail-if", "rps<-5%", "--fail-if", "p99>+900%", status=ExitStatus.GATE)
     s = {x.trial_id: x for x in view(db, "fixed").summaries}
     limits = [parse_threshold("rps<-5%"), parse_threshold("p99>+900%")]
-    expected = judge(s[NGINX], s[APACHE], limits)
+    expected = judge(s[nginx], s[apache], limits)
     gate = doc["gate"]
-    assert gate["failed"] and not gate["strict"]
-    assert [(j["threshold"], j["failed"]) for j in gate["judgements"]] == [
-        ("rps<-5%", True), ("p99>+900%", False)]
+    assert gate["outcome"] == "fail" and not gate["strict"]
+    assert [(j["threshold"], j["outcome"]) for j in gate["judgements"]] == [
+        ("rps<-5%", "fail"), ("p99>+900%", "pass")]
     assert [j["ratio"] for j in gate["judgements"]] == [e.ratio for e in expected]
     assert gate["judgements"][0]["ci95"] == list(expected[0].ci)
     assert gate["judgements"][0]["limit_ratio"] == pytest.approx(0.95)
@@ -157,7 +158,7 @@ def test_compare_json_with_a_failing_gate_judges_and_exits_3(tmp_path, db):
 def test_compare_json_with_a_passing_gate_exits_0(tmp_path, db):
     doc = document(tmp_path, "compare", "compare", NGINX, APACHE, "-e", "fixed", "--db", db,
                    "--fail-if", "rps<-60%")
-    assert doc["gate"]["failed"] is False and len(doc["gate"]["judgements"]) == 1
+    assert doc["gate"]["outcome"] == "pass" and len(doc["gate"]["judgements"]) == 1
 
 
 def test_compare_json_of_two_experiments_pairs_trials_by_definition(tmp_path, db):
@@ -250,8 +251,8 @@ def test_workloads_json_lists_what_each_deploys_and_the_stacks_that_serve_it(tmp
     ("show", ["show", "fixed"], ["trials", 0, "rps"]),
     ("show", ["show", "fixed"], ["schema_version"]),
     ("compare", ["compare", NGINX, APACHE, "-e", "fixed"], ["rows", 0, "ratio"]),
-    ("compare", ["compare", NGINX, APACHE, "-e", "fixed", "--fail-if", "rps<-5%"],
-     ["gate", "judgements", 0, "failed"]),
+    ("compare", ["compare", "ng0000000001", "ap0000000001", "-e", "fixed", "--fail-if",
+                 "rps<-5%"], ["gate", "judgements", 0, "outcome"]),
     ("recommend", ["recommend"], ["best"]),
     ("doctor", ["doctor"], ["components", 0, "version"]),
     ("workloads", ["workloads"], ["workloads", 0, "stacks"]),

@@ -8,7 +8,7 @@ from .. import lab
 from ..analyze import ExperimentView, load_view
 from ..env import Environment
 from ..errors import ExitStatus
-from ..gate import baseline_pairs
+from ..gate import baseline_pairs, matches
 from ..plan import Plan, make_plan
 from ..quiet import QUIET_MAX_S
 from ..validate import SpecOrigin, check_installed, validate_plan
@@ -62,11 +62,21 @@ def run(env: Environment, spec_path: Path, db: Path | None, resume: bool,
 
 def gate(env: Environment, spec: ExperimentSpec, view: ExperimentView) -> ExitStatus:
     """[thresholds], once every run is stored: each trial against its baseline trial;
-    GATE when a threshold fails (nothing is lost: the results are in the database)."""
+    the gate's exit status (results.gate_status: GATE, INCONCLUSIVE, or an error when the
+    baseline selector leaves no pair to judge; nothing is lost: the results are stored)."""
     g = spec.thresholds
     if g is None:
         return ExitStatus.OK
-    return gate_status(env, baseline_pairs(view.summaries, g.baseline), g.limits, g.strict)
+    selector = ", ".join(f"{k} = {v!r}" for k, v in g.baseline)
+    bases = sum(matches(s, g.baseline) for s in view.summaries)
+    nothing = (f"in experiment {view.name!r} (id {view.id}), [thresholds] baseline "
+               f"{{{selector}}} matches "
+               + ("no trial" if not bases else
+                  "every trial" if bases == len(view.summaries) else
+                  f"{bases} trials, and no other trial has the workload, concurrency "
+                  "and knobs of one of them"))
+    return gate_status(env, baseline_pairs(view.summaries, g.baseline), g.limits, g.strict,
+                       nothing)
 
 
 def logs_dir(db: Path) -> Path:

@@ -9,7 +9,7 @@ from rich.table import Table
 
 from ..analyze import (Bound, Estimate, ExperimentView, MetricComparison, TrialSummary,
                        compare_trials, same_definition_pairs)
-from ..gate import Judgement, Threshold
+from ..gate import Judgement, Threshold, overall
 from ..recommend import CAUTIONS, Best, Effect
 from ..stats import Comparison
 from ..store.records import verdict_doc
@@ -381,14 +381,19 @@ def experiments_doc(a: ExperimentView, b: ExperimentView) -> dict:
 
 
 def gate_doc(limits: list[Threshold], strict: bool, judged: list[Judgement]) -> dict | None:
-    """`compare --json --fail-if`: each threshold's judgement and the gate's result."""
+    """`compare --json --fail-if`: each threshold's judgement and the gate's outcome
+    (gate.OUTCOMES, or "nothing-judged": no pair of trials, an error exit)."""
     if not limits:
         return None
-    return {"strict": strict, "failed": any(j.failed for j in judged),
+    return {"strict": strict,
+            "outcome": overall(judged, strict) if judged else "nothing-judged",
             "judgements": [{"threshold": str(j.threshold), "metric": j.threshold.metric,
                             "limit_ratio": j.threshold.limit, "base": j.base, "new": j.new,
                             "ratio": j.ratio, "ci95": list(j.ci) if j.ci else None,
-                            "failed": j.failed} for j in judged]}
+                            "reach": [None if x == float("inf") else x for x in j.reach]
+                            if j.reach else None,     # null: open (a bound)
+                            "outcome": j.outcome, "reason": j.reason, "why": j.why or None}
+                           for j in judged]}
 
 
 def recommendations_doc(view: ExperimentView, effects: list[Effect], bests: list[Best],

@@ -169,6 +169,24 @@ class Store:
         return row
 
     @_sqlite_errors("cannot read the experiments")
+    def named(self, name: str) -> list[sqlite3.Row]:
+        """Every experiment of that name, newest first: `compare NAME NAME` is the newest
+        run of that name against the one before it."""
+        return self.conn.execute("SELECT * FROM experiments WHERE name = ? ORDER BY id DESC",
+                                 (name,)).fetchall()
+
+    @_sqlite_errors("cannot read the experiments")
+    def holding(self, prefix: str) -> list[sqlite3.Row]:
+        """Every stored trial whose id starts with `prefix` (experiment_id, experiment,
+        trial_id, label), newest experiment first: a trial id is found in any experiment.
+        A trial's id is its definition's hash, so a spec run again holds the same ids."""
+        return self.conn.execute(
+            "SELECT t.experiment_id, e.name AS experiment, t.trial_id, t.label "
+            "FROM trials t JOIN experiments e ON e.id = t.experiment_id "
+            "WHERE substr(t.trial_id, 1, ?) = ? ORDER BY t.experiment_id DESC, t.position",
+            (len(prefix), prefix)).fetchall()
+
+    @_sqlite_errors("cannot read the experiments")
     def experiments(self) -> list[sqlite3.Row]:
         return self.conn.execute(
             "SELECT e.*, (SELECT COUNT(*) FROM runs r WHERE r.experiment_id = e.id) AS n_runs "
