@@ -160,9 +160,13 @@ def list_(ctx: typer.Context, db: Optional[Path] = DbOpt,
 
 @cli.command()
 def show(ctx: typer.Context, experiment: Optional[str] = ExperimentArg,
-         db: Optional[Path] = DbOpt, json: bool = JsonOpt) -> ExitStatus:
+         db: Optional[Path] = DbOpt, json: bool = JsonOpt,
+         brief: bool = typer.Option(False, "--brief", help="One line per question: each "
+                                    "variant against its default, the leading trial "
+                                    "against the next; by how much, and the verdict.")
+         ) -> ExitStatus:
     """Text table of an experiment's results."""
-    return results.show(ctx.obj, experiment, db, json)
+    return results.show(ctx.obj, experiment, db, json, brief)
 
 
 @cli.command()
@@ -219,11 +223,14 @@ def compare(ctx: typer.Context,
                                               "error (exit 1), never a pass."),
             strict: bool = typer.Option(False, "--strict", help="An inconclusive --fail-if "
                                         "counts as failed (exit 3), each said with why."),
-            json: bool = JsonOpt) -> ExitStatus:
+            json: bool = JsonOpt,
+            brief: bool = typer.Option(False, "--brief", help="One line per metric of each "
+                                       "pair of trials whose verdict is not \"same\".")
+            ) -> ExitStatus:
     """Compare two experiments or two trials: ratio with a 95% CI, p-value, verdict.
     `compare NAME NAME`: the newest run of NAME against the one before it."""
     return results.compare(ctx.obj, a, b, db, experiment, fail_if, strict, db_b=db_b,
-                           as_json=json)
+                           as_json=json, brief=brief)
 
 
 @cli.command()

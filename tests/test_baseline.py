@@ -193,8 +193,10 @@ def test_report_against_a_baseline_of_another_database(two_hosts, tmp_path, no_c
     assert result.exit_code == 0, result.output
     # the rows in the terminal, the warning on stderr naming both values of each fact
     assert "against the baseline base" in result.stdout
-    nginx = [line for line in result.stdout.splitlines() if "ng0000000001" in line]
-    assert len(nginx) == 2 and all("better" in line for line in nginx), nginx
+    lines = result.stdout.splitlines()          # the trial's name, then its id, a row each
+    at = next(n for n, line in enumerate(lines) if line.startswith("ng0000000001"))
+    nginx = lines[at - 1:at + 1]
+    assert [line.split()[-1] for line in nginx] == ["better", "better"], nginx
     assert "2.000" in nginx[0]
     warned = " ".join(result.stderr.split())
     assert "kernel 6.1.0-18 vs 6.1.0-21" in warned and "nginx 1.22.1 vs 1.24.0" in warned

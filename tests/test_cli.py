@@ -86,7 +86,7 @@ def test_compare_two_trials_prints_both_medians_and_their_ratio(db):
     assert "ng0000000016 nginx static-page c=16" in result.output
     assert "ap0000000016 apache static-page c=16" in result.output
     # A = nginx 23,432 req/s (median of 5), B = apache 11,716: B/A = 0.500
-    row = next(line for line in result.output.splitlines() if line.startswith("│ req/s"))
+    row = next(line for line in result.output.splitlines() if line.startswith("req/s"))
     assert "23,432" in row and "11,716" in row and "0.500" in row, row
 
 
@@ -94,8 +94,11 @@ def test_compare_two_experiments_matches_trials_by_definition(db):
     result = invoke("compare", "fixed", "faster", "--db", db)
     assert result.exit_code == 0, result.output
     assert "faster" in result.output and "fixed" in result.output
-    rps = {line.split("│")[1].strip(): line for line in result.output.splitlines()
-           if "│ req/s " in line}
+    rps, last = {}, None        # a trial's id is printed under its name, beside p50
+    for line in result.output.splitlines():
+        last = line if " req/s " in line else last
+        if line.split()[:1] and line.split()[0].startswith(("ng0", "ap0")):
+            rps[line.split()[0]] = last
     assert set(rps) == {"ng0000000001", "ng0000000016", "ap0000000001", "ap0000000016"}
     # nginx c=1: 20,402 → 30,603 req/s (1.500×); apache unchanged (1.000×)
     assert "20,402" in rps["ng0000000001"] and "30,603" in rps["ng0000000001"]

@@ -18,7 +18,7 @@ import jsonschema
 import pytest
 from rich.console import Console
 
-from stacklab.analyze import compare_trials, load_view
+from stacklab.analyze import REASONS, VERDICTS, compare_trials, load_view
 from stacklab.cli import main
 from stacklab.env import Environment
 from stacklab.errors import ExitStatus
@@ -109,11 +109,17 @@ def test_show_json_has_every_stored_trial_with_its_figures(tmp_path, db):
     assert trials["ap0000000001"]["reasons"] == [{"outcome": "failed",
                                                   "why": "apache exited with status 1"}]
     assert doc["common_knobs"] == {"load.keepalive": True}
-    first = next(h for h in doc["headlines"] if h["concurrency"] == 1)
-    assert (first["winner"], first["runner_up"]) == ("ng0000000001", "ap0000000001")
-    assert first["rps"]["ratio"] == pytest.approx(2.0) and first["rps"]["significant"]
+    by_c = {h["concurrency"]: h for h in doc["headlines"]}
+    first, limited = by_c[1], by_c[16]
+    assert (first["leader"], first["other"]) == ("ng0000000001", "ap0000000001")
+    assert first["rps"]["ratio"] == pytest.approx(2.0)
+    assert (first["verdict"], first["reason"]) == ("better", None)
+    # nginx c=16 leads apache c=16, which the load engine limited: a bound, no verdict
+    assert limited["verdict"] == "no-verdict"
+    assert limited["reason"] == limited["bound"]["reason"] == "generator-bound"
+    assert "winner" not in first and "significant" not in first["rps"]
     _, text, _ = run(tmp_path, "show", "fixed", "--db", db)
-    assert first["text"] in text.replace("\n", " ")
+    assert " ".join(first["text"].split()) in " ".join(text.split())
 
 
 # compare -------------------------------------------------------------------------------
@@ -132,10 +138,14 @@ def test_compare_json_of_two_trials_has_the_ratio_the_table_prints(tmp_path, db)
     assert rps["p"] == expected["req/s"].comparison.p
     assert (rps["median_a"], rps["median_b"]) == (23432.0, 11716.0)
     _, text, _ = run(tmp_path, "compare", NGINX, APACHE, "-e", "fixed", "--db", db)
-    row = next(line for line in text.splitlines() if line.startswith("│ req/s"))
+    row = next(line for line in text.splitlines() if line.startswith("req/s"))
     assert f"{rps['ratio']:.3f}" == "0.500" and "≥ 0.500" in row
     # apache c=16 was limited by the load engine once: a bound, as the table says
-    assert rps["bound"]["relation"] == "≥" and rps["verdict"] == expected["req/s"].verdict
+    assert rps["bound"]["relation"] == "≥" and rps["bound"]["reason"] == "generator-bound"
+    assert (rps["verdict"], rps["reason"], rps["text"]) == (
+        "no-verdict", "generator-bound", expected["req/s"].verdict)
+    assert "no verdict: generator-bound" in row
+    assert all("significant" not in r and r["verdict"] in VERDICTS for r in doc["rows"])
     assert rows["p99_ms", None]["median_a"] == expected["p99 ms"].comparison.median_a
 
 
@@ -174,6 +184,11 @@ def test_compare_json_of_two_experiments_pairs_trials_by_definition(tmp_path, db
     assert (rps["ng0000000001"]["median_a"], rps["ng0000000001"]["median_b"]) == (
         20402.0, 30603.0)
     assert rps["ng0000000001"]["series"] == "nginx static-page"
+    verdicts = {(r["trial_id"], r["metric"]): r["verdict"] for r in doc["rows"]}
+    assert verdicts["ng0000000001", "rps"] == "better"         # 1.5×, interval beyond 1
+    assert verdicts["ng0000000001", "p99_ms"] == "better"       # lower latency
+    assert verdicts["ap0000000001", "rps"] == "same"            # the same figures
+    assert verdicts["ap0000000016", "rps"] == "no-verdict"      # limited on both sides
     assert doc["differences"] == []          # one database, one host, the same versions
 
 
@@ -187,7 +202,7 @@ def test_recommend_json_ranks_the_knob_and_names_the_best_variant(tmp_path):
     [e] = doc["effects"]
     assert (e["rank"], e["knob"], e["value"], e["default"]) == (1, "nginx.sendfile", False, True)
     assert e["gain"] == effect.gain == pytest.approx(0.5)
-    assert e["rps"]["ci95"] == list(effect.comparison.ci) and e["verdict"] == "+50.0%"
+    assert e["rps"]["ci95"] == list(effect.comparison.ci) and e["verdict"] == "better"
     assert e["meaning"] == REGISTRY.get("nginx.sendfile").meaning
     [best] = doc["best"]
     assert (best["trial_id"], best["default_trial_id"]) == ("sf00000000016", "sf10000000016")
@@ -250,6 +265,8 @@ def test_workloads_json_lists_what_each_deploys_and_the_stacks_that_serve_it(tmp
 @pytest.mark.parametrize("name, argv, path", [
     ("show", ["show", "fixed"], ["trials", 0, "rps"]),
     ("show", ["show", "fixed"], ["schema_version"]),
+    ("show", ["show", "fixed"], ["headlines", 0, "verdict"]),
+    ("compare", ["compare", NGINX, APACHE, "-e", "fixed"], ["rows", 0, "reason"]),
     ("compare", ["compare", NGINX, APACHE, "-e", "fixed"], ["rows", 0, "ratio"]),
     ("compare", ["compare", "ng0000000001", "ap0000000001", "-e", "fixed", "--fail-if",
                  "rps<-5%"], ["gate", "judgements", 0, "outcome"]),
@@ -275,6 +292,34 @@ def test_a_schema_refuses_a_document_missing_a_required_field(tmp_path, db, monk
     del target[last]
     with pytest.raises(jsonschema.ValidationError, match=repr(last)):
         jsonschema.validate(broken, schema(name))
+
+
+def test_the_schemas_know_every_verdict_and_reason_code():
+    """The vocabulary the documents use is the one analyze decides in."""
+    row = schema("compare")["$defs"]["row"]["properties"]
+    show = schema("show")["$defs"]
+    for verdict, reason in ((row["verdict"], row["reason"]),
+                            (show["verdict_kind"], show["reason"])):
+        assert tuple(verdict["enum"]) == VERDICTS
+        assert tuple(reason["oneOf"][1]["enum"]) == REASONS
+
+
+@pytest.mark.parametrize("name, version", [("show", 2), ("compare", 2)])
+def test_a_document_of_the_old_shape_is_refused(tmp_path, db, name, version):
+    """Version 1 had `significant`, `winner` and verdict words: its readers must not take
+    version 2 for it, nor a version 1 document pass as 2."""
+    argv = ["show", "fixed"] if name == "show" else ["compare", NGINX, APACHE, "-e", "fixed"]
+    doc = document(tmp_path, name, *argv, "--db", db)
+    assert doc["schema_version"] == version
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate({**doc, "schema_version": 1}, schema(name))
+    old = copy.deepcopy(doc)
+    if name == "show":
+        old["headlines"][0]["winner"] = old["headlines"][0].pop("leader")
+    else:
+        old["rows"][0]["significant"] = True
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(old, schema(name))
 
 
 def test_a_schema_refuses_another_version(tmp_path):

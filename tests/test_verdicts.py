@@ -14,7 +14,7 @@ from stacklab.env import Environment
 from stacklab.errors import NotFound
 from stacklab.recommend import best_combinations, effects
 from stacklab.report.headline import headlines
-from stacklab.report.text import ci_header, ci_text
+from stacklab.report.text import ci_header, ci_text, verdict_words
 from stacklab.stacks import REGISTRY
 from stacklab.stats import compare
 from stacklab.store import Store
@@ -62,17 +62,18 @@ def test_compare_shows_latency_beside_throughput(view):
 def test_show_and_compare_print_the_same_trial_ids(db, view):
     ids = [s.trial_id for s in view.summaries]
     shown = printed(results.show, "fixed", db)
-    assert all(i in shown for i in ids)
+    assert all(i in shown.split() for i in ids)
     a, b = trial(view, "apache", 1), trial(view, "nginx", 1)
     out = printed(results.compare, a.trial_id, b.trial_id[:11], db, None)   # a prefix will do
     assert a.trial_id in out and b.trial_id in out
+    assert a.label in out and b.label in out
     assert f"trials of experiment fixed (id {view.id})" in out
     for metric in ("req/s", "p50 ms", "p99 ms"):
         assert metric in out
 
 
 def test_an_unknown_trial_id_points_at_show(db):
-    with pytest.raises(NotFound, match=r"`stacklab show 1` lists them"):
+    with pytest.raises(NotFound, match=r"no trial whose id starts with it.*`stacklab show"):
         results.compare(on(Console(record=True)), "zz", "ng", db, None)
 
 
@@ -82,7 +83,7 @@ def test_comparing_experiments_names_both_and_matches_trials_by_definition(tmp_p
                     speed={"nginx": 30000.0, "apache": 10000.0})
     out = printed(results.compare, "before", "after", tmp_path / "r.db", None)
     assert "B = after (experiment 2)  vs  A = before (experiment 1)" in out
-    assert out.count("p99 ms") == 4 and "+50.0%" in out      # nginx 1.5×, each c
+    assert out.count("p99 ms") == 4 and "better +50.0%" in out    # nginx 1.5×, each c
 
 
 @pytest.mark.parametrize("flag_a, flag_b, limited_is_low, relation", [
@@ -122,6 +123,44 @@ def test_the_headline_says_a_ratio_against_a_limited_run_is_a_bound(tmp_path):
     assert by_c[1].startswith("nginx static-page c=1 wins: 2.00× the req/s of apache")
     assert by_c[16].startswith("no verdict: nginx static-page c=16 measured 2.00×")
     assert "limited by the load engine" in by_c[16] and "≤ 2.00×" in by_c[16]
+
+
+def test_show_brief_answers_each_workload_and_concurrency_in_one_line(tmp_path):
+    fake_experiment(tmp_path / "f.db")               # apache c=16 is generator-bound
+    lines = printed(results.show, "fixed", tmp_path / "f.db", False, True).splitlines()
+    assert lines == [
+        "static-page c=1: nginx static-page vs apache static-page: 2.00× (95% CI "
+        "1.96–2.05×) the req/s, better",
+        "static-page c=16: nginx static-page vs apache static-page: ≤ 2.00× (95% CI "
+        "1.96–2.05×) the req/s, no verdict (generator-bound)"]
+
+
+def test_compare_brief_says_only_what_is_not_the_same(tmp_path):
+    fake_experiment(tmp_path / "r.db", name="before", flag_apache_256=False)
+    fake_experiment(tmp_path / "r.db", name="after", flag_apache_256=False,
+                    speed={"nginx": 30000.0, "apache": 10000.0})
+    out = printed(results.compare, "before", "after", tmp_path / "r.db", None, (), False,
+                  None, False, True)
+    lines = out.splitlines()
+    nginx = [line for line in lines if line.startswith("nginx")]
+    assert len(nginx) == 6 and all(line.endswith(", better") for line in nginx)
+    assert "nginx static-page c=1, after vs before: req/s 1.50× (95% CI" in nginx[0]
+    # apache ran at the same speed: one line each, not three "same" ones
+    assert [line for line in lines if line.startswith("apache")] == [
+        "apache static-page c=1, after vs before: the same on all 3 metrics",
+        "apache static-page c=16, after vs before: the same on all 3 metrics"]
+
+
+def test_a_verdict_cell_is_the_decision_in_words(view):
+    a, b = trial(view, "apache", 1), trial(view, "nginx", 1)
+    rows = {m.metric: m for m in compare_trials(a, b)}
+    assert verdict_words(rows["req/s"]) == "better +100.0%"
+    assert verdict_words(rows["p50 ms"]).startswith("better -")      # lower is better
+    held = {m.metric: m for m in compare_trials(replace(a, flagged=("generator-bound",)),
+                                                b)}
+    assert verdict_words(held["req/s"]) == "no verdict: generator-bound"
+    same = {m.metric: m for m in compare_trials(a, a)}
+    assert verdict_words(same["req/s"]) == "same"
 
 
 @pytest.mark.parametrize("n, text", [(1, "—"), (3, "-1%…+1%"), (5, "-2%…+2%")])

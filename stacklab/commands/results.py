@@ -20,7 +20,8 @@ from ..report.baseline import Baseline, compare_to_baseline, table, warning
 from ..report.export import export_csv, export_json
 from ..report.fmt import p_value, ratio_ci, times
 from ..report.openmetrics import export_openmetrics
-from ..report.text import (experiment_list_table, experiments_doc, experiments_table, gate_doc,
+from ..report.text import (brief_experiments, brief_show, brief_trials,
+                           experiment_list_table, experiments_doc, experiments_table, gate_doc,
                            print_summary, recommendations_doc, recommendations_tables,
                            show_doc, trials_doc, trials_table)
 from ..stacks import REGISTRY
@@ -61,10 +62,12 @@ def list_experiments(env: Environment, db: Path | None, as_json: bool) -> ExitSt
 
 
 def show(env: Environment, experiment: str | None, db: Path | None,
-         as_json: bool = False) -> ExitStatus:
+         as_json: bool = False, brief: bool = False) -> ExitStatus:
     view = view_of(env, db, experiment)
     if as_json:
         env.stdout.print_json(data=show_doc(view))
+    elif brief:
+        env.stdout.print(brief_show(view))
     else:
         print_summary(view, env.stdout)
     return ExitStatus.OK
@@ -137,7 +140,7 @@ def export(env: Environment, experiment: str | None, db: Path | None, fmt: str,
 def compare(env: Environment, a: str, b: str, db: Path | None,
             experiment: str | None, fail_if: Sequence[str] = (),
             strict: bool = False, db_b: Path | None = None,
-            as_json: bool = False) -> ExitStatus:
+            as_json: bool = False, brief: bool = False) -> ExitStatus:
     """Two experiments (trial by trial, matched by definition) or two trials; with
     `fail_if`, the CI gate on B/A (gate.py). B's experiment is read from `db_b` when
     given; a warning names every host fact and component version the two experiments
@@ -152,7 +155,7 @@ def compare(env: Environment, a: str, b: str, db: Path | None,
             rows = experiment_pair(store, a, store_b, b, same, path)
             if rows is not None:
                 va, vb = load_view(store, rows[0]["id"]), load_view(store_b, rows[1]["id"])
-                return compared_experiments(env, va, vb, limits, strict, as_json)
+                return compared_experiments(env, va, vb, limits, strict, as_json, brief)
             if db_b is not None:
                 raise UsageError(f"--db-b {db_b}: compares two experiments, A {a!r} of --db "
                                  f"and B {b!r} of --db-b (names or ids), without "
@@ -166,13 +169,13 @@ def compare(env: Environment, a: str, b: str, db: Path | None,
                          f"({ta.label}): a trial is never compared with itself")
     if as_json:
         return print_gated(env, trials_doc(view, ta, tb), [(ta, tb)], limits, strict)
-    env.stdout.print(trials_table(view, ta, tb))
+    env.stdout.print(brief_trials(ta, tb) if brief else trials_table(view, ta, tb))
     return gate_status(env, [(ta, tb)], limits, strict)
 
 
 def compared_experiments(env: Environment, va: ExperimentView, vb: ExperimentView,
                          limits: Sequence[Threshold], strict: bool,
-                         as_json: bool) -> ExitStatus:
+                         as_json: bool, brief: bool = False) -> ExitStatus:
     """Two experiments trial by trial; the gate judges the trials of the same definition,
     and refuses to pass when there are none."""
     warn(env, warning(va, vb))
@@ -183,7 +186,7 @@ def compared_experiments(env: Environment, va: ExperimentView, vb: ExperimentVie
                "makes another trial; compare two runs of the same spec")
     if as_json:
         return print_gated(env, experiments_doc(va, vb), pairs, limits, strict, nothing)
-    env.stdout.print(experiments_table(va, vb))
+    env.stdout.print(brief_experiments(va, vb) if brief else experiments_table(va, vb))
     return gate_status(env, pairs, limits, strict, nothing)
 
 

@@ -21,12 +21,13 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any, Sequence
 
-from rich.table import Table
+from rich.console import Group
+from rich.text import Text
 
 from ..analyze import (ExperimentView, MetricComparison, TrialSummary, compare_trials,
                        same_definition_pairs)
 from ..knobs import ABSENT, setting_differences
-from .fmt import DASH, number, p_value, ratio_ci
+from .fmt import DASH, Col, Fitted, Footnotes, number, p_cell, ratio_ci
 
 # The host facts (hostinfo.host_facts) that change what a server can do; the host's name
 # and the Python libraries that compute the statistics do not.
@@ -217,23 +218,36 @@ NOTE = ("baseline, new: medians of the runs (p99: each run's p99); new/baseline:
         "`compare` computes them; p99: lower is better")
 
 
-def table(b: Baseline, new: ExperimentView) -> Table:
-    """The rows in the terminal, as `compare` prints two experiments."""
-    t = Table(title=f"{new.name} (experiment {new.id})  against the baseline {b.name} "
-                    f"(experiment {b.id}, {b.database})", caption=NOTE)
-    for col in ("id", "trial", "metric", "baseline", "new", "new/baseline", "95% CI", "p",
-                "verdict"):
-        t.add_column(col, justify="left" if col in ("id", "trial", "metric", "verdict")
-                     else "right", no_wrap=col in ("id", "95% CI"))
+def _word(m: MetricChange) -> str:
+    """The change in the one verdict vocabulary (better, worse, same, no verdict), and
+    why there is none when it is not a flag the trial's note says."""
+    word = "same" if m.change is Change.SAME else m.change.value
+    return word + (f" ({m.note})" if m.p is None else "")
+
+
+def table(b: Baseline, new: ExperimentView) -> Group:
+    """The rows in the terminal, as `compare` prints two experiments: the trial named once
+    per pair, each metric's change in a word, and what bounds a ratio said once per trial
+    in a note below (⚑N), not in every row."""
+    notes = Footnotes()
+    t = Fitted(f"{new.name} (experiment {new.id})  against the baseline {b.name} "
+               f"(experiment {b.id}, {b.database})",
+               [Col("trial / id", words=True, key=True), Col("metric", words=True, key=True),
+                Col("baseline"), Col("new"), Col("new/\nbaseline"), Col("95% CI"), Col("p"),
+                Col("verdict", words=True)], caption=NOTE)
+    ends = []
     for r in b.rows:
-        for m in (r.rps, r.p99):
+        marks = f"{notes.mark(r.base, 'baseline:')}{notes.mark(r.trial, 'new:')}".strip()
+        name = [r.trial.label, f"{r.trial.trial_id} {marks}".strip()]
+        for n, m in enumerate((r.rps, r.p99)):
             decimals = 2 if m.metric == "p99 ms" else 0
             ratio = DASH if m.ratio is None else f"{m.ratio:.3f}"
-            t.add_row(r.trial.trial_id, r.trial.label, m.metric, number(m.base, decimals),
-                      number(m.new, decimals), ratio, ratio_ci(m.ci, 3, ""), p_value(m.p),
-                      m.verdict)
-    for s in b.new_only:
-        t.add_row(s.trial_id, s.label, "", "", "", "", "", "", "no baseline trial")
-    for s in b.base_only:
-        t.add_row(s.trial_id, s.label, "", "", "", "", "", "", "only in the baseline")
-    return t
+            t.rows.append([name[n], m.metric, number(m.base, decimals),
+                           number(m.new, decimals), ratio, ratio_ci(m.ci, 3, ""),
+                           p_cell(m.p), _word(m)])
+        ends.append(len(t.rows) - 1)
+    for s, why in [*((s, "no baseline trial") for s in b.new_only),
+                   *((s, "only in the baseline") for s in b.base_only)]:
+        t.rows.append([f"{s.label}\n{s.trial_id}", "", "", "", "", "", "", why])
+    t.ends = frozenset(ends)
+    return Group(t, *(Text(n, style="yellow") for n in notes.notes))

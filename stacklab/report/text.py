@@ -4,8 +4,9 @@ schema in report/schemas/), built from the same computed records as the tables."
 
 from __future__ import annotations
 
-from rich.console import Console
+from rich.console import Console, Group
 from rich.table import Table
+from rich.text import Text
 
 from ..analyze import (Bound, Estimate, ExperimentView, MetricComparison, TrialSummary,
                        compare_trials, same_definition_pairs)
@@ -15,36 +16,36 @@ from ..stats import Comparison
 from ..store.records import verdict_doc
 from . import common_knobs, series_name
 from .baseline import differences
-from .fmt import DASH, ci_header, ci_text, change, ms, number, p_value, ratio_ci, vs
+from .fmt import (DASH, Col, Fitted, Footnotes, ci_header, ci_text, change, ms, number,
+                  p_cell, p_value, ratio_ci, times, vs)
 from .headline import headlines
 
 
-def summary_table(view: ExperimentView) -> Table:
-    table = Table(title=f"{view.name} (experiment {view.id}, {view.status})")
-    for col in ("id", "trial", "c", "runs", "req/s", ci_header(s.rps for s in view.summaries),
-                "p50 ms", "p99 ms", "MB/s", "srv CPU µs/req", "errors"):
-        table.add_column(col, justify="left" if col == "trial" else "right",
-                         no_wrap=col != "trial", min_width=20 if col == "trial" else None)
+def summary_table(view: ExperimentView, notes: Footnotes | None = None) -> Fitted:
+    """One row per trial: its name (and id), figures, and a mark to its footnote."""
+    notes = notes or Footnotes()
     common = common_knobs(view.summaries)
+    table = Fitted(f"{view.name} (experiment {view.id}, {view.status})", [
+        Col("trial / id", words=True, key=True), Col("c", key=True), Col("runs"),
+        Col("req/s"), Col(ci_header(s.rps for s in view.summaries).replace(" / ", "/\n")),
+        Col("p50\nms"), Col("p99\nms"), Col("MB/s"), Col("srv CPU\nµs/req"),
+        Col("errors")])
     for s in view.summaries:
+        mark = notes.mark(s)
         runs = (f"{s.runs_ok}" + (f" +{s.runs_failed} failed" if s.runs_failed else "")
-                + (f" +{s.runs_invalid} invalid" if s.runs_invalid else ""))
-        if s.flagged:
-            runs += " ⚑"
-        table.add_row(s.trial_id, series_name(s, common), str(s.concurrency), runs,
-                      number(s.rps.median), ci_text(s.rps), _latency(s, s.p50_us),
-                      _latency(s, s.p99_us), number(s.mbps.median, 1),
-                      number(s.server_cpu_us, 1), str(s.errors))
+                + (f" +{s.runs_invalid} invalid" if s.runs_invalid else "") + mark)
+        late = mark if s.latency_distorted else ""
+        table.rows.append([f"{series_name(s, common)}\n{s.trial_id}",
+                           str(s.concurrency), runs, number(s.rps.median), ci_text(s.rps),
+                           ms(s.p50_us) + late, ms(s.p99_us) + late,
+                           number(s.mbps.median, 1), number(s.server_cpu_us, 1),
+                           str(s.errors)])
     return table
 
 
-def _latency(s: TrialSummary, value_us: float | None) -> str:
-    """A percentile in ms, marked ⚑ when the trial's clients were not all served alike."""
-    return ms(value_us) + (" ⚑" if s.latency_distorted else "")
-
-
 def print_summary(view: ExperimentView, console: Console) -> None:
-    console.print(summary_table(view))
+    notes = Footnotes()
+    console.print(summary_table(view, notes))
     common = common_knobs(view.summaries)
     if common:
         console.print("every trial: " + " ".join(f"{k}={v}" for k, v in sorted(common.items())))
@@ -56,12 +57,9 @@ def print_summary(view: ExperimentView, console: Console) -> None:
     for h in headlines(view):
         console.print(f"• {h.workload}, {h.concurrency} connections: "
                       f"{h.sentence(lambda s: series_name(s, common))}", markup=False)
+    for note in notes.notes:
+        console.print(note, style="yellow", markup=False)
     for s in view.summaries:
-        for name, detail in s.flag_details:
-            console.print(f"⚑ {s.label}: {name} — {detail}", style="yellow", markup=False)
-        if s.latency_distorted:
-            console.print(f"⚑ {s.label}: its p50/p99 describe the clients that were served, "
-                          "not the trial's latency", style="yellow", markup=False)
         for line in [*layer_lines(s), *condition_lines(s), *page_view_lines(s)]:
             console.print(line, markup=False)
         if s.tls:
@@ -132,7 +130,8 @@ def condition_lines(s: TrialSummary) -> list[str]:
 COMPARISON_NOTE = ("A, B: medians of the runs (latency: each run's p50/p99); B/A: ratio of "
                    "geometric means, with its 95% CI and p from Welch's t-test on log values "
                    "(p < 0.05 exactly when the CI excludes 1); ≥/≤: a side was limited, the "
-                   "ratio is a bound")
+                   "ratio is a bound; verdict: better, worse, same (the interval holds 1) or "
+                   "no verdict with its reason (⚑: the trial's note below)")
 RANK_NOTE = "MW p: Mann-Whitney U (5 or more runs a side), for information, not the verdict"
 
 
@@ -142,40 +141,50 @@ def _ratio(m) -> str:
     return DASH if c.ratio is None else f"{rel}{c.ratio:.3f}"
 
 
-def _comparison_columns(table: Table, first: tuple[str, ...], rank: bool) -> None:
-    for col in (*first, "A", "B", "B/A", "95% CI", "p", *(("MW p",) if rank else ()),
-                "verdict"):
-        table.add_column(col, justify="right" if col not in ("id", "trial", "metric",
-                                                            "verdict") else "left",
-                         no_wrap=col in ("id", "95% CI"))
+def verdict_words(m: MetricComparison) -> str:
+    """The decision in a cell: "better +50.0%", "worse -33.3%", "same", "no verdict:
+    generator-bound" (the reason code; the trial's note says it in words)."""
+    d, c = m.decision, m.comparison
+    if d.kind in ("better", "worse"):
+        return f"{d.kind} {change(c.ratio - 1)}"
+    return "same" if d.kind == "same" else f"no verdict: {d.reason}"
+
+
+def _comparison_columns(first: list[Col], rank: bool) -> list[Col]:
+    return [*first, Col("A"), Col("B"), Col("B/A", breaks=True), Col("95% CI"),
+            Col("p"),
+            *((Col("MW p", spare=True),) if rank else ()), Col("verdict", words=True)]
 
 
 def _comparison_cells(m, rank: bool) -> list[str]:
     c = m.comparison
-    decimals = 2 if "ms" in m.metric else 1
+    decimals = 2 if "ms" in m.metric else 0 if m.metric == "req/s" else 1
     return [number(c.median_a, decimals), number(c.median_b, decimals), _ratio(m),
-            ratio_ci(c.ci, 3, ""), p_value(c.p), *((p_value(c.p_rank),) if rank else ()),
-            m.verdict]
+            ratio_ci(c.ci, 3, ""), p_cell(c.p), *((p_cell(c.p_rank),) if rank else ()),
+            verdict_words(m)]
 
 
-def comparison_table(a: TrialSummary, b: TrialSummary, title: str) -> Table:
-    rows = compare_trials(a, b)
+def _caption(rank: bool, distorted: bool) -> str:
+    return (COMPARISON_NOTE + ("; " + RANK_NOTE if rank else "")
+            + ("; ⚑ latency: a starved or Little's-law-flagged side's percentiles describe "
+               "only the clients it served" if distorted else ""))
+
+
+def _with_notes(table: Fitted, notes: Footnotes) -> Group:
+    return Group(table, *(Text(n, style="yellow") for n in notes.notes))
+
+
+def trials_table(view: ExperimentView, a: TrialSummary, b: TrialSummary) -> Group:
+    """Two trials of one experiment, B against A: every metric, then each trial's note."""
+    rows, notes = compare_trials(a, b), Footnotes()
     rank = any(m.comparison.p_rank is not None for m in rows)
-    table = Table(title=title, caption=COMPARISON_NOTE + ("; " + RANK_NOTE if rank else ""))
-    _comparison_columns(table, ("metric",), rank)
-    for m in rows:
-        table.add_row(_metric(m.metric, a, b), *_comparison_cells(m, rank))
-    if a.latency_distorted or b.latency_distorted:
-        table.caption += ("; ⚑ latency: a starved or Little's-law-flagged side's percentiles "
-                          "describe only the clients it served")
-    return table
-
-
-def trials_table(view: ExperimentView, a: TrialSummary, b: TrialSummary) -> Table:
-    """Two trials of one experiment, B against A."""
-    return comparison_table(a, b, f"trials of experiment {view.name} (id {view.id}):\n"
-                                  f"B = {b.trial_id} {b.label}\n"
-                                  f"A = {a.trial_id} {a.label}")
+    title = (f"trials of experiment {view.name} (id {view.id}):\n"
+             f"B = {b.trial_id} {b.label}{notes.mark(b, 'B =')}\n"
+             f"A = {a.trial_id} {a.label}{notes.mark(a, 'A =')}")
+    table = Fitted(title, _comparison_columns([Col("metric", words=True, key=True)], rank),
+                   caption=_caption(rank, a.latency_distorted or b.latency_distorted))
+    table.rows = [[_metric(m.metric, a, b), *_comparison_cells(m, rank)] for m in rows]
+    return _with_notes(table, notes)
 
 
 def _metric(metric: str, a: TrialSummary, b: TrialSummary) -> str:
@@ -195,23 +204,32 @@ def experiment_list_table(rows: list[dict], db) -> Table:
     return table
 
 
-def experiments_table(a: ExperimentView, b: ExperimentView) -> Table:
+def experiments_table(a: ExperimentView, b: ExperimentView) -> Group:
     """Trials present in both experiments (same definition): req/s, p50 and p99, B
-    against A. The same definition gives the same trial id in both."""
-    pairs = measured_pairs(a, b)
+    against A, the trial named once per pair. The same definition gives the same trial
+    id in both."""
+    pairs, notes = measured_pairs(a, b), Footnotes()
     common = common_knobs(a.summaries)
-    rows = [(sa, sb, m) for sa, sb, compared in pairs for m in compared]
-    rank = any(m.comparison.p_rank is not None for _, _, m in rows)
-    table = Table(title=f"B = {b.name} (experiment {b.id})  vs  A = {a.name} "
-                        f"(experiment {a.id})",
-                  caption=COMPARISON_NOTE + ("; " + RANK_NOTE if rank else ""))
-    _comparison_columns(table, ("id", "trial", "c", "metric"), rank)
-    for sa, sb, m in rows:
-        table.add_row(sa.trial_id, series_name(sa, common), str(sa.concurrency),
-                      _metric(m.metric, sa, sb), *_comparison_cells(m, rank))
+    rank = any(m.comparison.p_rank is not None for _, _, compared in pairs for m in compared)
+    distorted = any(x.latency_distorted for sa, sb, _ in pairs for x in (sa, sb))
+    table = Fitted(f"B = {b.name} (experiment {b.id})  vs  A = {a.name} (experiment {a.id})",
+                   _comparison_columns([Col("trial / id", words=True, key=True),
+                                        Col("metric", words=True, key=True)], rank),
+                   caption=_caption(rank, distorted))
+    ends = []
+    for sa, sb, compared in pairs:
+        # the name, its id and its notes' marks, one to a row beside the metrics
+        name = [f"{series_name(sa, common)} c={sa.concurrency}", sa.trial_id,
+                f"{notes.mark(sa, 'A:')}{notes.mark(sb, 'B:')}".strip()]
+        name = name[:len(compared) - 1] + [" ".join(name[len(compared) - 1:])]
+        for n, m in enumerate(compared):
+            table.rows.append([name[n] if n < len(name) else "",
+                               _metric(m.metric, sa, sb), *_comparison_cells(m, rank)])
+        ends.append(len(table.rows) - 1)
+    table.ends = frozenset(ends)
     if not pairs:
         table.caption = "no trial of A has the same definition as one of B"
-    return table
+    return _with_notes(table, notes)
 
 
 def measured_pairs(a: ExperimentView, b: ExperimentView
@@ -222,6 +240,69 @@ def measured_pairs(a: ExperimentView, b: ExperimentView
              if sa.rps.values and sb.rps.values]
     return [(sa, sb, [m for m in compare_trials(sa, sb)
                       if m.metric in ("req/s", "p50 ms", "p99 ms")]) for sa, sb in pairs]
+
+
+# --brief: one line per question ------------------------------------------------------
+
+def _ratio_words(m: MetricComparison) -> str:
+    """"2.00× (95% CI 1.95–2.05×)", a bound's relation first."""
+    c, b = m.comparison, m.bound
+    rel = f"{b.relation} " if b and b.relation != "?" else ""
+    return f"{rel}{times(c.ratio)}" + (f" (95% CI {ratio_ci(c.ci)})" if c.ci else "")
+
+
+def _decided(m: MetricComparison) -> str:
+    d = m.decision
+    return d.kind if d.reason is None else f"no verdict ({d.reason})"
+
+
+def _lines(lines: list[str]) -> Group:
+    return Group(*(Text(line) for line in lines))
+
+
+def brief_show(view: ExperimentView) -> Group:
+    """`show --brief`: per workload and concurrency, each variant against its default
+    and the leading trial against the next: by how much (req/s) and the verdict."""
+    common = common_knobs(view.summaries)
+    name = lambda s: series_name(s, common)  # noqa: E731
+    out = []
+    for h in headlines(view):
+        where = f"{h.workload} c={h.concurrency}"
+        for a in h.answers:
+            out.append(f"{where}: {a.change} vs {a.against}: {_ratio_words(a.rps)} the "
+                       f"req/s, {_decided(a.rps)}")
+        if h.answers and not h.runner_up:
+            continue
+        if h.runner_up is None:
+            out.append(f"{where}: {name(h.winner)}, {number(h.winner.rps.median)} req/s, "
+                       "nothing to compare with")
+            continue
+        m = compare_trials(h.runner_up, h.winner)[0]       # req/s, the leader as B
+        out.append(f"{where}: {name(h.winner)} vs {name(h.runner_up)}: {_ratio_words(m)} "
+                   f"the req/s, {_decided(m)}")
+    return _lines(out)
+
+
+def _brief_pair(head: str, rows: list[MetricComparison]) -> list[str]:
+    """One pair (`head` names it): a line per metric whose verdict is not "same" (one
+    line saying so when every one is)."""
+    said = [f"{head}: {m.metric} {_ratio_words(m)}, {_decided(m)}"
+            for m in rows if m.decision.kind != "same"]
+    return said or [f"{head}: the same on all {len(rows)} metrics"]
+
+
+def brief_trials(a: TrialSummary, b: TrialSummary) -> Group:
+    """`compare --brief` of two trials (B against A)."""
+    return _lines(_brief_pair(f"{b.label} vs {a.label}", compare_trials(a, b)))
+
+
+def brief_experiments(a: ExperimentView, b: ExperimentView) -> Group:
+    """`compare --brief` of two experiments: each pair of trials of one definition."""
+    common = common_knobs(a.summaries)
+    lines = [line for sa, sb, compared in measured_pairs(a, b)
+             for line in _brief_pair(f"{series_name(sa, common)} c={sa.concurrency}, "
+                                     f"{b.name} vs {a.name}", compared)]
+    return _lines(lines or ["no trial of A has the same definition as one of B"])
 
 
 def recommendations_tables(view: ExperimentView, effects, bests,
@@ -286,7 +367,9 @@ def recommendations_tables(view: ExperimentView, effects, bests,
 
 # JSON documents: what the tables above show, as data (report/schemas/*.schema.json) ---
 
-SCHEMA_VERSION = 1      # of show, compare and recommend --json; bumped when a field changes
+# Each document's version, bumped when a field changes (recommend's: recommend.py)
+SHOW_VERSION = 2        # of show --json (schemas/show.schema.json)
+COMPARE_VERSION = 2     # of compare --json (schemas/compare.schema.json)
 # compare_trials names its metrics for the table; the JSON names them with their unit
 METRIC_KEYS = {"req/s": "rps", "p50 ms": "p50_ms", "p99 ms": "p99_ms", "MB/s": "mbps",
                "engine CPU µs/req": "engine_cpu_us_per_request",
@@ -295,17 +378,35 @@ METRIC_KEYS = {"req/s": "rps", "p50 ms": "p50_ms", "p99 ms": "p99_ms", "MB/s": "
 
 def show_doc(view: ExperimentView) -> dict:
     """`show --json` (schemas/show.schema.json): each trial's figures, flags, verdicts
-    and errors, and the headline per workload and concurrency."""
+    and errors, and the headline per workload and concurrency: the leading trial against
+    the next, decided as `compare` decides (req/s, the leader as B)."""
     common = common_knobs(view.summaries)
-    return {"schema_version": SCHEMA_VERSION, "experiment": _experiment(view),
+    return {"schema_version": SHOW_VERSION, "experiment": _experiment(view),
             "common_knobs": common,
             "trials": [_trial_doc(s, common) for s in view.summaries],
-            "headlines": [{"workload": h.workload, "concurrency": h.concurrency,
-                           "winner": h.winner.trial_id,
-                           "runner_up": h.runner_up.trial_id if h.runner_up else None,
-                           "rps": _comparison(h.comparison) if h.comparison else None,
-                           "text": h.sentence(lambda s: series_name(s, common))}
-                          for h in headlines(view)]}
+            "headlines": [_headline_doc(h, common) for h in headlines(view)]}
+
+
+def _headline_doc(h, common: dict) -> dict:
+    m = compare_trials(h.runner_up, h.winner)[0] if h.runner_up else None
+    return {"workload": h.workload, "concurrency": h.concurrency,
+            "leader": h.winner.trial_id,
+            "other": h.runner_up.trial_id if h.runner_up else None,
+            "rps": _compared(m.comparison) if m else None,
+            "bound": _bound_doc(m.bound) if m else None,
+            **(m.decision.doc() if m else {"verdict": None, "reason": None}),
+            "answers": [_answer_doc(a) for a in h.answers],
+            "text": h.sentence(lambda s: series_name(s, common))}
+
+
+def _answer_doc(a) -> dict:
+    """A variant against its default (headline.Answer): what changed, the two trials,
+    their req/s and the decision."""
+    return {"change": a.change, "against": a.against, "base": a.base.trial_id,
+            "trial": a.trial.trial_id, "knob": a.knob, "condition": a.condition,
+            "facts": list(a.facts), "rps": _compared(a.rps.comparison),
+            "bound": _bound_doc(a.rps.bound), **a.rps.decision.doc(),
+            "text": a.sentence()}
 
 
 def _experiment(view: ExperimentView) -> dict:
@@ -317,7 +418,8 @@ def _trial_doc(s: TrialSummary, common: dict) -> dict:
         "trial_id": s.trial_id, "label": s.label, "series": series_name(s, common),
         "stack": s.stack, "workload": s.workload, "concurrency": s.concurrency,
         "knobs": s.knobs, "runs_ok": s.runs_ok, "runs_failed": s.runs_failed,
-        "runs_invalid": s.runs_invalid, "rps": _estimate(s.rps),
+        "runs_invalid": s.runs_invalid, "runs_set_aside": s.runs_set_aside,
+        "disturbance": _finite(s.disturbance), "rps": _estimate(s.rps),
         "latency_us": ({"p50": s.p50_us, "p99": s.p99_us} if s.latency_us else None),
         "latency_distorted": s.latency_distorted, "mbps": s.mbps.median,
         "server_cpu_us_per_request": s.server_cpu_us, "errors": s.errors,
@@ -330,6 +432,11 @@ def _trial_doc(s: TrialSummary, common: dict) -> dict:
         "conditions": s.conditions, "tls": s.tls}
 
 
+def _finite(x: float) -> float | None:
+    """JSON has no infinity: an unsized factor (analyze.UNSIZED) is null."""
+    return None if x == float("inf") else x
+
+
 def _estimate(e: Estimate) -> dict:
     """A median over repetitions with its interval, said as what it is: a bootstrap 95%
     CI from 6 values, their min–max range below that, none under 2."""
@@ -339,6 +446,8 @@ def _estimate(e: Estimate) -> dict:
 
 
 def _comparison(c: Comparison) -> dict:
+    """A comparison with its significance and words, which recommendations_doc filters
+    (show and compare --json carry _compared and a decision instead)."""
     return {"median_a": c.median_a, "median_b": c.median_b, "ratio": c.ratio,
             "ci95": list(c.ci) if c.ci else None, "p": c.p, "p_rank": c.p_rank,
             "significant": c.significant, "runs": list(c.n), "verdict": c.verdict}
@@ -348,13 +457,43 @@ def _bound(b: Bound | None) -> dict | None:
     return {"relation": b.relation, "why": b.why} if b else None
 
 
+def _compared(c: Comparison) -> dict:
+    """B against A as figures: what decides is the decision beside it (decision_doc),
+    never a significance flag of its own."""
+    return {"median_a": c.median_a, "median_b": c.median_b, "ratio": c.ratio,
+            "ci95": list(c.ci) if c.ci else None, "p": c.p, "p_rank": c.p_rank,
+            "runs": list(c.n)}
+
+
+def _bound_doc(b: Bound | None) -> dict | None:
+    return {"relation": b.relation, "reason": b.reason, "why": b.why} if b else None
+
+
+def decision_doc(m: MetricComparison) -> dict:
+    """The one verdict vocabulary (analyze.VERDICTS): better, worse, same or no-verdict
+    with its reason code (analyze.REASONS), and the words the table says."""
+    return {**m.decision.doc(), "text": m.verdict}
+
+
+def _reach_doc(m: MetricComparison) -> dict | None:
+    """How far a busy host could have moved each side (factors ≥ 1, null: not sized),
+    and where the true ratio can then lie."""
+    r, c = m.reach, m.comparison
+    if r is None:
+        return None
+    lo, hi = r.interval(c.ci, m.limited_is_low) if c.ci else (None, None)
+    return {"a": _finite(r.a), "b": _finite(r.b),
+            "interval": None if lo is None else [_finite(lo), _finite(hi)], "why": r.why}
+
+
 def _metric_row(m: MetricComparison, a: TrialSummary, b: TrialSummary) -> dict:
     """A row of B/A: the metric by key (and component: "nginx CPU µs/req" is
-    cpu_us_per_request of nginx), its comparison, bound and verdict."""
+    cpu_us_per_request of nginx), its comparison, bound, reach and decision."""
     component, _, name = (("", "", m.metric) if m.metric in METRIC_KEYS
                           else m.metric.partition(" "))
     return {"metric": METRIC_KEYS[name], "component": component or None,
-            **_comparison(m.comparison), "bound": _bound(m.bound), "verdict": m.verdict,
+            **_compared(m.comparison), "bound": _bound_doc(m.bound),
+            "reach": _reach_doc(m), **decision_doc(m),
             "latency_distorted": name.startswith("p") and (a.latency_distorted
                                                            or b.latency_distorted)}
 
@@ -363,7 +502,7 @@ def trials_doc(view: ExperimentView, a: TrialSummary, b: TrialSummary) -> dict:
     """`compare --json` of two trials of one experiment (schemas/compare.schema.json)."""
     side = lambda s: {"experiment_id": view.id, "experiment": view.name,  # noqa: E731
                       "trial_id": s.trial_id, "label": s.label}
-    return {"schema_version": SCHEMA_VERSION, "compared": "trials", "a": side(a),
+    return {"schema_version": COMPARE_VERSION, "compared": "trials", "a": side(a),
             "b": side(b), "rows": [{"trial_id": a.trial_id, **_metric_row(m, a, b)}
                                    for m in compare_trials(a, b)]}
 
@@ -371,7 +510,7 @@ def trials_doc(view: ExperimentView, a: TrialSummary, b: TrialSummary) -> dict:
 def experiments_doc(a: ExperimentView, b: ExperimentView) -> dict:
     """`compare --json` of two experiments, trial by trial (as experiments_table)."""
     common = common_knobs(a.summaries)
-    return {"schema_version": SCHEMA_VERSION, "compared": "experiments",
+    return {"schema_version": COMPARE_VERSION, "compared": "experiments",
             "a": {"experiment_id": a.id, "experiment": a.name},
             "b": {"experiment_id": b.id, "experiment": b.name},
             "rows": [{"trial_id": sa.trial_id, "series": series_name(sa, common),
