@@ -1,0 +1,103 @@
+"""The user's and the developer's documents point only inside the repository: a reader of
+a checkout (offline, or years later) can follow every link, and no link breaks when a
+file moves without the document following it.
+
+Every relative link in README.md and CONTRIBUTING.md — Markdown `[text](path)`, a
+reference definition `[name]: path`, or an HTML `href`/`src` — resolves to a file or
+directory of the repository, and its #anchor to a heading there; neither document holds
+an http(s) URL, linked or not."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCS = ("README.md", "CONTRIBUTING.md")
+
+# [text](target "title"), ![alt](target), [name]: target, href="target", src='target'
+_INLINE = re.compile(r"!?\[[^\]]*\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
+_REFERENCE = re.compile(r"^\s{0,3}\[[^\]]+\]:\s*<?(\S+?)>?(?:\s+.*)?$", re.M)
+_HTML = re.compile(r"""\b(?:href|src)\s*=\s*["']([^"']+)["']""", re.I)
+_URL = re.compile(r"\bhttps?://", re.I)
+_FENCE = re.compile(r"^(```|~~~).*?^\1", re.M | re.S)
+
+
+def links(text: str) -> list[str]:
+    """Every link target in a Markdown text, outside fenced code blocks (a sample's
+    `[a](b)` in a terminal table is not a link)."""
+    prose = _FENCE.sub("", text)
+    return [m.group(1) for pattern in (_INLINE, _REFERENCE, _HTML)
+            for m in pattern.finditer(prose)]
+
+
+def slug(heading: str) -> str:
+    """A heading's anchor as GitHub makes it: lower case, punctuation dropped, spaces as
+    hyphens ("Statistics: the decision rule" -> "statistics-the-decision-rule")."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def anchors(text: str) -> set[str]:
+    """The anchors of a Markdown text's headings (outside fenced code blocks)."""
+    return {slug(m.group(1)) for m in re.finditer(r"^#{1,6}\s+(.+?)\s*#*$",
+                                                   _FENCE.sub("", text), re.M)}
+
+
+def resolves(doc: Path, target: str) -> bool:
+    """A relative target names a file or directory inside the repository (a ?query
+    aside); its #anchor, where it has one and names a Markdown file (a bare #anchor is
+    the document itself), is one of that file's headings."""
+    path, _, anchor = re.split(r"\?", target, maxsplit=1)[0].partition("#")
+    found = (doc.parent / path).resolve() if path else doc
+    if not (found.is_relative_to(ROOT) and found.exists()):
+        return False
+    return not anchor or found.suffix != ".md" or anchor in anchors(found.read_text())
+
+
+def test_links_are_found_in_markdown_reference_and_html_forms():
+    text = ("See [the rules](VALIDITY.md#busy), ![chart](docs/a.png \"A\").\n"
+            "[engine]: engine/README.md\n<a href='presets/quick.toml'>quick</a>\n"
+            "```\n[not](a-link.md)\n```\n")
+    assert links(text) == ["VALIDITY.md#busy", "docs/a.png", "engine/README.md",
+                           "presets/quick.toml"]
+
+
+def test_an_anchor_is_a_heading_as_github_names_it():
+    text = "# Top\n## Statistics: the decision rule\n```\n# not a heading\n```\n"
+    assert anchors(text) == {"top", "statistics-the-decision-rule"}
+    assert slug("Request headers (`load.headers`, `load.conditional`)") == \
+        "request-headers-loadheaders-loadconditional"
+
+
+def test_a_link_outside_the_repository_to_a_missing_file_or_heading_does_not_resolve():
+    doc = ROOT / "README.md"
+    assert resolves(doc, "VALIDITY.md") and resolves(doc, "#quick-start")
+    assert resolves(doc, "CONTRIBUTING.md#export-json-schema-changelog")
+    assert not resolves(doc, "no-such-file.md")
+    assert not resolves(doc, "#no-such-heading")
+    assert not resolves(doc, "CONTRIBUTING.md#no-such-heading")
+    assert not resolves(doc, "../shared/VALIDITY.md")      # beside the checkout, not in it
+
+
+@pytest.mark.parametrize("name", DOCS)
+def test_every_relative_link_resolves_to_a_file_of_the_repository(name):
+    doc = ROOT / name
+    broken = [t for t in links(doc.read_text()) if not resolves(doc, t)]
+    assert broken == [], f"{name}: links that name no file of the repository: {broken}"
+
+
+@pytest.mark.parametrize("name", DOCS)
+def test_no_link_points_outside_the_repository(name):
+    text = (ROOT / name).read_text()
+    urls = [line.strip() for line in text.splitlines() if _URL.search(line)]
+    assert urls == [], f"{name}: lines with an http(s) URL: {urls}"
+    assert [t for t in links(text) if re.match(r"[a-z][a-z0-9+.-]*:", t, re.I)] == []
+
+
+def test_the_documents_link_each_other():
+    """A user who wants to change the code finds CONTRIBUTING.md from the README, and a
+    developer finds the user's reference from CONTRIBUTING.md."""
+    assert "CONTRIBUTING.md" in links((ROOT / "README.md").read_text())
+    assert "README.md" in links((ROOT / "CONTRIBUTING.md").read_text())
