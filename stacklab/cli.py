@@ -319,8 +319,8 @@ def dbbench(ctx: typer.Context,
 
 @cli.command()
 def study(ctx: typer.Context,
-          name: str = typer.Argument(..., help="S1, S2, S3, S4 or S5 (shared/reference/"
-                                     "SEEDS.md)."),
+          name: str = typer.Argument(..., help="S1, S2, S3, S4 or S5 (the digest: "
+                                     "stacklab/studies/SEEDS.md)."),
           quick: bool = typer.Option(False, "--quick", help="Fewer levels, repetitions "
                                      "and shorter runs; still a verdict per finding."),
           output: Optional[Path] = typer.Option(None, "-o", "--output", help="The study "

@@ -1,6 +1,6 @@
 """The JSON export is a contract: a real export (real servers, the real engine, an invalid
 run beside measured ones, TLS) follows stacklab/report/export.schema.json, the engine
-reports it carries follow the engine's schema, and the version is the one the README's
+reports it carries follow the engine's schema, and the version is the one CONTRIBUTING.md's
 changelog describes. The CSV has a row per stored run and carries its stored figures:
 a column per knob, the load window, percentiles, error and status classes, per
 component CPU and memory, flags and verdicts."""

@@ -1,7 +1,7 @@
 """Exports: one row per stored run, as CSV or JSON (JSON keeps the engine reports whole).
 
 The JSON export is a versioned contract: `export.schema.json` beside this file describes
-`SCHEMA_VERSION`, and README.md ("Export JSON: schema changelog") says what changed."""
+`SCHEMA_VERSION`, and CONTRIBUTING.md ("Export JSON: schema changelog") says what changed."""
 
 from __future__ import annotations
 
