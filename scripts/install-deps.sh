@@ -16,7 +16,7 @@ APT_PACKAGES=(
   varnish squid haproxy
   xfsprogs btrfs-progs iproute2
 )
-APT_TEST_PACKAGES=(chromium)
+APT_TEST_PACKAGES=(chromium fonts-noto-cjk)   # the study report's Chinese sections (S3)
 if [ "${1:-}" = "--test" ]; then
   APT_PACKAGES+=("${APT_TEST_PACKAGES[@]}")
 fi

@@ -4,6 +4,7 @@ sources, today's ratio and the reasons; S3's quick study end to end on real serv
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sqlite3
 
@@ -11,7 +12,7 @@ import pytest
 from rich.console import Console
 
 from stacklab import lab
-from stacklab.analyze import Estimate, TrialSummary, load_view
+from stacklab.analyze import UNSIZED, VERDICTS, Estimate, TrialSummary, load_view, reach
 from stacklab.cli import main
 from stacklab.commands.study import covered
 from stacklab.env import Environment
@@ -23,8 +24,8 @@ from stacklab.store import BreakdownRecord, Outcome, Store
 from stacklab.studies.findings import STUDY_IDS, load_study
 from stacklab.studies.plans import (BreakdownStep, Check, Step, StudyPlan, load_plan,
                                      load_plan_file, prepare, prepare_breakdowns)
-from stacklab.studies.verdict import (Measured, combined, direction_verdict, measure_breakdown,
-                                      shares_text, size_verdict)
+from stacklab.studies.verdict import (Measured, combined, direction_verdict, host_reach,
+                                      measure_breakdown, shares_text, size_verdict)
 from stacklab.workloads import WORKLOADS
 
 from helpers import require_engine
@@ -148,6 +149,43 @@ def test_a_sum_carries_the_flags_of_its_terms():
     assert side.flagged == ("host-busy", "generator-bound")
 
 
+def busy(tid: str, p50_ms: list[float], disturbance: float) -> TrialSummary:
+    return dataclasses.replace(summary(tid, p50_ms, ("host-busy",)), disturbance=disturbance)
+
+
+def test_a_sums_disturbance_is_its_terms_largest_unless_a_term_is_taken_away():
+    """A busy host that slowed what is subtracted can move a difference by more than any
+    one factor: that reach is not sized."""
+    added, _ = combined([(1, busy("tls", TLS, 1.5)), (1, busy("gzip", GZIP, 1.2))], "p50")
+    assert added.disturbance == 1.5
+    taken, _ = combined([(1, summary("tls", TLS)), (-1, busy("raw", RAW, 1.2))], "p50")
+    assert taken.disturbance == UNSIZED
+    quiet, _ = combined([(1, summary("tls", TLS)), (-1, summary("raw", RAW))], "p50")
+    assert quiet.disturbance == 1.0
+
+
+@pytest.mark.parametrize("slowdown, direction", [
+    (1.0, "holds"),            # quiet: B's p50 1.3× A's
+    (1.05, "holds"),           # a little outside work on B cannot explain 1.3×
+    (1.5, "no verdict"),       # this much can
+])
+def test_a_busy_hosts_reach_decides_the_direction(slowdown, direction):
+    fast, slow = [1.0, 1.02, 0.98, 1.01], [1.3, 1.32, 1.28, 1.31]
+    a, b = summary("a", fast), busy("b", slow, slowdown)
+    m = Measured("e", a, b, "p50", compare(fast, slow), None, reach=reach(a, b))
+    assert direction_verdict("b>a", m) == direction
+    d = m.decision
+    assert (d.kind, d.reason) == (("worse", None) if direction == "holds"   # p50 up: worse
+                                  else ("no-verdict", "host-busy"))
+
+
+def test_a_p99_beside_a_busy_host_is_never_judged():
+    """A tail's reach is not sized (analyze.UNSIZED), as compare has it."""
+    a, b = busy("a", [1.0], 1.05), summary("b", [9.0])
+    assert host_reach(a, b, "p99").a == UNSIZED
+    assert host_reach(a, b, "p50").a == 1.05
+
+
 def test_a_sum_needs_two_terms(tmp_path):
     bad = tmp_path / "s9.toml"
     bad.write_text('[[step]]\n[step.experiment]\nname = "x"\n[[step.check]]\n'
@@ -262,7 +300,11 @@ def test_s3_quick_end_to_end_on_real_servers(tmp_path):
     html = out.read_text()
     for f in findings:
         assert f'id="finding-{f.id}"' in html
-    assert "seeds/002_60cb8b6f359db973.txt" in html and "2.2.19" in html
+    assert "SEEDS.md § S3" in html and "2.2.19" in html
+    assert "seeds/002_60cb8b6f359db973.txt" not in html     # the full text does not ship
+    doc = json.loads(out.with_suffix(".json").read_text())
+    assert [f["id"] for f in doc["findings"]] == [f.id for f in findings]
+    assert all(f["verdict"] in VERDICTS for f in doc["findings"])
     # run again: everything is stored, nothing is measured twice
     again = Environment(stdout=Console(record=True, width=220), stderr=Console(record=True),
                         clock=lambda: "2026-01-01T00:00:00+00:00", db=db,
@@ -291,3 +333,21 @@ def test_s3_quick_end_to_end_on_real_servers(tmp_path):
                         "r.experiment_id = e.id WHERE e.name = ? GROUP BY e.id ORDER BY e.id",
                         ("study-s3-memcache-quick",)).fetchall()
     assert len(rows) == 2 and rows[0] == (exp_id, 1) and rows[1][1] >= 1, rows
+
+
+def test_report_only_as_json_prints_the_study_document_alone(tmp_path):
+    """Nothing stored yet: every finding says so, in the one verdict vocabulary; stdout
+    is the document alone, and the same document lies beside the HTML."""
+    from stacklab.commands.study import study
+    Store.open(tmp_path / "r.db").close()
+    env = Environment(stdout=Console(record=True, width=200), stderr=Console(record=True),
+                      clock=lambda: "t", db=tmp_path / "r.db", lab_root=tmp_path / "lab")
+    out = tmp_path / "s3.html"
+    assert study(env, "s3", True, None, out, False, True, as_json=True) == ExitStatus.OK
+    doc = json.loads(env.stdout.export_text())
+    assert doc == json.loads(out.with_suffix(".json").read_text())
+    assert doc["study"] == "S3" and doc["quick"] is True
+    assert {(f["status"], f["verdict"], f["reason"]) for f in doc["findings"]} == {
+        ("not measured", "no-verdict", "no-data")}
+    assert "experiment study-s3-sessions-quick not run yet" in doc["findings"][0]["why"]
+    assert out.is_file()

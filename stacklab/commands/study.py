@@ -1,10 +1,13 @@
 """study: one of the five studies re-measured. Its findings (studies/findings) and its
 plan (studies/plans) are loaded and every step validated before anything starts; each
 step is an experiment, run (or resumed) and stored like `run`; then each finding is
-set against today's measurement and written as a study report (text and HTML)."""
+set against today's measurement and written as a study report (text and HTML, and the
+study JSON beside the HTML: each finding's verdict in the one vocabulary)."""
 
 from __future__ import annotations
 
+import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Callable
 
@@ -23,7 +26,7 @@ from ..studies.findings import STUDY_IDS, load_study, missing_figures, seeds_tex
 from ..studies.memory import memory_rows
 from ..studies.plans import (PlannedBreakdown, PlannedStep, StudyPlan, load_plan, prepare,
                               prepare_breakdowns)
-from ..studies.report import StudyReport, print_study, write_study_html
+from ..studies.report import StudyReport, print_study, study_document, write_study_html
 from ..studies.verdict import rows
 from ..validate import check_installed
 from ..workloads import WORKLOADS
@@ -38,7 +41,9 @@ BREAKDOWN_REQUEST_S = 0.005
 
 
 def study(env: Environment, name: str, quick: bool, db: Path | None, output: Path | None,
-          dry_run: bool, report_only: bool, wait_quiet: bool = False) -> ExitStatus:
+          dry_run: bool, report_only: bool, wait_quiet: bool = False,
+          as_json: bool = False) -> ExitStatus:
+    """`as_json`: stdout carries the study JSON alone (what measuring says goes to stderr)."""
     sid = name.upper()
     if sid not in STUDY_IDS:
         raise UsageError(f"study {name!r}: expected one of {', '.join(STUDY_IDS)}")
@@ -53,13 +58,21 @@ def study(env: Environment, name: str, quick: bool, db: Path | None, output: Pat
     db = env.database(db)
     failed: dict[str, str] = {}
     if not report_only:
-        failed = run_steps(env, steps, breakdowns, db,
-                           QUIET_MAX_S if wait_quiet else 0.0)
+        failed = run_steps(replace(env, stdout=env.stderr) if as_json else env, steps,
+                           breakdowns, db, QUIET_MAX_S if wait_quiet else 0.0)
     report = evaluate(env, findings, plan, steps, breakdowns, db, quick, failed)
-    print_study(report, env.stdout)
     path = output or db.parent / f"study-{sid.lower()}{'-quick' if quick else ''}.html"
-    env.stdout.print(f"study report: {write_study_html(report, path).resolve()}",
-                     markup=False, highlight=False)
+    document = study_document(report)
+    html = write_study_html(report, path)
+    stored = path.with_suffix(".json" if path.suffix != ".json" else ".data.json")
+    stored.write_text(json.dumps(document, indent=1, ensure_ascii=False, allow_nan=False)
+                      + "\n")
+    if as_json:
+        env.stdout.print_json(data=document)
+    else:
+        print_study(report, env.stdout)
+        env.stdout.print(f"study report: {html.resolve()} (data: {stored.resolve()})",
+                         markup=False, highlight=False)
     return ExitStatus.ERROR if failed else ExitStatus.OK
 
 

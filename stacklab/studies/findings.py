@@ -287,12 +287,17 @@ def seeds_text(reference: Path | None = None) -> str:
                        "beside the repository)") from None
 
 
+def seeds_section(seeds: str, study_id: str) -> str:
+    """The study's section of SEEDS.md, from its heading to the next ("" when none)."""
+    starts = [(m.group(1), m.start()) for m in _SECTION.finditer(seeds)]
+    ends = [s for _, s in starts[1:]] + [len(seeds)]
+    return next((seeds[s:e] for (sid, s), e in zip(starts, ends) if sid == study_id), "")
+
+
 def seeds_bullets(seeds: str, study_id: str) -> list[tuple[str, str]]:
     """The bullets of the study's section of SEEDS.md, each as (bullet, the part of it
     that carries results: "" when none), its lines joined by single spaces."""
-    starts = [(m.group(1), m.start()) for m in _SECTION.finditer(seeds)]
-    ends = [s for _, s in starts[1:]] + [len(seeds)]
-    section = next((seeds[s:e] for (sid, s), e in zip(starts, ends) if sid == study_id), "")
+    section = seeds_section(seeds, study_id)
     has_block = re.search(r"^\*\*Results\*\*", section, re.M) is not None
     out: list[tuple[str, bool]] = []
     in_block = False

@@ -1,9 +1,13 @@
-"""The study report, as text (Rich) and as one self-contained HTML page: per finding
-the study's figures and claim with their source, today's ratio with its interval and
-verdicts, or why the finding is not expressible; the software then and now."""
+"""The study report, as text (Rich), as one self-contained HTML page and as a JSON
+document: per finding the study's figures and claim with their source, today's ratio with
+its interval and verdicts, or why the finding is not expressible; the software then and
+now. The page draws a forest plot (each finding's ratio today against the study's figure)
+with the plotly.js it inlines, and links to nothing but the digest the package ships."""
 
 from __future__ import annotations
 
+import math
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -12,12 +16,92 @@ from rich.console import Console
 from rich.table import Table
 
 from .. import __version__
+from ..errors import SpecError
+from ..report.charts import Drawn, label, ms_ticks
 from ..report.fmt import DASH, p_value, ratio_ci, times
+from ..report.html import Verbatim, plotly_js
+from .findings import DIGEST, seeds_section
 from .memory import FIELDS, MemoryRow
-from .verdict import Row, metric_label
+from .verdict import DIRECTIONS, Row, metric_label
 
 _env = jinja2.Environment(loader=jinja2.FileSystemLoader(Path(__file__).parent),
                           autoescape=True, undefined=jinja2.StrictUndefined)
+
+# The study JSON (study_document; written beside the HTML, printed by `study --json`).
+# 1: each finding's verdict (better, worse, same, no-verdict) with its reason code.
+DOCUMENT_VERSION = 1
+
+
+@dataclass(frozen=True)
+class Source:
+    """A study's full text, as a report cites it. None of the five grants a right to
+    redistribute it (`notice`: its own words, "" when it states none, which reserves
+    every right), so none ships: a finding is cited by the digest the package ships
+    (SEEDS.md) and by the full text's title and section, without a link."""
+
+    title: str                # as the text gives it
+    author: str
+    published: str
+    lang: str                 # BCP 47: the page marks the text's title and sections
+                              # with it, so a CJK section is drawn with a CJK font
+    notice: str
+
+
+SOURCES = {
+    "seeds/000_86f3627d2001f616.txt": Source(
+        "Možnosti optimalizace výkonu LAMP (Linux/Apache/MySQL/PHP)", "Pavel Kotlář",
+        "master's thesis, Brno University of Technology, 2009", "cs",
+        "© Pavel Kotlář, 2009"),
+    "seeds/001_f38280f916ed1095.txt": Source(
+        "Optymalizacja wydajności serwera WWW (fragment pracy)", "Zatorski.Net",
+        "master's thesis excerpt, 2007", "pl", "© 2002-2018 Zatorski.Net"),
+    "seeds/002_60cb8b6f359db973.txt": Source(
+        "apache/php 性能大幅提升关键参数", "", "blog post", "zh", ""),
+    "seeds/003_7a7a1757cd01034e.txt": Source(
+        "Webserver Performance Tuning", "Jan Kneschke", "talk slides", "de", ""),
+    "seeds/004_2a310da3b5b5c4e8.txt": Source(
+        "Implementering av prestandatest för att undersöka skalbarheten utav två webbservrar",
+        "Niclas Tall", "bachelor's thesis, Lund University, 2011", "sv",
+        "© Copyright Niclas Tall"),
+}
+
+# What the mark before a ratio says (now_text), with the forest plot's symbol for it.
+BOUND_MARKS = (
+    ("≥", "a triangle pointing right", "a bound: a side was held back (by the load "
+     "engine, by memory), the true ratio is at least this"),
+    ("≤", "a triangle pointing left", "a bound: the true ratio is at most this"),
+    ("?", "an open circle", "not a measurement: both sides were held back, a side served "
+     "errors, or the metric has no known direction under a limit; shown, never judged"),
+)
+# The forest plot's colour per direction, and its symbol per bound.
+DIRECTION_COLORS = {"holds": "#2ca02c", "reversed": "#d62728", "does not hold": "#d62728",
+                    "not shown": "#ff7f0e", "no verdict": "#888888"}
+BOUND_SYMBOLS = {None: "circle", "≥": "triangle-right", "≤": "triangle-left",
+                 "?": "circle-open"}
+THEN_COLOR = "#000000"
+REACH_COLOR = "#9ecae1"
+
+
+def source_of(study) -> Source:
+    try:
+        return SOURCES[study.source]
+    except KeyError:
+        raise SpecError(study.file, "study.source", study.source, "not among the texts a "
+                        "report can cite (studies/report.py SOURCES)") from None
+
+
+def source_text(study) -> str:
+    """The full text's reference, as the report writes it (no link: it does not ship)."""
+    src = source_of(study)
+    who = f"{src.author}, " if src.author else ""
+    return f"{who}“{src.title}” ({src.published})"
+
+
+def notice_text(study) -> str:
+    src = source_of(study)
+    said = f"its notice: {src.notice}" if src.notice else "it states no licence"
+    return (f"Its full text is not shipped ({said}; no right to redistribute it is "
+            "granted): each finding names its section.")
 
 
 @dataclass(frozen=True)
@@ -35,11 +119,10 @@ class StudyReport:
         return sum(r.status == status for r in self.rows)
 
     def held(self) -> dict[str, int]:
-        out: dict[str, int] = {}
-        for r in self.rows:
-            if r.status == "measured":
-                out[r.direction] = out.get(r.direction, 0) + 1
-        return out
+        """How many measured findings have each direction, in DIRECTIONS' order."""
+        out = {d: sum(r.status == "measured" and r.direction == d for r in self.rows)
+               for d in DIRECTIONS}
+        return {d: n for d, n in out.items() if n}
 
 
 def claim_text(f) -> str:
@@ -54,12 +137,21 @@ def figures_text(f) -> str:
 
 
 def now_text(r: Row) -> str:
+    """Today's ratio: a bound's mark (BOUND_MARKS) before it, its 95% CI and p."""
     if r.measured is None:
         return DASH
     c = r.measured.comparison
-    bound = f" {r.measured.bound.relation}" if r.measured.bound else ""
+    bound = f"{r.measured.bound.relation} " if r.measured.bound else ""
     return (f"{bound}{times(c.ratio)} [{ratio_ci(c.ci)}] p {p_value(c.p)}"
             f" ({metric_label(r.measured.metric)})")
+
+
+def why_text(r: Row) -> str:
+    """The bound's or the busy host's words behind a verdict ("" when nothing bent it)."""
+    m = r.measured
+    if m is None or (m.bound is None and m.reach is None):
+        return ""
+    return m.verdict
 
 
 def software_rows(report: StudyReport) -> list[tuple[str, str, str, str]]:
@@ -81,29 +173,174 @@ def now_version(report: StudyReport, component: str) -> str:
     return ", ".join(found) or DASH
 
 
+# --- the JSON document ----------------------------------------------------------------
+
+def _finite(x: float | None) -> float | None:
+    """JSON has no infinity: an interval open on one side says so with null."""
+    return x if x is not None and math.isfinite(x) else None
+
+
+def _kebab(words: str) -> str | None:
+    return words.replace(" ", "-") if words else None
+
+
+def finding_document(r: Row) -> dict:
+    """One finding: the study's claim, today's measurement and the verdicts, the verdict
+    in the one vocabulary of every command (analyze.VERDICTS) with its reason code (a
+    finding not measured: no-verdict, no-data; `status` and `why` say more)."""
+    f, m, d = r.finding, r.measured, r.decision
+    now = None
+    if m is not None:
+        c, within = m.comparison, m.interval
+        now = {"experiment": m.experiment, "metric": m.metric,
+               "a": m.a.label, "b": m.b.label, "ratio": c.ratio,
+               "ci_low": c.ci[0] if c.ci else None, "ci_high": c.ci[1] if c.ci else None,
+               "p": c.p, "runs": list(c.n),
+               # where the true ratio can lie: the CI widened by a busy host, opened by
+               # a bound (null: no limit that way)
+               "reach_low": _finite(within[0]) if within else None,
+               "reach_high": _finite(within[1]) if within else None,
+               "bound": None if m.bound is None else {
+                   "relation": m.bound.relation, "reason": m.bound.reason, "why": m.bound.why},
+               "host": None if m.reach is None else {
+                   "slowdown_a": _finite(m.reach.a), "slowdown_b": _finite(m.reach.b),
+                   "why": m.reach.why},
+               "versions": m.versions}
+    return {"id": f.id, "title": f.title, "section": f.section, "status": r.status,
+            "why": r.why or None, "note": r.note or None,
+            "claim": {"metric": f.claim.metric, "a": f.claim.a, "b": f.claim.b,
+                      "direction": f.claim.direction, "ratio": f.claim.ratio},
+            "figures": [{"value": g.value, "unit": g.unit, "what": g.what} for g in f.figures],
+            "now": now, "verdict": d.kind, "reason": d.reason,
+            "direction": _kebab(r.direction), "size": _kebab(r.size)}
+
+
+def study_document(report: StudyReport) -> dict:
+    """The study as data: what `study --json` prints and what is written beside the
+    HTML report."""
+    s = report.study
+    return {"schema_version": DOCUMENT_VERSION, "study": s.id, "title": s.title,
+            "kind": s.kind, "quick": report.quick, "stacklab": __version__,
+            "source": {"digest": f"stacklab/studies/{DIGEST.name}", "section": s.id,
+                       "full_text": source_text(s), "shipped": False},
+            "counts": {"measured": report.count("measured"),
+                       "not_expressible": report.count("not expressible"),
+                       "not_measured": report.count("not measured"),
+                       **{d.replace(" ", "_"): n for d, n in report.held().items()}},
+            "findings": [finding_document(r) for r in report.rows],
+            "experiments": [{"name": n, "status": st} for n, st in report.experiments],
+            "figures_missing": report.figures_missing}
+
+
+# --- the forest plot --------------------------------------------------------------------
+
+def forest_plot(report: StudyReport) -> Drawn:
+    """One row per finding: today's ratio B/A with its 95% CI as a horizontal bar on a
+    log axis (a symbol for a bound), coloured by its direction; the study's own ratio as
+    an open diamond; where a busy host could have moved it, a pale bar; a line at 1."""
+    ids = [r.finding.id for r in report.rows]
+    marks, xs, traces = [], [], []
+    for r in report.rows:
+        m = r.measured
+        if m is None or m.comparison.ratio is None:
+            continue
+        c = m.comparison
+        lo, hi = c.ci or (c.ratio, c.ratio)
+        marks.append({"id": r.finding.id, "ratio": c.ratio, "low": lo, "high": hi,
+                      "direction": r.direction, "verdict": r.decision.kind,
+                      "bound": m.bound.relation if m.bound else None,
+                      "reach": m.interval if m.reach else None, "text": now_text(r),
+                      "said": r.direction_text})
+        xs += [c.ratio, lo, hi]
+    then = [(r.finding.id, r.finding.claim.ratio) for r in report.rows
+            if r.finding.claim.ratio is not None]
+    xs += [t for _, t in then]
+    reach = [(mk["id"], *mk["reach"]) for mk in marks if mk["reach"]]
+    xs += [x for _, lo, hi in reach for x in (lo, hi) if 0 < x < math.inf]
+    low, high = min([1.0, *xs]), max([1.0, *xs])
+    # every finding gets its row, measured or not
+    traces.append({"type": "scatter", "mode": "markers", "x": [1.0] * len(ids), "y": ids,
+                   "marker": {"opacity": 0}, "showlegend": False, "hoverinfo": "skip"})
+    if reach:
+        def clip(x: float) -> float:          # an open side (0 or inf) ends at the axis
+            return min(max(x, low), high)
+        traces.append({"type": "scatter", "mode": "lines", "name": "within a busy host's reach",
+                       "x": [x for _, lo, hi in reach for x in (clip(lo), clip(hi), None)],
+                       "y": [y for i, _, _ in reach for y in (i, i, None)],
+                       "line": {"color": REACH_COLOR, "width": 8}, "hoverinfo": "skip"})
+    for direction in DIRECTIONS:
+        mine = [mk for mk in marks if mk["direction"] == direction]
+        if not mine:
+            continue
+        color = DIRECTION_COLORS[direction]
+        traces.append({
+            "type": "scatter", "mode": "markers", "name": direction,
+            "x": [mk["ratio"] for mk in mine], "y": [mk["id"] for mk in mine],
+            "marker": {"color": color, "size": 10,
+                       "symbol": [BOUND_SYMBOLS[mk["bound"]] for mk in mine]},
+            "error_x": {"type": "data", "symmetric": False, "color": color, "width": 4,
+                        "array": [mk["high"] - mk["ratio"] for mk in mine],
+                        "arrayminus": [mk["ratio"] - mk["low"] for mk in mine]},
+            "customdata": [[label(mk["text"]), label(mk["said"])] for mk in mine],
+            "hovertemplate": "%{y}: %{customdata[0]}<br>%{customdata[1]}<extra></extra>"})
+    if then:
+        traces.append({"type": "scatter", "mode": "markers", "name": "the study's figure",
+                       "x": [t for _, t in then], "y": [i for i, _ in then],
+                       "marker": {"color": THEN_COLOR, "size": 11, "symbol": "diamond-open",
+                                  "line": {"width": 2}},
+                       "hovertemplate": "%{y}: then %{x:.3~g}×<extra></extra>"})
+    ticks = ms_ticks(low, high)
+    layout = {
+        "title": {"text": f"{label(report.study.id)}: today's B/A (95% CI) against the "
+                          "study's figure", "font": {"size": 13}, "x": 0.0, "xanchor": "left"},
+        "height": 140 + 26 * len(ids), "margin": {"l": 200, "r": 20, "t": 50, "b": 50},
+        "xaxis": {"type": "log", "title": {"text": "B/A (log scale; 1 = no difference)"},
+                  "tickvals": ticks, "ticktext": [f"{t:g}×" for t in ticks],
+                  "range": [math.log10(low / 1.15), math.log10(high * 1.15)],
+                  "gridcolor": "#e5e5e5", "zeroline": False},
+        "yaxis": {"type": "category", "categoryorder": "array", "categoryarray": ids,
+                  "autorange": "reversed", "automargin": True, "gridcolor": "#f0f0f0"},
+        "shapes": [{"type": "line", "xref": "x", "x0": 1, "x1": 1, "yref": "paper",
+                    "y0": 0, "y1": 1, "line": {"color": "#444444", "width": 1,
+                                               "dash": "dash"}}],
+        "legend": {"x": 1.02, "xanchor": "left", "y": 1.0, "yanchor": "top",
+                   "font": {"size": 11}},
+        "showlegend": True, "hovermode": "closest", "plot_bgcolor": "#ffffff",
+        "font": {"family": "system-ui, sans-serif", "size": 12}}
+    return Drawn({"data": traces, "layout": layout},
+                 {"rows": ids, "marks": marks, "then": then, "xticks": ticks})
+
+
+# --- text -------------------------------------------------------------------------------
+
 def print_study(report: StudyReport, out: Console) -> None:
     s = report.study
-    held = ", ".join(f"{n} {v}" for v, n in sorted(report.held().items()))
-    out.print(f"{s.id}: {s.title} ({s.kind}; {s.source})" + (" — quick" if report.quick else ""),
-              markup=False, highlight=False)
+    held = ", ".join(f"{n} {v}" for v, n in report.held().items())
+    out.print(f"{s.id}: {s.title} ({s.kind}; SEEDS.md § {s.id}; {source_text(s)})"
+              + (" — quick" if report.quick else ""), markup=False, highlight=False)
     out.print(f"{len(report.rows)} findings: {report.count('measured')} measured "
               f"({held or 'none'}), {report.count('not expressible')} not expressible, "
               f"{report.count('not measured')} not measured", markup=False, highlight=False)
     table = Table(title=f"{s.id}: then and now")
-    for col in ("finding", "then (study)", "now: B/A [95% CI]", "direction", "size", "source"):
+    for col in ("finding", "then (study)", "now: B/A [95% CI]", "B vs A", "direction",
+                "size", "section"):
         table.add_column(col, overflow="fold")
     for r in report.rows:
         f = r.finding
         now = now_text(r) if r.status == "measured" else f"{r.status}: {r.why}"
-        table.add_row(f"{f.id}\n{f.title}", claim_text(f), now, r.direction, r.size,
+        table.add_row(f"{f.id}\n{f.title}", claim_text(f), now,
+                      r.decision.kind if r.measured else DASH, r.direction_text, r.size,
                       f.section)
     out.print(table)
+    out.print("Before a ratio: " + "; ".join(f"{mark} {what}" for mark, _, what in BOUND_MARKS),
+              markup=False, highlight=False)
     for r in report.rows:
         if r.measured is not None:
             now = ", ".join(f"{c} {v}" for c, v in r.measured.versions.items())
+            why = why_text(r)
             out.print(f"  {r.finding.id}: A = {r.measured.a.label}; B = {r.measured.b.label}"
                       f" ({r.measured.experiment}; now {now})"
-                      + (f" — {r.note}" if r.note else ""),
+                      + (f" — {r.note}" if r.note else "") + (f" — {why}" if why else ""),
                       markup=False, highlight=False)
     sw = Table(title="software: then (the study) and now (this run's provenance)")
     for col in ("component", "then", "where the study says it", "now"):
@@ -134,11 +371,29 @@ def _mib(value: float | None, decimals: int = 1) -> str:
     return DASH if value is None else f"{value:,.{decimals}f}"
 
 
+# --- HTML -------------------------------------------------------------------------------
+
+def digest_href(page: Path) -> str:
+    """The shipped digest, relative to the page's directory: the only file the page links
+    to (a relative link works wherever the package lies beside the page's disk)."""
+    return Path(os.path.relpath(DIGEST.resolve(), page.resolve().parent)).as_posix()
+
+
+def render_study_html(report: StudyReport, page: Path) -> str:
+    s = report.study
+    return _env.get_template("study.html.j2").render(
+        r=report, s=s, claim_text=claim_text, figures_text=figures_text,
+        now_text=now_text, why_text=why_text, software=software_rows(report),
+        version=__version__, metric_label=metric_label,
+        memory_columns=[c for c, _ in FIELDS], mib=_mib, plotly_js=plotly_js(),
+        forest=Verbatim(forest_plot(report).json()), bound_marks=BOUND_MARKS,
+        colors=DIRECTION_COLORS, source=source_of(s), source_text=source_text(s),
+        notice=notice_text(s), digest=digest_href(page),
+        digest_section=seeds_section(DIGEST.read_text(encoding="utf-8"), s.id).strip())
+
+
 def write_study_html(report: StudyReport, path: Path) -> Path:
-    html = _env.get_template("study.html.j2").render(
-        r=report, s=report.study, claim_text=claim_text, figures_text=figures_text,
-        now_text=now_text, software=software_rows(report), version=__version__,
-        metric_label=metric_label, memory_columns=[c for c, _ in FIELDS], mib=_mib)
+    html = render_study_html(report, path)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(html)
     return path

@@ -1,6 +1,12 @@
 """Then against now: each finding of a study, its figures as the study gave them, and
 today's measurement of its claim (a ratio B/A with its interval) with a verdict on
-whether the direction still holds and how the size compares."""
+whether the direction still holds and how the size compares.
+
+The verdict on B against A is the one of every command (analyze.decide: better, worse,
+same or no-verdict with a reason code); a finding's direction (holds, reversed, …) is read
+from it, so a study and `compare` never disagree on the same two trials. A side that ran
+on a busy host widens the interval by what the host could have done (analyze.reach): a
+ratio beyond that keeps its verdict."""
 
 from __future__ import annotations
 
@@ -8,7 +14,8 @@ import statistics
 from dataclasses import dataclass, field, replace
 from typing import Callable, Sequence
 
-from ..analyze import Bound, ExperimentView, TrialSummary, bound, bounded_verdict, invalid
+from ..analyze import (UNSIZED, Bound, Decision, ExperimentView, Reach, TrialSummary, bound,
+                       bounded_verdict, decide, invalid, reach)
 from ..knobs import KnobRegistry
 from ..stats import Comparison, compare
 from .plans import METRICS, Check, matches
@@ -20,8 +27,15 @@ HIGHER_IS_LIMITED = {"ms": None, "rps": True, "mbps": True, "p50": False, "p99":
                      "bytes": None, "cpu": None, "rss": None,
                      "repeat_bytes": None, "repeat_requests": None}
 # What a response or a page view weighs does not depend on how fast it was fetched: a
-# limited side leaves such a verdict standing.
+# limited side leaves such a verdict standing, and a busy host cannot move it.
 SIZE_METRICS = {"bytes", "repeat_bytes", "repeat_requests"}
+# Metrics where B above A is better (the verdict's better/worse); on the others less is.
+HIGHER_IS_BETTER = {"rps", "mbps"}
+# A busy host delays wake-ups as well as taking CPU: a tail's reach is not sized
+# (analyze.UNSIZED, as compare_trials has it).
+TAIL_METRICS = {"p99"}
+# Today's answer to a finding's direction (direction_verdict).
+DIRECTIONS = ("holds", "reversed", "does not hold", "not shown", "no verdict")
 
 
 def metric_values(s: TrialSummary, metric: str) -> list[float]:
@@ -66,10 +80,35 @@ class Measured:
     comparison: Comparison
     bound: Bound | None
     versions: dict[str, str] = field(default_factory=dict)   # the components both ran, now
+    reach: Reach | None = None        # what a busy host could have done to each side
+
+    @property
+    def limited_is_low(self) -> bool | None:
+        return HIGHER_IS_LIMITED[self.metric]
+
+    @property
+    def decision(self) -> Decision:
+        """B against A in the one vocabulary (better, worse, same, no-verdict)."""
+        return decide(self.comparison, self.bound, self.reach, self.limited_is_low,
+                      self.metric in HIGHER_IS_BETTER)
 
     @property
     def verdict(self) -> str:
-        return bounded_verdict(self.comparison, self.bound)
+        """The decision in words, with the bound's or the busy host's numbers."""
+        return bounded_verdict(self.comparison, self.bound, self.reach, self.limited_is_low)
+
+    @property
+    def interval(self) -> tuple[float, float] | None:
+        """Where the true ratio can lie, as decide weighs it: the 95% CI widened by a busy
+        host's reach and left open on the side a limited run leaves unknown (0 and inf
+        stand for no limit)."""
+        ci = self.comparison.ci
+        if ci is None or (self.bound is not None and self.bound.relation == "?"):
+            return None
+        lo, hi = self.reach.interval(ci, self.limited_is_low) if self.reach else ci
+        if self.bound is not None:
+            lo, hi = (lo, float("inf")) if self.bound.relation == "≥" else (0.0, hi)
+        return lo, hi
 
 
 def measure_check(check: Check, view: ExperimentView,
@@ -93,16 +132,31 @@ def measure_check(check: Check, view: ExperimentView,
     versions = {k: v for r in view.runs if r.trial_id in ids
                 for k, v in r.versions.items() if not k.startswith("stacklab")}
     # a response's size (or a page view's) does not depend on how fast it was fetched
-    limit = (invalid(a, b) if check.metric in SIZE_METRICS
-             else bound(a, b, HIGHER_IS_LIMITED[check.metric]))
-    return Measured(view.name, a, b, check.metric, c, limit, dict(sorted(versions.items())))
+    if check.metric in SIZE_METRICS:
+        limit, within = invalid(a, b), None
+    else:
+        limit = bound(a, b, HIGHER_IS_LIMITED[check.metric])
+        within = host_reach(a, b, check.metric)
+    return Measured(view.name, a, b, check.metric, c, limit, dict(sorted(versions.items())),
+                    within)
+
+
+def host_reach(a: TrialSummary, b: TrialSummary, metric: str) -> Reach | None:
+    """What a busy host could have done to each side on `metric`: analyze.reach, unsized
+    for a tail percentile."""
+    r = reach(a, b)
+    if r is None or metric not in TAIL_METRICS:
+        return r
+    return Reach(UNSIZED if r.a > 1 else 1.0, UNSIZED if r.b > 1 else 1.0, r.why)
 
 
 def combined(terms: list[tuple[int, TrialSummary]],
              metric: str) -> tuple[TrialSummary, list[float]]:
     """One side's trial and its values per run; a sum of trials adds and takes away
     their values repetition by repetition (as many as the fewest has), and stands as
-    one trial labelled with the sum and flagged with every flag of its terms."""
+    one trial labelled with the sum and flagged with every flag of its terms. Its
+    disturbance is its terms' largest, but unsized when a term is taken away: a busy host
+    that slowed what is subtracted can move a difference by more than any one factor."""
     if len(terms) == 1:
         return terms[0][1], metric_values(terms[0][1], metric)
     columns = [[sign * v for v in metric_values(s, metric)] for sign, s in terms]
@@ -111,8 +165,12 @@ def combined(terms: list[tuple[int, TrialSummary]],
                      for sign, s in terms).removeprefix("+ ")
     flagged = tuple(dict.fromkeys(f for _, s in terms for f in s.flagged))
     first = terms[0][1]
+    disturbance = max(s.disturbance for _, s in terms)
+    if disturbance > 1.0 and any(sign < 0 for sign, _ in terms):
+        disturbance = UNSIZED
     return replace(first, trial_id="+".join(s.trial_id for _, s in terms), label=label,
-                   flagged=flagged, runs_ok=len(values)), values
+                   flagged=flagged, runs_ok=len(values), disturbance=disturbance,
+                   runs_set_aside=sum(s.runs_set_aside for _, s in terms)), values
 
 
 def measurements(step, record) -> list[dict]:
@@ -171,25 +229,25 @@ def shares_text(step, records: Sequence) -> str:
 
 
 def direction_verdict(direction: str, m: Measured) -> str:
-    """Whether today's measurement shows the study's direction: holds, reversed, does not
-    hold, or not shown (no significant difference / interval too wide / a bound only)."""
-    c = m.comparison
-    if c.ratio is None or c.ci is None:
+    """Whether today's measurement shows the study's direction (one of DIRECTIONS), read
+    from its decision: holds or reversed when B is better or worse; not shown when the
+    interval holds 1; no verdict when the decision is no-verdict (its reason says why: a
+    limited side, a busy host that could explain the ratio, too few runs). A claim of no
+    difference (b=a) holds when the whole interval lies within SAME_BAND and does not
+    hold when it lies wholly outside."""
+    d = m.decision
+    if d.kind == "no-verdict":
         return "no verdict"
-    if m.bound is not None and m.verdict.startswith("no verdict"):
-        # a limited side pointing against the ratio, or a side that is no measurement
-        why = "not a measurement" if m.bound.relation == "?" else "a bound"
-        return f"no verdict ({why})"
+    lo, hi = m.interval
     if direction == "b=a":
-        low, high = c.ci
-        if SAME_BAND[0] <= low and high <= SAME_BAND[1]:
+        if SAME_BAND[0] <= lo and hi <= SAME_BAND[1]:
             return "holds"
-        if c.significant and (high < SAME_BAND[0] or low > SAME_BAND[1]):
+        if hi < SAME_BAND[0] or lo > SAME_BAND[1]:
             return "does not hold"
         return "not shown"
-    if not c.significant:
+    if d.kind == "same":
         return "not shown"
-    up = c.ratio > 1
+    up = lo > 1
     return "holds" if up == (direction == "b>a") else "reversed"
 
 
@@ -213,9 +271,22 @@ class Row:
     status: str                        # measured / not expressible / not measured
     why: str = ""                      # not expressible or not measured: the reason
     measured: Measured | None = None
-    direction: str = ""                # direction_verdict
+    direction: str = ""                # direction_verdict: one of DIRECTIONS
     size: str = ""                     # size_verdict
     note: str = ""                     # the check's note: how the condition was built
+
+    @property
+    def decision(self) -> Decision:
+        """B against A; a finding not measured has no data to decide on."""
+        return self.measured.decision if self.measured else Decision("no-verdict", "no-data")
+
+    @property
+    def direction_text(self) -> str:
+        """The direction, with its reason when there is no verdict."""
+        d = self.decision
+        if self.direction == "no verdict" and d.reason:
+            return f"no verdict ({d.reason})"
+        return self.direction
 
 
 def rows(findings: Sequence, checks: dict, views: Callable[[str], ExperimentView | str],
