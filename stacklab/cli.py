@@ -325,16 +325,19 @@ def study(ctx: typer.Context,
                                      "and shorter runs; still a verdict per finding."),
           output: Optional[Path] = typer.Option(None, "-o", "--output", help="The study "
                                                 "report (HTML) [default: study-sN.html "
-                                                "beside the database]."),
+                                                "in the current directory]."),
           dry_run: bool = typer.Option(False, "--dry-run", help="Print the study's "
                                        "experiments, start nothing."),
           report_only: bool = typer.Option(False, "--report-only", help="Measure nothing: "
                                            "the report from what is stored."),
-          db: Optional[Path] = DbOpt, wait_quiet: bool = WaitQuietOpt) -> ExitStatus:
+          db: Optional[Path] = DbOpt, wait_quiet: bool = WaitQuietOpt,
+          json: bool = typer.Option(False, "--json", help="The study's JSON document alone "
+                                    "on stdout (what measuring says goes to stderr); it is "
+                                    "also written beside the report.")) -> ExitStatus:
     """Re-measure one study's findings and set each against the study's figure: then and
     now, with intervals and verdicts (resumes a study run that was interrupted)."""
     return studying.study(ctx.obj, name, quick, db, output, dry_run, report_only,
-                          wait_quiet)
+                          wait_quiet, as_json=json)
 
 
 @cli.command()

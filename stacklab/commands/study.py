@@ -61,7 +61,10 @@ def study(env: Environment, name: str, quick: bool, db: Path | None, output: Pat
         failed = run_steps(replace(env, stdout=env.stderr) if as_json else env, steps,
                            breakdowns, db, QUIET_MAX_S if wait_quiet else 0.0)
     report = evaluate(env, findings, plan, steps, breakdowns, db, quick, failed)
-    path = output or db.parent / f"study-{sid.lower()}{'-quick' if quick else ''}.html"
+    # in the current directory, where the user looks (the database is in a per-user one)
+    path = output or Path(f"study-{sid.lower()}{'-quick' if quick else ''}.html")
+    if not path.parent.is_dir():
+        raise UsageError(f"-o {path}: no directory {path.parent} (create it first)")
     document = study_document(report)
     html = write_study_html(report, path)
     stored = path.with_suffix(".json" if path.suffix != ".json" else ".data.json")
