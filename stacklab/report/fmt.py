@@ -46,7 +46,13 @@ def count(value: float) -> str:
 
 def times(ratio: float | None) -> str:
     """A ratio to a reference: "1.52×"."""
-    return DASH if ratio is None else f"{ratio:.2f}×"
+    return DASH if ratio is None else f"{_ratio(ratio, 2)}×"
+
+
+def _ratio(x: float, decimals: int) -> str:
+    """Two decimals, but two significant digits below 0.1: 0.0072, not 0.01 (OPcache off
+    at -99% read "0.01–0.01×")."""
+    return f"{x:.{decimals}f}" if x >= 0.095 or x == 0 else f"{x:.2g}"
 
 
 def p_value(p: float | None) -> str:
@@ -60,7 +66,7 @@ def p_cell(p: float | None) -> str:
 
 def ratio_ci(ci: tuple[float, float] | None, decimals: int = 2, unit: str = "×") -> str:
     """A ratio's 95% CI, low–high."""
-    return DASH if not ci else f"{ci[0]:.{decimals}f}–{ci[1]:.{decimals}f}{unit}"
+    return DASH if not ci else f"{_ratio(ci[0], decimals)}–{_ratio(ci[1], decimals)}{unit}"
 
 
 def vs(c) -> str:
