@@ -7,6 +7,7 @@ fake_experiment (fakes.py) stores one host and version 1.0 of every component; `
 gives a database another host and other versions afterwards, as a database written on
 another machine would hold."""
 
+import dataclasses
 import json
 import sqlite3
 from pathlib import Path
@@ -16,12 +17,13 @@ import jsonschema
 import pytest
 from typer.testing import CliRunner
 
-from stacklab.analyze import load_view
+from stacklab.analyze import Decision, load_view
 from stacklab.cli import cli
 from stacklab.commands.results import same_definition_pairs
 from stacklab.errors import ExitStatus
-from stacklab.report import charts, fmt
+from stacklab.report import charts
 from stacklab.report.baseline import Change, compare_to_baseline, differences, warning
+from stacklab.report.html import HELPERS, baseline_context, write_html
 from stacklab.store import Store
 
 from fakes import fake_experiment
@@ -74,14 +76,14 @@ def section(found) -> str:
     """The partial alone, rendered as the report renders it (autoescaped, strict)."""
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(Path(charts.__file__).parent),
                              autoescape=True, undefined=jinja2.StrictUndefined)
-    return env.get_template("baseline.html.j2").render(baseline=found, fmt=fmt)
+    return env.get_template("baseline.html.j2").render(**HELPERS, **baseline_context(found))
 
 
 @pytest.fixture
 def no_charts(monkeypatch):
     """Reports without their charts: what is tested here is the baseline section, and
     the charts are drawn elsewhere (and tested in test_report_charts.py)."""
-    monkeypatch.setattr(charts, "draw", lambda part: [])
+    monkeypatch.setattr(charts, "draw", lambda part, reference=None: [])
 
 
 def test_rows_judge_each_trial_against_the_same_definition(two_hosts):
@@ -180,8 +182,8 @@ def test_the_section_shows_rows_and_differences(two_hosts):
                                        "base.db"))
     assert html.startswith('<section id="baseline">') and "base.db" in html
     assert "<b>kernel</b> 6.1.0-18 vs 6.1.0-21; <b>nginx</b> 1.22.1 vs 1.24.0" in html
-    assert html.count('class="l pass">better</td>') == 4      # nginx's req/s and p99
-    assert html.count("no significant difference") == 4       # apache's
+    assert html.count('class="l v-better">better</td>') == 4      # nginx's req/s and p99
+    assert html.count('class="l v-same">same</td>') == 4          # apache's
     assert "2.000" in html and "Without a partner" not in html
 
 
@@ -204,8 +206,8 @@ def test_report_against_a_baseline_of_another_database(two_hosts, tmp_path, no_c
     assert '<section id="baseline">' in html and 'id="baseline-provenance"' in html
     assert "<b>kernel</b> 6.1.0-18 vs 6.1.0-21" in html
     section = html.split('<section id="baseline">', 1)[1].split("</section>", 1)[0]
-    assert section.count('class="l pass">better</td>') == 4      # nginx's req/s and p99
-    assert section.count("no significant difference") == 4      # apache's
+    assert section.count('class="l v-better">better</td>') == 4      # nginx's req/s and p99
+    assert section.count('class="l v-same">same</td>') == 4          # apache's
 
 
 def test_compare_across_databases_warns(two_hosts):
@@ -303,3 +305,71 @@ def test_a_trial_with_one_run_a_side_has_no_verdict(tmp_path):
     assert {(m.change, m.verdict) for r in found.rows for m in (r.rps, r.p99)} == {
         (Change.NONE, "no verdict (fewer than 2 successful runs a side)")}
     assert "no verdict" in section(found)
+
+
+def busy(v, factor: float):
+    """`v` as if each of its runs had run beside other work that could slow it `factor`×."""
+    return dataclasses.replace(v, summaries=[dataclasses.replace(s, disturbance=factor)
+                                             for s in v.summaries])
+
+
+def test_no_verdict_is_never_drawn_green(tmp_path):
+    """nginx 1.2× its baseline's req/s (p < 0.001), but both sides ran on a host busy
+    enough to slow each 1.5×: that could explain the ratio, so there is no verdict, and
+    the page draws it amber and hollow, not green as a ratio above 1 would have it."""
+    db = tmp_path / "r.db"
+    fake_experiment(db, name="base", speed=SPEEDS, flag_apache_256=False)
+    fake_experiment(db, name="new", speed={"nginx": 24000.0, "apache": 10000.0},
+                    flag_apache_256=False)
+    base, new = busy(view(db, "base"), 1.5), busy(view(db, "new"), 1.5)
+    found = compare_to_baseline(new, base, same_definition_pairs(new, base), str(db))
+    context = baseline_context(found)
+    nginx = context["judged"][("ng0000000016", "req/s")]
+    assert nginx.comparison.ratio == pytest.approx(1.2) and nginx.comparison.ci[0] > 1
+    assert nginx.decision == Decision("no-verdict", "host-busy")
+    html = section(found)
+    assert html.count('class="l v-no-verdict">no verdict (host-busy): ') == 8
+    assert "v-better" not in html and "v-same" not in html
+    chart = context["baseline_chart"]
+    assert set(chart.data["kinds"].values()) == {"no-verdict"}
+    green = charts.VERDICT_COLORS["better"]
+    for trace in chart.figure["data"]:
+        if trace["mode"] == "markers":
+            assert trace["marker"]["color"] == charts.VERDICT_COLORS["no-verdict"] != green
+            assert trace["marker"]["symbol"].endswith("-open")
+            assert trace["name"].endswith("no verdict")
+    reference = [t for t in chart.figure["data"] if t["mode"] == "lines"]
+    assert [t["name"] for t in reference] == ["baseline base (1×)"]
+    assert reference[0]["x"] == [1, 1]
+
+
+def test_verdicts_are_coloured_by_their_kind(two_hosts):
+    base, new = view(two_hosts[0], "base"), view(two_hosts[1], "new")
+    context = baseline_context(compare_to_baseline(new, base,
+                                                   same_definition_pairs(new, base), "b"))
+    kinds = context["baseline_chart"].data["kinds"]
+    assert {k for (trial, _), k in kinds.items() if trial.startswith("nginx")} == {"better"}
+    assert {k for (trial, _), k in kinds.items() if trial.startswith("apache")} == {"same"}
+    colors = {t["name"]: t["marker"]["color"] for t in context["baseline_chart"].figure["data"]
+              if t["mode"] == "markers"}
+    assert colors == {"req/s: better": charts.VERDICT_COLORS["better"],
+                      "req/s: same": charts.VERDICT_COLORS["same"],
+                      "p99 ms: better": charts.VERDICT_COLORS["better"],
+                      "p99 ms: same": charts.VERDICT_COLORS["same"]}
+    assert context["baseline_chart"].figure["layout"]["xaxis"]["type"] == "log"
+
+
+def test_the_report_begins_against_its_baseline(two_hosts, tmp_path):
+    base, new = view(two_hosts[0], "base"), view(two_hosts[1], "new")
+    found = compare_to_baseline(new, base, same_definition_pairs(new, base), "base.db")
+    html = write_html(new, tmp_path / "r.html", found).read_text()
+    headline = html[html.index('<div class="headline" id="headline">'):]
+    first = headline[headline.index("<p"):headline.index("</p>")]
+    assert first.startswith('<p id="headline-baseline"><b>Against baseline base</b> '
+                            "(experiment 1): req/s better in 2, same in 2 of 4 trials; "
+                            "the largest: nginx static-page c=")
+    assert "2.00× (95% CI" in first and first.endswith("better.")
+    # on the charts: the throughput chart's baseline trace, the ratio chart
+    assert '"name":"baseline base: nginx static-page"' in html
+    assert html.count('<figure class="chart-baseline">') == 1
+    assert 'id="headline-baseline"' not in write_html(new, tmp_path / "p.html").read_text()

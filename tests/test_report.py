@@ -10,10 +10,11 @@ from rich.console import Console
 
 from stacklab.analyze import load_view
 from stacklab.report.export import export_csv
-from stacklab.report.html import plotly_js, write_html
+from stacklab.report.html import Checks, plotly_js, write_html
 from stacklab.report.text import print_summary
 from stacklab.flags import flag_names
 from stacklab.store import Store
+from stacklab.verify import Status, Verdict
 
 from fakes import fake_experiment, fake_load, load_report
 from test_report_charts import knob_experiment
@@ -193,3 +194,30 @@ def test_html_opens_in_headless_chromium_with_every_chart(view, tmp_path):
             browser.close()
     assert errors == []
     assert requests == [page_file.as_uri(), knobs_file.as_uri()]   # offline: nothing else
+
+
+def test_the_results_table_comes_before_the_charts(view, tmp_path):
+    html = write_html(view, tmp_path / "r.html").read_text()
+    assert html.index('id="headline"') < html.index('<table id="results">') < html.index(
+        '<figure class="chart-')
+
+
+def test_verification_folds_saying_what_it_holds(view, tmp_path):
+    html = write_html(view, tmp_path / "r.html").read_text()
+    folded = html[html.index("<h2>Verification</h2>"):html.index("<h2>Environment</h2>")]
+    # the trials at the first concurrency (nginx and apache), two checks each
+    assert '<details class="checks" id="verification"><summary class="pass">4 checks: all ' \
+           'PASS</summary>' in folded
+    assert folded.index("<details") < folded.index('<table id="verdicts">') < folded.index(
+        "</details>")
+    assert "<details open" not in html
+
+
+@pytest.mark.parametrize("statuses, line, css", [
+    ((Status.PASS,), "1 check: all PASS", "pass"),
+    ((Status.PASS, Status.WARN, Status.PASS), "3 checks: 1 WARN", "warn"),
+    ((Status.FAIL, Status.WARN, Status.FAIL), "3 checks: 1 WARN, 2 FAIL", "fail"),
+    ((), "no checks stored", "pass")])
+def test_a_folded_table_says_its_warnings_and_failures(statuses, line, css):
+    checks = Checks(tuple(Verdict("nginx", f"check {i}", s, "") for i, s in enumerate(statuses)))
+    assert (checks.line, checks.css) == (line, css)

@@ -4,6 +4,7 @@ latency axes carry ms labels at every scale, each workload has its latency spect
 its runs second by second, every figure is one Plotly accepts, and error classes and
 verdicts appear per trial."""
 
+import dataclasses
 import json
 import random
 
@@ -20,9 +21,11 @@ from fakes import VERDICTS, fake_experiment, fake_load, fake_resources, load_rep
 WORKERS = ("1", "2", "4", "auto")
 
 
-def with_timeseries(doc: dict, seed: int) -> dict:
+def with_timeseries(doc: dict, seed: int, tail_s: float = 0.0) -> dict:
     """`doc` with the engine's per-second buckets over its measured phase: its rate and
-    its p99 within a few percent each second."""
+    its p99 within a few percent each second. With `tail_s`, the phase lasted that much
+    past its last whole second, as a real run's does (its in-flight requests finish
+    after the deadline): the engine's last bucket then covers only `tail_s`."""
     rng = random.Random(seed)
     rate = doc["requests"]["completed"] / doc["duration_s"]
     lat = doc["latency_us"]
@@ -32,14 +35,25 @@ def with_timeseries(doc: dict, seed: int) -> dict:
         points.append({"t_s": t, "width_s": 1, "completed": completed, "errors": 0,
                        "p50_us": lat["p50"], "p99_us": int(lat["p99"] * rng.uniform(0.9, 1.1)),
                        "bytes": completed * 3500})
+    if tail_s:
+        completed = max(1, int(rate * tail_s))
+        points.append({"t_s": int(doc["duration_s"]), "width_s": 1, "completed": completed,
+                       "errors": 0, "p50_us": lat["p50"], "p99_us": lat["p99"],
+                       "bytes": completed * 3500})
+        doc["duration_s"] = round(doc["duration_s"] + tail_s, 6)
     doc["timeseries"] = points
     return doc
 
 
-def knob_experiment(db, reps: int = 3, name: str = "knobs") -> int:
+def knob_experiment(db, reps: int = 3, name: str = "knobs", speeds=None, flags=None,
+                    tail_s: float = 0.0) -> int:
     """nginx at one concurrency (16) over nginx.worker_processes, `reps` runs each; the
     variant with 1 worker loses a few requests to timeouts and answers some 503s and has
-    a WARN verdict, so the per-trial tables have something to show."""
+    a WARN verdict, so the per-trial tables have something to show. `speeds`: each
+    variant's req/s (default 10,000 × 1, 1.3, 1.6, 1.9); `flags`: trial id → the flags
+    its runs are stored with; `tail_s`: with_timeseries's."""
+    speeds = speeds or [10000.0 * (1 + 0.3 * k) for k in range(len(WORKERS))]
+    flags = flags or {}
     store = Store.open(db)
     trials = [(f"wp{w}", f"nginx static-page c=16 nginx.worker_processes={w}",
                {"stack": "nginx", "workload": "static-page", "concurrency": 16,
@@ -51,8 +65,9 @@ def knob_experiment(db, reps: int = 3, name: str = "knobs") -> int:
         "0.1.0", "abc123", "2026-01-01T00:00:00+00:00")
     for rep in range(1, reps + 1):
         for k, (tid, _, d) in enumerate(trials):
-            rps = 10000.0 * (1 + 0.3 * k) * (1 + (rep - 2) * 0.02)
-            doc = with_timeseries(fake_load(rps, 1e6 * 16 / rps, seed=rep + 10 * k), rep)
+            rps = speeds[k] * (1 + (rep - 2) * 0.02)
+            doc = with_timeseries(fake_load(rps, 1e6 * 16 / rps, seed=rep + 10 * k), rep,
+                                  tail_s)
             verdicts = VERDICTS
             if tid == "wp1":
                 doc["requests"]["failed"] = 7
@@ -68,7 +83,7 @@ def knob_experiment(db, reps: int = 3, name: str = "knobs") -> int:
                 versions={"nginx": "1.0", "stacklab-load": "0.1.0"},
                 configs={"nginx/x.conf": "listen 127.0.0.1:8080;"}, verdicts=verdicts,
                 load=load_report(doc), resources=fake_resources("nginx", 2.0 * rps * 2e-5, 12.0),
-                flags=[], run_dir="/tmp/x"))
+                flags=list(flags.get(tid, ())), run_dir="/tmp/x"))
     store.close()
     return exp
 
@@ -204,3 +219,156 @@ def test_error_classes_and_verdicts_per_trial_in_the_html(knob_view, tmp_path):
     assert "5xx 9" in row
     assert "<details>" in row and "1 WARN" in row and "1 worker on 2 cores" in row
     assert "chart-spectrum" in html
+
+
+def series_of(duration_s: float, tail_s: float, rate: float = 1000.0) -> dict:
+    """per_second of one run of `duration_s` whole seconds at `rate` and `tail_s` more."""
+    doc = with_timeseries(fake_load(rate, 16000, seed=1, duration_s=duration_s), 1, tail_s)
+    return charts.per_second(load_report(doc))
+
+
+@pytest.mark.parametrize("tail_s", [0.3, 0.5, 0.95])
+def test_the_last_partial_bucket_is_divided_by_its_real_length(tail_s):
+    ts = series_of(3.0, tail_s)
+    assert ts["t_s"] == [0, 1, 2, 3]
+    assert ts["length_s"] == [1, 1, 1, pytest.approx(tail_s)]
+    # at the run's rate, not tail_s × it (the drop every run showed at its end)
+    assert ts["rps"][-1] == pytest.approx(1000, rel=0.05)
+    assert min(ts["rps"]) > 0.9 * max(ts["rps"])
+
+
+@pytest.mark.parametrize("tail_s", [0.002, 0.05, 0.099])
+def test_a_bucket_shorter_than_a_tenth_of_a_second_is_left_out(tail_s):
+    ts = series_of(3.0, tail_s)
+    assert ts["t_s"] == [0, 1, 2]                    # no spike, no drop to zero
+    assert all(v == pytest.approx(1000, rel=0.06) for v in ts["rps"])
+
+
+def test_a_stall_up_to_the_end_shows_as_seconds_at_zero():
+    """The engine makes buckets as requests end: after the last one, the seconds in
+    which nothing ended are zeros (the run's duration says they passed)."""
+    doc = with_timeseries(fake_load(1000.0, 16000, seed=1, duration_s=2.0), 1)
+    doc["duration_s"] = 4.5                          # 2.5 s in which nothing completed
+    ts = charts.per_second(load_report(doc))
+    assert ts["t_s"] == [0, 1, 2, 3, 4]
+    assert ts["rps"][2:] == [0, 0, 0] and ts["p99_ms"][2:] == [None, None, None]
+    assert ts["length_s"][-1] == pytest.approx(0.5)
+
+
+@pytest.mark.parametrize("values, kind", [([1000, 9000], "linear"), ([1000, 10000], "linear"),
+                                          ([1000, 10001], "log"), ([0.3, 40], "log"),
+                                          ([0, 1000, 50000], "linear"), ([], "linear")])
+def test_a_value_axis_turns_log_past_a_decade(values, kind):
+    axis = charts.value_axis("requests/s", values)
+    assert axis.get("type", "linear") == kind
+    if kind == "log":
+        assert len(axis["tickvals"]) >= 2 and axis["ticktext"][0] in ("1,000", "0.5")
+    else:
+        assert axis["rangemode"] == "tozero"
+
+
+def test_charts_spanning_more_than_a_decade_are_drawn_on_log_axes(tmp_path):
+    """nginx 20× apache: throughput and transfer span more than a decade, so do their
+    per-second rates; each chart decides by its own values."""
+    fake_experiment(tmp_path / "r.db", speed={"nginx": 200000.0, "apache": 10000.0})
+    store = Store.open(tmp_path / "r.db")
+    d = drawn(load_view(store, "fixed"))
+    store.close()
+    assert d["throughput"].data["ytype"] == "log"
+    assert d["throughput"].figure["layout"]["yaxis"]["type"] == "log"
+    assert d["transfer"].data["ytype"] == "log"
+    assert d["memory"].data["ytype"] == "linear"       # 11 to 26 MiB
+
+
+def test_a_chart_within_a_decade_stays_linear(knob_view):
+    d = drawn(knob_view)
+    assert {d[n].data["ytype"] for n in ("throughput", "transfer", "persecond")} == {"linear"}
+
+
+def distorted_view(view, trial_ids, flag="starved"):
+    """`view` with the trials `trial_ids` flagged `flag` (their percentiles distorted)."""
+    return dataclasses.replace(view, summaries=[
+        dataclasses.replace(s, flagged=(*s.flagged, flag)) if s.trial_id in trial_ids else s
+        for s in view.summaries])
+
+
+def test_a_distorted_percentile_is_drawn_hollow_and_dashed_by_variant(knob_view):
+    d = drawn(distorted_view(knob_view, {"wp2"}))
+    marks = d["latency"].data["marks"]
+    bad = [m for m in marks if m["distorted"]]
+    assert {(m["percentile"], m["distorted"]) for m in bad} == {("p50", "starved"),
+                                                                ("p99", "starved")}
+    assert all("worker_processes=2" in m["variant"] for m in bad)
+    traces = d["latency"].figure["data"]
+    hollow = [t for t in traces if "distorted" in t["name"]]
+    assert {t["marker"]["symbol"] for t in hollow if t["mode"] == "markers"} == {"circle-open"}
+    assert {t["line"]["dash"] for t in hollow if t["mode"] == "lines"} == {"dash"}
+    assert all("error_y" not in t for t in hollow)   # a dashed whisker, not a solid one
+    solid = [t for t in traces if "distorted" not in t["name"]]
+    assert sum(len(t["x"]) for t in solid) == 2 * 3   # p50 and p99 of the three others
+    assert sorted(t["name"] for t in hollow if t.get("showlegend", True)) == [
+        "p50, distorted (starved)", "p99, distorted (starved)"]     # the legend says so
+    assert "hollow, dashed = distorted" in d["latency"].figure["layout"]["title"]["text"]
+    spectrum = d["spectrum"]
+    assert len(spectrum.data["distorted"]) == 1
+    line = next(t for t in spectrum.figure["data"] if "distorted" in t["name"])
+    assert line["line"]["dash"] == "dash" and line["marker"]["symbol"] == "circle-open"
+
+
+def test_a_distorted_percentile_breaks_its_line_against_concurrency(tmp_path):
+    fake_experiment(tmp_path / "r.db")
+    store = Store.open(tmp_path / "r.db")
+    view = load_view(store, "fixed")
+    store.close()
+    d = drawn(distorted_view(view, {"ap0000000016"}, "littles-law"))["latency"]
+    assert d.data["distorted"] == ["apache static-page p50", "apache static-page p90",
+                                   "apache static-page p99"]
+    traces = {t["name"]: t for t in d.figure["data"]}
+    solid = traces["apache static-page p99"]
+    assert solid["x"] == [1, 16] and solid["y"][1] is None and solid["y"][0] > 0
+    dashed = traces["apache static-page p99, distorted (littles-law)"]
+    assert dashed["line"]["dash"] == "dash"
+    assert dashed["x"] == [1, 16]                     # from its neighbour to the point
+    assert dashed["marker"]["symbol"] == ["diamond", "diamond-open"]
+    assert dashed["marker"]["size"][0] == 0           # the neighbour keeps its own mark
+    assert all("distorted" not in n for n in traces if n.startswith("nginx"))
+
+
+def test_the_baseline_is_drawn_beside_each_variant(knob_view):
+    reference = charts.Reference("base", {s.trial_id: s for s in knob_view.summaries})
+    d = charts.throughput_chart(knob_view, reference)
+    base = next(t for t in d.figure["data"] if t["name"] == "baseline base")
+    assert base["y"] == [s.rps.median for s in knob_view.summaries]
+    assert len(d.data["baseline"]) == 4
+    partial = charts.Reference("base", {"wp4": knob_view.summaries[0]})
+    d = charts.throughput_chart(knob_view, partial)
+    base = next(t for t in d.figure["data"] if t["name"] == "baseline base")
+    assert base["x"] == [2] and base["y"] == [knob_view.summaries[0].rps.median]
+    assert all(t["name"] != "baseline base" for t in charts.throughput_chart(knob_view)
+               .figure["data"])
+
+
+def test_distorted_baseline_and_log_figures_are_ones_plotly_accepts(knob_view, tmp_path):
+    import plotly.graph_objects as go
+    from stacklab.analyze import Decision
+    fake_experiment(tmp_path / "r.db", speed={"nginx": 200000.0, "apache": 10000.0})
+    store = Store.open(tmp_path / "r.db")
+    fixed = distorted_view(load_view(store, "fixed"), {"ap0000000016"})
+    store.close()
+    reference = charts.Reference("base", {s.trial_id: s for s in knob_view.summaries})
+    figures = [*drawn(distorted_view(knob_view, {"wp1"})).values(), *drawn(fixed).values(),
+               charts.throughput_chart(knob_view, reference),
+               charts.baseline_chart([charts.Ratio("a", "req/s", 2.0, (1.8, 2.2),
+                                                   Decision("better")),
+                                      charts.Ratio("a", "p99 ms", 0.9, (0.5, 1.6),
+                                                   Decision("no-verdict", "host-busy"))],
+                                     "base")]
+    for d in figures:
+        go.Figure(json.loads(d.json()))
+
+
+@pytest.mark.parametrize("low, high, expected", [
+    (0.6, 1.6, [0.67, 0.8, 0.9, 1.0, 1.1, 1.25, 1.5]),
+    (0.004, 1.0, [0.01, 0.02, 0.05, 0.1, 0.2, 0.3, 0.5, 0.67, 0.8, 0.9, 1.0, 1.1])])
+def test_a_ratio_axis_has_ticks_either_side_of_one(low, high, expected):
+    assert charts.ratio_ticks(low, high) == expected
