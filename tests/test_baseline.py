@@ -373,3 +373,25 @@ def test_the_report_begins_against_its_baseline(two_hosts, tmp_path):
     assert '"name":"baseline base: nginx static-page"' in html
     assert html.count('<figure class="chart-baseline">') == 1
     assert 'id="headline-baseline"' not in write_html(new, tmp_path / "p.html").read_text()
+
+
+def test_the_baseline_rows_follow_the_decision_on_a_busy_host(tmp_path):
+    """The text table's row says what the decision says: a 1.2× ratio both sides of which
+    a busy host could have slowed 1.5× is no verdict, not "better" (the row used to read
+    the interval alone); a 2× ratio beyond a 1.1× reach stays better."""
+    db = tmp_path / "r.db"
+    fake_experiment(db, name="base", speed=SPEEDS, flag_apache_256=False)
+    fake_experiment(db, name="new", speed={"nginx": 24000.0, "apache": 10000.0},
+                    flag_apache_256=False)
+    base, new = busy(view(db, "base"), 1.5), busy(view(db, "new"), 1.5)
+    found = compare_to_baseline(new, base, same_definition_pairs(new, base), str(db))
+    nginx = next(r for r in found.rows if r.trial.trial_id == "ng0000000016")
+    assert nginx.rps.ci[0] > 1 and nginx.rps.change is Change.NONE
+    assert "busy host" in nginx.rps.note
+    fake_experiment(db, name="twice", speed={"nginx": 40000.0, "apache": 10000.0},
+                    flag_apache_256=False)
+    twice = busy(view(db, "twice"), 1.1)
+    found = compare_to_baseline(twice, busy(view(db, "base"), 1.1),
+                                same_definition_pairs(twice, base), str(db))
+    nginx = next(r for r in found.rows if r.trial.trial_id == "ng0000000016")
+    assert nginx.rps.change is Change.BETTER

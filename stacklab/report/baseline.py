@@ -145,23 +145,21 @@ class MetricChange:
         return self.change.value + (f" ({self.note})" if self.note else "")
 
 
-def metric_change(m: MetricComparison, higher_is_better: bool) -> MetricChange:
-    """`m` (analyze.compare_trials, A = baseline, B = new) as better / worse / no
-    significant difference. A side held back by the load engine or the host leaves a
-    bound (analyze.bounded_verdict): its verdict stands only where the bound agrees."""
-    c, b = m.comparison, m.bound
+def metric_change(m: MetricComparison) -> MetricChange:
+    """`m` (analyze.compare_trials, A = baseline, B = new) as its decision says (better /
+    worse / same / no verdict: analyze.decide, which weighs a side's bound and a busy
+    host's reach), with a note saying why there is no verdict or what bounds it."""
+    c, b, r, d = m.comparison, m.bound, m.reach, m.decision
     if c.p is None:                   # no interval: no verdict, whatever bounds it
         return MetricChange(m.metric, c.median_a, c.median_b, c.ratio, c.ci, c.p,
                             Change.NONE, "fewer than 2 successful runs a side")
-    note = "" if b is None else (f"not a measurement: {b.why}" if b.relation == "?" else
-                                 f"a bound, {b.relation} {c.ratio:.3g}×: {b.why}")
-    if b is not None and m.verdict.startswith("no verdict"):   # bounded_verdict's rule
-        change = Change.NONE
-    elif not c.significant:
-        change = Change.SAME
-    else:
-        change = Change.BETTER if (c.ratio > 1) == higher_is_better else Change.WORSE
-    return MetricChange(m.metric, c.median_a, c.median_b, c.ratio, c.ci, c.p, change, note)
+    notes = ([] if b is None else [f"not a measurement: {b.why}" if b.relation == "?" else
+                                   f"a bound, {b.relation} {c.ratio:.3g}×: {b.why}"])
+    notes += [] if r is None else [r.why]
+    change = {"better": Change.BETTER, "worse": Change.WORSE, "same": Change.SAME}.get(
+        d.kind, Change.NONE)
+    return MetricChange(m.metric, c.median_a, c.median_b, c.ratio, c.ci, c.p, change,
+                        "; ".join(notes))
 
 
 @dataclass(frozen=True)
@@ -180,7 +178,7 @@ def row(base: TrialSummary, new: TrialSummary) -> BaselineRow:
     def name(s: TrialSummary) -> str:
         return f"{'the baseline' if s is base else 'the new'} trial ({s.label})"
 
-    found = {m.metric: metric_change(m, METRICS[m.metric])
+    found = {m.metric: metric_change(m)
              for m in compare_trials(base, new, name) if m.metric in METRICS}
     return BaselineRow(new, base, found["req/s"], found["p99 ms"])
 
