@@ -239,3 +239,13 @@ def test_wait_quiet_stops_at_a_quiet_spell_or_its_bound():
     t = iter(range(0, 1000, 50))
     q = quiet.wait_quiet(60, clock=lambda: next(t), reading=lambda: 1.0)
     assert not q.quiet and q.seconds >= 60
+
+
+def test_a_short_window_allows_a_few_ms_of_stray_work():
+    """A run of 200 requests lasts ~0.1 s: 5 ms of a kernel thread's writeback is 0.05
+    core there, and 10 ms of stray work is allowed over any window."""
+    from stacklab.flags import host_busy
+    short = {**BUSY, "outside_cores": 0.15, "window_s": 0.1}
+    assert host_busy(short) is None
+    assert host_busy({**short, "window_s": 2.0}) is not None
+    assert host_busy({**short, "outside_cores": 0.25}) is not None

@@ -101,6 +101,7 @@ name = "editor-tiny"
 repetitions = 1
 requests = 200
 warmup = "0s"
+remeasure = 0
 
 [matrix]
 stack = ["nginx", "apache"]

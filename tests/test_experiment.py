@@ -24,6 +24,7 @@ name = "tiny"
 repetitions = 2
 requests = 300
 warmup = "0s"
+remeasure = 0
 
 [matrix]
 stack = ["nginx", "apache"]
@@ -258,7 +259,7 @@ def test_php_handlers_with_opcache_on_and_off_end_to_end(tmp_path):
     """The issue's comparison: Apache+mod_php, Apache+PHP-FPM, nginx+PHP-FPM × OPcache."""
     spec = tmp_path / "php.toml"
     text = (ROOT / "presets" / "php-handlers.toml").read_text()
-    text = text.replace('repetitions = 3', 'repetitions = 1').replace(
+    text = text.replace('repetitions = 3', 'repetitions = 1\nremeasure = 0').replace(
         'duration = "3s"', 'requests = 200').replace('concurrency = [1, 8, 32]',
                                                       'concurrency = [4]')
     spec.write_text(text)

@@ -26,6 +26,7 @@ name = "new-component"
 repetitions = 1
 requests = 200
 warmup = "0s"
+remeasure = 0
 
 [matrix]
 stack = ["py-http"]
