@@ -15,8 +15,9 @@ APT_PACKAGES=(
   mariadb-server mariadb-client memcached php8.2-mysql php8.2-memcached
   varnish squid haproxy
   xfsprogs btrfs-progs iproute2
+  fonts-noto-cjk   # the study report's Chinese section titles (S3) render, not as boxes
 )
-APT_TEST_PACKAGES=(chromium fonts-noto-cjk)   # the study report's Chinese sections (S3)
+APT_TEST_PACKAGES=(chromium)
 if [ "${1:-}" = "--test" ]; then
   APT_PACKAGES+=("${APT_TEST_PACKAGES[@]}")
 fi

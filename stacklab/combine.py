@@ -10,7 +10,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from .analyze import ExperimentView, TrialSummary, bound
+from .analyze import ExperimentView, TrialSummary, bound, decide, reach
 from .knobs import KnobRegistry
 from .plan import lab_condition
 from .stats import Comparison, compare
@@ -53,8 +53,9 @@ def varied(summaries: list[TrialSummary]) -> list[str]:
 
 def winners(view: ExperimentView, registry: KnobRegistry) -> list[Group]:
     """Per (stack, workload, concurrency): the all-defaults trial and each server setting
-    that, changed alone from it, raised req/s significantly (a bound counts only when it
-    points the same way); the best value per knob, strongest first. The lab's conditions
+    that, changed alone from it, made req/s better (analyze.decide: significantly, a
+    bound pointing the same way, beyond what a busy host could explain); the best value
+    per knob, strongest first. The lab's conditions
     (plan.lab_condition: a faster link, more CPUs) are what was measured under, never a
     setting to put in a configuration: they win nothing."""
     groups: dict[tuple, list[TrialSummary]] = {}
@@ -77,8 +78,9 @@ def winners(view: ExperimentView, registry: KnobRegistry) -> list[Group]:
                 continue
             key = changed[0]
             c = compare(default.rps.values, t.rps.values)
-            limit = bound(default, t, True)
-            if not (c.significant and c.ratio and c.ratio > 1) or (limit and limit.relation != "≥"):
+            # better by the one decision rule: a bound pointing the other way or a busy
+            # host that could explain the gain leaves no winner
+            if decide(c, bound(default, t, True), reach(default, t), True).kind != "better":
                 continue
             w = Winner(key, _value(t, key, registry), registry.get(key).default, c, t.trial_id)
             if key not in best or w.comparison.ratio > best[key].comparison.ratio:

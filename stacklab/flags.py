@@ -246,7 +246,10 @@ def disturbance_factor(host: dict) -> float:
     lab, outside = host.get("lab_cores"), host.get("outside_cores")
     if not lab or outside is None:
         return float("inf")
-    stolen = (host.get("steal_share") or 0.0) * (host.get("cpus") or 0)
+    steal = host.get("steal_share") or 0.0
+    if steal > HOST_STEAL_SHARE and not host.get("cpus"):
+        return float("inf")       # stored before the window said how many cores
+    stolen = steal * (host.get("cpus") or 0)
     others = outside + (host.get("tolerance_cores") or 0.0) + stolen
     return 1.0 + DISTURBANCE_GAIN * others / lab
 

@@ -175,10 +175,9 @@ def judge_one(base: TrialSummary, new: TrialSummary, t: Threshold,
     if b is not None and b.relation == "?":
         return made("inconclusive", f"not a measurement: {b.why}", b.reason)
     if r is not None and t.metric in UNSIZED_METRICS:
+        # a disturbed side's tail is not sized: the interval opens on that side only
+        # (a base disturbed and a new p99 far above the limit still fails)
         r = Reach(UNSIZED if r.a > 1 else 1.0, UNSIZED if r.b > 1 else 1.0, r.why)
-        if UNSIZED in (r.a, r.b):
-            return made("inconclusive", f"a busy host's effect on {t.metric} is not "
-                        f"sized: {r.why}", "host-busy")
     lo, hi = r.interval(w.ci, low) if r else w.ci
     if b is not None:           # the true ratio only larger (≥) or only smaller (≤)
         lo, hi = (lo, float("inf")) if b.relation == "≥" else (0.0, hi)

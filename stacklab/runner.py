@@ -25,7 +25,7 @@ from .drive import LoadPlan, LoadReport, engine_version
 from .env import Environment
 from .errors import (EngineError, Interrupted, LabError, NotFound, StackError, StoreError,
                      VerificationFailed)
-from .flags import flag_names
+from .flags import DISTURBED, flag_names
 from .hostinfo import git_commit, host_facts
 from .keep import keep_logs, kept_dir
 from .knobs import KnobRegistry, setting_differences
@@ -189,7 +189,8 @@ def _run_all(env: Environment, spec: ExperimentSpec, plan: Plan, registry: KnobR
             ctx = RunContext(exp_id, spec, registry, store, session, results_dir,
                              versions, make_certificate(session.dir), system,
                              env.clock, remeasure=remeasure,
-                             taken=done | {(r.trial.id, r.repetition) for r in plan.runs})
+                             taken=done | {(r.trial.id, r.repetition) for r in plan.runs},
+                             remeasured=_made_again(store, exp_id))
             progress.begin(len(plan.runs), len(plan.runs) - len(todo))
             try:
                 for run in todo:
@@ -237,14 +238,27 @@ def _run_and_store(ctx: RunContext, run: PlannedRun, progress: Progress) -> None
         _run_and_store(ctx, again, progress)
 
 
+def _made_again(store: Store, exp_id: int) -> dict[str, int]:
+    """Per trial, how many runs were made again so far, as the stored ones tell: each
+    disturbed run was followed by one while the allowance lasted (fewer when the host
+    was taken as busy for good), so a resume does not get a fresh allowance."""
+    out: dict[str, int] = {}
+    for run in store.runs(exp_id):
+        if disturbed(run):
+            out[run.trial_id] = out.get(run.trial_id, 0) + 1
+    return out
+
+
 def _again(ctx: RunContext, run: PlannedRun, record: RunRecord,
            progress: Progress) -> PlannedRun | None:
     """The same trial measured again when the host disturbed this run (flags.DISTURBED),
     within the experiment's limit: the disturbed run stays stored with its flags and is
     set aside (analyze.pooled) while enough undisturbed runs remain."""
     trial = run.trial
-    if run.repetition in ctx.again_runs.get(trial.id, ()):   # a run measured again
-        ctx.busy_streak = ctx.busy_streak + 1 if disturbed(record) else 0
+    if not disturbed(record):
+        ctx.busy_streak = 0            # the host went quiet: re-measure again if need be
+    elif run.repetition in ctx.again_runs.get(trial.id, ()):   # a run made again
+        ctx.busy_streak += 1
         if ctx.busy_streak == BUSY_STREAK and not ctx.remeasure.wait_quiet_s:
             progress.note(f"{BUSY_STREAK} runs measured again were disturbed as well: the "
                           "host stays busy, so no more are (each verdict is judged against "
@@ -253,7 +267,7 @@ def _again(ctx: RunContext, run: PlannedRun, record: RunRecord,
             or (ctx.busy_streak >= BUSY_STREAK and not ctx.remeasure.wait_quiet_s)):
         return None
     ctx.remeasured[trial.id] = ctx.remeasured.get(trial.id, 0) + 1
-    flags = ", ".join(f for f in record.flags if f in ("host-busy", "io-pressure"))
+    flags = ", ".join(f for f in record.flags if f in DISTURBED)
     note = (f"{trial.label()} #{run.repetition} was disturbed ({flags}): measured again "
             f"({ctx.remeasured[trial.id]} of at most {ctx.remeasure.limit})")
     if ctx.remeasure.wait_quiet_s > 0:

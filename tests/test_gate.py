@@ -208,9 +208,14 @@ def test_a_busy_host_widens_the_interval_by_what_it_could_explain(tmp_path):
     [j] = judge(base, replace(new, disturbance=2.5), rps)     # up to 0.51 × 2.5 > 0.95
     assert j.outcome == "inconclusive" and j.reason == "host-busy", j
     assert j.ci[1] < 0.95 < j.reach[1]
-    # on p99, what a busy host can do is not sized: inconclusive whatever the ratio
-    [j] = judge(replace(base, disturbance=1.1), new, [parse_threshold("p99>+10%")])
-    assert j.outcome == "inconclusive" and j.reason == "host-busy" and "not sized" in j.why
+    # on p99, what a busy host can do is not sized: the disturbed side's end opens. The
+    # base disturbed: its p99 could be lower still, so NEW's rise only grows: it fails
+    p99 = [parse_threshold("p99>+10%")]
+    [j] = judge(replace(base, disturbance=1.1), new, p99)
+    assert j.outcome == "fail" and j.reach[1] == float("inf"), j
+    # NEW disturbed: its p99 could be anything lower, so nothing is shown
+    [j] = judge(base, replace(new, disturbance=1.1), p99)
+    assert j.outcome == "inconclusive" and j.reason == "host-busy" and j.reach[0] == 0.0
 
 
 def test_a_limited_side_leaves_a_bound_that_decides_only_one_way(tmp_path):
