@@ -179,6 +179,18 @@ def test_a_busy_hosts_reach_decides_the_direction(slowdown, direction):
                                   else ("no-verdict", "host-busy"))
 
 
+@pytest.mark.parametrize("slowdown, verdict", [
+    (1.0, "holds"),            # quiet: within ±15%
+    (1.03, "holds"),           # widened by 3% a side: still within the band
+    (1.3, "no verdict"),       # widened past the band: a busy host could hide a difference
+])
+def test_a_claim_of_no_difference_is_judged_on_the_widened_interval(slowdown, verdict):
+    same, near = [1.0, 1.01, 0.99, 1.0], [1.02, 1.03, 1.01, 1.02]
+    a, b = busy("a", same, slowdown), busy("b", near, slowdown)
+    m = Measured("e", a, b, "p50", compare(same, near), None, reach=reach(a, b))
+    assert direction_verdict("b=a", m) == verdict
+
+
 def test_a_p99_beside_a_busy_host_is_never_judged():
     """A tail's reach is not sized (analyze.UNSIZED), as compare has it."""
     a, b = busy("a", [1.0], 1.05), summary("b", [9.0])

@@ -236,15 +236,16 @@ def direction_verdict(direction: str, m: Measured) -> str:
     difference (b=a) holds when the whole interval lies within SAME_BAND and does not
     hold when it lies wholly outside."""
     d = m.decision
-    if d.kind == "no-verdict":
+    busy = d.kind == "no-verdict" and d.reason == "host-busy" and m.interval is not None
+    if d.kind == "no-verdict" and not (direction == "b=a" and busy):
         return "no verdict"
     lo, hi = m.interval
-    if direction == "b=a":
+    if direction == "b=a":     # the interval widened by a busy host decides it too
         if SAME_BAND[0] <= lo and hi <= SAME_BAND[1]:
             return "holds"
         if hi < SAME_BAND[0] or lo > SAME_BAND[1]:
             return "does not hold"
-        return "not shown"
+        return "no verdict" if busy else "not shown"
     if d.kind == "same":
         return "not shown"
     up = lo > 1
