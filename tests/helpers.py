@@ -166,3 +166,27 @@ def rendered_stack(base: Path, stack: str, knobs: dict, argv: bool = False):
             cap.name for cap in comp.capabilities(knobs[name]))))
         rendered.append((name, ctx))
     return text.replace(str(base), "/LAB"), rendered
+
+
+CHROMIUM = Path("/usr/bin/chromium")
+
+
+def launch_chromium(p):
+    """Debian's Chromium under Playwright `p`, with the flags that keep it off the network
+    (its absence fails, saying what installs it)."""
+    if not CHROMIUM.exists():
+        pytest.fail(f"{CHROMIUM} is missing: `make test` installs Debian's chromium "
+                    "(scripts/install-deps.sh --test)")
+    return p.chromium.launch(executable_path=str(CHROMIUM), args=[
+        "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+        "--disable-background-networking", "--disable-component-update", "--disable-sync"])
+
+
+def watched_page(browser, width: int = 1200):
+    """A new page and the lists its console errors and requests are collected into."""
+    page = browser.new_page(viewport={"width": width, "height": 900})
+    errors, requests = [], []
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.on("request", lambda r: requests.append(r.url))
+    return page, errors, requests

@@ -313,16 +313,22 @@ def busy(v, factor: float):
                                              for s in v.summaries])
 
 
-def test_no_verdict_is_never_drawn_green(tmp_path):
-    """nginx 1.2× its baseline's req/s (p < 0.001), but both sides ran on a host busy
-    enough to slow each 1.5×: that could explain the ratio, so there is no verdict, and
-    the page draws it amber and hollow, not green as a ratio above 1 would have it."""
+def busy_pair(tmp_path):
+    """nginx 1.2× its baseline's req/s, both sides beside work that could slow them 1.5×:
+    the database, the baseline's view and the comparison."""
     db = tmp_path / "r.db"
     fake_experiment(db, name="base", speed=SPEEDS, flag_apache_256=False)
     fake_experiment(db, name="new", speed={"nginx": 24000.0, "apache": 10000.0},
                     flag_apache_256=False)
     base, new = busy(view(db, "base"), 1.5), busy(view(db, "new"), 1.5)
-    found = compare_to_baseline(new, base, same_definition_pairs(new, base), str(db))
+    return db, base, compare_to_baseline(new, base, same_definition_pairs(new, base), str(db))
+
+
+def test_no_verdict_is_never_drawn_green(tmp_path):
+    """nginx 1.2× its baseline's req/s (p < 0.001), but both sides ran on a host busy
+    enough to slow each 1.5×: that could explain the ratio, so there is no verdict, and
+    the page draws it amber and hollow, not green as a ratio above 1 would have it."""
+    db, base, found = busy_pair(tmp_path)
     context = baseline_context(found)
     nginx = context["judged"][("ng0000000016", "req/s")]
     assert nginx.comparison.ratio == pytest.approx(1.2) and nginx.comparison.ci[0] > 1
@@ -379,12 +385,7 @@ def test_the_baseline_rows_follow_the_decision_on_a_busy_host(tmp_path):
     """The text table's row says what the decision says: a 1.2× ratio both sides of which
     a busy host could have slowed 1.5× is no verdict, not "better" (the row used to read
     the interval alone); a 2× ratio beyond a 1.1× reach stays better."""
-    db = tmp_path / "r.db"
-    fake_experiment(db, name="base", speed=SPEEDS, flag_apache_256=False)
-    fake_experiment(db, name="new", speed={"nginx": 24000.0, "apache": 10000.0},
-                    flag_apache_256=False)
-    base, new = busy(view(db, "base"), 1.5), busy(view(db, "new"), 1.5)
-    found = compare_to_baseline(new, base, same_definition_pairs(new, base), str(db))
+    db, base, found = busy_pair(tmp_path)
     nginx = next(r for r in found.rows if r.trial.trial_id == "ng0000000016")
     assert nginx.rps.ci[0] > 1 and nginx.rps.change is Change.NONE
     assert "busy host" in nginx.rps.note

@@ -18,7 +18,7 @@ from stacklab.verify import Status, Verdict
 
 from fakes import fake_experiment, fake_load, load_report
 from test_report_charts import knob_experiment
-from helpers import ROOT, assert_golden
+from helpers import ROOT, assert_golden, launch_chromium, watched_page
 
 ARTIFACTS = ROOT / "tests" / "artifacts"
 CHART_NAMES = ("throughput", "latency", "spectrum", "persecond", "transfer", "cpu", "memory")
@@ -149,10 +149,6 @@ def test_html_opens_in_headless_chromium_with_every_chart(view, tmp_path):
         from playwright.sync_api import sync_playwright
     except ImportError as e:
         pytest.fail(f"Playwright is missing ({e}): `make test` installs it into .venv")
-    chromium = Path("/usr/bin/chromium")
-    if not chromium.exists():
-        pytest.fail(f"{chromium} is missing: `make test` installs Debian's chromium "
-                    "(scripts/install-deps.sh --test)")
     page_file = write_html(view, tmp_path / "report.html")
     knob_experiment(tmp_path / "knobs.db")
     store = Store.open(tmp_path / "knobs.db")
@@ -160,16 +156,9 @@ def test_html_opens_in_headless_chromium_with_every_chart(view, tmp_path):
     store.close()
     ARTIFACTS.mkdir(exist_ok=True)
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=str(chromium), args=[
-            "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-            "--disable-background-networking", "--disable-component-update",
-            "--disable-sync"])
+        browser = launch_chromium(p)
         try:
-            page = browser.new_page(viewport={"width": 1200, "height": 900})
-            errors, requests = [], []
-            page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-            page.on("pageerror", lambda e: errors.append(str(e)))
-            page.on("request", lambda r: requests.append(r.url))
+            page, errors, requests = watched_page(browser)
             page.goto(page_file.as_uri())
             assert_charts_drawn(page, "static-page")
             assert_legend_toggles_and_hover_shows(page, "static-page")

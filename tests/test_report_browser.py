@@ -20,6 +20,7 @@ from stacklab.report.baseline import compare_to_baseline
 from stacklab.report.html import write_html
 from stacklab.store import Store
 
+from helpers import launch_chromium, watched_page
 from test_report import ARTIFACTS, assert_charts_drawn
 from test_report_charts import knob_experiment
 
@@ -40,17 +41,6 @@ def report(tmp_path) -> Path:
     store.close()
     found = compare_to_baseline(new, base, same_definition_pairs(new, base), str(db))
     return write_html(new, tmp_path / "report.html", found)
-
-
-def launch(p):
-    """Debian's Chromium, as test_report.py launches it (its absence fails, saying so)."""
-    chromium = Path("/usr/bin/chromium")
-    if not chromium.exists():
-        pytest.fail(f"{chromium} is missing: `make test` installs Debian's chromium "
-                    "(scripts/install-deps.sh --test)")
-    return p.chromium.launch(executable_path=str(chromium), args=[
-        "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-        "--disable-background-networking", "--disable-component-update", "--disable-sync"])
 
 
 def plot(figure: str) -> str:
@@ -145,13 +135,9 @@ def test_the_report_against_a_baseline_in_chromium(report):
         pytest.fail(f"Playwright is missing ({e}): `make test` installs it into .venv")
     ARTIFACTS.mkdir(exist_ok=True)
     with sync_playwright() as p:
-        browser = launch(p)
+        browser = launch_chromium(p)
         try:
-            page = browser.new_page(viewport={"width": 1200, "height": 900})
-            errors, requests = [], []
-            page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-            page.on("pageerror", lambda e: errors.append(str(e)))
-            page.on("request", lambda r: requests.append(r.url))
+            page, errors, requests = watched_page(browser)
             page.goto(report.as_uri())
             assert_charts_drawn(page, "static-page")
             first = page.locator("#headline > p").first.inner_text()

@@ -25,7 +25,7 @@ from stacklab.studies.report import (BOUND_MARKS, SOURCES, StudyReport, forest_p
                                      print_study, study_document, write_study_html)
 from stacklab.studies.verdict import rows
 
-from helpers import ROOT
+from helpers import ROOT, launch_chromium, watched_page
 
 ARTIFACTS = ROOT / "tests" / "artifacts"
 CJK_SECTION = "php/session 进一步讨论"       # S3's own section title (its source is Chinese)
@@ -225,25 +225,14 @@ def test_study_report_opens_in_headless_chromium(report, tmp_path):
         from playwright.sync_api import sync_playwright
     except ImportError as e:
         pytest.fail(f"Playwright is missing ({e}): `make test` installs it into .venv")
-    chromium = Path("/usr/bin/chromium")
-    if not chromium.exists():
-        pytest.fail(f"{chromium} is missing: `make test` installs Debian's chromium "
-                    "(scripts/install-deps.sh --test)")
     assert cjk_font_installed(), ("no CJK font: scripts/install-deps.sh --test installs "
                                   "fonts-noto-cjk")
     page_file = write_study_html(report, tmp_path / "deep" / "study.html")
     ARTIFACTS.mkdir(exist_ok=True)
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=str(chromium), args=[
-            "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-            "--disable-background-networking", "--disable-component-update",
-            "--disable-sync"])
+        browser = launch_chromium(p)
         try:
-            page = browser.new_page(viewport={"width": 1300, "height": 900})
-            errors, requests = [], []
-            page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-            page.on("pageerror", lambda e: errors.append(str(e)))
-            page.on("request", lambda r: requests.append(r.url))
+            page, errors, requests = watched_page(browser, 1300)
             page.goto(page_file.as_uri())
             forest = page.locator("#forest .plot")
             forest.locator(".main-svg").first.wait_for(timeout=10000)
