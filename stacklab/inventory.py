@@ -16,7 +16,7 @@ from .drive import engine_version
 from .errors import StacklabError
 from .knobs import Knob
 from .netlab import cgroups, fs, net
-from .monitor import host_memory_stall_us
+from .monitor import host_io_stall_us, host_memory_stall_us
 from .stacks import COMPONENTS, GROUPS, REGISTRY
 
 DEFAULT_COMPONENTS = ("nginx", "apache")     # what presets/quick.toml needs
@@ -109,7 +109,7 @@ def features() -> list[Feature]:
     cgroup controller. A missing feature is data, never an error: only the experiments
     whose knobs need it are refused."""
     return [*_network_features(), *_filesystem_features(), *_cgroup_features(),
-            _pressure_feature()]
+            _pressure_feature(), _io_pressure_feature()]
 
 
 def _pressure_feature() -> Feature:
@@ -121,6 +121,17 @@ def _pressure_feature() -> Feature:
                    "memory-limited)" if stall is not None else
                    "no /proc/pressure/memory (a kernel without CONFIG_PSI, or psi=0): a "
                    "run's wait for memory is not measured", None)
+
+
+def _io_pressure_feature() -> Feature:
+    """The kernel's I/O pressure, by which each run is settled before its load and a
+    run that waited on I/O it did not ask for is flagged (io-pressure)."""
+    stall = host_io_stall_us()
+    return Feature("I/O pressure (PSI)", stall is not None,
+                   "/proc/pressure/io: the disk settled before each load, a run's wait for "
+                   "I/O (flag io-pressure)" if stall is not None else
+                   "no /proc/pressure/io: runs start after a sync only, and a run's wait "
+                   "for I/O is not measured", None)
 
 
 def _network_features() -> list[Feature]:

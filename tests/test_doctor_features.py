@@ -111,10 +111,11 @@ def found() -> dict[str, Feature]:
 
 
 def test_every_feature_is_listed_once_with_a_knob_that_exists(found):
-    assert list(found) == NETWORK + FILESYSTEMS + CGROUPS + ["memory pressure (PSI)"]
+    pressure = ["memory pressure (PSI)", "I/O pressure (PSI)"]
+    assert list(found) == NETWORK + FILESYSTEMS + CGROUPS + pressure
     for f in found.values():
         if f.knob is None:       # no knob paces yet; pressure is read by every run
-            assert f.name in ("pacing (tc fq)", "memory pressure (PSI)")
+            assert f.name in ("pacing (tc fq)", *pressure)
             continue
         key, _, value = f.knob.partition("=")
         knob = REGISTRY.get(key)
