@@ -50,12 +50,18 @@ def load_report(doc: dict) -> LoadReport:
     return LoadReport.from_json(checked(doc))
 
 
-def engine_histogram(values, schema: int = 2) -> str:
+def engine_histogram(values, schema: int = 2, total: int | None = None) -> str:
     """Latencies (µs) as the engine serializes them, base64: the standard compressed V2
-    (schema 2), or the uncompressed V2 of schema 1 reports (stored runs)."""
+    (schema 2), or the uncompressed V2 of schema 1 reports (stored runs). With `total`,
+    the values stand for `total` requests, each recorded `total // len(values)` times
+    and the first `total % len(values)` once more: the engine records every completed
+    request, so a report's histogram holds as many values as it claims requests."""
     h = HdrHistogram(1, 3_600_000_000, 3)
-    for v in values:
-        h.record_value(int(v))
+    values = list(values)
+    each, extra = divmod(len(values) if total is None else total, len(values) or 1)
+    for i, v in enumerate(values):
+        if count := each + (i < extra):
+            h.record_value(int(v), count)
     if schema >= 2:
         return h.encode().decode()
     wrapped = base64.b64decode(h.encode())
@@ -112,8 +118,10 @@ def fake_load(rps: float, latency_us: float, seed: int, duration_s: float = 2.0,
            "connections_opened": connections,
            "engine": {"version": "0.1.0", "cpu_user_s": engine_cpu_s * 0.4,
                       "cpu_sys_s": engine_cpu_s * 0.6},
-           "histogram": engine_histogram(samples, schema), "timeseries": [],
-           "interrupted": False}
+           # the engine records every completed request: the 400 drawn latencies stand
+           # for all of them (the first `completed` alone, when fewer)
+           "histogram": engine_histogram(samples[:completed], schema, completed),
+           "timeseries": [], "interrupted": False}
     if schema >= 2:
         per_slot = completed // connections
         doc["connections"] = {
