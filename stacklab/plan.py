@@ -113,31 +113,50 @@ class StackInfo(Protocol):
 
 def expand(spec: ExperimentSpec, stacks: Mapping[str, StackInfo]) -> list[Trial]:
     """Cartesian product of the axes, minus exclusions; knobs that do not apply to a
-    trial's stack are dropped, and trials that then coincide are kept once."""
+    trial's stack are dropped, and trials that then coincide are kept once. An exclusion
+    that removes no trial is refused: its points are trials that run anyway, or points
+    other rules exclude as well."""
     names = list(spec.axes)
     measure = tuple(sorted(spec.measure.items()))
     trials: dict[str, Trial] = {}
+    only: list[set[str]] = [set() for _ in spec.exclude]   # trial ids only rule i excludes
     for values in itertools.product(*(spec.axes[n] for n in names)):
         point = dict(zip(names, values))
-        if any(all(point.get(k) == v for k, v in rule.items()) for rule in spec.exclude):
-            continue
-        stack = stacks[point["stack"]]
-        applies = set(stack.knob_owners) | set(LAB_OWNERS)
-        knobs = {**spec.fixed_knobs, **{k: v for k, v in point.items() if "." in k}}
-        knobs = {k: v for k, v in knobs.items() if k.split(".", 1)[0] in applies}
+        matched = [i for i, rule in enumerate(spec.exclude)
+                   if all(point.get(k) == v for k, v in rule.items())]
+        trial = _trial(spec, stacks[point["stack"]], point, measure, check=not matched)
+        if len(matched) == 1:
+            only[matched[0]].add(trial.id)
+        if not matched:
+            trials.setdefault(trial.id, trial)
+    if not trials:
+        raise SpecError(spec.path, "matrix.exclude", list(spec.exclude),
+                        "excludes every point of the matrix: nothing would run")
+    for i, ids in enumerate(only):
+        if ids <= trials.keys():
+            raise SpecError(spec.path, f"matrix.exclude[{i}]", spec.exclude[i],
+                            "excludes no trial: every point it matches is excluded by "
+                            "another rule too, or is a trial that runs anyway (a knob a "
+                            "stack lacks is dropped from its trials)")
+    return list(trials.values())
+
+
+def _trial(spec: ExperimentSpec, stack: StackInfo, point: dict[str, Any],
+           measure: tuple, check: bool) -> Trial:
+    """The trial at one point of the matrix, with the knobs that apply to its stack;
+    with `check`, knob values the stack cannot take are refused."""
+    applies = set(stack.knob_owners) | set(LAB_OWNERS)
+    knobs = {**spec.fixed_knobs, **{k: v for k, v in point.items() if "." in k}}
+    knobs = {k: v for k, v in knobs.items() if k.split(".", 1)[0] in applies}
+    if check:
         for key, value in knobs.items():
             if problem := fixed_conflict(stack, key, value):
                 raise SpecError(spec.path, key, value, problem)
         conditional = knobs.get("load.conditional", "none")
         if problem := conditional_conflict(knobs.get("load.headers", []), conditional):
             raise SpecError(spec.path, where(spec, "load.conditional"), conditional, problem)
-        trial = Trial(point["stack"], point["workload"], point["concurrency"],
-                      tuple(sorted(knobs.items())), measure)
-        trials.setdefault(trial.id, trial)
-    if not trials:
-        raise SpecError(spec.path, "matrix.exclude", list(spec.exclude),
-                        "excludes every point of the matrix: nothing would run")
-    return list(trials.values())
+    return Trial(point["stack"], point["workload"], point["concurrency"],
+                 tuple(sorted(knobs.items())), measure)
 
 
 def fixed_conflict(stack: StackInfo, key: str, value: Any) -> str | None:

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import math
+import os
 import re
+import stat
 import tomllib
 from pathlib import Path
 from typing import Any, Literal, Protocol
@@ -19,6 +21,20 @@ from .workloads import canonical
 AXES = ("stack", "workload", "concurrency")
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
 _UNIT_S = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
+# The shortest load the lab can measure: the monitor samples every 100 ms (monitor.py),
+# and the engine itself has no floor, so 1 ms of load was a failed run that exited 0.
+MIN_DURATION_S = 0.1
+# The longest duration or warm-up, and the most requests, a run may ask for: beyond a
+# day nothing is a benchmark run any more, and a value like 1e308 s overflowed only
+# after the servers had started.
+MAX_DURATION_S = 24 * 3600.0
+MAX_REQUESTS = 1_000_000_000   # a day at 11,600 req/s; the engine's count stays exact
+# The most trials a matrix may hold, counted by multiplying the axes' lengths before
+# the product is built: 6.4 M trials were still being planned after 180 s at 2 GB.
+MAX_TRIALS = 10_000
+# The largest experiment file read: checked before reading, so /dev/zero cannot fill
+# the memory; the presets are a few KiB.
+MAX_FILE_BYTES = 1 << 20
 
 
 def parse_duration(value: Any) -> float:
@@ -54,7 +70,7 @@ class Experiment(_Strict):
     ci_target: float = Field(0.03, gt=0, lt=1)     # auto: stop at this CI half-width…
     max_repetitions: int = Field(10, ge=3, le=100)  # …or at this many repetitions
     duration: float | None = None
-    requests: int | None = Field(None, ge=1)
+    requests: int | None = Field(None, ge=1, le=MAX_REQUESTS)
     warmup: float = 1.0
     seed: int = Field(1, ge=0, le=2**63 - 1)   # the engine's URL choice and the corpora
     keep_cpus_awake: bool = True   # hold /dev/cpu_dma_latency at 0 (see systune.py)
@@ -97,8 +113,18 @@ class Experiment(_Strict):
 
     @field_validator("duration", "warmup", mode="before")
     @classmethod
-    def _duration(cls, v: Any) -> Any:
-        return None if v is None else parse_duration(v)
+    def _duration(cls, v: Any, info: ValidationInfo) -> Any:
+        """Bounded on both sides here, where the value is still as the file spells it,
+        so the error shows '1ms' rather than 0.001."""
+        if v is None:
+            return None
+        seconds = parse_duration(v)
+        if seconds > MAX_DURATION_S:
+            raise ValueError(f"at most 24 h ({MAX_DURATION_S:.0f} s)")
+        if info.field_name == "duration" and seconds < MIN_DURATION_S:
+            raise ValueError(f"at least {MIN_DURATION_S} s: a shorter load cannot be "
+                             "measured (the monitor samples every 100 ms)")
+        return seconds
 
 
 class ExperimentSpec(_Strict):
@@ -126,7 +152,7 @@ def load_spec(path: Path, registry: KnobRegistry, stacks: StackNames,
               workloads: set[str]) -> ExperimentSpec:
     file = str(path)
     try:
-        doc = tomllib.loads(path.read_text())
+        doc = tomllib.loads(read_text(path))
     except FileNotFoundError:
         raise SpecError(file, "(file)", file, "no such file") from None
     except UnicodeDecodeError:
@@ -144,6 +170,30 @@ def load_spec(path: Path, registry: KnobRegistry, stacks: StackNames,
                         "deeply: knob values are flat (a number, a string, a list)") from None
 
 
+def read_text(path: Path) -> str:
+    """The experiment file's text, refused before reading unless it is a regular file
+    of at most MAX_FILE_BYTES: /dev/zero would be read until memory ran out, and a FIFO
+    would block forever (opened without blocking, then checked on the open file, so
+    what is read is what was checked)."""
+    file = str(path)
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            kind = _KINDS.get(stat.S_IFMT(mode), "not a file")
+            raise SpecError(file, "(file)", file, f"not a regular file ({kind})")
+        data = os.read(fd, MAX_FILE_BYTES + 1)
+    finally:
+        os.close(fd)
+    if len(data) > MAX_FILE_BYTES:
+        raise SpecError(file, "(file)", file, "larger than 1 MiB: not an experiment file")
+    return data.decode("utf-8")
+
+
+_KINDS = {stat.S_IFDIR: "a directory", stat.S_IFIFO: "a FIFO", stat.S_IFCHR:
+          "a character device", stat.S_IFBLK: "a block device", stat.S_IFSOCK: "a socket"}
+
+
 def parse_spec(doc: dict, file: str, registry: KnobRegistry, stacks: StackNames,
                workloads: set[str]) -> ExperimentSpec:
     for key in doc:
@@ -156,8 +206,6 @@ def parse_spec(doc: dict, file: str, registry: KnobRegistry, stacks: StackNames,
     if (experiment.duration is None) == (experiment.requests is None):
         raise SpecError(file, "experiment.duration", experiment.duration,
                         "give exactly one of duration and requests")
-    if experiment.duration is not None and experiment.duration <= 0:
-        raise SpecError(file, "experiment.duration", experiment.duration, "must be > 0")
 
     fixed: dict[str, Any] = {}
     for key, value in _table(doc.get("load", {}), file, "load").items():
@@ -169,6 +217,7 @@ def parse_spec(doc: dict, file: str, registry: KnobRegistry, stacks: StackNames,
 
     matrix = _table(doc.get("matrix", {}), file, "matrix")
     axes = _axes(matrix, file, registry, stacks, workloads)
+    _bound(axes, file)
     exclude = _exclude(matrix.get("exclude", []), file, axes, stacks)
     for key in axes:
         if key in fixed:
@@ -178,6 +227,16 @@ def parse_spec(doc: dict, file: str, registry: KnobRegistry, stacks: StackNames,
                               stacks) if "thresholds" in doc else None)
     return ExperimentSpec(path=file, experiment=experiment, axes=axes, exclude=exclude,
                           fixed_knobs=fixed, thresholds=thresholds)
+
+
+def _bound(axes: dict[str, tuple], file: str) -> None:
+    """Refuse a matrix of more than MAX_TRIALS points, counted before it is built."""
+    count = math.prod(len(values) for values in axes.values())
+    if count > MAX_TRIALS:
+        sizes = " x ".join(f"{key} {len(values)}" for key, values in axes.items())
+        raise SpecError(file, "matrix", count, f"its axes make {count} trials ({sizes}), "
+                        f"more than the {MAX_TRIALS} a plan may hold; split the experiment "
+                        "or give the axes fewer values")
 
 
 def _thresholds(table: dict, file: str, axes: dict[str, tuple], stacks: StackNames) -> Gate:

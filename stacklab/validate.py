@@ -136,8 +136,12 @@ def fs_problem(knobs: dict) -> str | None:
 
 
 def machine_problem(knobs: dict) -> str | None:
-    """A profile this machine cannot give (more CPUs than it has, a controller missing)."""
+    """A profile this machine cannot give (more CPUs or memory than it has, a controller
+    missing)."""
     from .netlab import cgroups
+    if knobs["memory_mb"] and knobs["memory_mb"] > (host := host_memory_mb()):
+        return (f"machine.memory_mb = {knobs['memory_mb']} is more than this host's "
+                f"{host} MiB (MemTotal in /proc/meminfo): the limit would never act")
     try:
         profile = cgroups.Profile(knobs["cpus"] or None, knobs["cpu_quota"] or None,
                                   knobs["memory_mb"] or None)
@@ -149,6 +153,15 @@ def machine_problem(knobs: dict) -> str | None:
         return (f"machine profile needs the {', '.join(missing)} cgroup controller(s), "
                 "which this machine has neither as v1 nor v2")
     return None
+
+
+def host_memory_mb() -> int:
+    """This host's memory in MiB, as /proc/meminfo's MemTotal says."""
+    with open("/proc/meminfo") as f:
+        for line in f:
+            if line.startswith("MemTotal:"):
+                return int(line.split()[1]) // 1024
+    raise StacklabError("/proc/meminfo has no MemTotal line: the host's memory is unknown")
 
 
 def threads_problem(load: dict) -> str | None:
