@@ -218,3 +218,43 @@ def test_the_csv_carries_each_runs_stored_figures(tmp_path):
     assert (t0["errors.timeout"], t0["errors.read"], t0["status.5xx"]) == ("3", "2", "4")
     assert t0["verdicts"].endswith(";workers:WARN")
     assert next(r for r in rows if r["trial_id"] == "t1")["flags"] == "generator-bound"
+
+
+# Cells a spreadsheet would run as formulas (OWASP's CSV injection rule): each as a trial
+# label and as a knob value, with the text that reaches the CSV.
+FORMULAS = ('=HYPERLINK("http://x","y")', "+1+1", "-2+3", "@SUM(A1:A2)", "\tx", "\rx")
+
+
+def formula_experiment(db) -> None:
+    """A trial per formula, its label and its `nginx.root` that formula, and numbers
+    that are negative (`nginx.offset` -5.2, `nginx.shift` -3): one run each."""
+    store = Store.open(db)
+    trials = [(f"f{k}", text, {"stack": "nginx", "workload": "static-page",
+                               "concurrency": 1, "measure": {"duration_s": 2.0},
+                               "knobs": {"nginx.root": text, "nginx.offset": -5.2,
+                                         "nginx.shift": -3, "nginx.note": "a=b"}})
+              for k, text in enumerate(FORMULAS)]
+    exp = store.new_experiment("formulas", "formulas.toml", "h", {"experiment": {}},
+                               trials, {"cores": 2}, "0.1.0", None,
+                               "2026-01-01T00:00:00+00:00")
+    for k, (tid, _, _) in enumerate(trials):
+        store.add_run(RunRecord(
+            experiment_id=exp, trial_id=tid, repetition=1, outcome=Outcome.INVALID,
+            reason="-1 workers", started_at="2026-01-01T00:00:00",
+            ended_at="2026-01-01T00:00:03", knobs={"nginx": {}}, versions={},
+            configs={}, verdicts=(), run_dir="/tmp/x"))
+    store.close()
+
+
+def test_the_csv_never_starts_a_text_cell_like_a_formula(tmp_path):
+    """A label or knob value that starts with = + - @, a tab or a CR is prefixed with a
+    single quote, so a spreadsheet shows it as text; negative numbers stay numbers."""
+    formula_experiment(tmp_path / "f.db")
+    rows = csv_rows(tmp_path / "f.db", "formulas")
+    assert [(r["label"], r["nginx.root"]) for r in rows] == [
+        ("'" + text, "'" + text) for text in FORMULAS]
+    for r in rows:
+        assert (r["nginx.offset"], r["nginx.shift"], r["nginx.note"]) == ("-5.2", "-3", "a=b")
+        assert r["reason"] == "'-1 workers"
+        assert not [c for c in r.values() if c and c[0] in "=+-@\t\r"
+                    and c not in ("-5.2", "-3")]

@@ -25,6 +25,20 @@ CSV_LOAD = ("duration_s", "rps", "mb_per_s", "completed", "failed", "p50_ms", "p
 CSV_END = ("flags", "verdicts")
 
 
+# A spreadsheet runs a cell that starts with one of these as a formula (OWASP's CSV
+# injection rule): a label or knob value from a spec must stay text.
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def neutral(value):
+    """A CSV cell a spreadsheet will not run: a string that starts like a formula gets a
+    leading single quote (which spreadsheets read as "text"). Only strings: a number
+    such as -5.2 stays a number."""
+    if isinstance(value, str) and value.startswith(FORMULA_STARTS):
+        return "'" + value
+    return value
+
+
 def knob_text(value) -> str:
     """A knob's value as a cell or label: a string as is, anything else as in JSON
     (true, 4, 1.5, [\"a\"]), so no value reads as Python's repr."""
@@ -69,22 +83,33 @@ def export_csv(view: ExperimentView) -> str:
     coordinated omission); `duration_s` is the measured load window, not the stack's
     start-up; per component, server CPU per request and RSS at peak and at rest."""
     summaries = {s.trial_id: s for s in view.summaries}
-    out = io.StringIO()
-    writer = csv.DictWriter(out, csv_columns(view), restval="", lineterminator="\n")
-    writer.writeheader()
+    columns = csv_columns(view)
+    lines = [_csv_line(columns, dict(zip(columns, columns)))]
     for r in view.runs:
         s = summaries[r.trial_id]
         row = {"experiment_id": r.experiment_id, "trial_id": r.trial_id, "label": s.label,
                "repetition": r.repetition, "outcome": r.outcome, "reason": r.reason or "",
                "started_at": r.started_at, "ended_at": r.ended_at, "stack": s.stack,
                "workload": s.workload, "concurrency": s.concurrency,
-               **{k: knob_text(v) for k, v in s.knobs.items()},
                "flags": ";".join(r.flags),
                "verdicts": ";".join(f"{v.check}:{v.status.value}" for v in r.verdicts)}
         if r.load:
             row.update(_load_cells(r))
-        writer.writerow(row)
-    return out.getvalue()
+        row = {k: neutral(v) for k, v in row.items()}
+        # a knob is judged by its value, not its text: 4 and -5.2 stay numbers
+        row.update({k: knob_text(neutral(v)) for k, v in s.knobs.items()})
+        lines.append(_csv_line(columns, row))
+    return "".join(lines)
+
+
+def _csv_line(columns: list[str], row: dict) -> str:
+    """One CSV line ending in "\n". Python's writer quotes a field only for the
+    characters of its own line terminator, so a lone CR in a label would end the row
+    in a spreadsheet: the line is written with "\r\n", which quotes both, then ended
+    with "\n" as the rest of the file."""
+    out = io.StringIO()
+    csv.DictWriter(out, columns, restval="", lineterminator="\r\n").writerow(row)
+    return out.getvalue().removesuffix("\r\n") + "\n"
 
 
 def _load_cells(r: RunRecord) -> dict:
