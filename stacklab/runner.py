@@ -102,6 +102,7 @@ class RunContext:
     taken: set[tuple[str, int]] = field(default_factory=set)   # (trial, repetition) used
     again_runs: dict[str, set[int]] = field(default_factory=dict)  # repetitions made again
     busy_streak: int = 0          # runs made again that were disturbed too, in a row
+    resume_command: str = ""      # what completes the experiment, as an error says it
 
 
 def plan_hash(plan: Plan) -> str:
@@ -112,12 +113,15 @@ def plan_hash(plan: Plan) -> str:
 def run_experiment(env: Environment, spec: ExperimentSpec, plan: Plan,
                    registry: KnobRegistry, store: Store, results_dir: Path, resume: bool,
                    progress: Progress, anew_if_changed: bool = False,
-                   wait_quiet_s: float = 0.0) -> int:
+                   wait_quiet_s: float = 0.0, resume_command: str | None = None) -> int:
     """Run every planned run not yet stored, in a lab session under env's lab root with
     env's clock; return the experiment id. A resume is refused when the stored runs ran
     otherwise than the rest would (changed_since), or, with `anew_if_changed` (a study
-    resuming its steps by itself), becomes a new experiment, saying why."""
+    resuming its steps by itself), becomes a new experiment, saying why.
+    `resume_command`: the command an interrupted run's error tells the user to complete
+    it with, as they gave it (their --db) [default: `stacklab run SPEC --resume`]."""
     name = spec.experiment.name
+    resume_command = resume_command or f"stacklab run {spec.path} --resume"
     with (store.experiment_lock(name),
           CpuAwake() if spec.experiment.keep_cpus_awake else nullcontext(CpuAwake()) as cpus):
         system = cpus.state()
@@ -136,7 +140,7 @@ def run_experiment(env: Environment, spec: ExperimentSpec, plan: Plan,
             progress.note(f"{name}: not resumed, started anew: {change}")
             exp_id = _experiment_for(spec, plan, store, False, system, env.clock)
         _run_all(env, spec, plan, registry, store, results_dir, progress, exp_id, system,
-                 versions, Remeasure(spec.experiment.remeasure, wait_quiet_s))
+                 versions, Remeasure(spec.experiment.remeasure, wait_quiet_s), resume_command)
     return exp_id
 
 
@@ -181,7 +185,8 @@ def changed_since(store: Store, exp_id: int, plan: Plan, registry: KnobRegistry,
 
 def _run_all(env: Environment, spec: ExperimentSpec, plan: Plan, registry: KnobRegistry,
              store: Store, results_dir: Path, progress: Progress, exp_id: int,
-             system: dict, versions: dict[str, str], remeasure: Remeasure) -> None:
+             system: dict, versions: dict[str, str], remeasure: Remeasure,
+             resume_command: str) -> None:
     done = store.done(exp_id)
     todo = [r for r in plan.runs if (r.trial.id, r.repetition) not in done]
     try:
@@ -190,7 +195,8 @@ def _run_all(env: Environment, spec: ExperimentSpec, plan: Plan, registry: KnobR
                              versions, make_certificate(session.dir), system,
                              env.clock, remeasure=remeasure,
                              taken=done | {(r.trial.id, r.repetition) for r in plan.runs},
-                             remeasured=_made_again(store, exp_id))
+                             remeasured=_made_again(store, exp_id),
+                             resume_command=resume_command)
             progress.begin(len(plan.runs), len(plan.runs) - len(todo))
             try:
                 for run in todo:
@@ -205,7 +211,7 @@ def _run_all(env: Environment, spec: ExperimentSpec, plan: Plan, registry: KnobR
     except KeyboardInterrupt:
         _mark_interrupted(store, exp_id)
         raise Interrupted("interrupted: finished runs are stored; "
-                          f"`stacklab run {spec.path} --resume` completes the rest") from None
+                          f"`{resume_command}` completes the rest") from None
     except BaseException:
         _mark_interrupted(store, exp_id)   # resumable; the error says why
         raise
@@ -226,7 +232,7 @@ def _run_and_store(ctx: RunContext, run: PlannedRun, progress: Progress) -> None
         raise LabError(f"lab directory {ctx.session.root} has {free:.1f} MiB free, below the "
                        f"{LAB_MIN_FREE_MIB} MiB a run needs for its servers' logs (a full "
                        "disk cuts them silently): free some space, then "
-                       f"`stacklab run {ctx.spec.path} --resume`")
+                       f"`{ctx.resume_command}`")
     _check_other_labs(ctx, progress)
     progress.run_started(run)
     record = execute_run(ctx, run)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 
 from .. import lab
@@ -47,17 +48,26 @@ def run(env: Environment, spec_path: Path, db: Path | None, resume: bool,
     lab.check_root(env.lab_root)     # before the database holds an experiment
     if spec.experiment.keep_cpus_awake and not CpuAwake().available():
         print_notes([CPU_AWAKE_NOTE], env.stdout)
+    again = resume_command(spec_path, db)
     db = env.database(db)
     store = Store.open(db)
     try:
         exp_id = run_experiment(env, spec, plan, REGISTRY, store, logs_dir(db), resume,
                                 RichProgress(env.stdout),
-                                wait_quiet_s=QUIET_MAX_S if wait_quiet else 0.0)
+                                wait_quiet_s=QUIET_MAX_S if wait_quiet else 0.0,
+                                resume_command=again)
         view = load_view(store, exp_id)
         print_summary(view, env.stdout)
     finally:
         store.close()
     return gate(env, spec, view)
+
+
+def resume_command(spec_path: Path, db: Path | None) -> str:
+    """The command that completes an interrupted run, as the user can paste it: with the
+    --db they gave (without one, the same default database is found again)."""
+    return shlex.join(["stacklab", "run", str(spec_path),
+                       *(["--db", str(db)] if db is not None else []), "--resume"])
 
 
 def gate(env: Environment, spec: ExperimentSpec, view: ExperimentView) -> ExitStatus:

@@ -7,6 +7,7 @@ study JSON beside the HTML: each finding's verdict in the one vocabulary)."""
 from __future__ import annotations
 
 import json
+import shlex
 from dataclasses import replace
 from pathlib import Path
 from typing import Callable
@@ -55,11 +56,12 @@ def study(env: Environment, name: str, quick: bool, db: Path | None, output: Pat
     if dry_run:
         print_steps(env, steps, breakdowns)
         return ExitStatus.OK
+    again = study_command(sid, quick, db)
     db = env.database(db)
     failed: dict[str, str] = {}
     if not report_only:
         failed = run_steps(replace(env, stdout=env.stderr) if as_json else env, steps,
-                           breakdowns, db, QUIET_MAX_S if wait_quiet else 0.0)
+                           breakdowns, db, QUIET_MAX_S if wait_quiet else 0.0, again)
     report = evaluate(env, findings, plan, steps, breakdowns, db, quick, failed)
     # in the current directory, where the user looks (the database is in a per-user one)
     path = output or Path(f"study-{sid.lower()}{'-quick' if quick else ''}.html")
@@ -77,6 +79,14 @@ def study(env: Environment, name: str, quick: bool, db: Path | None, output: Pat
         env.stdout.print(f"study report: {html.resolve()} (data: {stored.resolve()})",
                          markup=False, highlight=False)
     return ExitStatus.ERROR if failed else ExitStatus.OK
+
+
+def study_command(sid: str, quick: bool, db: Path | None) -> str:
+    """What resumes an interrupted study, as the user can paste it: the study again (its
+    steps are resumed by themselves), with the --db they gave; a step's own spec is
+    not a file they have."""
+    return shlex.join(["stacklab", "study", sid.lower(), *(["--quick"] if quick else []),
+                       *(["--db", str(db)] if db is not None else [])])
 
 
 def covered(findings, plan: StudyPlan) -> None:
@@ -129,11 +139,11 @@ def breakdown_estimate_s(pb: PlannedBreakdown) -> float:
 
 def run_steps(env: Environment, steps: list[PlannedStep],
               breakdowns: list[PlannedBreakdown], db: Path,
-              wait_quiet_s: float = 0.0) -> dict[str, str]:
+              wait_quiet_s: float = 0.0, again: str | None = None) -> dict[str, str]:
     """Each step's experiment, resumed when one of its name was planned the same way,
     then each breakdown's series unless one planned the same is stored whole; a step
     that fails is reported and the study goes on (Ctrl-C stops it: run the study again
-    to resume)."""
+    to resume: `again` is the command that does, as an interrupted step says it)."""
     components = sorted({c for ps in steps for c in ps.plan.components(STACKS)})
     check_installed(components, engine=True)
     lab.check_root(env.lab_root)
@@ -147,7 +157,7 @@ def run_steps(env: Environment, steps: list[PlannedStep],
             attempt(env, name, failed, lambda: run_experiment(
                 env, ps.spec, ps.plan, REGISTRY, store, logs_dir(db),
                 same_plan_stored(store, ps), RichProgress(env.stdout), anew_if_changed=True,
-                wait_quiet_s=wait_quiet_s))
+                wait_quiet_s=wait_quiet_s, resume_command=again))
         for i, pb in enumerate(breakdowns, 1):
             name = breakdown_name(pb)
             whole = stored_series(store, pb) is not None

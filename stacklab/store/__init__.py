@@ -9,6 +9,7 @@ becomes one StoreError line.
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import functools
 import json
@@ -62,6 +63,9 @@ class Store:
     def __init__(self, conn: sqlite3.Connection, path: Path | None = None):
         self.conn = conn
         self.path = path            # None: no journal (an in-memory database)
+        # the file the connection has open: deleted or replaced, the path no longer
+        # names it, and a commit would go into a file nobody can find
+        self.identity = _identity(path) if path is not None else None
 
     @classmethod
     def open(cls, path: Path, readonly: bool = False) -> "Store":
@@ -69,13 +73,22 @@ class Store:
         a database is never written, so it may be on a read-only filesystem."""
         if readonly:
             return cls(_connect_readonly(path), path)
-        path.parent.mkdir(parents=True, exist_ok=True)
+        conn = None
         try:
+            path.parent.mkdir(parents=True, exist_ok=True)
             conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
             conn.row_factory = sqlite3.Row
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA foreign_keys=ON")
-        except sqlite3.DatabaseError as e:
+        except (sqlite3.DatabaseError, OSError) as e:
+            if conn is not None:
+                conn.close()           # not left holding the file (a mount to unmount)
+            if (why := _read_only(path, e)) is not None:
+                raise StoreError(f"{path}: the database is read-only ({why}) and this "
+                                 f"command writes to it: give --db a writable path ({e})"
+                                 ) from e
+            if isinstance(e, OSError):
+                raise StoreError(f"{path}: cannot create its directory: {e}") from e
             raise StoreError(f"{path}: not a usable SQLite database: {e}") from e
         store = cls(conn, path)
         store.migrate(path)
@@ -101,11 +114,14 @@ class Store:
     @contextmanager
     def experiment_lock(self, name: str):
         """One runner per experiment: two would measure each other, then store the same
-        runs twice. An flock on `<db>.locks/<name>.lock`, which holds the runner's pid."""
+        runs twice. An flock on `<db>.locks/<name>.lock` beside the database's real path,
+        which holds the runner's pid."""
         if self.path is None:
             yield
             return
-        directory = Path(f"{self.path}.locks")
+        # keyed on the file, not on how it was named: a symlink or a path with `..` to
+        # the same database takes the same lock
+        directory = Path(f"{self.path.resolve()}.locks")
         directory.mkdir(exist_ok=True)
         fd = os.open(directory / (re.sub(r"[^\w.-]", "_", name) + ".lock"),
                      os.O_CREAT | os.O_RDWR, 0o644)
@@ -138,6 +154,9 @@ class Store:
     def new_experiment(self, name: str, spec_path: str, spec_hash: str, spec: dict,
                        trials: list[tuple[str, str, dict]], host: dict, version: str,
                        commit: str | None, now: str) -> int:
+        if (gone := self._moved()) is not None:
+            raise StoreError(f"{self.path}: {gone} since it was opened: no experiment is "
+                             "recorded in a file nobody would find")
         with self.transaction():
             cur = self.conn.execute(
                 "INSERT INTO experiments (name, spec_path, spec_hash, spec_json, created_at,"
@@ -208,6 +227,12 @@ class Store:
         so that a run the database refuses is kept for `--resume`."""
         row = r.to_row()             # serialized once, for the journal and the insert
         journal = self._journal(r, row)
+        if (gone := self._moved()) is not None:
+            kept = (f"it is kept in {journal}" if journal
+                    else "and it could not be journaled either: it is lost")
+            raise StoreError(f"{self.path}: {gone} while the experiment ran: run "
+                             f"{r.trial_id} #{r.repetition} of experiment {r.experiment_id} "
+                             f"not stored (nothing would find it); {kept}")
         try:
             self._insert_run(r, row)
         except AlreadyStored:
@@ -222,6 +247,17 @@ class Store:
                              f"{_explained(e)}; {kept}") from e
         if journal:
             _remove(journal)
+
+    def _moved(self) -> str | None:
+        """What became of the database file since it was opened (deleted, or another file
+        put in its place), or None while its path still names the open file."""
+        if self.identity is None:
+            return None
+        now = _identity(self.path)
+        if now == self.identity:
+            return None
+        return ("the database file was deleted" if now is None
+                else "the database file was replaced by another")
 
     def _insert_run(self, r: RunRecord, row: dict) -> None:
         try:
@@ -391,6 +427,32 @@ class DbBenchRecord:
     versions: dict[str, str]
     host: dict
     id: int | None = None
+
+def _identity(path: Path) -> tuple[int, int] | None:
+    """The file a path names (device, inode), or None when it names none."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
+def _read_only(path: Path, e: Exception) -> str | None:
+    """Why opening `path` for writing failed, when it is read-only: its filesystem is
+    mounted so (SQLite then says "unable to open": a WAL database gets no -shm), or
+    SQLite found the file "readonly"; None for any other failure."""
+    if isinstance(e, OSError) and e.errno != errno.EROFS:
+        return None
+    directory = next((p for p in (path, *path.parents) if p.exists()), None)
+    try:
+        if directory is not None and os.statvfs(directory).f_flag & os.ST_RDONLY:
+            return "its filesystem is mounted read-only"
+    except OSError:
+        pass
+    if isinstance(e, OSError):
+        return "its filesystem is read-only"
+    return "the file cannot be written" if "readonly" in str(e) else None
+
 
 def _remove(entry: Path) -> None:
     """Remove a journal entry, and the journal directory once it is empty."""
