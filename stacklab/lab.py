@@ -11,6 +11,7 @@ from __future__ import annotations
 import fcntl
 import os
 import pwd
+import stat
 import re
 import shutil
 import signal
@@ -23,12 +24,12 @@ from pathlib import Path
 
 from . import procs
 from .errors import UnsafePathError
+# What a lab root may not hold: one list for the server configs and the filesystem layer
+# (fscheck refuses the same characters when it mounts), so a root accepted here is never
+# refused when the session closes. Templates quote paths; this refuses them early.
+from .netlab.fscheck import UNSAFE, unsafe_char  # noqa: F401 (UNSAFE re-exported)
 
 LOCK = "lock"
-# What a lab root may not hold: it is written into every server's config (where ';', '#',
-# quotes, '$' and globs mean something, '(' opens mod_ssl's cache size) and into
-# PHP_INI_SCAN_DIR, a ':'-separated list. Templates quote paths; this refuses them early.
-UNSAFE = set(';{}"\'#\\$|:()*?[]')
 
 # The names of what the lab creates: templates whose fields have a fixed shape. A name is
 # made here (`name`) and matched here (`pattern`: export-config cleans rendered configs of
@@ -114,13 +115,51 @@ class Session:
 
 
 def check_root(root: Path) -> Path:
-    """The lab root, or UnsafePathError naming it and the first character at fault."""
-    bad = next((c for c in str(root) if c in UNSAFE or c.isspace() or not c.isprintable()),
-               None)
+    """The lab root, or UnsafePathError naming it and what is wrong: the first character
+    a config or a mount cannot hold, or a directory above it the servers cannot search."""
+    bad = unsafe_char(str(root))
     if bad is not None:
-        raise UnsafePathError(f"lab root {str(root)!r} contains {bad!r}, which server configs "
-                              "cannot hold safely: set TMPDIR to a plain directory")
+        raise UnsafePathError(f"lab root {str(root)!r} (from TMPDIR) contains {bad!r}, which "
+                              "server configs and mounts cannot hold safely: set TMPDIR to a "
+                              "plain directory")
+    _check_searchable(root)
     return root
+
+
+def _check_searchable(root: Path) -> None:
+    """Every directory above the root must be searchable by the servers' user (www-data
+    when root), or each server answers 403 or exits 255 on a docroot it cannot reach.
+    The root itself is made 0755 by open_session; its parents are the user's."""
+    user, _ = server_user()
+    for directory in reversed(root.parents):
+        try:
+            st = directory.stat()
+        except OSError:
+            return                           # made later by open_session, 0755
+        if not _can_search(st, user):
+            who = user or pwd.getpwuid(os.getuid()).pw_name
+            mode = oct(stat.S_IMODE(st.st_mode))[2:].zfill(4)
+            raise UnsafePathError(f"lab root {str(root)!r} (from TMPDIR): {str(directory)!r} "
+                                  f"has mode {mode}, which the servers' user {who} cannot "
+                                  f"search: chmod o+x {str(directory)!r}, or set TMPDIR to "
+                                  "a directory every user can search (such as /tmp)")
+
+
+def _can_search(st: os.stat_result, user: str | None) -> bool:
+    """Whether `user` (None: this process) may search a directory of this stat, by its
+    owner, group and other bits (as the kernel decides without ACLs)."""
+    if user is None:
+        uid, gids = os.getuid(), {os.getgid(), *os.getgroups()}
+    else:
+        entry = pwd.getpwnam(user)
+        uid, gids = entry.pw_uid, set(os.getgrouplist(user, entry.pw_gid))
+    if uid == 0:
+        return True
+    if st.st_uid == uid:
+        return bool(st.st_mode & stat.S_IXUSR)
+    if st.st_gid in gids:
+        return bool(st.st_mode & stat.S_IXGRP)
+    return bool(st.st_mode & stat.S_IXOTH)
 
 
 def open_session(root: Path | None = None) -> Session:

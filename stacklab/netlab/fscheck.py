@@ -35,6 +35,19 @@ for _fs in ("ext3", "ext4"):
     OPTIONS[_fs] |= {"data=ordered", "data=writeback", "data=journal", "nobarrier"}
 OPTIONS["btrfs"] |= {"nobarrier"}
 
+# What a lab path may not hold, for every use the lab makes of it: a mount's options and
+# /proc/mounts (',' separates options, '\\' escapes), server configs (where ';', '#',
+# quotes, '$' and globs mean something, '(' opens mod_ssl's cache size) and
+# PHP_INI_SCAN_DIR (a ':'-separated list); with whitespace and control characters. One
+# list, so that a lab root accepted up front (lab.check_root) is never refused later.
+UNSAFE = frozenset(';{}"\'#\\$|:()*?[],')
+
+
+def unsafe_char(text: str) -> str | None:
+    """The first character of `text` that a lab path may not hold, or None."""
+    return next((c for c in text if c in UNSAFE or c.isspace() or not c.isprintable()), None)
+
+
 RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
 TOOL_PATH = os.pathsep.join([os.environ.get("PATH", ""), "/usr/sbin", "/sbin"])
 
@@ -125,9 +138,9 @@ def _check_dirs(state_dir: Path, mount_point: Path, lab_dir: Path | None) -> tup
 
 def _check_path(path: Path) -> Path:
     """The path, absolute and with symlinks resolved; ValueError if /proc/mounts or a
-    command line could not carry it as it is (whitespace, ',', '\\', control chars)."""
+    command line could not carry it as it is (UNSAFE: ',', '\\', whitespace…)."""
     text = str(path)
-    bad = next((c for c in text if c.isspace() or c in ",\\" or not c.isprintable()), None)
+    bad = unsafe_char(text)
     if not Path(text).is_absolute() or bad is not None:
         raise ValueError(f"path {text!r} is not absolute or contains {bad!r}")
     return Path(text).resolve()
