@@ -156,8 +156,10 @@ VERDICTS = (Verdict("stack", "content /index.html", Status.PASS,
             Verdict("nginx", "gzip", Status.PASS, "not compressed (1740 B)"))
 
 
-def fake_experiment(db, name="fixed", speed=None, flag_apache_256=True, reps=3) -> int:
-    """nginx vs apache at c = 1 and 16, `reps` repetitions each, deterministic figures."""
+def fake_experiment(db, name="fixed", speed=None, flag_apache_256=True, reps=3,
+                    rps_of: dict[str, list[float]] | None = None) -> int:
+    """nginx vs apache at c = 1 and 16, `reps` repetitions each, deterministic figures.
+    `rps_of`: a trial id's req/s in each repetition, instead of its 1% steps."""
     speed = speed or {"nginx": 20000.0, "apache": 10000.0}
     store = Store.open(db)
     trials = []
@@ -173,7 +175,8 @@ def fake_experiment(db, name="fixed", speed=None, flag_apache_256=True, reps=3) 
     for rep in range(1, reps + 1):
         for tid, _, d in trials:
             base = speed[d["stack"]] * (1 + d["concurrency"] / 100)
-            rps = base * (1 + (rep - 2) * 0.01)
+            rps = (rps_of[tid][rep - 1] if tid in (rps_of or {})
+                   else base * (1 + (rep - 2) * 0.01))
             flags = (["generator-bound"] if flag_apache_256 and d["stack"] == "apache"
                      and d["concurrency"] == 16 and rep == 1 else [])
             store.add_run(RunRecord(
