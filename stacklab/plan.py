@@ -114,30 +114,31 @@ class StackInfo(Protocol):
 def expand(spec: ExperimentSpec, stacks: Mapping[str, StackInfo]) -> list[Trial]:
     """Cartesian product of the axes, minus exclusions; knobs that do not apply to a
     trial's stack are dropped, and trials that then coincide are kept once. An exclusion
-    that removes no trial is refused: its points are trials that run anyway, or points
-    other rules exclude as well."""
+    that removes nothing is refused: it matches no point, or every point it matches is a
+    trial that runs anyway. A rule that only repeats what others exclude is harmless and
+    stays (S3's plan spells out each case)."""
     names = list(spec.axes)
     measure = tuple(sorted(spec.measure.items()))
     trials: dict[str, Trial] = {}
-    only: list[set[str]] = [set() for _ in spec.exclude]   # trial ids only rule i excludes
+    hit: list[set[str]] = [set() for _ in spec.exclude]    # trial ids rule i excludes
     for values in itertools.product(*(spec.axes[n] for n in names)):
         point = dict(zip(names, values))
         matched = [i for i, rule in enumerate(spec.exclude)
                    if all(point.get(k) == v for k, v in rule.items())]
         trial = _trial(spec, stacks[point["stack"]], point, measure, check=not matched)
-        if len(matched) == 1:
-            only[matched[0]].add(trial.id)
+        for i in matched:
+            hit[i].add(trial.id)
         if not matched:
             trials.setdefault(trial.id, trial)
     if not trials:
         raise SpecError(spec.path, "matrix.exclude", list(spec.exclude),
                         "excludes every point of the matrix: nothing would run")
-    for i, ids in enumerate(only):
+    for i, ids in enumerate(hit):
         if ids <= trials.keys():
             raise SpecError(spec.path, f"matrix.exclude[{i}]", spec.exclude[i],
-                            "excludes no trial: every point it matches is excluded by "
-                            "another rule too, or is a trial that runs anyway (a knob a "
-                            "stack lacks is dropped from its trials)")
+                            "excludes no trial: it matches no point of the matrix, or "
+                            "every point it matches is a trial that runs anyway (a knob "
+                            "a stack lacks is dropped from its trials)")
     return list(trials.values())
 
 
