@@ -40,7 +40,7 @@ test-engine:
 	cargo test --release --manifest-path engine/Cargo.toml
 
 test-python:
-	$(VENV)/pytest -q
+	$(VENV)/pytest -q -rs   # each skip and its reason in the log
 
 # The results database is the user's (~/.local/share/stacklab/): never removed here.
 clean:

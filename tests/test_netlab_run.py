@@ -296,6 +296,8 @@ def test_no_connection_to_a_lab_address_starts_from_the_hosts_namespace():
     (0.005, 3.0, "WARN"),            # under 1% of a large set
     (0.5, 48.0, "FAIL"),             # half of it: no cold cache
     (1.0, 96.0, "FAIL"),
+    (1.0, 0.5, "FAIL"),              # a small docroot left whole in memory: no cold cache
+    (0.6, 0.2, "FAIL"),
 ])
 def test_pages_left_in_the_cache_are_judged_by_share_and_size(left, mib, status):
     from stacklab.netlab.run import cool_verdicts
@@ -303,6 +305,8 @@ def test_pages_left_in_the_cache_are_judged_by_share_and_size(left, mib, status)
     [v] = cool_verdicts(cooled, memory_limited=False)
     assert v.status.value == status and v.check == "docroot out of the cache"
     assert f"({mib:,.2f} MiB)" in v.detail and "a cold cache" in v.detail
+    # on a filesystem in memory no page can leave: any page left fails, saying why
     [tmp] = cool_verdicts({**cooled, "docroot_fs": "tmpfs"}, memory_limited=True)
-    assert (status != "FAIL") or "in memory, charged to stacklab" in tmp.detail
+    assert tmp.status.value == ("PASS" if left == 0 else "FAIL")
+    assert ("in memory, charged to stacklab" in tmp.detail) == (left > 0)
     assert cool_verdicts({}, memory_limited=True) == []

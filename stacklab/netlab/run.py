@@ -152,9 +152,12 @@ COOL_WAIT_S = 0.05
 # the docroot and more than COOL_LEFT_MIB: sendfile(2) leaves a few pages of a file it
 # sent held by the kernel (8 of a 100 KiB file's 25, in 1 of 4 runs here, for 10 s and
 # more, the nginx worker killed or not; none with nginx.sendfile off) — a few requests'
-# worth, said as a WARN, where a docroot left in memory fails.
+# worth, said as a WARN, where a docroot left in memory fails. A small docroot left
+# mostly cached fails whatever its size (under 1 MiB, 100% of it stayed a WARN): more than
+# COOL_LEFT_SMALL of it is more than a sendfile's leftovers (8 of 25 pages: 32%).
 COOL_LEFT = 0.01
 COOL_LEFT_MIB = 1.0
+COOL_LEFT_SMALL = 0.5
 
 
 def cool(docroot: Path, cold: bool, memory_limited: bool) -> dict[str, Any]:
@@ -212,7 +215,8 @@ def cool_verdicts(cooled: dict[str, Any], memory_limited: bool) -> list[Verdict]
     if left == 0:
         return [Verdict("fs", "docroot out of the cache", Status.PASS,
                         f"{said}, as {why} needs", cooled)]
-    if where not in fs.MEMORY_FS and (left <= COOL_LEFT or mib <= COOL_LEFT_MIB):
+    if where not in fs.MEMORY_FS and (left <= COOL_LEFT or (mib <= COOL_LEFT_MIB
+                                                          and left <= COOL_LEFT_SMALL)):
         return [Verdict("fs", "docroot out of the cache", Status.WARN,
                         f"{said}: held by the kernel (pages a sendfile sent stay so), served "
                         f"from memory to the first requests, not {why}", cooled)]
