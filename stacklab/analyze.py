@@ -1,6 +1,7 @@
 """Analyze: per-trial statistics over repetitions, and comparisons between trials.
 
-Throughput and resource figures: median with a bootstrap 95% CI over repetitions.
+Throughput and resource figures: median over repetitions with its distribution-free
+interval from order statistics (stats.median_ci: ≥ 95% from 6 repetitions).
 Latency percentiles: from the runs' merged HdrHistograms, never averaged.
 """
 
@@ -12,7 +13,8 @@ from typing import Any
 
 from .flags import (BOUNDING, DISTURBED, INVALIDATING, LATENCY_DISTORTING, disturbance_factor,
                     dispersion, run_flags)
-from .stats import Comparison, bootstrap_ci, compare, median, merged_percentiles
+from .stats import (Comparison, compare, median, median_ci, median_ci_level,
+                    merged_percentiles)
 from .store import Outcome, RunRecord, Store
 from .verify import Verdict
 
@@ -25,17 +27,15 @@ class Estimate:
 
     @classmethod
     def of(cls, values: list[float]) -> "Estimate":
-        return cls(median(values), bootstrap_ci(values), tuple(values))
+        return cls(median(values), median_ci(values), tuple(values))
 
     @property
     def ci_level(self) -> float | None:
-        """The interval's real confidence. With n < 6 the bootstrap interval of a median
-        is [min, max], which covers the true median with probability 1 - 2^(1-n) only
-        (75% at n = 3, 94% at n = 5), so that is what it is called."""
-        n = len(self.values)
-        if n < 2:
-            return None
-        return 0.95 if n >= 6 else 1 - 2 ** (1 - n)
+        """The interval's real confidence (stats.median_ci_level): at least 95% from 6
+        values on; under 6 the interval is [min, max], which covers the true median with
+        probability 1 - 2^(1-n) only (75% at n = 3, 94% at n = 5), so that is what it is
+        called."""
+        return median_ci_level(len(self.values))
 
     @property
     def is_range(self) -> bool:

@@ -42,7 +42,7 @@ Schema changes:
      as it finishes. Documents 1 and 2 read as a series of one (their own id).
 
 `series_summary` gives a series' medians with their intervals (stats via
-analyze.Estimate: a bootstrap CI of the median, called a range below 6 repetitions).
+analyze.Estimate: the median's order-statistic CI, called a range below 6 repetitions).
 """
 
 from __future__ import annotations

@@ -124,7 +124,7 @@ def test_six_runs_give_a_bootstrap_ci_whisker(tmp_path):
     store = Store.open(tmp_path / "k6.db")
     d = drawn(load_view(store, "knobs"))
     store.close()
-    assert {m["interval"] for m in d["throughput"].data["marks"]} == {"bootstrap 95% CI"}
+    assert {m["interval"] for m in d["throughput"].data["marks"]} == {"95% CI of the median"}
 
 
 def test_several_concurrencies_are_still_drawn_against_concurrency(tmp_path):

@@ -204,10 +204,10 @@ DISTORTED_TITLE = "; hollow, dashed = distorted: the served clients only"
 
 
 def interval_kind(e: Estimate) -> str:
-    """What a whisker is: the bootstrap 95% CI, or with fewer than 6 runs their range."""
+    """What a whisker is: the median's 95% CI, or with fewer than 6 runs their range."""
     if not e.ci:
         return "none"
-    return "min–max range" if e.is_range else "bootstrap 95% CI"
+    return "min–max range" if e.is_range else "95% CI of the median"
 
 
 def _whiskers_title(kinds) -> str:
@@ -684,7 +684,8 @@ class Chart:
 CHARTS = (
     Chart("throughput", throughput_chart,
           "Requests per second. Against concurrency: line = median of the repetitions, "
-          "band = bootstrap 95% CI of the median (with fewer than 6 repetitions it is "
+          "band = 95% CI of the median, from order statistics (with fewer than 6 "
+          "repetitions it is "
           "their min–max, a narrower level: see the table), dots = each repetition. "
           "At one concurrency: one mark per variant, whiskers = that interval. With "
           "--baseline, the baseline's median of the same trial beside each.", baseline=True),

@@ -49,7 +49,8 @@ def print_summary(view: ExperimentView, console: Console) -> None:
     common = common_knobs(view.summaries)
     if common:
         console.print("every trial: " + " ".join(f"{k}={v}" for k, v in sorted(common.items())))
-    console.print("req/s: median of the repetitions with a bootstrap 95% CI (fewer than 6 "
+    console.print("req/s: median of the repetitions with its 95% CI (from order "
+                  "statistics, distribution-free; fewer than 6 "
                   "repetitions: their range, min…max relative to the median, which is no "
                   "95% interval); latency: percentiles of all runs' merged histograms; "
                   "srv CPU: every server process and its children (each component's cgroup, "
@@ -438,8 +439,8 @@ def _finite(x: float) -> float | None:
 
 
 def _estimate(e: Estimate) -> dict:
-    """A median over repetitions with its interval, said as what it is: a bootstrap 95%
-    CI from 6 values, their min–max range below that, none under 2."""
+    """A median over repetitions with its interval, said as what it is: a 95% CI (order
+    statistics) from 6 values, their min–max range below that, none under 2."""
     return {"median": e.median, "interval": list(e.ci) if e.ci else None,
             "interval_kind": None if not e.ci else "range" if e.is_range else "ci95",
             "repetitions": len(e.values)}
