@@ -100,7 +100,8 @@ def combined_doc(spec: dict, group: Group, name: str, description: str,
     e = spec["experiment"]
     experiment = {"name": name, "description": description, "repetitions": repetitions,
                   "warmup": e["warmup"], "seed": e["seed"],
-                  "keep_cpus_awake": e["keep_cpus_awake"]}
+                  "keep_cpus_awake": e["keep_cpus_awake"],
+                  **({"remeasure": e["remeasure"]} if "remeasure" in e else {})}
     experiment.update({"duration": e["duration"]} if e.get("duration") else
                       {"requests": e["requests"]})
     load: dict[str, Any] = {}

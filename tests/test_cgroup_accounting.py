@@ -252,6 +252,7 @@ name = "cgi"
 repetitions = 1
 duration = "{duration}"
 warmup = "0.5s"
+remeasure = 0
 
 [matrix]
 stack = ["apache+perl-cgi"]

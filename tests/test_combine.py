@@ -22,7 +22,7 @@ from helpers import require_engine
 
 SPEC = {"experiment": {"name": "knobs", "description": "", "repetitions": 3,
                        "duration": 1.0, "requests": None, "warmup": 0.3, "seed": 1,
-                       "keep_cpus_awake": False},
+                       "keep_cpus_awake": False, "remeasure": 0},   # runs counted
         "axes": {}, "exclude": [], "fixed_knobs": {"load.keepalive": True}}
 
 
