@@ -147,3 +147,17 @@ def test_a_database_on_a_read_only_mount_is_said_read_only(read_only_dir, existi
     assert message.startswith(f"{db}: the database is read-only (its filesystem is "
                               "mounted read-only)"), message
     assert "not a usable" not in message
+
+
+def test_a_journal_is_kept_beside_the_real_database_whatever_name_opened_it(tmp_path):
+    """A run journaled through `--db link.db` is replayed by `--resume --db r.db` (and the
+    other way round): the journal, like the lock, follows the real file."""
+    real = tmp_path / "r.db"
+    Store.open(real).close()
+    (tmp_path / "link.db").symlink_to(real)
+    through_link, direct = Store.open(tmp_path / "link.db"), Store.open(real)
+    try:
+        assert through_link.journal_dir() == direct.journal_dir() == Path(f"{real}.journal")
+    finally:
+        through_link.close()
+        direct.close()

@@ -269,7 +269,9 @@ class Store:
                                 f"{r.experiment_id} is already stored: {e}") from e
 
     def journal_dir(self) -> Path | None:
-        return None if self.path is None else Path(f"{self.path}.journal")
+        """Beside the database's real file, as its locks are: a run journaled through a
+        symlink is replayed by a resume through the real path, and the other way round."""
+        return None if self.path is None else Path(f"{self.path.resolve()}.journal")
 
     def _journal(self, r: RunRecord, row: dict) -> Path | None:
         """Write the run beside the database before inserting it; None if it cannot be
