@@ -109,29 +109,30 @@ def features() -> list[Feature]:
     cgroup controller. A missing feature is data, never an error: only the experiments
     whose knobs need it are refused."""
     return [*_network_features(), *_filesystem_features(), *_cgroup_features(),
-            _pressure_feature(), _io_pressure_feature()]
+            *_pressure_features()]
 
 
-def _pressure_feature() -> Feature:
-    """The kernel's memory pressure stall information, by which a run's wait for memory
-    is measured (flags memory-pressure and memory-limited; no knob asks for it)."""
-    stall = host_memory_stall_us()
-    return Feature("memory pressure (PSI)", stall is not None,
-                   "/proc/pressure/memory: a run's wait for memory (flags memory-pressure, "
-                   "memory-limited)" if stall is not None else
-                   "no /proc/pressure/memory (a kernel without CONFIG_PSI, or psi=0): a "
-                   "run's wait for memory is not measured", None)
+# The kernel's pressure stall information (PSI) per resource: what it measures in a run
+# when present, what is lost without it. No knob asks for it; every run reads it.
+PRESSURE = (
+    ("memory", lambda: host_memory_stall_us(),
+     "a run's wait for memory (flags memory-pressure, memory-limited)",
+     "a run's wait for memory is not measured"),
+    ("I/O", lambda: host_io_stall_us(),
+     "the disk settled before each load, a run's wait for I/O (flag io-pressure)",
+     "runs start after a sync only, and a run's wait for I/O is not measured"),
+)
 
 
-def _io_pressure_feature() -> Feature:
-    """The kernel's I/O pressure, by which each run is settled before its load and a
-    run that waited on I/O it did not ask for is flagged (io-pressure)."""
-    stall = host_io_stall_us()
-    return Feature("I/O pressure (PSI)", stall is not None,
-                   "/proc/pressure/io: the disk settled before each load, a run's wait for "
-                   "I/O (flag io-pressure)" if stall is not None else
-                   "no /proc/pressure/io: runs start after a sync only, and a run's wait "
-                   "for I/O is not measured", None)
+def _pressure_features() -> list[Feature]:
+    out = []
+    for name, read, used, lost in PRESSURE:
+        path = f"/proc/pressure/{'io' if name == 'I/O' else name}"
+        found = read() is not None
+        out.append(Feature(f"{name} pressure (PSI)", found, f"{path}: {used}" if found else
+                           f"no {path} (a kernel without CONFIG_PSI, or psi=0): {lost}",
+                           None))
+    return out
 
 
 def _network_features() -> list[Feature]:

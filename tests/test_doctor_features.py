@@ -188,10 +188,12 @@ def test_doctor_exits_0_when_no_lab_feature_is_here(tmp_path, monkeypatch):
     assert all(re.search(r"│ no +│ not here", row(text, n)) for n in NETWORK + CGROUPS)
 
 
-def test_memory_pressure_is_a_feature_with_its_reason_when_missing(monkeypatch):
+@pytest.mark.parametrize("reader, path", [("host_memory_stall_us", "/proc/pressure/memory"),
+                                          ("host_io_stall_us", "/proc/pressure/io")])
+def test_pressure_is_a_feature_with_its_reason_when_missing(monkeypatch, reader, path):
     from stacklab import inventory
-    monkeypatch.setattr(inventory, "host_memory_stall_us", lambda: None)
-    psi = inventory._pressure_feature()
-    assert not psi.available and "no /proc/pressure/memory" in psi.detail
-    monkeypatch.setattr(inventory, "host_memory_stall_us", lambda: 76_862_055)
-    assert inventory._pressure_feature().available
+    monkeypatch.setattr(inventory, reader, lambda: None)
+    [psi] = [f for f in inventory._pressure_features() if path in f.detail]
+    assert not psi.available and f"no {path}" in psi.detail
+    monkeypatch.setattr(inventory, reader, lambda: 76_862_055)
+    assert all(f.available for f in inventory._pressure_features())
