@@ -401,6 +401,17 @@ class Decision:
         return {"verdict": self.kind, "reason": self.reason}
 
 
+def reachable(ci: tuple[float, float], b: Bound | None, r: Reach | None,
+              limited_is_low: bool | None) -> tuple[float, float]:
+    """Where the true ratio can lie: the interval `ci` widened by what a busy host could
+    have done to each side, then left open (0 or inf) on the side a limited run leaves
+    unknown. What decide, the gate and a study's finding judge."""
+    lo, hi = r.interval(ci, limited_is_low) if r else ci
+    if b is not None and b.relation in ("≥", "≤"):   # the true ratio only larger/smaller
+        lo, hi = (lo, float("inf")) if b.relation == "≥" else (0.0, hi)
+    return lo, hi
+
+
 def decide(c: Comparison, b: Bound | None, r: Reach | None, limited_is_low: bool | None,
            higher_is_better: bool = True) -> Decision:
     """B against A: better or worse when the interval of the ratio — widened by what a
@@ -413,9 +424,7 @@ def decide(c: Comparison, b: Bound | None, r: Reach | None, limited_is_low: bool
         return Decision("no-verdict", "few-runs")
     if b is not None and b.relation == "?":
         return Decision("no-verdict", b.reason)
-    lo, hi = r.interval(c.ci, limited_is_low) if r else c.ci
-    if b is not None:          # the true ratio only larger (≥) or only smaller (≤)
-        lo, hi = (lo, float("inf")) if b.relation == "≥" else (0.0, hi)
+    lo, hi = reachable(c.ci, b, r, limited_is_low)
     if lo > 1 or hi < 1:
         return Decision("better" if (lo > 1) == higher_is_better else "worse")
     if b is not None:

@@ -27,7 +27,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
-from .analyze import UNSIZED, Bound, Reach, TrialSummary, bound, reach
+from .analyze import UNSIZED, Bound, Reach, TrialSummary, bound, reach, reachable
 from .stats import welch_log
 
 # metric -> each run's values of a trial (what the interval is computed from)
@@ -178,9 +178,7 @@ def judge_one(base: TrialSummary, new: TrialSummary, t: Threshold,
         # a disturbed side's tail is not sized: the interval opens on that side only
         # (a base disturbed and a new p99 far above the limit still fails)
         r = Reach(UNSIZED if r.a > 1 else 1.0, UNSIZED if r.b > 1 else 1.0, r.why)
-    lo, hi = r.interval(w.ci, low) if r else w.ci
-    if b is not None:           # the true ratio only larger (≥) or only smaller (≤)
-        lo, hi = (lo, float("inf")) if b.relation == "≥" else (0.0, hi)
+    lo, hi = reachable(w.ci, b, r, low)
     wide = (lo, hi) if (lo, hi) != w.ci else None
     interval = f"95% CI {span(w.ci)}" + (f", {_how(b, r)} {span(wide)}," if wide else "")
     if t.beyond(lo) and t.beyond(hi):

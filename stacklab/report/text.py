@@ -447,11 +447,10 @@ def _estimate(e: Estimate) -> dict:
 
 
 def _comparison(c: Comparison) -> dict:
-    """A comparison with its significance and words, which recommendations_doc filters
-    (show and compare --json carry _compared and a decision instead)."""
+    """A comparison's figures; its verdict goes beside them, from a Decision."""
     return {"median_a": c.median_a, "median_b": c.median_b, "ratio": c.ratio,
             "ci95": list(c.ci) if c.ci else None, "p": c.p, "p_rank": c.p_rank,
-            "significant": c.significant, "runs": list(c.n), "verdict": c.verdict}
+            "runs": list(c.n)}
 
 
 def _bound(b: Bound | None) -> dict | None:
@@ -550,14 +549,12 @@ def recommendations_doc(view: ExperimentView, effects: list[Effect], bests: list
     common = common_knobs(view.summaries)
     name = lambda s: series_name(s, common)  # noqa: E731
 
-    def comparison(c: Comparison) -> dict:       # the figures; the verdict is beside them
-        return {k: v for k, v in _comparison(c).items() if k not in ("significant", "verdict")}
 
     def effect(e: Effect) -> dict:
         return {"knob": e.knob, "value": e.value, "default": e.default, "stack": e.stack,
                 "workload": e.workload, "concurrency": e.concurrency,
                 "trial_id": e.trial.trial_id if e.trial else None, "gain": e.gain,
-                "rps": comparison(e.comparison), "bound": _bound(e.bound),
+                "rps": _comparison(e.comparison), "bound": _bound(e.bound),
                 **e.decision.doc(), "text": e.verdict, "meaning": e.meaning,
                 "source": e.source}
 
@@ -572,12 +569,12 @@ def recommendations_doc(view: ExperimentView, effects: list[Effect], bests: list
                       "knobs": best.trial.knobs, "rps": best.trial.rps.median,
                       "recommendation": best.label(name),
                       "default_trial_id": best.default.trial_id if best.default else None,
-                      "vs_defaults": comparison(best.over_default)
+                      "vs_defaults": _comparison(best.over_default)
                       if best.over_default else None,
                       **(best.decision.doc() if best.decision else
                          {"verdict": None, "reason": None}),
                       "best_single": {"knob": best.best_single.knob,
                                       "value": best.best_single.value,
-                                      "vs": comparison(best.over_best_single)
+                                      "vs": _comparison(best.over_best_single)
                                       if best.over_best_single else None}
                       if best.best_single else None} for best in bests]}

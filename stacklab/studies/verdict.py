@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 from typing import Callable, Sequence
 
 from ..analyze import (UNSIZED, Bound, Decision, ExperimentView, Reach, TrialSummary, bound,
-                       bounded_verdict, decide, invalid, reach)
+                       bounded_verdict, decide, invalid, reach, reachable)
 from ..knobs import KnobRegistry
 from ..stats import Comparison, compare
 from .plans import METRICS, Check, matches
@@ -105,10 +105,7 @@ class Measured:
         ci = self.comparison.ci
         if ci is None or (self.bound is not None and self.bound.relation == "?"):
             return None
-        lo, hi = self.reach.interval(ci, self.limited_is_low) if self.reach else ci
-        if self.bound is not None:
-            lo, hi = (lo, float("inf")) if self.bound.relation == "≥" else (0.0, hi)
-        return lo, hi
+        return reachable(ci, self.bound, self.reach, self.limited_is_low)
 
 
 def measure_check(check: Check, view: ExperimentView,
