@@ -254,7 +254,9 @@ def test_a_cold_read_of_photo_sized_files(state_dir):
         mount.drop_cache()
         assert fs.cached_fraction(photos) == 0.0
         cold = _read_all(photos)
-        assert fs.cached_fraction(photos) == 1.0
+        # Read, the files are in the cache; the host may reclaim a few pages at once (a CI
+        # runner saw 98.8%), so "from memory" means nearly all, not every page.
+        assert fs.cached_fraction(photos) >= 0.9
         warm = _read_all(photos)
         print(f"20 MB in 60 files: cold {cold * 1e3:.1f} ms, warm {warm * 1e3:.1f} ms, "
               f"ratio {cold / warm:.1f}")
