@@ -23,7 +23,7 @@ from stacklab.report.listings import features_table
 from stacklab.stacks import REGISTRY
 from stacklab.validate import fs_problem
 
-from helpers import require_engine
+from helpers import require_engine, require_root
 
 NETWORK = ["network namespaces (ip netns)", "rate shaping (tc tbf)",
            "added latency (tc netem)", "pacing (tc fq)"]
@@ -105,8 +105,7 @@ def test_a_probe_that_fails_is_a_no_with_its_error_not_a_failed_doctor(monkeypat
 
 @pytest.fixture(scope="module")
 def found() -> dict[str, Feature]:
-    if os.geteuid() != 0:
-        pytest.skip("the namespace, qdisc and filesystem probes need root")
+    require_root("the namespace, qdisc and filesystem probes")
     return {f.name: f for f in features()}
 
 

@@ -14,13 +14,21 @@ from pathlib import Path
 
 import pytest
 
+from helpers import require_root
 from stacklab.netlab import cgroupfiles, cgroups
 from stacklab.netlab.cgroups import (CgroupBusyError, Hierarchy, Profile,
                                      cleanup_stale, create_group, detect, settings)
 
 pytestmark = pytest.mark.integration
 
-needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="creating cgroups needs root")
+
+
+@pytest.fixture
+def _as_root():
+    require_root("creating cgroups")
+
+
+needs_root = pytest.mark.usefixtures("_as_root")
 ROOT = Path(__file__).resolve().parents[1]
 
 

@@ -15,10 +15,14 @@ import pytest
 
 from stacklab.netlab import fs, fscheck
 
-from helpers import wait_for
+from helpers import require_root, wait_for
 
-pytestmark = [pytest.mark.integration,
-              pytest.mark.skipif(os.geteuid() != 0, reason="mounting needs root")]
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(autouse=True)
+def _as_root():
+    require_root("mounting")
 
 REPO = Path(__file__).resolve().parent.parent
 AVAILABLE = fs.available()

@@ -17,6 +17,8 @@ import pytest
 from stacklab.netlab import net, netkernel
 from stacklab.netlab.run import link_rate
 
+from helpers import require_root
+
 pytestmark = pytest.mark.integration
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -24,8 +26,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 @pytest.fixture
 def root():
-    if os.getuid() != 0:
-        pytest.skip("network namespaces, veth pairs and tc need root")
+    require_root("network namespaces, veth pairs and tc")
 
 
 def run_id() -> str:
