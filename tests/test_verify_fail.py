@@ -4,9 +4,13 @@ original), or the verifier is given an expectation that differs from what runs. 
 FAIL's detail must name what was observed, so that a check that always said PASS, or
 that only echoed its knob, would fail here."""
 
+import contextlib
 import json
 import re
+import socket
 import sqlite3
+import ssl
+import threading
 from dataclasses import replace
 
 import pytest
@@ -14,11 +18,13 @@ from typer.testing import CliRunner
 
 from stacklab import lab, measurement
 from stacklab.cli import cli
+from stacklab.net import Endpoint
 from stacklab.stack import RunningStack, start_stack, stop_stack
 from stacklab.stacks import COMPONENTS, REGISTRY, STACKS, perl, php
 from stacklab.stacks.apache import adapter as apache_adapter
 from stacklab.stacks.base import RenderContext, free_port
 from stacklab.stacks.tls import make_certificate
+from stacklab.stacks.tlsverify import check_tls
 from stacklab.verify import Status
 from stacklab.workloads import deploy
 from stacklab.workloads.appdata import AppDatabase
@@ -145,6 +151,67 @@ def test_tls_fails_on_the_cipher_and_the_resumption_seen(session, monkeypatch):
     assert resumption.detail.startswith("session not resumed, NOT expected")
 
 
+
+def test_tls_fails_when_the_server_speaks_no_tls(session):
+    """A plain-HTTP nginx checked as if its tls knob were on: no handshake at all."""
+    deployed = deploy("static-page", session.run_dir("docroot-static-page"))
+    running = RunningStack(STACKS["nginx"])
+    try:
+        start_stack(running, knobs_for("nginx"), deployed, session.run_dir("run"),
+                    make_certificate(session.dir))
+        verdicts = check_tls("nginx", running.front.endpoint, knobs_for(
+            "nginx", **{f"nginx__{k}": v for k, v in TLS12.items()})["nginx"])
+    finally:
+        assert stop_stack(running) == []
+    [v] = verdicts
+    assert (v.check, v.status) == ("tls", Status.FAIL), v
+    assert v.detail.startswith("handshake failed: ") and "WRONG_VERSION_NUMBER" in v.detail
+
+
+def test_tls_cipher_fails_when_tls12_is_not_offered(session, monkeypatch):
+    """The knobs offer TLS 1.2 and 1.3 with a TLS 1.2 cipher; the server offers 1.3 only:
+    the negotiated protocol is right, the TLS 1.2 handshake for the cipher fails."""
+    tamper(monkeypatch, "nginx", "nginx.conf", r"ssl_protocols TLSv1.2 TLSv1.3;",
+           "ssl_protocols TLSv1.3;")
+    both = TLS12 | {"tls_protocols": "TLSv1.2 TLSv1.3"}
+    verdicts = run_stack(session, "nginx", **{f"nginx__{k}": v for k, v in both.items()})
+    assert next(v for v in verdicts if v.check == "tls protocol").status is Status.PASS
+    cipher = failed(verdicts, "tls cipher")
+    assert cipher.detail.startswith("TLS 1.2 failed: "), cipher.detail
+
+
+def test_tls_resumption_fails_when_the_second_handshake_is_refused(tmp_path):
+    """A TLS server that answers one connection and then stops listening: the first
+    handshake succeeds, the resumption handshake cannot even connect. No stack can be
+    told to do this; a real TLS listener on loopback can."""
+    cert, key = make_certificate(tmp_path)
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(cert, key)
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+
+    def serve_once():
+        conn, _ = listener.accept()
+        listener.close()
+        with ctx.wrap_socket(conn, server_side=True) as tls:
+            tls.recv(65536)
+            tls.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+            with contextlib.suppress(OSError):   # the client closes without its own
+                tls.unwrap()                      # close_notify; ours is what counts
+
+    server = threading.Thread(target=serve_once, daemon=True)
+    server.start()
+    verdicts = check_tls("once", Endpoint("127.0.0.1", port, scheme="https"), {
+        "tls_protocols": "TLSv1.3", "tls_ciphers": "default",
+        "tls_session_cache": True, "tls_session_tickets": True})
+    server.join(5)
+    assert [(v.check, v.status) for v in verdicts[:2]] == [
+        ("tls protocol", Status.PASS), ("tls refuses TLSv1.2", Status.PASS)], verdicts
+    resumption = failed(verdicts, "tls resumption")
+    assert resumption.detail.startswith("second handshake: ") and \
+        "Connection refused" in resumption.detail, resumption.detail
+
+
 # the server's processes --------------------------------------------------------------
 
 MPM_LINE = r"^LoadModule mpm_{0}_module .*$"
@@ -196,6 +263,46 @@ def test_php_opcache_fails_when_the_ini_turns_it_off(session, monkeypatch):
     tamper(monkeypatch, "php-fpm", "php.ini", r"^opcache.enable = 1$", "opcache.enable = 0")
     v = failed(run_stack(session, "nginx+php-fpm", "php-page", php__opcache=True), "opcache")
     assert "opcache_enabled is False" in v.detail
+
+
+
+def test_php_opcache_fails_when_the_extension_is_not_loaded(session, monkeypatch):
+    tamper(monkeypatch, "php-fpm", "conf.d/extensions.ini", r"^zend_extension=opcache.so$", "")
+    v = failed(run_stack(session, "nginx+php-fpm", "php-page", php__opcache=True), "opcache")
+    assert v.detail == "OPcache extension loaded is False, php.opcache says True"
+
+
+def test_php_opcache_fails_when_it_is_on_but_caches_nothing(session, monkeypatch):
+    """One PHP-FPM worker, OPcache enabled, but no file small enough to be cached
+    (opcache.max_file_size = 1 byte): the probe never hits."""
+    tamper(monkeypatch, "php-fpm", "php.ini", r"^opcache.enable = 1$",
+           "opcache.enable = 1\nopcache.max_file_size = 1")
+    v = failed(run_stack(session, "nginx+php-fpm", "php-page", php__opcache=True,
+                         **{"php-fpm__pm": "static", "php-fpm__max_children": 1}), "opcache")
+    assert v.detail == "OPcache is on but never hits"
+
+
+def test_php_apcu_fails_when_the_ini_turns_it_off(session, monkeypatch):
+    tamper(monkeypatch, "php-fpm", "php.ini", r"^apc.enabled = 1$", "apc.enabled = 0")
+    verdicts = run_stack(session, "nginx+php-fpm", "php-page", php__apcu=True)
+    assert failed(verdicts, "apcu").detail == "apcu_enabled is False, knob says True"
+
+
+def test_php_session_directory_fails_on_the_save_path_php_reports(session, monkeypatch):
+    tamper(monkeypatch, "php-fpm", "php.ini", r"^session.save_path = .*$",
+           "session.save_path = /tmp")
+    v = failed(run_stack(session, "nginx+php-fpm", "php-page"), "session directory")
+    assert v.detail == "session.save_path /tmp, expected …/sessions"
+
+
+def test_php_probe_fails_when_php_cannot_run_it(session, monkeypatch):
+    """json_encode disabled: the probe dies with a fatal error, PHP-FPM answers 500."""
+    tamper(monkeypatch, "php-fpm", "php.ini", r"^expose_php = .*$",
+           "\\g<0>\ndisable_functions = json_encode")
+    verdicts = run_stack(session, "nginx+php-fpm", "php-page")
+    v = failed(verdicts, "probe")
+    assert v.detail == "PHP probe failed: probe /_stacklab/probe.php: status 500"
+    assert not [v for v in verdicts if v.component == "php" and v.check != "probe"]
 
 
 def test_php_ini_fails_on_what_php_reports(session, monkeypatch):
