@@ -160,8 +160,11 @@ impl ResponseParser {
         };
     }
 
+    /// Count `data` as body. Bytes past the end of the response are a bad response:
+    /// nothing was asked for them (a server that answers twice, say), and taken as the
+    /// next request's answer they would count a response the server never gave it.
     fn feed_body(&mut self, data: &[u8]) -> Feed {
-        match &mut self.body {
+        let used = match &mut self.body {
             Body::Length(left) => {
                 let take = (*left).min(data.len() as u64);
                 *left -= take;
@@ -170,6 +173,7 @@ impl ResponseParser {
                 if done {
                     self.body = Body::Done;
                 }
+                take as usize
             }
             Body::Chunked(state) => {
                 let mut state = *state;
@@ -185,12 +189,24 @@ impl ResponseParser {
                 self.body_bytes += counted;
                 match step {
                     Err(_) => return Feed::Bad,
-                    Ok(s) if s.done => self.body = Body::Done,
-                    Ok(_) => self.body = Body::Chunked(state),
+                    Ok(s) if s.done => {
+                        self.body = Body::Done;
+                        s.consumed
+                    }
+                    Ok(s) => {
+                        self.body = Body::Chunked(state);
+                        s.consumed
+                    }
                 }
             }
-            Body::UntilClose => self.count_body(data),
-            Body::Head | Body::Done => {}
+            Body::UntilClose => {
+                self.count_body(data);
+                data.len()
+            }
+            Body::Head | Body::Done => 0,
+        };
+        if used < data.len() {
+            return Feed::Bad;
         }
         if self.body == Body::Done {
             self.finish_decoding();
@@ -386,6 +402,33 @@ mod tests {
             p.reset(false);
             assert_eq!(p.feed(wire), want, "{}", String::from_utf8_lossy(wire));
         }
+    }
+
+    #[test]
+    fn bytes_past_the_response_are_bad() {
+        let second = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
+        let table: &[(&str, bool, Feed)] = &[
+            ("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok", false, Feed::Done),
+            ("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok{second}", false, Feed::Bad),
+            ("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nokX", false, Feed::Bad),
+            ("HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n{second}", false, Feed::Bad),
+            ("HTTP/1.1 204 No Content\r\n\r\n{second}", false, Feed::Bad),
+            ("HTTP/1.1 200 OK\r\nContent-Length: 9\r\n\r\n{second}", true, Feed::Bad), // HEAD
+            ("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n\r\n{second}", false, Feed::Bad),
+            ("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n\r\n", false, Feed::Done),
+            ("HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok", false, Feed::Done),
+        ];
+        for &(wire, head, want) in table {
+            let wire = wire.replace("{second}", second);
+            let mut p = ResponseParser::new(false);
+            p.reset(head);
+            assert_eq!(p.feed(wire.as_bytes()), want, "{wire:?}");
+        }
+        // The same bytes split across reads: the extra bytes arrive in the last piece.
+        let mut p = ResponseParser::new(false);
+        p.reset(false);
+        assert_eq!(p.feed(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\no"), Feed::More);
+        assert_eq!(p.feed(b"kHTTP"), Feed::Bad);
     }
 
     #[test]

@@ -73,9 +73,29 @@ impl Transport {
     }
 
     /// An idle kept-alive connection became readable: is it still usable?
-    /// (TLS may just have received session tickets; plain means close or junk.)
+    /// TLS may just have received session tickets (anything else read closes it).
+    /// Plain bytes are peeked, not read: left waiting, the next request on this
+    /// connection finds them (`bytes_waiting`) and fails as a bad response.
     pub fn still_open_when_idle(&mut self, buf: &mut [u8]) -> bool {
-        matches!(self.read(buf), Err(Fail::WouldBlock))
+        match self {
+            Transport::Plain(s) => match s.peek(&mut buf[..1]) {
+                Ok(n) => n > 0,
+                Err(e) => matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted),
+            },
+            Transport::Tls(_) => matches!(self.read(buf), Err(Fail::WouldBlock)),
+        }
+    }
+
+    /// Has the server sent bytes on this kept-alive connection that no request
+    /// asked for (a second answer to the last request)? One non-blocking peek of the
+    /// socket: the next response must not be read from them. TLS is checked by the
+    /// response parser only (bytes past a response in the same read), because an idle
+    /// TLS socket legitimately receives session tickets.
+    pub fn bytes_waiting(&self) -> bool {
+        match self {
+            Transport::Plain(s) => s.peek(&mut [0u8; 1]).is_ok_and(|n| n > 0),
+            Transport::Tls(_) => false,
+        }
     }
 
     /// Bytes still queued inside the transport (TLS only).

@@ -271,10 +271,11 @@ impl<'a> Worker<'a> {
         c.written = 0;
         c.readable_early = false;
         c.parser.reset(self.plan.no_body);
-        if c.transport.is_some() {
-            self.write_request(i, now);
-        } else {
-            self.connect(i, now);
+        match &c.transport {
+            // Bytes already waiting would be read as this request's answer.
+            Some(t) if t.bytes_waiting() => self.fail(i, ErrorClass::BadResponse, now),
+            Some(_) => self.write_request(i, now),
+            None => self.connect(i, now),
         }
     }
 

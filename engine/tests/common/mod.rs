@@ -29,6 +29,8 @@ pub enum Behavior {
     FreezeOnce { body: usize, after: u64, pause: Duration },
     /// Answer these exact bytes to every request, keep the connection.
     Raw(&'static [u8]),
+    /// Answer each request twice (two `Length` responses, two writes), keep the connection.
+    Twice(usize),
 }
 
 /// Counters the tests compare with the report.
@@ -144,6 +146,13 @@ fn serve(mut s: TcpStream, behavior: Behavior, seen: &Seen, freeze: &Mutex<Optio
                 (r, true)
             }
             Behavior::Raw(bytes) => (bytes.to_vec(), false),
+            Behavior::Twice(n) => {
+                if s.write_all(&length_response(n)).is_err() {
+                    return;
+                }
+                seen.bytes_sent.fetch_add(length_response(n).len() as u64, Ordering::SeqCst);
+                (length_response(n), false)
+            }
             Behavior::Reset => {
                 linger_zero(&s);
                 return; // dropping `s` now sends the reset
