@@ -5,6 +5,7 @@ FAIL's detail must name what was observed, so that a check that always said PASS
 that only echoed its knob, would fail here."""
 
 import contextlib
+import gzip
 import json
 import re
 import socket
@@ -25,8 +26,8 @@ from stacklab.stacks.apache import adapter as apache_adapter
 from stacklab.stacks.base import RenderContext, free_port
 from stacklab.stacks.tls import make_certificate
 from stacklab.stacks.tlsverify import check_tls
-from stacklab.verify import Status
-from stacklab.workloads import deploy
+from stacklab.verify import CHECK_PATH, Status
+from stacklab.workloads import deploy, place
 from stacklab.workloads.appdata import AppDatabase
 
 from helpers import require_engine, server_processes, tamper
@@ -100,6 +101,59 @@ def test_gzip_fails_on_the_content_encoding_seen(session, monkeypatch, stack, kn
     v = failed(run_stack(session, stack, **knobs), "gzip")
     assert v.detail.startswith(seen), v.detail
     assert re.search(r", \d+ B \(plain \d+ B\)$", v.detail), v.detail
+
+
+
+def test_gzip_fails_when_the_server_compresses_without_being_asked(session, monkeypatch):
+    """gzip_static always: every client gets the .gz bytes, asked or not."""
+    tamper(monkeypatch, "nginx", "nginx.conf", r"gzip_static on;", "gzip_static always;")
+    verdicts = run_stack(session, "nginx", "portal-page:26k", nginx__gzip_static=True)
+    assert failed(verdicts, "gzip").detail == ("compressed without being asked: "
+                                                "Content-Encoding: gzip")
+    assert failed(verdicts, "precompressed").detail == (
+        "a client without Accept-Encoding did not get the original file")
+
+
+def test_gzip_fails_when_the_gzip_body_is_not_the_page(session):
+    """gzip_static serves a .gz that is not the file's compression: the body a gzip client
+    decodes differs from the one a plain client gets."""
+    deployed = deploy("portal-page:26k", session.run_dir("docroot-portal"))
+    place(deployed.docroot, CHECK_PATH + ".gz", gzip.compress(b"<p>another page</p>\n"))
+    verdicts = run_stack(session, "nginx", deployed=deployed, nginx__gzip_static=True)
+    v = failed(verdicts, "gzip")
+    assert v.detail.startswith("decompressed body differs from the plain one; with "
+                               "Accept-Encoding: gzip the response had Content-Encoding: "
+                               "gzip"), v.detail
+
+
+@pytest.mark.parametrize("knob, pattern, replacement, seen", [
+    (True, r"gzip_static on;", "gzip_static off;",
+     re.escape("Content-Encoding is (none), expected gzip")),
+    (True, r"gzip_static on;", "gzip_static off;\n    gzip on;\n    gzip_min_length 20;",
+     r"got \d+ gzip bytes that are not the \d+ B of /_stacklab/check.html.gz "
+     r"\(compressed on the fly\?\)"),
+    (False, r"^(\s*)(keepalive_requests \d+;)", r"\1\2\n\1gzip_static on;",
+     re.escape("the knob is off but the precompressed .gz file was sent")),
+], ids=["on-but-not-sent", "on-but-compressed-on-the-fly", "off-but-sent"])
+def test_precompressed_fails_on_the_bytes_a_gzip_client_gets(session, monkeypatch, knob,
+                                                             pattern, replacement, seen):
+    tamper(monkeypatch, "nginx", "nginx.conf", pattern, replacement)
+    verdicts = run_stack(session, "nginx", "portal-page:26k", nginx__gzip_static=knob)
+    v = failed(verdicts, "precompressed")
+    assert re.fullmatch(seen, v.detail), v.detail
+
+
+# content -----------------------------------------------------------------------------
+
+def test_content_fails_on_the_bytes_served(session):
+    """The page changed on disk after it was deployed: the server serves what is there,
+    and the content check names the size and hash it got against the expected ones."""
+    deployed = deploy("static-page", session.run_dir("docroot-static-page"))
+    [(path, want)] = [(p, e) for p, e in deployed.expected.items() if e.sha256]
+    place(deployed.docroot, path, b"<p>not the deployed page</p>\n")
+    v = failed(run_stack(session, "nginx", deployed=deployed), f"content {path}")
+    assert re.fullmatch(rf"got 29 B sha256 [0-9a-f]{{12}}, expected {want.length} B "
+                        rf"sha256 {want.sha256[:12]}", v.detail), v.detail
 
 
 # expires -----------------------------------------------------------------------------
