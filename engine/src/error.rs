@@ -21,10 +21,15 @@ impl SetupError {
 
 impl fmt::Display for SetupError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        // One line, whatever the reason contains.
-        let reason = self.reason.replace('\n', " ");
-        write!(f, "{} '{}': {}", self.flag, self.value, reason)
+        // One line, whatever the value and reason contain: a URL or a file's line echoed
+        // here could otherwise move the cursor, clear the screen or forge a second line.
+        write!(f, "{} '{}': {}", self.flag, escape_controls(&self.value), escape_controls(&self.reason))
     }
+}
+
+/// `text` with each control character written as its Rust escape (`\n`, `\u{1b}`).
+pub fn escape_controls(text: &str) -> String {
+    text.chars().map(|c| if c.is_control() { c.escape_default().to_string() } else { c.to_string() }).collect()
 }
 
 impl std::error::Error for SetupError {}

@@ -38,6 +38,9 @@ impl Url {
         }
         let default_port = if scheme == Scheme::Http { 80 } else { 443 };
         let (host, port) = split_host_port(authority, default_port)?;
+        if host.contains(|c: char| c.is_ascii_whitespace() || c.is_control()) {
+            return Err("host contains whitespace or control characters".to_string());
+        }
         if path.contains(|c: char| c.is_ascii_whitespace() || c.is_ascii_control()) {
             return Err("path contains whitespace or control characters".to_string());
         }
@@ -116,13 +119,7 @@ pub fn resolve(urls: &[WeightedUrl], allow_remote: bool, lab_netns: Option<&str>
             ));
         }
     }
-    let addrs: Vec<SocketAddr> = (first.host.as_str(), first.port)
-        .to_socket_addrs()
-        .map_err(|e| SetupError::new("URL", &first.text, format!("cannot resolve host: {e}")))?
-        .collect();
-    if addrs.is_empty() {
-        return Err(SetupError::new("URL", &first.text, "host resolves to no address"));
-    }
+    let addrs = addresses(first, allow_remote)?;
     // The benchmarking range exists only inside the lab's namespaces: from anywhere else
     // it is routed off the machine, so not even --allow-remote reaches it.
     let allowed = |ip: IpAddr| {
@@ -138,6 +135,39 @@ pub fn resolve(urls: &[WeightedUrl], allow_remote: bool, lab_netns: Option<&str>
     }
     let addr = pick_address(&addrs).unwrap_or(addrs[0]);
     Ok(Target { addr, scheme: first.scheme, host: first.host.clone() })
+}
+
+/// The one name that may be resolved without --allow-remote: /etc/hosts gives it, not DNS.
+const LOCAL_NAME: &str = "localhost";
+
+/// The addresses of the URL's host, decided on the literal before anything is resolved:
+/// an IP literal is itself; `localhost` is resolved (its addresses are still checked);
+/// any other name is refused without a lookup unless `allow_remote`, because DNS may
+/// point it anywhere (`127.0.0.1.nip.io` resolves to loopback, a rebinding name
+/// to loopback once and elsewhere later) and the lookup itself leaves the machine.
+fn addresses(url: &Url, allow_remote: bool) -> Result<Vec<SocketAddr>, SetupError> {
+    if let Ok(ip) = url.host.parse::<IpAddr>() {
+        return Ok(vec![SocketAddr::new(ip, url.port)]);
+    }
+    if url.host != LOCAL_NAME && !allow_remote {
+        return Err(SetupError::new(
+            "URL",
+            &url.text,
+            format!(
+                "host '{}' is a name, and names other than {LOCAL_NAME} resolve through DNS: \
+                 use an IP literal (127.0.0.1, [::1]) or pass --allow-remote to load it",
+                url.host
+            ),
+        ));
+    }
+    let addrs: Vec<SocketAddr> = (url.host.as_str(), url.port)
+        .to_socket_addrs()
+        .map_err(|e| SetupError::new("URL", &url.text, format!("cannot resolve host: {e}")))?
+        .collect();
+    if addrs.is_empty() {
+        return Err(SetupError::new("URL", &url.text, "host resolves to no address"));
+    }
+    Ok(addrs)
 }
 
 /// With several addresses (e.g. `localhost` as ::1 and 127.0.0.1) use the
@@ -233,6 +263,35 @@ mod tests {
         let err = resolve(&[weighted("http://10.1.2.3:9/")], false, None).unwrap_err();
         assert!(err.reason.contains("--allow-remote"));
         assert!(resolve(&[weighted("http://10.1.2.3:9/")], true, None).is_ok());
+    }
+
+    #[test]
+    fn names_are_decided_before_any_lookup() {
+        // Would resolve to 127.0.0.1 through DNS: refused on the name, with no lookup
+        // (the `.invalid` name below cannot resolve at all, so an error about resolving
+        // would mean a lookup was tried).
+        for url in ["http://127.0.0.1.nip.io:9/", "http://stacklab.invalid:9/", "http://localhost.:9/"] {
+            let err = resolve(&[weighted(url)], false, None).unwrap_err();
+            assert_eq!((err.flag.as_str(), err.value.as_str()), ("URL", url));
+            assert!(err.reason.contains("--allow-remote") && err.reason.contains("is a name"), "{}", err.reason);
+        }
+        // localhost is resolved, and each of its addresses is loopback here.
+        let target = resolve(&[weighted("http://LocalHost:9/")], false, None).unwrap();
+        assert!(is_loopback(target.addr.ip()), "{}", target.addr);
+        // IP literals are taken as they are, checked without resolving.
+        assert_eq!(addresses(&Url::parse("http://[::1]:7/").unwrap(), false).unwrap(), ["[::1]:7".parse().unwrap()]);
+        let err = resolve(&[weighted("http://0x7f.1:9/")], false, None).unwrap_err();
+        assert!(err.reason.contains("is a name"), "{}", err.reason);
+    }
+
+    #[test]
+    fn control_characters_from_a_url_are_escaped_in_errors() {
+        let text = "http://10.0.0.1:9/\x1b[2J\r";
+        let err = SetupError::new("URL", text, format!("echo '{text}'"));
+        let line = err.to_string();
+        assert!(!line.contains(|c: char| c.is_control()), "{line:?}");
+        assert!(line.contains("\\u{1b}[2J\\r"), "{line}");
+        assert!(Url::parse("http://a\x1bb:9/").unwrap_err().contains("control characters"));
     }
 
     #[test]
