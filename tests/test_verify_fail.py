@@ -382,6 +382,15 @@ def test_perl_handler_fails_when_another_handler_runs(session, monkeypatch):
     assert v.detail.startswith("no mod_perl")
 
 
+
+def test_perl_probe_fails_when_apache_does_not_run_it(session, monkeypatch):
+    """Apache refuses the probe's URL (403) instead of running it."""
+    tamper(monkeypatch, "apache", "httpd.conf", r"^(KeepAlive (On|Off))$",
+           r"\1\n<Location /_stacklab/probe.pl>\n    Require all denied\n</Location>")
+    verdicts = run_stack(session, "apache+perl-cgi", "perl-page")
+    assert failed(verdicts, "probe").detail == "Perl probe failed: status 403"
+
+
 # MariaDB -----------------------------------------------------------------------------
 
 def small_app(session):
