@@ -30,11 +30,13 @@ REAPING_SIGNALS = {signal.SIGQUIT}
 
 def measure(plan: LoadPlan, running: RunningStack, knobs: dict[str, dict],
             run_dir: Path, netns: str | None = None,
-            counters: dict[str, Callable[[], float | None]] | None = None
+            counters: dict[str, Callable[[], float | None]] | None = None,
+            landed: Callable[[LoadReport], None] | None = None
             ) -> tuple[LoadReport, dict]:
     """The engine's report and the resources of the measured window (`netns`: the
     servers' namespace, where their status pages are reached; `counters`: the CPU-time
-    readers of the components' cgroups, by label, where they have one)."""
+    readers of the components' cgroups, by label, where they have one; `landed`: given
+    the report the moment the load returns, before anything else is read)."""
     # What each server counted itself over the measured window: read when the warm-up
     # ends (one engine process runs both) and after the load. They cost: read on a timer
     # thread at the boundary, not by the monitor.
@@ -46,6 +48,8 @@ def measure(plan: LoadPlan, running: RunningStack, knobs: dict[str, dict],
             at_warm.start()
             load = run_load(plan, run_dir)
             ended = monitor.now_s()
+            if landed is not None:
+                landed(load)
     finally:        # a load that raised: no reading may come later, into the next run
         at_warm.cancel()
     # A reading inside the window is the lab's work, not the host's other work.

@@ -4,7 +4,9 @@ monitor as its measurement, then store.
 
 Each finished run is committed at once. A server that fails is a recorded failed run and
 the experiment goes on. On Ctrl-C or SIGTERM the current run is abandoned, every server
-is stopped, and `--resume` later completes what is missing.
+is stopped, and `--resume` later completes what is missing. A load that has returned is
+not abandoned: it is journaled at once (into room reserved before the load), and an
+interrupt waits until its run is stored.
 """
 
 from __future__ import annotations
@@ -14,10 +16,11 @@ import http.client
 import json
 import subprocess
 import zlib
-from contextlib import nullcontext
+from contextlib import ExitStack, contextmanager, nullcontext
 from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
-from typing import Callable, Protocol
+from typing import Callable, Iterator, Protocol
 
 from . import __version__, lab
 from .analyze import Estimate, disturbed, pooled
@@ -55,6 +58,14 @@ from .workloads import Deployed, deploy
 # Below the minimum no run starts; under LAB_FULL_MIB left after a run, its logs were cut.
 LAB_MIN_FREE_MIB = 64
 LAB_FULL_MIB = 1
+
+# The room a run's journal entry is given before its load (_kept): the servers' configs
+# and the engine's histogram, and a timeseries bucket (~100 B) per second of load. A run
+# bounded by requests rather than time is given a minute's. An entry larger than its room
+# takes the rest from the disk's own space.
+ENTRY_BASE_BYTES = 64 << 10
+ENTRY_BUCKET_BYTES = 128
+REQUESTS_RUN_S = 60
 
 
 class Progress(Protocol):
@@ -103,6 +114,7 @@ class RunContext:
     again_runs: dict[str, set[int]] = field(default_factory=dict)  # repetitions made again
     busy_streak: int = 0          # runs made again that were disturbed too, in a row
     resume_command: str = ""      # what completes the experiment, as an error says it
+    landed: Callable[[RunRecord], None] | None = None   # the current run's (_kept)
 
 
 def plan_hash(plan: Plan) -> str:
@@ -235,13 +247,59 @@ def _run_and_store(ctx: RunContext, run: PlannedRun, progress: Progress) -> None
                        f"`{ctx.resume_command}`")
     _check_other_labs(ctx, progress)
     progress.run_started(run)
-    record = execute_run(ctx, run)
-    ctx.store.add_run(record)          # committed at once
+    with _kept(ctx, run):
+        record = execute_run(ctx, run)
+        ctx.store.add_run(record)      # committed at once; then a held interrupt lands
     ctx.taken.add((run.trial.id, run.repetition))
     progress.run_finished(run, record)
     if again := _again(ctx, run, record, progress):
         progress.extend(1)
         _run_and_store(ctx, again, progress)
+
+
+@contextmanager
+def _kept(ctx: RunContext, run: PlannedRun) -> Iterator[None]:
+    """A run's load kept from the moment it returns until the run is stored: its journal
+    entry's room reserved before the load (a disk filling meanwhile cannot keep it out);
+    once the load returns, the entry written and synced (a kill -9 leaves what `--resume`
+    stores) and interrupts held until the commit (a SIGTERM during the counters, the stop
+    and the lab's teardown waits for it, then interrupts as usual)."""
+    key = (ctx.exp_id, run.trial.id, run.repetition)
+    seconds = min(3600, ctx.spec.experiment.duration or REQUESTS_RUN_S)
+    try:
+        ctx.store.reserve(*key, ENTRY_BASE_BYTES + int(seconds) * ENTRY_BUCKET_BYTES)
+    except StoreError as e:
+        raise StoreError(f"{e}, then `{ctx.resume_command}`") from None
+    with ExitStack() as held:
+        def landed(record: RunRecord) -> None:
+            held.enter_context(lab.interrupts_held())
+            ctx.store.landed(record)
+        ctx.landed = landed
+        try:
+            yield
+        except BaseException:
+            ctx.store.unreserve(*key)      # a load that landed stays in the journal
+            raise
+        finally:
+            ctx.landed = None
+
+
+def _landed(ctx: RunContext, run: PlannedRun, started_at: str, knobs: dict,
+            running: RunningStack, verdicts: tuple[Verdict, ...], load: LoadReport) -> None:
+    """Hand the run as its load left it to the current run's keeper (_kept): the record a
+    resume stores if the process ends before the whole one is (its resources, counters
+    and logs are read after the load)."""
+    if ctx.landed is None:
+        return
+    outcome, reason = load_outcome(load, running.alive())
+    note = ("stored from the journal: stacklab was stopped after the load, before the "
+            "run's resources, counters and logs were read")
+    ctx.landed(RunRecord(
+        experiment_id=ctx.exp_id, trial_id=run.trial.id, repetition=run.repetition,
+        outcome=outcome, reason=f"{reason}; {note}" if reason else note,
+        started_at=started_at, ended_at=ctx.clock(), knobs=knobs, versions=ctx.versions,
+        configs=running.files(), verdicts=verdicts, load=load,
+        flags=tuple(flag_names(load, {}))))
 
 
 def _made_again(store: Store, exp_id: int) -> dict[str, int]:
@@ -384,8 +442,9 @@ def execute_run(ctx: RunContext, run: PlannedRun) -> RunRecord:
             verdicts, cooled = _cooled(running, verdicts, deployed, mount, knobs)
             counters = group.counters(running.started)
             settled = settle()     # the previous run's writeback is not this run's
+            landed = partial(_landed, ctx, run, started_at, knobs, running, verdicts)
             load, resources = _measure(ctx, trial, knobs, deployed, running, run_dir, net,
-                                       requests.headers, counters)
+                                       requests.headers, counters, landed)
             # what the run writes (PHP's file sessions, logs) goes to the lab root's
             # filesystem: on disk a session costs 260-370 µs in the kernel, on tmpfs 13
             resources["_host"] = {**resources.get("_host", {}), **settled.record(),
@@ -480,13 +539,15 @@ def _requests_verified(running: RunningStack, verdicts: tuple[Verdict, ...],
 def _measure(ctx: RunContext, trial: Trial, knobs: dict[str, dict], deployed: Deployed,
              running: RunningStack, run_dir: Path, net: Network,
              headers: tuple[tuple[str, str], ...] = (),
-             counters: dict | None = None) -> tuple[LoadReport, dict]:
+             counters: dict | None = None,
+             landed: Callable[[LoadReport], None] | None = None) -> tuple[LoadReport, dict]:
     """A run's measurement, inside the lifecycle, with the system settings, the network
     it ran over and the other labs seen meanwhile (`counters`: the CPU-time readers of
-    the components' cgroups)."""
+    the components' cgroups; `landed`: given the report as soon as the load returns)."""
     plan = replace(_load_plan(ctx.spec, trial, knobs["load"], deployed, running.front),
                    netns=net.client_ns, headers=headers)
-    load, resources = measure(plan, running, knobs, run_dir, net.server_ns, counters)
+    load, resources = measure(plan, running, knobs, run_dir, net.server_ns, counters,
+                              landed)
     resources["_net"] = net.record()
     others = {o["dir"]: o for o in ctx.other_labs + lab.other_labs(ctx.session)}
     resources["_system"] = {**ctx.system, "other_labs": list(others.values())}

@@ -3,12 +3,16 @@
 A run that cannot be committed (the database locked by another connection past the busy
 timeout, the disk full) is not lost: it was written to a journal beside the database
 (`<db>.journal/<experiment>-<trial>-r<repetition>.json`) before the insert, and stays
-there until `stacklab run SPEC --resume` stores it. Every SQLite error a command meets
-becomes one StoreError line.
+there until `stacklab run SPEC --resume` stores it. The runner gives each entry its room
+before the load (`reserve`) and writes it the moment the load returns (`landed`), so a
+full disk, an interrupt or a kill -9 before the commit loses nothing. Every SQLite error
+a command meets becomes one StoreError line; database files made immutable under an open
+connection too, before SQLite would touch them (a SIGBUS).
 """
 
 from __future__ import annotations
 
+import ctypes
 import errno
 import fcntl
 import functools
@@ -16,6 +20,7 @@ import json
 import os
 import re
 import sqlite3
+import struct
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,6 +37,12 @@ __all__ = ["AlreadyStored", "BreakdownRecord", "DbBenchRecord", "Outcome", "RunR
 SCHEMA_VERSION = len(MIGRATIONS)
 # How long a write waits for another connection's write lock before it fails.
 BUSY_TIMEOUT_S = 30.0
+# A file's attributes (chattr): the ioctl that reads them, and the two under which no
+# write to it is allowed. SQLite keeps the WAL index (`-shm`) mapped in memory; a write
+# there once the file is immutable is a SIGBUS (no error, no message), and every read
+# and write of the connection writes there, its close too.
+FS_IOC_GETFLAGS = 0x80086601
+FS_IMMUTABLE_FL, FS_APPEND_FL = 0x10, 0x20
 
 
 class AlreadyStored(StoreError):
@@ -43,6 +54,7 @@ def _sqlite_errors(what: str):
     def wrap(method):
         @functools.wraps(method)
         def guarded(self, *args, **kwargs):
+            self.check_not_frozen(what)
             try:
                 return method(self, *args, **kwargs)
             except sqlite3.Error as e:
@@ -66,6 +78,25 @@ class Store:
         # the file the connection has open: deleted or replaced, the path no longer
         # names it, and a commit would go into a file nobody can find
         self.identity = _identity(path) if path is not None else None
+        # its files made immutable since: the connection can no longer be touched (its
+        # WAL index is mapped writable: SIGBUS); those that were so when it was opened
+        # are read as such by SQLite, and are no danger
+        self.frozen_at_open = _frozen_files(path) if path is not None else set()
+        self.frozen: str | None = None
+        self.created: dict[int, str | None] = {}   # experiment id -> created_at
+
+    def check_not_frozen(self, what: str) -> None:
+        """StoreError, one line naming the file, once a database file was made immutable
+        (or append-only) under this connection: SQLite would die of SIGBUS on it, with no
+        message and the experiment left `running`. From then on the connection is never
+        touched again, not even to close it."""
+        if self.frozen is None and self.path is not None:
+            if now := sorted(_frozen_files(self.path) - self.frozen_at_open):
+                self.frozen = (f"{now[0]}: made immutable (chattr +i) or append-only while "
+                               "stacklab had it open, so SQLite cannot write to it")
+        if self.frozen is not None:
+            raise StoreError(f"{self.frozen}: {what}; `chattr -i` the database's files, "
+                             "then resume")
 
     @classmethod
     def open(cls, path: Path, readonly: bool = False) -> "Store":
@@ -146,6 +177,9 @@ class Store:
             return repr(name)
 
     def close(self) -> None:
+        if self.frozen is not None:
+            _abandon(self.conn)        # closing writes to the mapped WAL index: SIGBUS
+            return
         self.conn.close()
 
     # experiments -----------------------------------------------------------
@@ -227,6 +261,10 @@ class Store:
         so that a run the database refuses is kept for `--resume`."""
         row = r.to_row()             # serialized once, for the journal and the insert
         journal = self._journal(r, row)
+        kept = (f"it is kept in {journal}" if journal
+                else "and it could not be journaled either: it is lost")
+        self.check_not_frozen(f"run {r.trial_id} #{r.repetition} of experiment "
+                              f"{r.experiment_id} not stored; {kept}")
         if (gone := self._moved()) is not None:
             kept = (f"it is kept in {journal}" if journal
                     else "and it could not be journaled either: it is lost")
@@ -247,6 +285,7 @@ class Store:
                              f"{_explained(e)}; {kept}") from e
         if journal:
             _remove(journal)
+        self.unreserve(r.experiment_id, r.trial_id, r.repetition)
 
     def _moved(self) -> str | None:
         """What became of the database file since it was opened (deleted, or another file
@@ -273,37 +312,108 @@ class Store:
         symlink is replayed by a resume through the real path, and the other way round."""
         return None if self.path is None else Path(f"{self.path.resolve()}.journal")
 
+    def _entry(self, experiment_id: int, trial_id: str, repetition: int) -> Path | None:
+        """Where one run's journal entry goes (`.json`; its room before the load:
+        `.reserved`); None without a journal."""
+        directory = self.journal_dir()
+        return None if directory is None else directory / (
+            f"{experiment_id}-{trial_id}-r{repetition}.json")
+
     def _journal(self, r: RunRecord, row: dict) -> Path | None:
         """Write the run beside the database before inserting it; None if it cannot be
-        written (no space): the insert is still tried."""
-        directory = self.journal_dir()
-        if directory is None:
+        written (no space) and no entry of it was kept when its load ended (`landed`):
+        the insert is still tried."""
+        path = self._entry(r.experiment_id, r.trial_id, r.repetition)
+        if path is None:
             return None
-        path = directory / f"{r.experiment_id}-{r.trial_id}-r{r.repetition}.json"
-        entry = {"experiment": {"id": r.experiment_id, "created_at": self._created(r)},
-                 "row": row}
         partial = path.with_suffix(".partial")
         try:
-            directory.mkdir(exist_ok=True)
+            path.parent.mkdir(exist_ok=True)
             with open(partial, "w") as f:
-                json.dump(entry, f)
+                json.dump(self._entry_doc(r, row), f)
                 f.flush()
                 os.fsync(f.fileno())
             os.replace(partial, path)
         except OSError:
             partial.unlink(missing_ok=True)
+            return path if path.exists() else None
+        return path
+
+    def _entry_doc(self, r: RunRecord, row: dict) -> dict:
+        exp_id = r.experiment_id
+        return {"experiment": {"id": exp_id, "created_at": self._created(exp_id)}, "row": row}
+
+    def reserve(self, experiment_id: int, trial_id: str, repetition: int,
+                room_bytes: int) -> None:
+        """Give the run's journal entry its room (`room_bytes`, written and synced) before
+        its load starts: a filesystem that fills during the load would otherwise
+        keep the finished load from both the journal and the database. StoreError, one
+        line, when the room cannot be had: no load is started that could not be kept."""
+        path = self._entry(experiment_id, trial_id, repetition)
+        if path is None:
+            return
+        self.check_not_frozen(f"no run of experiment {experiment_id} is measured that "
+                              "could not be stored")
+        self._created(experiment_id)
+        room = path.with_suffix(".reserved")
+        try:
+            path.parent.mkdir(exist_ok=True)
+            with open(room, "wb") as f:
+                f.write(bytes(room_bytes))
+                f.flush()
+                os.fsync(f.fileno())
+        except OSError as e:
+            _remove(room)
+            raise StoreError(f"{path.parent}: no room for a run's journal entry "
+                             f"({room_bytes >> 10} KiB): {e.strerror or e}; a load "
+                             "measured now would be lost if the database's disk filled: "
+                             "free some space") from None
+
+    def landed(self, r: RunRecord) -> Path | None:
+        """Journal a run whose load has just returned, into the room `reserve` gave it, so
+        that an interrupt or a kill -9 before the run is stored loses nothing: a resume
+        stores it. Written in place (the room's blocks are its own, whatever the disk
+        has left), synced, then named `.json`. None when it could not be written."""
+        path = self._entry(r.experiment_id, r.trial_id, r.repetition)
+        if path is None:
+            return None
+        room = path.with_suffix(".reserved")
+        data = json.dumps(self._entry_doc(r, r.to_row())).encode()
+        try:
+            path.parent.mkdir(exist_ok=True)
+            fd = os.open(room, os.O_WRONLY | os.O_CREAT, 0o644)
+            try:
+                written = 0
+                while written < len(data):      # past the room: the disk's own space
+                    written += os.write(fd, data[written:])
+                os.ftruncate(fd, len(data))
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            os.replace(room, path)
+        except OSError:
             return None
         return path
 
-    def _created(self, r: RunRecord) -> str | None:
+    def unreserve(self, experiment_id: int, trial_id: str, repetition: int) -> None:
+        """Give back the room of a run that ended before its load did (nothing landed)."""
+        if (path := self._entry(experiment_id, trial_id, repetition)) is not None:
+            _remove(path.with_suffix(".reserved"))
+
+    def _created(self, exp_id: int) -> str | None:
         """The experiment's creation time: tells its journal entries from those of a
-        deleted database whose ids were reused."""
+        deleted database whose ids were reused. Read once (by `reserve`, before the
+        load): a journal entry is written when the database may no longer be read."""
+        if exp_id in self.created:
+            return self.created[exp_id]
         try:
+            self.check_not_frozen("cannot read the experiment")
             row = self.conn.execute("SELECT created_at FROM experiments WHERE id = ?",
-                                    (r.experiment_id,)).fetchone()
-        except sqlite3.Error:
+                                    (exp_id,)).fetchone()
+        except (sqlite3.Error, StoreError):
             return None
-        return row[0] if row else None
+        self.created[exp_id] = row[0] if row else None
+        return self.created[exp_id]
 
     @_sqlite_errors("cannot store the journaled runs")
     def replay_journal(self, exp_id: int) -> int:
@@ -314,6 +424,8 @@ class Store:
         if directory is None or not directory.is_dir():
             return 0
         created = self.experiment(str(exp_id))["created_at"]
+        for room in directory.glob(f"{exp_id}-*.reserved"):
+            _remove(room)            # a run stopped before its load ended: nothing in it
         stored = 0
         for path in sorted(directory.glob(f"{exp_id}-*.json")):
             try:
@@ -340,6 +452,7 @@ class Store:
             "SELECT trial_id, repetition FROM runs WHERE experiment_id = ?", (exp_id,))}
 
     def runs(self, exp_id: int) -> Iterator[RunRecord]:
+        self.check_not_frozen("cannot read the stored runs")
         for row in self.conn.execute("SELECT * FROM runs WHERE experiment_id = ? ORDER BY id",
                                      (exp_id,)):
             yield RunRecord.from_row(row)
@@ -429,6 +542,34 @@ class DbBenchRecord:
     versions: dict[str, str]
     host: dict
     id: int | None = None
+
+def _frozen_files(path: Path) -> set[str]:
+    """The database's files (itself, its WAL and its WAL index) that are immutable or
+    append-only; none where the filesystem keeps no such attributes (tmpfs)."""
+    frozen = set()
+    real = path.resolve()
+    for name in (str(real), f"{real}-wal", f"{real}-shm"):
+        try:
+            fd = os.open(name, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
+        except OSError:
+            continue
+        try:
+            flags, = struct.unpack("i", fcntl.ioctl(fd, FS_IOC_GETFLAGS, bytes(8))[:4])
+        except OSError:
+            continue
+        finally:
+            os.close(fd)
+        if flags & (FS_IMMUTABLE_FL | FS_APPEND_FL):
+            frozen.add(name)
+    return frozen
+
+
+def _abandon(conn: sqlite3.Connection) -> None:
+    """Keep a connection from ever being closed, even when the interpreter exits: its
+    close would write to a WAL index that can no longer be written (SIGBUS). The process
+    ends with it open; the kernel releases its locks and its mapping."""
+    ctypes.pythonapi.Py_IncRef(ctypes.py_object(conn))
+
 
 def _identity(path: Path) -> tuple[int, int] | None:
     """The file a path names (device, inode), or None when it names none."""

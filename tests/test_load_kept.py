@@ -1,0 +1,263 @@
+"""A finished load is not lost (issue 21): a signal between the engine's exit and the
+commit, a kill -9 there, a database disk filling during the load. Real nginx, the real
+engine; the signal, the kill and the full disk are real too, sent from a hook placed
+where the issue found each window."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from stacklab import measurement, runner
+
+from helpers import require_engine, require_root, server_processes
+from test_reliability import invoke, one_run, rows, tmpfs  # noqa: F401 (tmpfs: a fixture)
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def must_not_measure(ctx, run):
+    pytest.fail(f"{run.trial.label()} measured again: its load was lost")
+
+
+def loads_kept(monkeypatch) -> list:
+    """The engine's reports as run_load returned them, in order."""
+    loads = []
+    real = measurement.run_load
+
+    def run_load(plan, work_dir):
+        loads.append(real(plan, work_dir))
+        return loads[-1]
+
+    monkeypatch.setattr(measurement, "run_load", run_load)
+    return loads
+
+
+@pytest.mark.parametrize("where", ["counters", "logs"])
+def test_a_sigterm_after_the_load_waits_for_the_run_to_be_stored(tmp_path, monkeypatch,
+                                                                 where):
+    """SIGTERM while the servers' counters are read just after the load, or while the
+    logs are kept after the stack stopped: the finished load was thrown away. It is
+    stored (whole: resources and counters too), then the command is interrupted."""
+    require_engine()
+    spec, db = one_run(tmp_path), tmp_path / "r.db"
+    loads = loads_kept(monkeypatch)
+    module, name = ((measurement, "stack_counters") if where == "counters"
+                    else (runner, "keep_logs"))
+    inner = getattr(module, name)
+
+    def signalled(*args, **kwargs):
+        if loads:                      # after the load: not the warm-up's reading
+            os.kill(os.getpid(), signal.SIGTERM)
+        return inner(*args, **kwargs)
+
+    monkeypatch.setattr(module, name, signalled)
+    result = invoke("run", spec, "--db", db)
+    assert result.exit_code == 130, result.output
+    assert "interrupted" in result.output
+    [load] = loads
+    [(outcome, reason, _, resources)] = rows(db)
+    assert outcome == "ok" and reason is None
+    assert "_counters" in json.loads(resources)
+    [(stored,)] = rows(db, "SELECT load_json FROM runs")
+    assert json.loads(stored) == load.raw
+    assert not Path(f"{db}.journal").exists()
+    monkeypatch.setattr(runner, "execute_run", must_not_measure)
+    result = invoke("run", spec, "--db", db, "--resume")
+    assert result.exit_code == 0, result.output
+    assert rows(db, "SELECT status FROM experiments")[0][0] == "complete"
+    assert server_processes() == []
+
+
+KILLED_AFTER_THE_LOAD = textwrap.dedent("""
+    import json, os, signal, sys
+    from stacklab import measurement
+    from stacklab.cli import main
+    real, counters = measurement.run_load, measurement.stack_counters
+    landed = []
+
+    def run_load(plan, work_dir):
+        load = real(plan, work_dir)
+        with open(sys.argv[1], "w") as f:
+            json.dump(load.raw, f)
+        landed.append(load)
+        return load
+
+    def killed(*args):
+        if landed:
+            os.kill(os.getpid(), signal.SIGKILL)
+        return counters(*args)
+
+    measurement.run_load, measurement.stack_counters = run_load, killed
+    sys.exit(main(sys.argv[2:]))
+""")
+
+
+def test_a_kill_9_after_the_load_leaves_what_a_resume_stores(tmp_path, monkeypatch):
+    """kill -9 while the counters are read after the load: the load was lost. Its journal
+    entry, written as the load returned, is stored by `--resume` without measuring."""
+    require_engine()
+    spec, db, measured = one_run(tmp_path), tmp_path / "r.db", tmp_path / "load.json"
+    killed = subprocess.run([sys.executable, "-c", KILLED_AFTER_THE_LOAD, str(measured),
+                             "run", str(spec), "--db", str(db)],
+                            cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    assert not rows(db)
+    [entry] = Path(f"{db}.journal").glob("*.json")
+    monkeypatch.setattr(runner, "execute_run", must_not_measure)
+    result = invoke("run", spec, "--db", db, "--resume")   # and sweeps the servers left
+    assert result.exit_code == 0, result.output
+    [(outcome, reason, _, _)] = rows(db)
+    assert outcome == "ok" and "stored from the journal" in reason
+    [(stored,)] = rows(db, "SELECT load_json FROM runs")
+    assert json.loads(stored) == json.loads(measured.read_text())
+    assert not entry.exists()
+    assert server_processes() == []
+
+
+def fill(directory: Path, leave: int = 0, name: str = "filler") -> Path:
+    """A file taking all the space of `directory`'s filesystem but `leave` bytes."""
+    filler = directory / name
+    with open(filler, "wb") as f:
+        st = os.statvfs(directory)
+        room = st.f_bavail * st.f_frsize - leave
+        try:
+            while room > 0:
+                room -= f.write(bytes(min(room, 1 << 16)))
+                f.flush()
+        except OSError:
+            pass                       # full before `room` counted down: full it is
+    return filler
+
+
+def test_a_database_disk_filling_during_the_load_keeps_the_load(tmp_path, monkeypatch,
+                                                               tmpfs):  # noqa: F811
+    """The database's filesystem fills up during the load: the run was lost (neither the
+    journal nor the database had room). The room reserved before the load holds it; one
+    line says where, and `--resume` stores it once there is space again."""
+    require_engine()
+    results = tmpfs("results", "4M")
+    spec, db = one_run(tmp_path), results / "r.db"
+    real, counters = measurement.run_load, measurement.stack_counters
+    filled = []
+
+    def run_load(plan, work_dir):
+        filled.append(fill(results))
+        return real(plan, work_dir)
+
+    def full_still(*args):             # what the entry gave back is taken again
+        if filled:
+            filled.append(fill(results, name=f"filler{len(filled)}"))
+        return counters(*args)
+
+    monkeypatch.setattr(measurement, "run_load", run_load)
+    monkeypatch.setattr(measurement, "stack_counters", full_still)
+    result = invoke("run", spec, "--db", db)
+    assert result.exit_code == 1, result.output
+    [line] = [x for x in result.output.splitlines() if x.startswith("stacklab: error")]
+    [entry] = Path(f"{db}.journal").glob("*.json")
+    assert "not stored" in line and f"it is kept in {entry}" in line, line
+    for filler in filled:
+        filler.unlink()
+    monkeypatch.setattr(runner, "execute_run", must_not_measure)
+    result = invoke("run", spec, "--db", db, "--resume")
+    assert result.exit_code == 0, result.output
+    [(outcome, reason, _, _)] = rows(db)
+    assert outcome == "ok" and "stored from the journal" in reason
+    assert server_processes() == []
+
+
+def test_no_load_starts_without_room_for_its_journal_entry(tmp_path, monkeypatch,
+                                                            tmpfs):  # noqa: F811
+    """Less free than a journal entry's room: one line naming the journal, before any
+    server or load is started."""
+    require_engine()
+    results = tmpfs("results", "4M")
+    spec, db = one_run(tmp_path), results / "r.db"
+
+    def filled_then_run(ctx, run):
+        pytest.fail("a run started without room for its journal entry")
+
+    monkeypatch.setattr(runner, "execute_run", filled_then_run)
+    monkeypatch.setattr(runner, "_check_other_labs",
+                        lambda ctx, progress: fill(results, leave=16 << 10))
+    result = invoke("run", spec, "--db", db)
+    assert result.exit_code == 1, result.output
+    [line] = [x for x in result.output.splitlines() if x.startswith("stacklab: error")]
+    assert line.startswith(f"stacklab: error: {db}.journal: no room for a run's journal "
+                           "entry"), line
+    assert f"`stacklab run {spec} --db {db} --resume`" in line
+    assert server_processes() == []
+
+
+FROZEN_DURING_THE_LOAD = textwrap.dedent("""
+    import subprocess, sys
+    from stacklab import measurement
+    from stacklab.cli import main
+    real = measurement.run_load
+
+    def run_load(plan, work_dir):
+        load = real(plan, work_dir)
+        db = sys.argv[1]
+        subprocess.run(["chattr", "+i", db, db + "-wal", db + "-shm"], check=True)
+        return load
+
+    measurement.run_load = run_load
+    sys.exit(main(sys.argv[2:]))
+""")
+
+
+def test_database_files_made_immutable_mid_run_say_so_and_resume(tmp_path, monkeypatch):
+    """`chattr +i` on the database's files during the load: SQLite died of SIGBUS on its
+    mapped WAL index, with no message and the experiment left `running`. One line names
+    the file and what to do; the run waits in the journal, and `--resume` stores it once
+    the files are writable again. (tmp_path is on the disk: tmpfs has no chattr.)"""
+    require_engine()
+    require_root("chattr +i")
+    spec, db = one_run(tmp_path), tmp_path / "r.db"
+    files = [str(db), f"{db}-wal", f"{db}-shm"]
+    try:
+        frozen = subprocess.run([sys.executable, "-c", FROZEN_DURING_THE_LOAD, str(db),
+                                 "run", str(spec), "--db", str(db)],
+                                cwd=REPO, capture_output=True, text=True, timeout=300)
+    finally:
+        subprocess.run(["chattr", "-i", *files], check=True)
+    assert frozen.returncode == 1, (frozen.returncode, frozen.stderr)
+    output = frozen.stdout + frozen.stderr
+    assert "Traceback" not in output and "Fatal Python error" not in output, output
+    [line] = [x for x in output.splitlines() if x.startswith("stacklab: error")]
+    [entry] = Path(f"{db}.journal").glob("*.json")
+    assert any(line.startswith(f"stacklab: error: {f}: made immutable") for f in files), line
+    assert "chattr -i" in line and f"it is kept in {entry}" in line, line
+    monkeypatch.setattr(runner, "execute_run", must_not_measure)
+    result = invoke("run", spec, "--db", db, "--resume")   # sweeps the servers left
+    assert result.exit_code == 0, result.output
+    [(outcome, reason, _, _)] = rows(db)
+    assert outcome == "ok"
+    assert rows(db, "SELECT status FROM experiments")[0][0] == "complete"
+    assert server_processes() == []
+
+
+def test_a_landed_entry_is_replayed_and_an_unfilled_room_is_dropped(tmp_path):
+    """The store's side, without servers: an entry written into its room is what a resume
+    stores; a room whose load never returned (or was torn by a kill -9 mid-write) is not
+    an entry, and goes."""
+    from stacklab.store import Store
+    from test_store import new_exp, record
+    store = Store.open(tmp_path / "r.db")
+    exp = new_exp(store)
+    store.reserve(exp, "abc123", 1, 64 << 10)
+    store.reserve(exp, "abc123", 2, 64 << 10)
+    journal = tmp_path / "r.db.journal"
+    assert (journal / f"{exp}-abc123-r1.reserved").stat().st_size == 64 << 10
+    entry = store.landed(record(exp, rep=1))
+    assert entry == journal / f"{exp}-abc123-r1.json"
+    assert store.replay_journal(exp) == 1
+    assert [r.repetition for r in store.runs(exp)] == [1]
+    assert not journal.exists()        # the unfilled room of #2 went with it
+    store.close()
