@@ -14,8 +14,13 @@ from .store import RunRecord
 # matched by the lab's own names for them (lab.py makes them from the same templates).
 _NAME = r"[^/\s\"':;|]+"
 _SESSION = rf"(?:/{_NAME})*/{lab.pattern(lab.ROOT)}/{lab.pattern(lab.SESSION)}"
+# A run directory's socket directory in a registry entry (lab.socket_path: where its
+# sockets go when the run directory's path is too long for one), named by its component.
+_REGISTRY = rf"(?:{re.escape(str(lab.REGISTRY_AS_ROOT))}|/tmp/{lab.pattern(lab.REGISTRY)})"
+_SOCKETS = rf"{_REGISTRY}/{lab.pattern(lab.ENTRY)}/{lab.pattern(lab.SOCKET_DIR, 'label')}"
 # Lab paths become conventional places; ports become a placeholder to fill in.
 _RULES = [
+    (re.compile(_SOCKETS), lambda m: f"/var/lib/stacklab/{m['label']}"),
     (re.compile(_SESSION + r"/lab-(?P<what>cert|key)\.pem"),
      lambda m: f"/etc/ssl/stacklab/{m['what']}.pem"),
     (re.compile(_SESSION + "/" + lab.pattern(lab.DOCROOT)), lambda m: "/var/www/html"),

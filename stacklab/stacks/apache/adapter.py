@@ -6,6 +6,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from ... import lab
 from ...net import Endpoint
 from ...verify import (CHECK_PATH, Status, Verdict, check_expires, check_gzip, check_keepalive,
                        fetch)
@@ -25,6 +26,8 @@ STATUS_PATH = "/_stacklab/server-status"     # mod_status, loopback only
 # mod_status's counters in ?auto (with apache.extended_status on; the rest are levels).
 STATUS_COUNTERS = ("Total Accesses", "Total kBytes", "Total Duration")
 # What each handler knob makes Apache provide.
+# mod_fcgid binds <dir>/<pid>.<n> in its IPC directory: room for the longest pid and n.
+FCGID_DIR_MAX = lab.SUN_PATH_MAX - len("/4194304.99999")
 PHP_CAPABILITY = {"mod_php": php.APACHE2HANDLER, "fcgid": php.CGI_FCGI, "cgi": php.CGI}
 PERL_CAPABILITY = {mode: perl.CAPABILITIES[f"perl:{mode}"]
                    for mode in ("cgi", "registry", "perlrun")}
@@ -115,11 +118,12 @@ class Apache(Component):
                                                load_modules=self.modules(knobs),
                                                start_servers=start_servers(knobs),
                                                php_module=php_install.APACHE_MODULE,
-                                               php_cgi=php_install.CGI_BINARY)}
+                                               php_cgi=php_install.CGI_BINARY,
+                                               **self._sockets(ctx, knobs))}
         if knobs["php_handler"] != "none":
             files.update(render_php_config(ctx.run_dir, ctx.groups["php"], ctx.upstreams))
         if knobs["php_handler"] == "fcgid":
-            ipc = ctx.run_dir / "fcgid"     # mod_fcgid binds its sockets as the server user
+            ipc = self._sockets(ctx, knobs)["fcgid_dir"]   # bound by the server user
             ipc.mkdir(exist_ok=True)
             if ctx.user:
                 shutil.chown(ipc, ctx.user, ctx.group)
@@ -131,6 +135,15 @@ class Apache(Component):
                 f"PHP_INI_SCAN_DIR={quote(ctx.run_dir / 'conf.d', 'sh')} "
                 f"exec {php_install.CGI_BINARY}\n")
         return files
+
+    def _sockets(self, ctx: RenderContext, knobs: dict[str, Any]) -> dict[str, Path | None]:
+        """mod_cgid's socket and mod_fcgid's socket directory, where lab.socket_path puts
+        them (a long run directory's are elsewhere); None for a module not loaded."""
+        mods = self.modules(knobs)
+        return {"cgid_sock": (lab.socket_path(ctx.run_dir, "cgid.sock", self.name)
+                              if "cgid" in mods else None),
+                "fcgid_dir": (lab.socket_path(ctx.run_dir, "fcgid", self.name, FCGID_DIR_MAX)
+                              if "fcgid" in mods else None)}
 
     def processes(self, knobs: dict[str, Any]) -> int:
         """The parent and StartServers children (capped, as Apache caps them, by what

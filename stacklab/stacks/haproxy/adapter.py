@@ -41,15 +41,12 @@ class HAProxy(Component):
     def render(self, ctx: RenderContext, knobs: dict[str, Any]) -> dict[str, str]:
         if not ctx.backends:
             raise StackError(f"{self.name} needs at least one backend (none given)")
-        sock = ctx.run_dir / stats.SOCKET
-        if len(bytes(sock)) > stats.SUN_PATH_MAX:
-            raise StackError(f"{self.name}: the stats socket path {str(sock)!r} is longer "
-                             f"than a unix socket's {stats.SUN_PATH_MAX} bytes")
         weights = weights_for(knobs["weights"], len(ctx.backends))
         servers = [{"name": stats.server_name(i), "endpoint": ep, "weight": w}
                    for i, (ep, w) in enumerate(zip(ctx.backends, weights))]
         return {"haproxy.cfg": render_template(HERE / "haproxy.cfg.j2", ctx, knobs,
-                                               servers=servers)}
+                                               servers=servers,
+                                               stats_socket=stats.socket_path(ctx.run_dir))}
 
     def command(self, ctx: RenderContext, knobs: dict[str, Any]) -> list[str]:
         return [self.binary, "-W", "-f", str(ctx.run_dir / "haproxy.cfg")]
@@ -62,7 +59,7 @@ class HAProxy(Component):
         """The worker answers on the stats socket in our run directory (so it is ours,
         and its listeners are bound). Not a request through the frontend: that would
         wait on the backends, which need not be up for HAProxy to be."""
-        return "Pid: " in stats.ask(started.ctx.run_dir / stats.SOCKET, "show info", 0.5)
+        return "Pid: " in stats.ask(stats.socket_path(started.ctx.run_dir), "show info", 0.5)
 
     def check(self, knobs: dict[str, Any]) -> str | None:
         """Only the weights' format: their count is checked against the backends when
@@ -83,7 +80,7 @@ class HAProxy(Component):
         connections (stot), ereq, hrsp_4xx, hrsp_5xx; towards the backends econ, eresp,
         wretr, wredis, connect, reuse; and backend:<i>, requests ctx.backends[i]
         answered."""
-        return stats.counters(started.ctx.run_dir / stats.SOCKET, len(started.ctx.backends))
+        return stats.counters(stats.socket_path(started.ctx.run_dir), len(started.ctx.backends))
 
     def verify(self, started: RunningComponent, front: RunningComponent) -> list[Verdict]:
         k, ep, backends = started.knobs, started.endpoint, started.ctx.backends

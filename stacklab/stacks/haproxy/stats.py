@@ -1,5 +1,6 @@
-"""HAProxy's own counters, from its stats socket (a unix socket in the run directory,
-mode 600): `show stat` answers CSV, HAProxy's machine format, one row per frontend,
+"""HAProxy's own counters, from its stats socket (a unix socket in the run directory, or
+in the lab's short socket directory when that path is too long: lab.socket_path; mode
+600): `show stat` answers CSV, HAProxy's machine format, one row per frontend,
 backend and server. Read there rather than from a stats page over HTTP, so that reading
 them sends no request through the frontend (they do not count themselves) and takes no
 URL away from the stack behind (everything under /_stacklab/ stays the backends')."""
@@ -10,8 +11,13 @@ import csv
 import socket
 from pathlib import Path
 
+from ... import lab
+
 SOCKET = "haproxy.sock"
-SUN_PATH_MAX = 107          # bytes of a unix socket's path (sun_path, less its NUL)
+# HAProxy binds <path>.<pid>.tmp, then renames it to <path>: the path leaves room for that
+# suffix with the longest pid (pid_max 4194304). Its own message says "limit usually 97",
+# at 5-digit pids.
+SOCKET_MAX = lab.SUN_PATH_MAX - len(".4194304.tmp")
 FRONTEND, BACKEND = "fe", "be"    # the proxies' names in haproxy.cfg.j2
 # What clients saw, from the frontend's row: requests (req_tot, renamed: the runner's
 # requests counter), client connections, bad requests, the error statuses returned.
@@ -20,6 +26,12 @@ FRONTEND_COUNTERS = {"req_tot": "requests", "stot": "stot", "ereq": "ereq",
 # What happened towards the backends, from the backend's row: connection and response
 # errors, retries and redispatches, backend connections opened and reused.
 BACKEND_COUNTERS = ("econ", "eresp", "wretr", "wredis", "connect", "reuse")
+
+
+def socket_path(run_dir: Path) -> Path:
+    """Where the stats socket of the HAProxy in `run_dir` is (UnsafePathError if no path
+    HAProxy can bind is found)."""
+    return lab.socket_path(run_dir, SOCKET, "haproxy", SOCKET_MAX)
 
 
 def server_name(i: int) -> str:

@@ -1,5 +1,6 @@
 """MariaDB (mariadbd) from our own my.cnf (`--defaults-file`, never /etc/mysql), on a unix
-socket in the run directory, over a datadir seeded once per experiment."""
+socket in the lab's short socket directory (lab.socket_path), over a datadir seeded once
+per experiment."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from ... import lab
 from ...net import Endpoint, socket_ready
 from ..base import Capability, Component, RenderContext, RunningComponent
 from ..templates import render_template
@@ -39,7 +41,8 @@ class MariaDB(Component):
     provides = (DATABASE,)
 
     def endpoint(self, ctx: RenderContext, knobs: dict[str, Any]) -> Endpoint:
-        return Endpoint(ctx.host, ctx.port, ctx.run_dir / "mariadb.sock", scheme="mysql")
+        sock = lab.socket_path(ctx.run_dir, "mariadb.sock", self.name)
+        return Endpoint(ctx.host, ctx.port, sock, scheme="mysql")
 
     def datadir(self, ctx: RenderContext, knobs: dict[str, Any]) -> Path:
         cache = ctx.cache_dir or ctx.run_dir / "cache"

@@ -14,7 +14,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from ... import procs
+from ... import lab, procs
 from ...errors import StackError
 from ..base import Database
 from ..templates import quote
@@ -75,7 +75,7 @@ def _install(work: Path, log_dir: Path) -> None:
 def _load(work: Path, db: Database, engine: str, log_dir: Path, binary: str,
           timeout_s: float) -> None:
     """Start a private server on the new datadir, create and fill the schema, stop it."""
-    socket = work / "seed.sock"
+    socket = lab.socket_path(work, "seed.sock", "mariadb")
     rows = work / "seed-rows"
     rows.mkdir()
     files = db.write_rows(rows)

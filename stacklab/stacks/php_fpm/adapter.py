@@ -8,6 +8,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from ... import lab
 from ...net import Endpoint, socket_ready
 from .. import php
 from ..base import Component, RenderContext, RunningComponent
@@ -43,7 +44,8 @@ class PhpFpm(Component):
         return None
 
     def endpoint(self, ctx: RenderContext, knobs: dict[str, Any]) -> Endpoint:
-        unix = ctx.run_dir / "php-fpm.sock" if knobs["listen"] == "unix" else None
+        unix = (lab.socket_path(ctx.run_dir, "php-fpm.sock", self.name)
+                if knobs["listen"] == "unix" else None)
         return Endpoint(ctx.host, ctx.port, unix, scheme="fcgi")
 
     def render(self, ctx: RenderContext, knobs: dict[str, Any]) -> dict[str, str]:
