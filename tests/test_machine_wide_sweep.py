@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from stacklab import lab, procs
+from stacklab.errors import UnsafePathError
 
 from helpers import wait_for
 
@@ -130,3 +131,18 @@ def test_a_live_session_under_another_tmpdir_is_never_swept(two_tmpdirs, monkeyp
         kill_group(lab_a["pgid"])
         use_tmpdir(monkeypatch, first)
         lab.open_session().close()
+
+
+@pytest.mark.parametrize("owner, mode", [(65534, 0o755), (None, 0o777)],
+                         ids=["another-users", "world-writable"])
+def test_a_registry_someone_else_could_write_is_refused_in_one_line(tmp_path, owner, mode):
+    """In /tmp anyone may make /tmp/stacklab-run-<uid> first: its entries name sessions
+    whose recorded servers a sweep stops."""
+    registry = tmp_path / "stacklab-run-0"
+    registry.mkdir()
+    registry.chmod(mode)
+    if owner is not None:
+        os.chown(registry, owner, -1)
+    with pytest.raises(UnsafePathError) as e:
+        lab.check_registry(registry)
+    assert str(registry) in str(e.value) and "\n" not in str(e.value)
