@@ -306,3 +306,18 @@ fn a_server_that_answers_twice_is_a_bad_response_not_twice_the_rate() {
     let opened = u(&r["connections_opened"]);
     assert!((bad..=bad + 2).contains(&opened), "opened {opened}, bad {bad}");
 }
+
+#[test]
+fn a_second_answer_to_an_idle_connection_fails_its_next_request() {
+    // Paced, the connection is idle when the second answer arrives: the slot's next
+    // request fails as a bad response (that connection closed), the one after it
+    // goes on a new connection. Before the fix the connection was closed silently:
+    // 100 completed, no error.
+    let server = start(Behavior::Twice(10));
+    let r = run_json(&["-c", "2", "--threads", "1", "--rate", "200", "-n", "100", &server.url("/")]);
+    let (completed, bad) = (u(&r["requests"]["completed"]), u(&r["requests"]["errors"]["bad_response"]));
+    assert_eq!(completed + bad, 100, "{}", r["requests"]);
+    // Every connection serves at most one request: half (or, when both answers come in
+    // one read, all) of the requests are bad.
+    assert!(bad >= 45, "{}", r["requests"]);
+}

@@ -11,7 +11,7 @@ use mio::net::TcpStream;
 use mio::{Interest, Token};
 
 use super::tls::negotiated;
-use super::transport::{Fail, TlsStream, Transport};
+use super::transport::{Fail, Idle, TlsStream, Transport};
 use super::worker::{Phase, Worker};
 use crate::http::Feed;
 use crate::record::{ErrorClass, Timing, valid_status};
@@ -69,11 +69,14 @@ impl Worker<'_> {
             }
             Phase::Handshaking => self.handshake(i),
             Phase::Idle => {
-                // The server closed (or wrote to) an idle kept-alive connection.
+                // The server closed (or wrote to) an idle kept-alive connection. Bytes
+                // nobody asked for fail the slot's next request as a bad response.
                 if ev.is_readable() || ev.is_read_closed() || ev.is_error() {
                     let c = &mut self.conns[i];
-                    if c.transport.as_mut().is_some_and(|t| !t.still_open_when_idle(&mut self.buf)) {
+                    let idle = c.transport.as_mut().map(|t| t.on_idle_readable(&mut self.buf));
+                    if idle.is_some_and(|idle| idle != Idle::Open) {
                         c.transport = None;
+                        c.unasked |= idle == Some(Idle::Unasked);
                     }
                 }
             }

@@ -22,6 +22,17 @@ impl From<io::Error> for Fail {
     }
 }
 
+/// What an idle kept-alive connection's readable event meant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Idle {
+    /// Nothing to read (TLS housekeeping): the connection stays.
+    Open,
+    /// The server closed it (or it failed).
+    Closed,
+    /// Bytes no request asked for (a second answer to the last one).
+    Unasked,
+}
+
 pub enum Transport {
     Plain(TcpStream),
     Tls(Box<TlsStream>),
@@ -72,29 +83,13 @@ impl Transport {
         }
     }
 
-    /// An idle kept-alive connection became readable: is it still usable?
-    /// TLS may just have received session tickets (anything else read closes it).
-    /// Plain bytes are peeked, not read: left waiting, the next request on this
-    /// connection finds them (`bytes_waiting`) and fails as a bad response.
-    pub fn still_open_when_idle(&mut self, buf: &mut [u8]) -> bool {
-        match self {
-            Transport::Plain(s) => match s.peek(&mut buf[..1]) {
-                Ok(n) => n > 0,
-                Err(e) => matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted),
-            },
-            Transport::Tls(_) => matches!(self.read(buf), Err(Fail::WouldBlock)),
-        }
-    }
-
-    /// Has the server sent bytes on this kept-alive connection that no request
-    /// asked for (a second answer to the last request)? One non-blocking peek of the
-    /// socket: the next response must not be read from them. TLS is checked by the
-    /// response parser only (bytes past a response in the same read), because an idle
-    /// TLS socket legitimately receives session tickets.
-    pub fn bytes_waiting(&self) -> bool {
-        match self {
-            Transport::Plain(s) => s.peek(&mut [0u8; 1]).is_ok_and(|n| n > 0),
-            Transport::Tls(_) => false,
+    /// An idle kept-alive connection became readable: what arrived? TLS may just
+    /// have received session tickets (no plaintext: still open).
+    pub fn on_idle_readable(&mut self, buf: &mut [u8]) -> Idle {
+        match self.read(buf) {
+            Err(Fail::WouldBlock) => Idle::Open,
+            Ok(n) if n > 0 => Idle::Unasked,
+            _ => Idle::Closed,
         }
     }
 

@@ -56,6 +56,9 @@ pub(super) struct Conn {
     /// Failed connects in a row, and no new connect before `retry_at`.
     pub refusals: Refusals,
     pub retry_at: Instant,
+    /// Its idle kept-alive connection received bytes no request asked for: the next
+    /// request fails as a bad response (checked from the event, so no syscall per request).
+    pub unasked: bool,
 }
 
 /// What one worker is told to do.
@@ -130,6 +133,7 @@ impl<'a> Worker<'a> {
                 parser: ResponseParser::new(plan.decode),
                 refusals: Refusals::default(),
                 retry_at: wp.start,
+                unasked: false,
             })
             .collect();
         let poll = Poll::new()?;
@@ -271,11 +275,13 @@ impl<'a> Worker<'a> {
         c.written = 0;
         c.readable_early = false;
         c.parser.reset(self.plan.no_body);
-        match &c.transport {
-            // Bytes already waiting would be read as this request's answer.
-            Some(t) if t.bytes_waiting() => self.fail(i, ErrorClass::BadResponse, now),
-            Some(_) => self.write_request(i, now),
-            None => self.connect(i, now),
+        if std::mem::take(&mut c.unasked) {
+            // The connection it would have used sent bytes nobody asked for (closed then).
+            self.fail(i, ErrorClass::BadResponse, now);
+        } else if c.transport.is_some() {
+            self.write_request(i, now);
+        } else {
+            self.connect(i, now);
         }
     }
 
