@@ -204,6 +204,10 @@ FORKS_UNSEEN = 50
 
 def host_busy(host: dict) -> Flag | None:
     """`host` is the monitor's "_host" summary of the measured window."""
+    if host.get("window_unread"):
+        return Flag("host-busy", "the host's window was not read (stacklab was stopped "
+                    "after the load, before it could be): whether other work disturbed the "
+                    "run is unknown, so it is taken as disturbed and not sized")
     outside, steal = host.get("outside_cores"), host.get("steal_share")
     if outside is None:
         return None

@@ -294,12 +294,15 @@ def _landed(ctx: RunContext, run: PlannedRun, started_at: str, knobs: dict,
     outcome, reason = load_outcome(load, running.alive())
     note = ("stored from the journal: stacklab was stopped after the load, before the "
             "run's resources, counters and logs were read")
+    # no window, so no telling whether the host disturbed it: host-busy, unsized (a
+    # verdict sets it aside while two undisturbed runs remain)
+    unread = {"_host": {"window_unread": True}}
     ctx.landed(RunRecord(
         experiment_id=ctx.exp_id, trial_id=run.trial.id, repetition=run.repetition,
         outcome=outcome, reason=f"{reason}; {note}" if reason else note,
         started_at=started_at, ended_at=ctx.clock(), knobs=knobs, versions=ctx.versions,
-        configs=running.files(), verdicts=verdicts, load=load,
-        flags=tuple(flag_names(load, {}))))
+        configs=running.files(), verdicts=verdicts, load=load, resources=unread,
+        flags=tuple(flag_names(load, unread))))
 
 
 def _made_again(store: Store, exp_id: int) -> dict[str, int]:

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from stacklab import measurement, runner
+from stacklab.flags import disturbance_factor
 
 from helpers import require_engine, require_root, server_processes
 from test_reliability import invoke, one_run, rows, tmpfs  # noqa: F401 (tmpfs: a fixture)
@@ -114,6 +115,10 @@ def test_a_kill_9_after_the_load_leaves_what_a_resume_stores(tmp_path, monkeypat
     assert result.exit_code == 0, result.output
     [(outcome, reason, _, _)] = rows(db)
     assert outcome == "ok" and "stored from the journal" in reason
+    # its host window was never read: taken as disturbed, and not sized
+    [(flags, resources)] = rows(db, "SELECT flags_json, resources_json FROM runs")
+    assert "host-busy" in json.loads(flags)
+    assert disturbance_factor(json.loads(resources)["_host"]) == float("inf")
     [(stored,)] = rows(db, "SELECT load_json FROM runs")
     assert json.loads(stored) == json.loads(measured.read_text())
     assert not entry.exists()
