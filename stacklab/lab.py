@@ -273,17 +273,45 @@ def socket_path(run_dir: Path, filename: str, server: str, limit: int = SUN_PATH
     path = run_dir / filename
     if len(os.fsencode(path)) <= limit:
         return path
-    session = next((d for d in (run_dir, *run_dir.parents)
-                    if re.fullmatch(pattern(SESSION), d.name)), None)
-    if session is not None and (session / SESSION_ENTRY).is_file():
-        entry = Path((session / SESSION_ENTRY).read_text())
-        digest = hashlib.sha256(str(run_dir.relative_to(session)).encode()).hexdigest()
-        directory = entry / name(SOCKET_DIR, digest=digest[:8], label=run_dir.name[:24])
-        directory.mkdir(mode=0o755, exist_ok=True)
-        directory.chmod(0o755)          # the servers' user reaches the socket through it
+    if (directory := _short_dir(run_dir)) is not None:
         path = directory / filename
     check_socket(path, server, limit)
     return path
+
+
+def short_path(run_dir: Path, filename: str, server: str, limit: int) -> Path:
+    """run_dir/filename as `server` can be told it in `limit` bytes: itself when it fits,
+    else a symlink to it in the run's short directory of the registry (as socket_path's).
+    mod_fcgid cuts each FcgidInitialEnv value at 127 bytes: PHPRC and PHP_INI_SCAN_DIR
+    under a long TMPDIR would name no file, and PHP would run without the run's php.ini.
+    Refused in one line if it fits neither."""
+    path = run_dir / filename
+    if len(os.fsencode(path)) <= limit:
+        return path
+    if (directory := _short_dir(run_dir)) is not None:
+        link = directory / filename
+        link.unlink(missing_ok=True)
+        link.symlink_to(path)
+        if len(os.fsencode(link)) <= limit:
+            return link
+    size = len(os.fsencode(path))
+    raise UnsafePathError(f"{server}: path {str(path)!r} is {size} bytes, over the {limit} "
+                          f"bytes {server} can take: use a shorter lab directory (TMPDIR)")
+
+
+def _short_dir(run_dir: Path) -> Path | None:
+    """The run's short directory in its session's registry entry (made, 0755: the
+    servers' user reaches what is in it); None for a run directory outside any session."""
+    session = next((d for d in (run_dir, *run_dir.parents)
+                    if re.fullmatch(pattern(SESSION), d.name)), None)
+    if session is None or not (session / SESSION_ENTRY).is_file():
+        return None
+    entry = Path((session / SESSION_ENTRY).read_text())
+    digest = hashlib.sha256(str(run_dir.relative_to(session)).encode()).hexdigest()
+    directory = entry / name(SOCKET_DIR, digest=digest[:8], label=run_dir.name[:24])
+    directory.mkdir(mode=0o755, exist_ok=True)
+    directory.chmod(0o755)
+    return directory
 
 
 def check_socket(path: Path, server: str, limit: int = SUN_PATH_MAX) -> None:

@@ -100,8 +100,8 @@ def test_exported_configs_are_cleaned_of_the_short_socket_directory(text, want):
 
 # Real servers under a long TMPDIR: MariaDB (and its seeding server) behind PHP-FPM; and
 # HAProxy in front of two replicas with PHP-FPM (a replica cannot hold a database); Apache's
-# mod_cgid; mod_fcgid at 60 characters (its socket directory then overflows, but not yet
-# the 128 bytes mod_fcgid allows an FcgidInitialEnv value, PHPRC's: a limit of its own).
+# mod_cgid; mod_fcgid, whose socket directory overflows, and which cuts PHPRC and
+# PHP_INI_SCAN_DIR at 127 bytes (FcgidInitialEnv): PHP would run without the run's php.ini.
 SPEC = """
 [experiment]
 name = "long-tmpdir"
@@ -121,7 +121,8 @@ concurrency = [4]
     (LONG, "nginx+php-fpm+mariadb", "app-show", ("mariadb.sock", "php-fpm.sock")),
     (LONG, "haproxy > nginx+php-fpm * 2", "php-page", ("haproxy.sock", "php-fpm.sock")),
     (LONG, "apache+cgi", "php-page", ("cgid.sock",)),            # mod_cgid (event MPM)
-    (60, "apache+fcgid", "php-page", ("FcgidIPCDir",)),          # mod_fcgid's socket dir
+    (LONG, "apache+fcgid", "php-page",                           # mod_fcgid's socket dir
+     ("FcgidIPCDir", "FcgidInitialEnv PHPRC", "FcgidInitialEnv PHP_INI_SCAN_DIR")),
 ], ids=["mariadb", "haproxy", "cgid", "fcgid"], indirect=["long_tmpdir"])
 def test_real_stacks_run_under_a_long_tmpdir(long_tmpdir, stack, workload, sockets):
     require_engine()

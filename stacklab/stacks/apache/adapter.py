@@ -28,6 +28,9 @@ STATUS_COUNTERS = ("Total Accesses", "Total kBytes", "Total Duration")
 # What each handler knob makes Apache provide.
 # mod_fcgid binds <dir>/<pid>.<n> in its IPC directory: room for the longest pid and n.
 FCGID_DIR_MAX = lab.SUN_PATH_MAX - len("/4194304.99999")
+# mod_fcgid cuts each FcgidInitialEnv value at this many bytes (its INITENV_VAL_LEN, 128
+# with the terminating NUL): PHPRC and PHP_INI_SCAN_DIR must fit.
+FCGID_ENV_MAX = 127
 PHP_CAPABILITY = {"mod_php": php.APACHE2HANDLER, "fcgid": php.CGI_FCGI, "cgi": php.CGI}
 PERL_CAPABILITY = {mode: perl.CAPABILITIES[f"perl:{mode}"]
                    for mode in ("cgi", "registry", "perlrun")}
@@ -138,12 +141,18 @@ class Apache(Component):
 
     def _sockets(self, ctx: RenderContext, knobs: dict[str, Any]) -> dict[str, Path | None]:
         """mod_cgid's socket and mod_fcgid's socket directory, where lab.socket_path puts
-        them (a long run directory's are elsewhere); None for a module not loaded."""
+        them (a long run directory's are elsewhere), and the php.ini and conf.d mod_fcgid
+        gives PHP, within its 127 bytes (lab.short_path); None for a module not loaded."""
         mods = self.modules(knobs)
         return {"cgid_sock": (lab.socket_path(ctx.run_dir, "cgid.sock", self.name)
                               if "cgid" in mods else None),
                 "fcgid_dir": (lab.socket_path(ctx.run_dir, "fcgid", self.name, FCGID_DIR_MAX)
-                              if "fcgid" in mods else None)}
+                              if "fcgid" in mods else None),
+                **({"fcgid_phprc": lab.short_path(ctx.run_dir, "php.ini", self.name,
+                                                  FCGID_ENV_MAX),
+                    "fcgid_scan_dir": lab.short_path(ctx.run_dir, "conf.d", self.name,
+                                                     FCGID_ENV_MAX)}
+                   if "fcgid" in mods else {})}
 
     def processes(self, knobs: dict[str, Any]) -> int:
         """The parent and StartServers children (capped, as Apache caps them, by what
