@@ -198,10 +198,11 @@ def test_prefork_with_too_few_workers_for_its_connections_is_flagged_starved(tmp
     spec = tmp_path / "prefork.toml"
     spec.write_text(PREFORK)
     # Served alike — on a quiet host. Other work on the machine can take the CPU the 256
-    # servers need; such a run says so (host-busy) and cannot judge. And 256 processes
-    # taking turns on 2 cores hold 43–51% of the clients' time, near enough to the 75%
-    # limit that a scheduling hiccup can cross it once: measured again, up to three
-    # times; the test fails if no attempt was quiet and unstarved.
+    # servers need; such a run says so (host-busy) and cannot judge: measured again, up
+    # to three times; the test fails if no attempt was quiet. (Starved once fired here on
+    # a correctly sized server: the least-served of 256 connections at 5% of the median
+    # in 1 of 15 runs. The rule now reads the least-served 1%, which stayed ≥ 18%; the
+    # slowest 1% of requests held 13–65% of the clients' time, under the 75% limit.)
     busy = []
     for attempt in range(3):
         db = tmp_path / f"r{attempt}.db"
@@ -214,7 +215,7 @@ def test_prefork_with_too_few_workers_for_its_connections_is_flagged_starved(tmp
         busy += [json.loads(r)["_host"] for k, _, r in rows
                  if json.loads(k)["apache"]["max_request_workers"] == 256]
         assert "starved" in flags[150]
-        if "host-busy" not in flags[256] and "starved" not in flags[256]:
+        if "host-busy" not in flags[256]:
             break
     assert "host-busy" not in flags[256], f"the host was busy three times: {busy}"
     assert "starved" not in flags[256], flags[256]
