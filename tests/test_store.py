@@ -195,3 +195,24 @@ def test_a_journal_entry_of_the_older_form_is_stored(tmp_path):
         {"experiment": {"id": exp, "created_at": created}, "run": fields}))
     assert store.replay_journal(exp) == 1
     assert list(store.runs(exp)) == [r]
+
+
+def test_a_reader_in_another_process_during_a_run_loses_nothing(tmp_path):
+    """The writer's store calls check its files' attributes (chattr +i) before SQLite
+    touches them. Read by opening the files, each close dropped every POSIX lock the
+    process held on them — SQLite's too — so a reader in another process (`stacklab show`
+    during a run) took itself for the last connection and deleted the WAL under the
+    writer: every run stored afterwards was lost. Now two runs stored around such a
+    reader are both there for a third process."""
+    import subprocess
+    import sys
+    db = tmp_path / "r.db"
+    store = Store.open(db)
+    exp = new_exp(store)
+    store.add_run(record(exp, rep=1))
+    count = [sys.executable, "-c", "import sqlite3, sys; c = sqlite3.connect(sys.argv[1]); "
+             "print(c.execute('SELECT COUNT(*) FROM runs').fetchone()[0]); c.close()", str(db)]
+    assert subprocess.run(count, capture_output=True, text=True).stdout.strip() == "1"
+    store.add_run(record(exp, rep=2))
+    assert subprocess.run(count, capture_output=True, text=True).stdout.strip() == "2"
+    store.close()

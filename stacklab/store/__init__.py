@@ -37,12 +37,16 @@ __all__ = ["AlreadyStored", "BreakdownRecord", "DbBenchRecord", "Outcome", "RunR
 SCHEMA_VERSION = len(MIGRATIONS)
 # How long a write waits for another connection's write lock before it fails.
 BUSY_TIMEOUT_S = 30.0
-# A file's attributes (chattr): the ioctl that reads them, and the two under which no
+# A file's attributes (chattr, as statx(2) reads them): the two under which no
 # write to it is allowed. SQLite keeps the WAL index (`-shm`) mapped in memory; a write
 # there once the file is immutable is a SIGBUS (no error, no message), and every read
 # and write of the connection writes there, its close too.
-FS_IOC_GETFLAGS = 0x80086601
-FS_IMMUTABLE_FL, FS_APPEND_FL = 0x10, 0x20
+STATX_ATTR_IMMUTABLE, STATX_ATTR_APPEND = 0x10, 0x20
+STATX_SIZE, STATX_ATTRIBUTES_AT = 256, 8      # struct statx, and stx_attributes in it
+AT_FDCWD, AT_SYMLINK_NOFOLLOW = -100, 0x100
+_LIBC = ctypes.CDLL(None, use_errno=True)
+_LIBC.statx.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_uint,
+                        ctypes.c_char_p]
 
 
 class AlreadyStored(StoreError):
@@ -546,22 +550,22 @@ class DbBenchRecord:
 def _frozen_files(path: Path) -> set[str]:
     """The database's files (itself, its WAL and its WAL index) that are immutable or
     append-only; none where the filesystem keeps no such attributes (tmpfs)."""
-    frozen = set()
     real = path.resolve()
-    for name in (str(real), f"{real}-wal", f"{real}-shm"):
-        try:
-            fd = os.open(name, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
-        except OSError:
-            continue
-        try:
-            flags, = struct.unpack("i", fcntl.ioctl(fd, FS_IOC_GETFLAGS, bytes(8))[:4])
-        except OSError:
-            continue
-        finally:
-            os.close(fd)
-        if flags & (FS_IMMUTABLE_FL | FS_APPEND_FL):
-            frozen.add(name)
-    return frozen
+    return {name for name in (str(real), f"{real}-wal", f"{real}-shm")
+            if _attributes(name) & (STATX_ATTR_IMMUTABLE | STATX_ATTR_APPEND)}
+
+
+def _attributes(name: str) -> int:
+    """A file's attributes (statx's stx_attributes), 0 where it has none or is missing.
+    Read by statx(2), by name: not by opening the file, whose close would drop every
+    POSIX lock this process holds on it — SQLite's among them, after which another
+    process's reader, seeing no other connection, deletes the WAL under the writer (a
+    `stacklab show` during a run lost every run it stored)."""
+    buf = ctypes.create_string_buffer(STATX_SIZE)
+    if _LIBC.statx(AT_FDCWD, os.fsencode(name), AT_SYMLINK_NOFOLLOW, 0, buf) != 0:
+        return 0
+    attributes, = struct.unpack_from("Q", buf, STATX_ATTRIBUTES_AT)
+    return attributes
 
 
 def _abandon(conn: sqlite3.Connection) -> None:
