@@ -10,7 +10,6 @@ from enum import Enum
 from pathlib import Path
 from typing import Optional
 
-import pymysql
 import typer
 from typer.completion import completion_init, get_completion_script, install
 from typer.core import TyperGroup
@@ -22,6 +21,7 @@ from .commands import run as running
 from .env import DB_VARIABLE, DEFAULT_DB_SPELLED, Environment
 from .errors import ExitStatus, StacklabError, printable
 from .quiet import QUIET_MAX_S
+from .stacks import COMPONENTS
 
 
 def error_line(e: BaseException) -> tuple[ExitStatus, str] | None:
@@ -33,10 +33,9 @@ def error_line(e: BaseException) -> tuple[ExitStatus, str] | None:
         return ExitStatus.INTERRUPTED, "interrupted"
     if isinstance(e, sqlite3.Error):
         return ExitStatus.ERROR, printable(f"results database: {e}")
-    if isinstance(e, pymysql.MySQLError):        # dbbench and breakdown talk to MariaDB
-        code, message = e.args if len(e.args) == 2 else ("", e)
-        return ExitStatus.ERROR, printable(f"MariaDB: {message}" +
-                                           (f" (error {code})" if code else ""))
+    for component in COMPONENTS.values():    # its client library's (dbbench's database)
+        if (said := component.error_line(e)) is not None:
+            return ExitStatus.ERROR, printable(said)
     if isinstance(e, OSError):
         return ExitStatus.ERROR, printable(f"{e.filename}: {e.strerror}" if e.filename
                                            else str(e))
@@ -298,7 +297,7 @@ def breakdown(ctx: typer.Context,
 @cli.command()
 def dbbench(ctx: typer.Context,
             spec: Optional[Path] = typer.Argument(None, help="Experiment file (TOML) with "
-                                                  "mariadb stacks."),
+                                                  "stacks that run a MySQL database."),
             loops: int = typer.Option(5000, "--loops", help="Loops of the application's "
                                       "queries per variant."),
             repetitions: int = typer.Option(3, "--repetitions", "-r", help="Times each "
@@ -312,7 +311,7 @@ def dbbench(ctx: typer.Context,
             json: bool = typer.Option(False, "--json", help="With --list/--show: one JSON "
                                       "document."),
             db: Optional[Path] = DbOpt) -> ExitStatus:
-    """The model application's SQL looped on MariaDB alone, per mariadb.* setting (S1).
+    """The model application's SQL looped on its MySQL database alone, per setting (S1).
     --list / --show EXPERIMENT: stored ones."""
     return measure.dbbench(ctx.obj, spec, loops, db, repetitions, list_, show, json)
 

@@ -1,16 +1,16 @@
 """S1's database method: the model application's SQL looped N times against the stack's
-MySQL database alone (the component that provides database:mysql: MariaDB today), once per
-distinct set of its knob values in an experiment.
+MySQL database alone (the component that provides database:mysql), once per distinct set
+of its knob values in an experiment.
 
 The statements are the ones showArticle.php sends, read from the page itself
 (workloads/app.py), byte for byte, so that the query cache sees the same texts: the two
 counts every page runs, the latest 50 with authors (`show`), 5 articles by ids chosen in
 the client (`id`), and the subtree of the root to depth 2 fetched recursively (`tree`).
-They go through ONE persistent connection (PyMySQL over the unix socket, autocommit like
-mysqli), the kinds interleaved in every loop, with the same ids in every variant. Each
-variant is measured in the one stack lifecycle (stack.lifecycle: the database alone,
-started, verified, always stopped) and stored as it finishes; report/measures.py lays
-them out.
+They go through ONE persistent connection (the component's own client, base.SqlClient,
+holding it as the application does), the kinds interleaved in every loop, with the same
+ids in every variant. Each variant is measured in the one stack lifecycle
+(stack.lifecycle: the database alone, started, verified, always stopped) and stored as it
+finishes; report/measures.py lays them out.
 
 Repetitions: each variant is measured `repetitions` times, round by round (every variant
 once, then again: drift of a busy machine spreads over all of them), each time on a
@@ -35,12 +35,10 @@ import time
 from dataclasses import dataclass, replace
 from typing import Any, Callable
 
-import pymysql
-
 from . import __version__, lab
 from .breakdown import estimate_doc
 from .env import Environment
-from .errors import SpecError, StacklabError
+from .errors import SpecError, StackError, StacklabError
 from .hostinfo import host_facts
 from .plan import Plan, effective_knobs
 from .validate import check_installed
@@ -49,7 +47,7 @@ from .analyze import decide
 from .stats import compare
 from .stack import RunningStack, lifecycle
 from .stacks import COMPONENTS, REGISTRY, STACKS, StackDef
-from .stacks.mariadb.client import query, status
+from .stacks.base import RunningComponent, SqlClient
 from .store import DbBenchRecord, Store
 from .systune import CpuAwake
 from .verify import Status, Verdict
@@ -91,7 +89,8 @@ TREE_DEPTH = 2
 
 @dataclass(frozen=True)
 class Variant:
-    """One MariaDB setting to measure: its mariadb.* values and the database it serves."""
+    """One setting of the database component to measure: its knob values and the
+    database it serves."""
 
     knobs: dict[str, Any]          # every knob of the database component, effective value
     database: AppDatabase
@@ -173,9 +172,11 @@ def run_dbbench(env: Environment, bench: DbBenchPlan, store: Store,
     """Measure each variant `bench.repetitions` times (bench.steps()), each time on a
     database of its own, in a lab session under env's lab root; each is stored as it
     finishes, dated by env's clock. `on_step` hears what starts next."""
-    versions = {name: COMPONENTS[name].version()
-                for name in dict.fromkeys(v.component for v in bench.variants)}
-    versions |= {"pymysql": pymysql.__version__, "stacklab": __version__}
+    names = dict.fromkeys(v.component for v in bench.variants)
+    versions = {name: COMPONENTS[name].version() for name in names}
+    for name in names:          # and its client library's (the connection measured)
+        versions |= sql_client(name).library_versions()
+    versions |= {"stacklab": __version__}
     records: list[DbBenchRecord] = []
     with lab.session_scope(env.lab_root) as session, CpuAwake() as cpus:
         host = {**host_facts(), **cpus.state()}   # one client connection: CPUs kept awake
@@ -269,13 +270,14 @@ def bench_variant(variant: Variant, loops: int, session: lab.Session, name: str,
     c = variant.component
     running = RunningStack(StackDef(c, (c,), f"{c} alone: what dbbench measures"))
     deployed = Deployed(name, run_dir, (), {}, variant.database)
+    client = sql_client(c)
     with lifecycle(running, {c: variant.knobs}, deployed, run_dir, cache_dir=session.cache(),
                    what=f"{c} ({variant.label})", verify=check_variant,
                    ready_timeout_s=READY_TIMEOUT_S) as verdicts:
-        socket = running.front.endpoint.unix
-        before = status(socket, ("Qcache_hits", "Questions"))
-        queries = _loop(socket, variant, loops, seed)
-        after = status(socket, ("Qcache_hits", "Questions"))
+        started = running.front
+        before = client.status(started, ("Qcache_hits", "Questions"))
+        queries = _loop(client, started, variant, loops, seed)
+        after = client.status(started, ("Qcache_hits", "Questions"))
     db = variant.database
     return {"schema_version": SCHEMA_VERSION, "variant": variant.label, "loops": loops,
             "seed": seed, "database": {"key": db.key, "articles": db.articles,
@@ -285,18 +287,27 @@ def bench_variant(variant: Variant, loops: int, session: lab.Session, name: str,
             "questions": after["Questions"] - before["Questions"]}
 
 
-def _loop(socket, variant: Variant, loops: int, seed: int) -> dict[str, dict[str, Any]]:
+def sql_client(component: str) -> SqlClient:
+    """The database component's own client (it provides database:mysql: it has one)."""
+    client = COMPONENTS[component].sql_client()
+    if client is None:
+        raise StackError(f"{component} provides {DATABASE} but gives no SQL client "
+                         "(Component.sql_client)")
+    return client
+
+
+def _loop(client: SqlClient, started: RunningComponent, variant: Variant, loops: int,
+          seed: int) -> dict[str, dict[str, Any]]:
     """The loops on one connection as the application's user."""
     db = variant.database
     try:
-        conn = pymysql.connect(unix_socket=str(socket), user=db.user, password=db.password,
-                               database=db.name, autocommit=True, charset="utf8mb4")
-    except pymysql.MySQLError as e:
+        conn = client.connect(started, db.user, db.password, db.name)
+    except client.errors as e:
         raise StacklabError(f"{variant.component} ({variant.label}): cannot connect as "
                             f"{db.user}: {e}") from e
     try:
         return loop_queries(conn, loops, random.Random(seed))
-    except pymysql.MySQLError as e:
+    except client.errors as e:
         raise StacklabError(f"{variant.component} ({variant.label}): a query failed: "
                             f"{e}") from e
     finally:
@@ -307,12 +318,13 @@ def check_variant(running: RunningStack, deployed: Deployed) -> list[Verdict]:
     """Verify before measuring: the knobs took effect and the data is all there. One
     verdict; its data is what was read (stored with the result as `checks`)."""
     started = running.front
-    k, db, socket = started.knobs, deployed.database, started.endpoint.unix
-    row = query(socket, "SELECT @@query_cache_type, @@innodb_buffer_pool_size, "
-                f"@@key_buffer_size, (SELECT COUNT(*) FROM `{db.name}`.articles), "
-                f"(SELECT COUNT(*) FROM `{db.name}`.authors), (SELECT GROUP_CONCAT(DISTINCT "
-                f"LOWER(ENGINE)) FROM information_schema.TABLES WHERE TABLE_SCHEMA = "
-                f"'{db.name}')")[0]
+    k, db = started.knobs, deployed.database
+    row = sql_client(started.name).query(
+        started, "SELECT @@query_cache_type, @@innodb_buffer_pool_size, "
+        f"@@key_buffer_size, (SELECT COUNT(*) FROM `{db.name}`.articles), "
+        f"(SELECT COUNT(*) FROM `{db.name}`.authors), (SELECT GROUP_CONCAT(DISTINCT "
+        f"LOWER(ENGINE)) FROM information_schema.TABLES WHERE TABLE_SCHEMA = "
+        f"'{db.name}')")[0]
     got = {"query_cache_type": row[0].lower(), "innodb_buffer_pool_size_mb": int(row[1]) >> 20,
            "key_buffer_size_mb": int(row[2]) >> 20, "articles": int(row[3]),
            "authors": int(row[4]), "engine": row[5]}

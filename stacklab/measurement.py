@@ -6,9 +6,8 @@ deaths (read before the servers stop)."""
 from __future__ import annotations
 
 import os
-import re
-import signal
 import threading
+from collections.abc import Iterable
 from functools import partial
 from pathlib import Path
 from typing import Callable
@@ -18,14 +17,9 @@ from .layercheck import layer_figures
 from .monitor import Monitor
 from .netlab.thread import in_netns
 from .stack import RunningStack, counters_delta, stack_counters
+from .stacks import COMPONENTS
+from .stacks.base import Component
 from .store import Outcome
-
-# A server child that died by a signal, in the servers' own error logs: nginx "worker
-# process 123 exited on signal 9", PHP-FPM "child 123 exited on signal 9 (SIGKILL)",
-# Apache "AH00052: child pid 123 exit signal Killed (9)". PHP-FPM ends idle children
-# with SIGQUIT (its pm's normal reaping), which is not a death.
-CHILD_SIGNAL = re.compile(r"exited on signal (\d+)|exit signal .*\((\d+)\)")
-REAPING_SIGNALS = {signal.SIGQUIT}
 
 
 def measure(plan: LoadPlan, running: RunningStack, knobs: dict[str, dict],
@@ -58,7 +52,8 @@ def measure(plan: LoadPlan, running: RunningStack, knobs: dict[str, dict],
     resources["_counters"] = counters_delta(at_warm.result, stack_counters(running))
     if figures := layer_figures(running.stack, resources["_counters"], knobs):
         resources["_layers"] = figures
-    resources["_logs"] = {"child_signals": child_signals(run_dir)}
+    resources["_logs"] = {"child_signals": child_signals(run_dir, [
+        (COMPONENTS[s.name], s.ctx.run_dir) for s in running.started])}
     return load, resources
 
 
@@ -130,20 +125,21 @@ def _resources(monitor: Monitor, t0: float, t1: float, load: LoadReport,
     return out
 
 
-def child_signals(run_dir: Path, most: int = 20) -> list[str]:
-    """The lines of the servers' logs (access logs aside) saying a child process died by
-    a signal, each as "<log>: <line>". Read before the servers are stopped, so that
-    their own shutdown is not counted."""
+def child_signals(run_dir: Path, servers: Iterable[tuple[Component, Path]],
+                  most: int = 20) -> list[str]:
+    """The lines of the servers' logs saying a child process died by a signal, each as
+    "<log>: <line>" (the log under `run_dir`), logs in path order. `servers`: each
+    component with its own run directory; each tells its own lost workers
+    (Component.lost_worker), in its own error logs. Read before the servers are stopped,
+    so that their own shutdown is not counted."""
+    logs = sorted(((log, component) for component, own in servers
+                   for log in component.error_logs(own)), key=lambda pair: pair[0])
     found = []
-    for log in sorted(run_dir.rglob("*.log")):
-        if "access" in log.name:
-            continue
+    for log, component in logs:
         try:
             with open(log, errors="replace") as f:
-                for line in f:
-                    m = CHILD_SIGNAL.search(line)
-                    if m and int(m[1] or m[2]) not in REAPING_SIGNALS:
-                        found.append(f"{log.relative_to(run_dir)}: {line.strip()[:300]}")
+                found += [f"{log.relative_to(run_dir)}: {line.strip()[:300]}"
+                          for line in f if component.lost_worker(line)]
         except OSError:
             continue
     return found[:most]

@@ -21,6 +21,7 @@ from typer.testing import CliRunner
 import stacklab.store as store_module
 from stacklab import hostinfo, lab, measurement, runner
 from stacklab.cli import cli
+from stacklab.stacks import COMPONENTS
 from stacklab.store import Store
 
 from fakes import fake_experiment
@@ -358,7 +359,8 @@ def test_child_signals_are_told_from_the_reaping_of_idle_children(tmp_path):
     (tmp_path / "apache" / "error.log").write_text(
         "[mpm_event:notice] AH00052: child pid 14 exit signal Segmentation fault (11)\n")
     (tmp_path / "apache" / "access.log").write_text('"GET /exited on signal 9" 404\n')
-    assert measurement.child_signals(tmp_path) == [
+    servers = [(COMPONENTS[name], tmp_path / name) for name in ("php-fpm", "apache")]
+    assert measurement.child_signals(tmp_path, servers) == [
         "apache/error.log: [mpm_event:notice] AH00052: child pid 14 exit signal "
         "Segmentation fault (11)",
         "php-fpm/error.log: WARNING: [pool www] child 13 exited on signal 9 (SIGKILL) "

@@ -57,6 +57,22 @@ class Capability:
         return self.name.split(":", 1)[0]
 
 
+class SqlClient(Protocol):
+    """A database component as a command talks to it (dbbench), through the component's
+    own client: the administrator's statements (rows as text) and the server's status
+    counters, and a connection as the application holds one (DB-API 2.0: cursor(),
+    execute, fetchall, close), whose calls raise `errors`."""
+
+    errors: type[Exception]   # what the connection raises (error_line words it)
+
+    def library_versions(self) -> dict[str, str]: ...   # its library's, for provenance
+    def query(self, started: RunningComponent, sql: str) -> list[list[str]]: ...
+    def status(self, started: RunningComponent,
+               names: tuple[str, ...]) -> dict[str, int]: ...
+    def connect(self, started: RunningComponent, user: str, password: str,
+                database: str) -> Any: ...
+
+
 class Database(Protocol):
     """What a workload's database holds, as a database component is handed it to create
     (once per experiment) and to check: the workload's, not the component's, knowledge."""
@@ -316,6 +332,29 @@ class Component(ABC):
     def log_tail(self, started: RunningComponent, lines: int = 20) -> str:
         return "\n".join(f"[{p.name}] {procs.log_tail(p, lines)}"
                          for p in self.log_files(started) if p.stat().st_size)
+
+    def error_logs(self, run_dir: Path) -> list[Path]:
+        """Its logs in its run directory where a lost worker is told (lost_worker): every
+        log but the access logs, whose lines are requests and may say anything."""
+        return sorted(p for p in run_dir.rglob("*.log") if "access" not in p.name)
+
+    def lost_worker(self, line: str) -> bool:
+        """Whether a line of its error logs says it lost a worker: a child process that
+        died by a signal (the master forks another, and the run looks well but for a few
+        errors: the run is flagged). In its own words, which only it knows; a server
+        without workers, or one that does not log their deaths, says no."""
+        return False
+
+    def sql_client(self) -> SqlClient | None:
+        """Its own client, for a command that talks to it as to a SQL database (dbbench,
+        through whichever component provides the database); None: it is not one."""
+        return None
+
+    def error_line(self, e: BaseException) -> str | None:
+        """One line for an error its own client library raised and a command let through
+        (the CLI's error boundary asks every component before it calls `e` a bug, so that
+        it names no product), or None when `e` is not one of its own."""
+        return None
 
     def stop(self, started: RunningComponent) -> None:
         procs.stop(started.proc)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,9 @@ MODULES = "/usr/lib/apache2/modules"
 STATUS_PATH = "/_stacklab/server-status"     # mod_status, loopback only
 # mod_status's counters in ?auto (with apache.extended_status on; the rest are levels).
 STATUS_COUNTERS = ("Total Accesses", "Total kBytes", "Total Duration")
+# A child that died by a signal, in httpd's error log (any MPM): "AH00052: child pid 14
+# exit signal Segmentation fault (11)". The parent forks another.
+CHILD_DIED = re.compile(r"exit signal .*\((\d+)\)")
 # What each handler knob makes Apache provide.
 # mod_fcgid binds <dir>/<pid>.<n> in its IPC directory: room for the longest pid and n.
 FCGID_DIR_MAX = lab.SUN_PATH_MAX - len("/4194304.99999")
@@ -188,6 +192,9 @@ class Apache(Component):
         fields = server_status(started.endpoint)
         return {name: number(fields[name]) for name in STATUS_COUNTERS if name in fields}
 
+    def lost_worker(self, line: str) -> bool:
+        return child_died(line)
+
     def _check_mpm(self, ep: Endpoint, mpm: str) -> Verdict:
         fields = server_status(ep)
         running, want = fields.get("ServerMPM"), STATUS_MPM[mpm]
@@ -196,6 +203,12 @@ class Apache(Component):
         seen = f"server reports MPM {running}" + (" with mpm-itk" if itk else "")
         return Verdict(self.name, "mpm", Status.PASS if ok else Status.FAIL,
                        seen + ("" if ok else f", expected {mpm}"))
+
+
+def child_died(line: str) -> bool:
+    """Whether a line of httpd's error log says a child died by a signal (httpd stops
+    and recycles its children by telling them, not by a signal they die of)."""
+    return CHILD_DIED.search(line) is not None
 
 
 def server_status(ep: Endpoint) -> dict[str, str]:

@@ -12,7 +12,7 @@ from typing import Any
 from ...errors import StackError
 from ...net import Endpoint
 from ...verify import CHECK_PATH, Verdict, check_keepalive, fetch
-from ..apache.adapter import MODULES, number
+from ..apache.adapter import MODULES, child_died, number
 from ..base import Component, RenderContext, RunningComponent
 from ..templates import render_template
 from .knobs import KNOBS, loadfactors, weights_problem
@@ -108,6 +108,9 @@ class ApacheProxy(Component):
         readiness, not the proxy's)."""
         status_fields(started.endpoint)
         return True
+
+    def lost_worker(self, line: str) -> bool:
+        return child_died(line)       # httpd's own wording
 
     def counters(self, started: RunningComponent) -> dict[str, float]:
         """mod_status's Total Accesses as `requests` (its own status page included); hits

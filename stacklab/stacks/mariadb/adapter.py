@@ -10,9 +10,9 @@ from typing import Any
 
 from ... import lab
 from ...net import Endpoint, socket_ready
-from ..base import Capability, Component, RenderContext, RunningComponent
+from ..base import Capability, Component, RenderContext, RunningComponent, SqlClient
 from ..templates import render_template
-from .client import status
+from .client import Client, client_error_line, status
 from .knobs import KNOBS
 from .seed import datadir_for, ensure_datadir
 from .verify import verify_database, verify_mariadb
@@ -71,3 +71,9 @@ class MariaDB(Component):
         """SHOW GLOBAL STATUS: statements, rows read, query cache, buffer pool, temp
         tables…"""
         return status(started.endpoint.unix, STATUS_COUNTERS)
+
+    def sql_client(self) -> SqlClient:
+        return Client()
+
+    def error_line(self, e: BaseException) -> str | None:
+        return client_error_line(e)

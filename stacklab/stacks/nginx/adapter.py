@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,9 @@ from .knobs import KNOBS
 HERE = Path(__file__).parent
 STATUS_PATH = "/_stacklab/nginx-status"    # stub_status, loopback only, not logged
 COUNTED = 3        # requests the "requests counted" check sends between two readings
+# A worker (or the cache manager or loader) that died by a signal, in nginx's error log:
+# "worker process 123 exited on signal 9". The master forks another at once.
+WORKER_DIED = re.compile(r"exited on signal (\d+)")
 
 FASTCGI_PARAMS = """# Rendered by stacklab; the standard CGI/1.1 variables.
 fastcgi_param QUERY_STRING $query_string;
@@ -98,6 +102,9 @@ class Nginx(Component):
             raise OSError(f"{STATUS_PATH}: status {resp.status}")
         return parse_stub_status(resp.body.decode())
 
+    def lost_worker(self, line: str) -> bool:
+        return worker_died(line)
+
     def _check_counted(self, started: RunningComponent) -> Verdict:
         """The counters are the server's: COUNTED requests between two readings are
         COUNTED more in stub_status (plus the second reading, which counts itself)."""
@@ -109,6 +116,12 @@ class Nginx(Component):
         return Verdict(self.name, "requests counted", Status.PASS if ok else Status.FAIL,
                        f"stub_status counted {counted:g} of {COUNTED} requests",
                        {"sent": COUNTED, "counted": counted})
+
+
+def worker_died(line: str) -> bool:
+    """Whether a line of nginx's error log says a worker died by a signal (nginx ends its
+    workers by QUIT and TERM, which they handle: they exit, not die by it)."""
+    return WORKER_DIED.search(line) is not None
 
 
 def parse_stub_status(text: str) -> dict[str, float]:

@@ -12,7 +12,7 @@ from typing import Any
 from ...errors import StackError
 from ...verify import Verdict, fetch
 from ..base import Component, RenderContext, RunningComponent
-from ..nginx.adapter import parse_stub_status
+from ..nginx.adapter import parse_stub_status, worker_died
 from ..templates import render_template
 from .checks import verify_proxy
 from .knobs import KNOBS, weights_problem
@@ -92,6 +92,9 @@ class NginxProxy(Component):
         return parse_stub_status(resp.body.decode()) | upstream_counts(
             started.ctx.run_dir / UPSTREAM_LOG, [address(b) for b in started.ctx.backends],
             started.knobs["cache"])
+
+    def lost_worker(self, line: str) -> bool:
+        return worker_died(line)      # nginx's own wording
 
     def verify(self, started: RunningComponent, front: RunningComponent) -> list[Verdict]:
         return verify_proxy(started, lambda: self.counters(started))

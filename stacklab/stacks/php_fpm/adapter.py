@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import signal
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +23,11 @@ HERE = Path(__file__).parent
 STATUS_PATH = "/_stacklab/fpm-status"   # pm.status_path: asked over FastCGI, never routed
 # The status page's counters (its other fields are levels: processes, the listen queue).
 STATUS_COUNTERS = ("accepted conn", "max children reached", "slow requests")
+# A child that died by a signal, in PHP-FPM's error log: "[pool www] child 13 exited on
+# signal 9 (SIGKILL) after 2.0 seconds". Its pm ends idle children with SIGQUIT (the
+# normal reaping of pm = dynamic and ondemand), which is not a death.
+CHILD_DIED = re.compile(r"exited on signal (\d+)")
+REAPING = signal.SIGQUIT
 
 
 class PhpFpm(Component):
@@ -83,3 +90,7 @@ class PhpFpm(Component):
         _, body = fcgi.get(started.endpoint, STATUS_PATH, "json")
         status = json.loads(body)
         return {name: status[name] for name in STATUS_COUNTERS if name in status}
+
+    def lost_worker(self, line: str) -> bool:
+        died = CHILD_DIED.search(line)
+        return died is not None and int(died[1]) != REAPING
