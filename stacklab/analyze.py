@@ -15,7 +15,7 @@ from .flags import (BOUNDING, DISTURBED, INVALIDATING, LATENCY_DISTORTING, distu
                     dispersion, run_flags)
 from .stats import (Comparison, compare, median, median_ci, median_ci_level,
                     merged_percentiles)
-from .store import Outcome, RunRecord, Store
+from .store import ExperimentStatus, Outcome, RunRecord, Store
 from .verify import Verdict
 
 
@@ -122,13 +122,13 @@ class TrialSummary:
 
 @dataclass(frozen=True, kw_only=True)
 class ExperimentView:
-    """Everything a report shows: the experiment row, trials, summaries and runs."""
+    """Everything a report shows: the experiment, its trials, summaries and runs."""
 
     id: int
     name: str
     description: str
     created_at: str
-    status: str
+    status: ExperimentStatus
     host: dict
     commit: str | None
     versions: dict[str, str]
@@ -283,21 +283,19 @@ def _flag_details(ok: list[RunRecord]) -> list[tuple[str, str]]:
 
 
 def load_view(store: Store, experiment: str | int | None) -> ExperimentView:
-    row = store.experiment(experiment)
-    runs = list(store.runs(row["id"]))
+    exp = store.experiment(experiment)
+    runs = list(store.runs(exp.id))
     by_trial: dict[str, list[RunRecord]] = {}
     for r in runs:
         by_trial.setdefault(r.trial_id, []).append(r)
-    summaries = [summarize(json.loads(t["definition_json"]), t["label"], t["trial_id"],
-                           by_trial.get(t["trial_id"], []))
-                 for t in store.trials(row["id"])]
+    summaries = [summarize(t.definition, t.label, t.trial_id, by_trial.get(t.trial_id, []))
+                 for t in store.trials(exp.id)]
     versions = runs[-1].versions if runs else {}
-    spec = json.loads(row["spec_json"])
-    return ExperimentView(id=row["id"], name=row["name"],
-                          description=spec["experiment"].get("description", ""),
-                          created_at=row["created_at"], status=row["status"],
-                          host=json.loads(row["host_json"]), commit=row["stacklab_commit"],
-                          versions=versions, summaries=summaries, runs=runs)
+    return ExperimentView(id=exp.id, name=exp.name,
+                          description=exp.spec["experiment"].get("description", ""),
+                          created_at=exp.created_at, status=exp.status, host=exp.host,
+                          commit=exp.stacklab_commit, versions=versions,
+                          summaries=summaries, runs=runs)
 
 
 # A run held back by the load engine or short of memory (flags.BOUNDING) served less

@@ -151,11 +151,28 @@ class Latency:
     p99: float
     max: float
     mean: float | None = None
+    p999: float | None = None
 
     @classmethod
     def from_json(cls, doc: dict) -> "Latency":
         return cls(p50=doc["p50"], p90=doc["p90"], p99=doc["p99"], max=doc["max"],
-                   mean=doc.get("mean"))
+                   mean=doc.get("mean"), p999=doc.get("p999"))
+
+
+@dataclass(frozen=True, kw_only=True)
+class Bucket:
+    """One bucket of the engine's time series: the requests that ended in it."""
+
+    t_s: int                         # its start, seconds into the measured phase
+    width_s: int                     # 1, coarser past an hour (schema 1: always 1)
+    completed: int
+    errors: int
+    p99_us: int
+
+    @classmethod
+    def from_json(cls, doc: dict) -> "Bucket":
+        return cls(t_s=doc["t_s"], width_s=doc.get("width_s") or 1,
+                   completed=doc["completed"], errors=doc["errors"], p99_us=doc["p99_us"])
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -234,6 +251,7 @@ class LoadReport:
     exit_status: int = field(default=0, compare=False)   # one of REPORT_EXITS; not stored
     # completed responses by status class ("2xx", "5xx", …): a 502 completes a request
     status_classes: dict[str, int] = field(default_factory=dict)
+    timeseries: tuple[Bucket, ...] = ()   # the measured phase, bucket by bucket
 
     @classmethod
     def from_json(cls, doc: dict, exit_status: int = 0) -> "LoadReport":
@@ -256,7 +274,8 @@ class LoadReport:
             slots=Slots.from_json(doc["connections"]) if doc.get("connections") else None,
             in_flight=InFlight.from_json(doc["in_flight"]) if doc.get("in_flight") else None,
             interrupted=bool(doc.get("interrupted")), exit_status=exit_status,
-            status_classes=doc.get("status_classes") or {})
+            status_classes=doc.get("status_classes") or {},
+            timeseries=tuple(Bucket.from_json(b) for b in doc.get("timeseries") or ()))
 
     @property
     def p50_us(self) -> float:

@@ -158,7 +158,7 @@ def run_experiment(env: Environment, spec: ExperimentSpec, plan: Plan,
 
 def _status(store: Store, name: str) -> str | None:
     try:
-        return store.experiment(name)["status"]
+        return store.experiment(name).status
     except NotFound:
         return None        # _experiment_for says so
 
@@ -394,11 +394,11 @@ def _experiment_for(spec: ExperimentSpec, plan: Plan, store: Store, resume: bool
             row = store.experiment(name)
         except NotFound:
             raise StoreError(f"--resume: no earlier experiment {name!r} to resume") from None
-        if row["spec_hash"] != digest:
-            raise StoreError(f"--resume: experiment {name!r} (id {row['id']}) was planned "
+        if row.spec_hash != digest:
+            raise StoreError(f"--resume: experiment {name!r} (id {row.id}) was planned "
                              f"from a different spec; run without --resume to start anew")
-        store.set_status(row["id"], "running")
-        return row["id"]
+        store.set_status(row.id, "running")
+        return row.id
     trials = [(t.id, t.label(), t.definition()) for t in plan.trials]
     spec_doc = json.loads(spec.model_dump_json())
     return store.new_experiment(name, spec.path, digest, spec_doc, trials,

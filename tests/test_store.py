@@ -42,7 +42,7 @@ def test_round_trip(tmp_path):
     assert store.done(exp) == {("abc123", 1)}
     row = store.conn.execute("SELECT rps, p99_us, engine_cpu_s FROM runs").fetchone()
     assert tuple(row) == (1234.5, 900, 0.75)
-    assert store.experiment("e")["id"] == exp
+    assert store.experiment("e").id == exp
     assert store.conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
 
 
@@ -58,8 +58,8 @@ def test_a_run_is_never_overwritten(tmp_path):
 def test_newest_experiment_of_a_name_wins(tmp_path):
     store = Store.open(tmp_path / "r.db")
     first, second = new_exp(store), new_exp(store)
-    assert store.experiment("e")["id"] == second != first
-    assert store.experiment(str(first))["id"] == first
+    assert store.experiment("e").id == second != first
+    assert store.experiment(str(first)).id == first
     with pytest.raises(NotFound, match="no experiment .zzz."):
         store.experiment("zzz")
 
@@ -134,7 +134,7 @@ def test_a_journal_entry_already_stored_is_dropped_and_others_wait(tmp_path):
     journal = tmp_path / "r.db.journal"
     store.add_run(record(exp))
     assert not journal.exists() or not list(journal.iterdir())
-    created = store.experiment(str(exp))["created_at"]
+    created = store.experiment(str(exp)).created_at
     journal.mkdir(exist_ok=True)
     entry = {"experiment": {"id": exp, "created_at": created},
              "row": record(exp).to_row()}
@@ -190,7 +190,7 @@ def test_a_journal_entry_of_the_older_form_is_stored(tmp_path):
                             "detail": "", "data": {}}],
               "load": r.load.raw, "resources": {"nginx": {"cpu_s": 0.5}},
               "flags": ["generator-bound"], "log_tail": None, "run_dir": "/r"}
-    created = store.experiment(str(exp))["created_at"]
+    created = store.experiment(str(exp)).created_at
     (journal / f"{exp}-abc123-r1.json").write_text(json.dumps(
         {"experiment": {"id": exp, "created_at": created}, "run": fields}))
     assert store.replay_journal(exp) == 1

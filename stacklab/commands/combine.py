@@ -4,7 +4,6 @@ together, every subset measured side by side against the defaults in a new exper
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from rich.table import Table
@@ -35,7 +34,7 @@ def combine(env: Environment, experiment: str | None, db: Path | None, repetitio
     db = env.database(db)
     with stored(db) as store:
         view = load_view(store, experiment)
-        spec_doc = json.loads(store.experiment(view.id)["spec_json"])
+        spec_doc = store.experiment(view.id).spec
     groups = winners(view, REGISTRY)
     out = env.stdout
     if not groups:
@@ -64,7 +63,7 @@ def combine(env: Environment, experiment: str | None, db: Path | None, repetitio
         for g, spec, plan in planned:
             name = spec.experiment.name
             try:
-                resume = store.experiment(name)["spec_hash"] == plan_hash(plan)
+                resume = store.experiment(name).spec_hash == plan_hash(plan)
             except NotFound:
                 resume = False
             run_experiment(env, spec, plan, REGISTRY, store, logs_dir(db), resume,

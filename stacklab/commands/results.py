@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
-from sqlite3 import Row
 from typing import Iterator, Sequence
 
 from ..analyze import ExperimentView, TrialSummary, load_view, same_definition_pairs
@@ -25,7 +24,7 @@ from ..report.text import (brief_experiments, brief_show, brief_trials,
                            print_summary, recommendations_doc, recommendations_tables,
                            show_doc, trials_doc, trials_table)
 from ..stacks import REGISTRY
-from ..store import Outcome, Store
+from ..store import ExperimentRecord, HeldTrial, Outcome, Store
 
 
 @contextmanager
@@ -51,9 +50,9 @@ def list_experiments(env: Environment, db: Path | None, as_json: bool) -> ExitSt
     """The experiments a results database holds: id, name, status, runs, when."""
     path = env.database(db)
     with stored(path) as store:
-        rows = [{"id": r["id"], "name": r["name"], "status": r["status"],
-                 "runs": r["n_runs"], "created_at": r["created_at"],
-                 "spec": r["spec_path"]} for r in store.experiments()]
+        rows = [{"id": e.id, "name": e.name, "status": e.status, "runs": e.n_runs,
+                 "created_at": e.created_at, "spec": e.spec_path}
+                for e in store.experiments()]
     if as_json:
         env.stdout.print_json(data={"database": str(path), "experiments": rows})
     else:
@@ -154,7 +153,7 @@ def compare(env: Environment, a: str, b: str, db: Path | None,
             same = db_b is None or db_b.resolve() == path.resolve()
             rows = experiment_pair(store, a, store_b, b, same, path)
             if rows is not None:
-                va, vb = load_view(store, rows[0]["id"]), load_view(store_b, rows[1]["id"])
+                va, vb = load_view(store, rows[0].id), load_view(store_b, rows[1].id)
                 return compared_experiments(env, va, vb, limits, strict, as_json, brief)
             if db_b is not None:
                 raise UsageError(f"--db-b {db_b}: compares two experiments, A {a!r} of --db "
@@ -190,7 +189,7 @@ def compared_experiments(env: Environment, va: ExperimentView, vb: ExperimentVie
     return gate_status(env, pairs, limits, strict, nothing)
 
 
-def experiment_row(store: Store, name_or_id: str) -> Row | None:
+def experiment_row(store: Store, name_or_id: str) -> ExperimentRecord | None:
     """The experiment `name_or_id` names (the newest of a name), or None."""
     try:
         return store.experiment(name_or_id)
@@ -199,7 +198,7 @@ def experiment_row(store: Store, name_or_id: str) -> Row | None:
 
 
 def experiment_pair(store: Store, a: str, store_b: Store, b: str, same_store: bool,
-                    path: Path) -> tuple[Row, Row] | None:
+                    path: Path) -> tuple[ExperimentRecord, ExperimentRecord] | None:
     """The experiments A and B name, or None when they do not both name one. The same
     name twice is the newest run of that name (B) against the one before it (A); an
     experiment is never compared with itself."""
@@ -213,12 +212,12 @@ def experiment_pair(store: Store, a: str, store_b: Store, b: str, same_store: bo
         if len(runs) < 2:
             raise UsageError(f"compare {a} {a}: compares the newest experiment named {a!r} "
                              f"with the one before it, and {path} holds only one (id "
-                             f"{runs[0]['id']}); an experiment is never compared with "
+                             f"{runs[0].id}); an experiment is never compared with "
                              "itself: run it again, or give two ids (`stacklab list`)")
         return runs[1], runs[0]
-    if ra["id"] == rb["id"]:
-        raise UsageError(f"A {a!r} and B {b!r} are both experiment {ra['id']} "
-                         f"({ra['name']!r}): an experiment is never compared with itself; "
+    if ra.id == rb.id:
+        raise UsageError(f"A {a!r} and B {b!r} are both experiment {ra.id} "
+                         f"({ra.name!r}): an experiment is never compared with itself; "
                          "`stacklab list` lists the others")
     return ra, rb
 
@@ -245,46 +244,46 @@ def trials_experiment(env: Environment, store: Store, a: str, b: str, path: Path
                 + f" in {path}; `stacklab list` lists the experiments, `stacklab show "
                 "NAME` an experiment's trials in its id column")
     if not held["A"] or not held["B"]:
-        what = {side: f"experiment {named[side]['id']} ({named[side]['name']!r})"
+        what = {side: f"experiment {named[side].id} ({named[side].name!r})"
                 if not held[side] else "a trial" for side in held}
         raise UsageError(f"A {a!r} is {what['A']} and B {b!r} is {what['B']}: compare "
                          "two experiments, or two trials")
     for side, arg in (("A", a), ("B", b)):
         ambiguous(side, arg, held[side])
-    ea, eb = ({r["experiment_id"]: r for r in held[side]} for side in ("A", "B"))
+    ea, eb = ({r.experiment_id: r for r in held[side]} for side in ("A", "B"))
     both = sorted(set(ea) & set(eb), reverse=True)
     if not both:
-        raise UsageError(f"no experiment holds both trials: A {held['A'][0]['trial_id']} is "
-                         f"in {_experiments(ea)}, B {held['B'][0]['trial_id']} in "
+        raise UsageError(f"no experiment holds both trials: A {held['A'][0].trial_id} is "
+                         f"in {_experiments(ea)}, B {held['B'][0].trial_id} in "
                          f"{_experiments(eb)}; `stacklab compare EXPERIMENT EXPERIMENT` "
                          "compares two experiments trial by trial")
     if len(both) > 1:
-        warn(env, f"compare: the trials of experiment {both[0]} ({ea[both[0]]['experiment']!r}"
+        warn(env, f"compare: the trials of experiment {both[0]} ({ea[both[0]].experiment!r}"
                   f"), the newest of the {len(both)} holding both; --experiment names "
                   "another")
     return both[0]
 
 
-def ambiguous(side: str, arg: str, rows: Sequence[Row]) -> None:
+def ambiguous(side: str, arg: str, rows: Sequence[HeldTrial]) -> None:
     """UsageError when `arg` starts the ids of more than one trial, naming them (and an
     experiment each is in)."""
     first = {}
     for r in rows:
-        first.setdefault(r["trial_id"], r)
+        first.setdefault(r.trial_id, r)
     if len(first) < 2:
         return
     fits = list(first.values())
     raise UsageError(f"{side} {arg!r}: more than one trial's id starts with it: "
-                     + " and ".join(f"{r['trial_id']} ({r['label']}, experiment "
-                                    f"{r['experiment_id']} {r['experiment']!r})"
+                     + " and ".join(f"{r.trial_id} ({r.label}, experiment "
+                                    f"{r.experiment_id} {r.experiment!r})"
                                     for r in fits[:3])
                      + ("" if len(fits) <= 3 else f" and {len(fits) - 3} more")
                      + "; give more of the id")
 
 
-def _experiments(rows: dict[int, Row]) -> str:
+def _experiments(rows: dict[int, HeldTrial]) -> str:
     """"experiment 3 ('quick')" or "experiments 1, 3 ('quick')"."""
-    names = sorted({r["experiment"] for r in rows.values()})
+    names = sorted({r.experiment for r in rows.values()})
     ids = ", ".join(map(str, sorted(rows)))
     return (f"experiment{'s' if len(rows) > 1 else ''} {ids} "
             f"({', '.join(map(repr, names))})")
@@ -404,7 +403,7 @@ def export_config(env: Environment, trial: str, db: Path | None, experiment: str
                                "`stacklab show NAME` lists an experiment's trials in its id "
                                "column")
             ambiguous("TRIAL", trial, rows)
-            experiment = str(rows[0]["experiment_id"])
+            experiment = str(rows[0].experiment_id)
         view = load_view(store, experiment)
     summary = find_trial(view, trial)
     runs = [r for r in view.runs if r.trial_id == summary.trial_id and r.outcome is Outcome.OK]

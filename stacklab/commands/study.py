@@ -207,10 +207,10 @@ def stored_series(store: Store, pb: PlannedBreakdown) -> list | None:
 def same_plan_stored(store: Store, ps: PlannedStep) -> bool:
     """Whether the newest experiment of this name was planned exactly so: resume it."""
     try:
-        row = store.experiment(ps.spec.experiment.name)
+        stored_hash = store.experiment(ps.spec.experiment.name).spec_hash
     except NotFound:
         return False
-    return row["spec_hash"] == plan_hash(ps.plan)
+    return stored_hash == plan_hash(ps.plan)
 
 
 def evaluate(env: Environment, findings, plan: StudyPlan, steps: list[PlannedStep],

@@ -1,25 +1,54 @@
-"""What a machine profile writes into a group and what is read back from it, in each
+"""A machine profile, what it writes into a group and what is read back from it, in each
 hierarchy version's own files: the settings (cpuset, CFS quota, memory limit, in the
 order the kernel needs them), the v2 controllers its ancestors must pass down, and the
 group's CPU and memory counters.
 
 Apart from cgroups.py because this is the v1/v2 vocabulary of the kernel's interface
-files, a table of names and units, while cgroups.py holds the group's lifecycle.
+files, a table of names and units, while cgroups.py holds the group's lifecycle. The
+Profile lives here, not there, because the settings are computed from it: cgroups.py
+imports this module, never the reverse.
 """
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from .cgroupfiles import _read, _write
-from .cgroupmounts import Hierarchy
-
-if TYPE_CHECKING:
-    from .cgroups import Group, Profile
+from .cgroupmounts import Hierarchy, Place, place_of
 
 PERIOD_US = 100_000              # the CFS period the quota is a share of
+MIN_QUOTA = 0.01                 # the kernel's smallest quota: 1 ms per 100 ms period
+MIN_MEMORY_MB = 32
+
+
+@dataclass(frozen=True)
+class Profile:
+    """A machine: how many CPUs (a cpuset), how many cores' worth of CPU time (CFS quota,
+    0.5 = half a core), how much memory (a hard limit, in MiB). None = no limit."""
+
+    cpus: int | None = None
+    cpu_quota: float | None = None
+    memory_mb: int | None = None
+
+    def __post_init__(self):
+        ncpu = os.cpu_count() or 1
+        if self.cpus is not None and (type(self.cpus) is not int or not 1 <= self.cpus <= ncpu):
+            raise ValueError(f"cpus={self.cpus!r}: a whole number of CPUs from 1 to {ncpu}, "
+                             "this machine's count")
+        q = self.cpu_quota
+        if q is not None and (type(q) not in (int, float) or not MIN_QUOTA <= q <= ncpu):
+            raise ValueError(f"cpu_quota={q!r}: cores' worth of CPU time, above 0 (at least "
+                             f"{MIN_QUOTA}, the kernel's smallest quota) and at most {ncpu}")
+        m = self.memory_mb
+        if m is not None and (type(m) is not int or m < MIN_MEMORY_MB):
+            raise ValueError(f"memory_mb={m!r}: a whole number of MiB, at least {MIN_MEMORY_MB}")
+
+    def controllers(self) -> dict[str, str]:
+        """The controllers this profile limits, each with the field that needs it."""
+        wanted = {"cpuset": "cpus", "cpu": "cpu_quota", "memory": "memory_mb"}
+        return {c: f for c, f in wanted.items() if getattr(self, f) is not None}
 
 
 @dataclass(frozen=True)
@@ -108,12 +137,13 @@ def cpu_usage_s(directory: Path, version: int) -> float | None:
     return None if usec is None else usec / 1e6
 
 
-def _usage(group: Group) -> dict:
+def _usage(places: list[Place]) -> dict:
+    """The counters of a group's places (see Group.usage); None where not measured."""
     out = dict.fromkeys(("cpu_usage_s", "cpu_periods", "cpu_throttled_periods",
                          "cpu_throttled_s", "memory_current_bytes", "memory_peak_bytes",
                          "memory_limit_hits", "memory_oom_kills"))
-    cpu, acct, mem = (group.place_of(c) for c in ("cpu", "cpuacct", "memory"))
-    v2 = next((p for p in group.places if p.hierarchy.version == 2), None)
+    cpu, acct, mem = (place_of(places, c) for c in ("cpu", "cpuacct", "memory"))
+    v2 = next((p for p in places if p.hierarchy.version == 2), None)
     if v2:                                       # one directory, cpu.stat always there
         stat = _flat(v2.dir / "cpu.stat")
         out["cpu_usage_s"] = cpu_usage_s(v2.dir, 2)

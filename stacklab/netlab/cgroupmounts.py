@@ -36,6 +36,20 @@ class Hierarchy:
         return self.mount / rel.lstrip("/")
 
 
+@dataclass
+class Place:
+    """The group's directory in one hierarchy, and the controllers it serves there."""
+
+    dir: Path
+    hierarchy: Hierarchy
+    controllers: tuple[str, ...]
+
+
+def place_of(places: list[Place], controller: str) -> Place | None:
+    """The place that serves a controller, None where the group has none for it."""
+    return next((p for p in places if controller in p.controllers), None)
+
+
 def detect(mountinfo: Path = MOUNTINFO, self_cgroup: Path = SELF_CGROUP) -> dict[str, Hierarchy]:
     """Which hierarchy holds each controller here, from the kernel's mount table.
 

@@ -26,8 +26,8 @@ parent does not pass down are enabled in its ancestors' cgroup.subtree_control a
 enabled: other groups may rely on them, and it only offers them to children.
 
 Which hierarchies there are is cgroupmounts.py's to find; what a profile writes and
-what the group's counters read is cgrouplimits.py's; the interface files and the
-state file are read and written through cgroupfiles.py.
+what the group's counters read is cgrouplimits.py's, with the Profile itself; the
+interface files and the state file are read and written through cgroupfiles.py.
 """
 
 from __future__ import annotations
@@ -42,13 +42,12 @@ from typing import Callable
 from ..placement import parse_cpus
 from .cgroupfiles import (CgroupError, _forget, _procs, _read, _record, _records, _rmdir,
                           _wait_empty, _write)
-from .cgrouplimits import Setting, _enable_v2, _usage, cpu_usage_s, format_cpus, settings
-from .cgroupmounts import MOUNTINFO, PROC, Hierarchy, _cgroup_mounts, detect
+from .cgrouplimits import (Profile, Setting, _enable_v2, _usage, cpu_usage_s, format_cpus,
+                           settings)
+from .cgroupmounts import MOUNTINFO, PROC, Hierarchy, Place, _cgroup_mounts, detect, place_of
 
 PREFIX = "stacklab-"
 RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
-MIN_QUOTA = 0.01                 # the kernel's smallest quota: 1 ms per 100 ms period
-MIN_MEMORY_MB = 32
 ACCOUNTING = ("cpuacct", "memory")   # made whenever present: CPU time and peak memory
 
 
@@ -59,43 +58,6 @@ class CgroupBusyError(CgroupError):
         self.busy = busy
         super().__init__("cgroups still hold processes, not removed (stop them first): " +
                          "; ".join(f"{d}: pids {', '.join(map(str, p))}" for d, p in busy.items()))
-
-
-@dataclass(frozen=True)
-class Profile:
-    """A machine: how many CPUs (a cpuset), how many cores' worth of CPU time (CFS quota,
-    0.5 = half a core), how much memory (a hard limit, in MiB). None = no limit."""
-
-    cpus: int | None = None
-    cpu_quota: float | None = None
-    memory_mb: int | None = None
-
-    def __post_init__(self):
-        ncpu = os.cpu_count() or 1
-        if self.cpus is not None and (type(self.cpus) is not int or not 1 <= self.cpus <= ncpu):
-            raise ValueError(f"cpus={self.cpus!r}: a whole number of CPUs from 1 to {ncpu}, "
-                             "this machine's count")
-        q = self.cpu_quota
-        if q is not None and (type(q) not in (int, float) or not MIN_QUOTA <= q <= ncpu):
-            raise ValueError(f"cpu_quota={q!r}: cores' worth of CPU time, above 0 (at least "
-                             f"{MIN_QUOTA}, the kernel's smallest quota) and at most {ncpu}")
-        m = self.memory_mb
-        if m is not None and (type(m) is not int or m < MIN_MEMORY_MB):
-            raise ValueError(f"memory_mb={m!r}: a whole number of MiB, at least {MIN_MEMORY_MB}")
-
-    def controllers(self) -> dict[str, str]:
-        """The controllers this profile limits, each with the field that needs it."""
-        wanted = {"cpuset": "cpus", "cpu": "cpu_quota", "memory": "memory_mb"}
-        return {c: f for c, f in wanted.items() if getattr(self, f) is not None}
-
-
-@dataclass
-class Place:
-    """The group's directory in one hierarchy, and the controllers it serves there."""
-
-    dir: Path
-    hierarchy: Hierarchy
-    controllers: tuple[str, ...]
 
 
 @dataclass
@@ -111,7 +73,7 @@ class Group:
     parts: dict[str, Path] = field(default_factory=dict)   # a component's group, by key
 
     def place_of(self, controller: str) -> Place | None:
-        return next((p for p in self.places if controller in p.controllers), None)
+        return place_of(self.places, controller)
 
     @property
     def counting(self) -> Place | None:
@@ -187,7 +149,7 @@ class Group:
         (no such controller here). Counters are the kernel's, read as they stand. The v1
         memory.failcnt behind memory_limit_hits stayed 0 on a 6.18 kernel even as a
         process was OOM-killed at the limit: read memory_oom_kills and the peak."""
-        return _usage(self)
+        return _usage(self.places)
 
     def verify(self, pid: int) -> tuple[bool, str]:
         """Whether `pid` is in every one of the group's directories and every limit reads

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Mapping
 
 from ..analyze import Decision, Estimate, ExperimentView, TrialSummary
+from ..drive import Bucket, LoadReport
 from ..errors import control_character
 from ..flags import LATENCY_DISTORTING
 from ..stats import decode_histogram, value_at_percentile
@@ -589,37 +590,36 @@ def transfer_chart(view: ExperimentView) -> Drawn:
 MIN_BUCKET_S = 0.1
 
 
-def _buckets(load) -> list[tuple[dict, float]]:
+def _buckets(load: LoadReport) -> list[tuple[Bucket, float]]:
     """The engine's buckets with the length each really covers: its width, but the last
     ends with the measured phase (`duration_s`, the same origin); seconds after the last
     bucket in which nothing completed nor failed (a stall up to the end) as empty
     buckets, so that a line does not stop where the run did not."""
-    points = load.raw.get("timeseries") or []
-    found = [(p, min(p.get("width_s") or 1, load.duration_s - p["t_s"])) for p in points]
+    points = load.timeseries
+    found = [(p, min(p.width_s, load.duration_s - p.t_s)) for p in points]
     if points:
-        width = points[-1].get("width_s") or 1
-        t = points[-1]["t_s"] + width
+        width = points[-1].width_s
+        t = points[-1].t_s + width
         while load.duration_s - t >= MIN_BUCKET_S:
-            found.append(({"t_s": t, "completed": 0, "errors": 0, "p99_us": 0},
+            found.append((Bucket(t_s=t, width_s=width, completed=0, errors=0, p99_us=0),
                           min(width, load.duration_s - t)))
             t += width
     return [(p, length) for p, length in found if length >= MIN_BUCKET_S]
 
 
-def per_second(load) -> dict | None:
-    """A run's per-second series from the engine report's `timeseries` (one bucket per
-    second, coarser past an hour; `width_s` is absent from schema 1, where every bucket
-    is 1 s): {t_s, length_s, rps, p99_ms, errors}, each bucket's requests divided by the
-    time it really covers (_buckets), p99 None where a bucket completed nothing.
-    LoadReport does not type the series: it is read from the stored report itself."""
+def per_second(load: LoadReport) -> dict | None:
+    """A run's per-second series from the engine report's time series (one bucket per
+    second, coarser past an hour): {t_s, length_s, rps, p99_ms, errors}, each bucket's
+    requests divided by the time it really covers (_buckets), p99 None where a bucket
+    completed nothing."""
     kept = _buckets(load)
     if not kept:
         return None
-    return {"t_s": [p["t_s"] for p, _ in kept],
+    return {"t_s": [p.t_s for p, _ in kept],
             "length_s": [round(length, 6) for _, length in kept],
-            "rps": [p["completed"] / length for p, length in kept],
-            "p99_ms": [p["p99_us"] / 1000 if p["completed"] else None for p, _ in kept],
-            "errors": [p["errors"] for p, _ in kept]}
+            "rps": [p.completed / length for p, length in kept],
+            "p99_ms": [p.p99_us / 1000 if p.completed else None for p, _ in kept],
+            "errors": [p.errors for p, _ in kept]}
 
 
 def per_second_chart(view: ExperimentView) -> Drawn:

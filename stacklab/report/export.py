@@ -59,9 +59,7 @@ def error_classes(view: ExperimentView) -> tuple[str, ...]:
 
 
 def _status_classes(runs: list[RunRecord]) -> list[str]:
-    # LoadReport does not type the status classes: read from the stored report, as html.py
-    return sorted({c for r in runs if r.load
-                   for c in r.load.raw.get("status_classes") or {}})
+    return sorted({c for r in runs if r.load for c in r.load.status_classes})
 
 
 def csv_columns(view: ExperimentView) -> list[str]:
@@ -116,16 +114,15 @@ def _load_cells(r: RunRecord) -> dict:
     """A measured run's figures: the engine's report and the monitor's summaries."""
     load = r.load
     lat = load.latency_us
-    p999 = load.raw["latency_us"].get("p999")     # not typed by LoadReport.Latency
     row = {"duration_s": load.duration_s, "rps": load.rps,
            "mb_per_s": round(load.bytes_total / load.duration_s / 1e6, 6)
            if load.duration_s else "",
            "completed": load.completed, "failed": load.failed,
            "p50_ms": lat.p50 / 1e3, "p90_ms": lat.p90 / 1e3, "p99_ms": lat.p99 / 1e3,
-           "p999_ms": "" if p999 is None else p999 / 1e3, "max_ms": lat.max / 1e3,
+           "p999_ms": "" if lat.p999 is None else lat.p999 / 1e3, "max_ms": lat.max / 1e3,
            "engine_cpu_s": round(load.engine_cpu_s, 6),
            **{f"errors.{e}": n for e, n in load.errors.items()},
-           **{f"status.{c}": n for c, n in (load.raw.get("status_classes") or {}).items()}}
+           **{f"status.{c}": n for c, n in load.status_classes.items()}}
     for c, res in r.resources.items():
         if c.startswith("_"):
             continue

@@ -126,9 +126,7 @@ def outcomes(view: ExperimentView) -> list[TrialOutcomes]:
         errors, statuses = Counter(), Counter()
         for load in ok:
             errors.update(load.errors)
-            # LoadReport does not type the status classes yet: the one figure read from
-            # the stored report itself.
-            statuses.update(load.raw.get("status_classes") or {})
+            statuses.update(load.status_classes)
         rows.append(TrialOutcomes(series_name(s, common), s.concurrency,
                                   sum(load.completed for load in ok), dict(errors),
                                   dict(sorted(statuses.items())), s.verdicts))

@@ -29,10 +29,12 @@ from urllib.parse import quote
 
 from ..errors import EngineError, NotFound, StoreError
 from .migrations import MIGRATIONS
-from .records import Outcome, RunRecord, row_of_fields
+from .records import (ExperimentRecord, ExperimentStatus, HeldTrial, Outcome, RunRecord,
+                      TrialRecord, row_of_fields)
 
-__all__ = ["AlreadyStored", "BreakdownRecord", "DbBenchRecord", "Outcome", "RunRecord",
-           "SCHEMA_VERSION", "Store"]
+__all__ = ["AlreadyStored", "BreakdownRecord", "DbBenchRecord", "ExperimentRecord",
+           "ExperimentStatus", "HeldTrial", "Outcome", "RunRecord", "SCHEMA_VERSION",
+           "Store", "TrialRecord"]
 
 SCHEMA_VERSION = len(MIGRATIONS)
 # How long a write waits for another connection's write lock before it fails.
@@ -176,7 +178,7 @@ class Store:
 
     def _named(self, name: str) -> str:
         try:
-            return f"{name!r} (id {self.experiment(name)['id']})"
+            return f"{name!r} (id {self.experiment(name).id})"
         except (NotFound, StoreError):
             return repr(name)
 
@@ -210,7 +212,7 @@ class Store:
         return exp_id
 
     @_sqlite_errors("cannot read the experiments")
-    def experiment(self, name_or_id: str | int | None = None) -> sqlite3.Row:
+    def experiment(self, name_or_id: str | int | None = None) -> ExperimentRecord:
         """The newest experiment with that name (or that id; or the newest of all)."""
         if name_or_id is None:
             row = self.conn.execute("SELECT * FROM experiments ORDER BY id DESC").fetchone()
@@ -223,40 +225,42 @@ class Store:
         if row is None:
             what = "no experiments" if name_or_id is None else f"no experiment {name_or_id!r}"
             raise NotFound(f"{what} in the results database")
-        return row
+        return ExperimentRecord.from_row(row)
 
     @_sqlite_errors("cannot read the experiments")
-    def named(self, name: str) -> list[sqlite3.Row]:
+    def named(self, name: str) -> list[ExperimentRecord]:
         """Every experiment of that name, newest first: `compare NAME NAME` is the newest
         run of that name against the one before it."""
-        return self.conn.execute("SELECT * FROM experiments WHERE name = ? ORDER BY id DESC",
-                                 (name,)).fetchall()
+        return [ExperimentRecord.from_row(row) for row in self.conn.execute(
+            "SELECT * FROM experiments WHERE name = ? ORDER BY id DESC", (name,))]
 
     @_sqlite_errors("cannot read the experiments")
-    def holding(self, prefix: str) -> list[sqlite3.Row]:
-        """Every stored trial whose id starts with `prefix` (experiment_id, experiment,
-        trial_id, label), newest experiment first: a trial id is found in any experiment.
-        A trial's id is its definition's hash, so a spec run again holds the same ids."""
-        return self.conn.execute(
+    def holding(self, prefix: str) -> list[HeldTrial]:
+        """Every stored trial whose id starts with `prefix`, newest experiment first: a
+        trial id is found in any experiment. A trial's id is its definition's hash, so a
+        spec run again holds the same ids."""
+        return [HeldTrial.from_row(row) for row in self.conn.execute(
             "SELECT t.experiment_id, e.name AS experiment, t.trial_id, t.label "
             "FROM trials t JOIN experiments e ON e.id = t.experiment_id "
             "WHERE substr(t.trial_id, 1, ?) = ? ORDER BY t.experiment_id DESC, t.position",
-            (len(prefix), prefix)).fetchall()
+            (len(prefix), prefix))]
 
     @_sqlite_errors("cannot read the experiments")
-    def experiments(self) -> list[sqlite3.Row]:
-        return self.conn.execute(
+    def experiments(self) -> list[ExperimentRecord]:
+        """Every experiment, oldest first, each with its number of stored runs."""
+        return [ExperimentRecord.from_row(row) for row in self.conn.execute(
             "SELECT e.*, (SELECT COUNT(*) FROM runs r WHERE r.experiment_id = e.id) AS n_runs "
-            "FROM experiments e ORDER BY id").fetchall()
+            "FROM experiments e ORDER BY id")]
 
     @_sqlite_errors("cannot set the experiment's status")
     def set_status(self, exp_id: int, status: str) -> None:
         self.conn.execute("UPDATE experiments SET status = ? WHERE id = ?", (status, exp_id))
 
     @_sqlite_errors("cannot read the experiments")
-    def trials(self, exp_id: int) -> list[sqlite3.Row]:
-        return self.conn.execute("SELECT * FROM trials WHERE experiment_id = ? "
-                                 "ORDER BY position", (exp_id,)).fetchall()
+    def trials(self, exp_id: int) -> list[TrialRecord]:
+        """The experiment's planned trials, in the plan's order."""
+        return [TrialRecord.from_row(row) for row in self.conn.execute(
+            "SELECT * FROM trials WHERE experiment_id = ? ORDER BY position", (exp_id,))]
 
     # runs ------------------------------------------------------------------
 
@@ -427,7 +431,7 @@ class Store:
         directory = self.journal_dir()
         if directory is None or not directory.is_dir():
             return 0
-        created = self.experiment(str(exp_id))["created_at"]
+        created = self.experiment(str(exp_id)).created_at
         for room in directory.glob(f"{exp_id}-*.reserved"):
             _remove(room)            # a run stopped before its load ended: nothing in it
         stored = 0

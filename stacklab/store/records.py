@@ -1,8 +1,10 @@
-"""What the store keeps of one run, typed, and the one mapping between it and a row.
+"""What the store keeps, typed, and the one mapping between each record and its row.
 
 `RunRecord.to_row` / `RunRecord.from_row` are the only code that knows the runs table's
 column names and how each value is encoded (JSON columns, verdicts, the engine's
-report); the insert, the reads and the journal all go through them.
+report); the insert, the reads and the journal all go through them. Experiments and
+their trials leave the store as `ExperimentRecord` and `TrialRecord` (`from_row`), so
+no reader indexes a row by column name or decodes a JSON column itself.
 """
 
 from __future__ import annotations
@@ -23,6 +25,73 @@ class Outcome(StrEnum):
     OK = "ok"              # measured
     FAILED = "failed"      # a server or the engine broke (the reason says how)
     INVALID = "invalid"    # verification FAILed: not measured
+
+
+class ExperimentStatus(StrEnum):
+    """Where an experiment stands. The values are what the experiments table stores."""
+
+    RUNNING = "running"            # being run, or stopped without a word (kill -9)
+    COMPLETE = "complete"
+    INTERRUPTED = "interrupted"    # stopped by the user, or by an error: --resume goes on
+
+
+@dataclass(frozen=True, kw_only=True)
+class ExperimentRecord:
+    """One stored experiment: the spec it was planned from and the host it ran on."""
+
+    id: int
+    name: str
+    spec_path: str
+    spec_hash: str                 # the plan's hash: a resume must plan the same runs
+    spec: dict                     # the spec as validated (its JSON document)
+    created_at: str
+    status: ExperimentStatus
+    stacklab_version: str
+    stacklab_commit: str | None
+    host: dict                     # host facts when it was created
+    n_runs: int | None = None      # its stored runs, where the read counted them
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> "ExperimentRecord":
+        """From an experiments row (with an `n_runs` column where the query adds one)."""
+        return cls(id=row["id"], name=row["name"], spec_path=row["spec_path"],
+                   spec_hash=row["spec_hash"], spec=json.loads(row["spec_json"]),
+                   created_at=row["created_at"], status=ExperimentStatus(row["status"]),
+                   stacklab_version=row["stacklab_version"],
+                   stacklab_commit=row["stacklab_commit"], host=json.loads(row["host_json"]),
+                   n_runs=row["n_runs"] if "n_runs" in row.keys() else None)
+
+
+@dataclass(frozen=True, kw_only=True)
+class TrialRecord:
+    """One planned trial of a stored experiment, in the order the plan made them."""
+
+    experiment_id: int
+    trial_id: str
+    position: int
+    label: str
+    definition: dict               # what the trial is (plan.Trial.definition)
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> "TrialRecord":
+        return cls(experiment_id=row["experiment_id"], trial_id=row["trial_id"],
+                   position=row["position"], label=row["label"],
+                   definition=json.loads(row["definition_json"]))
+
+
+@dataclass(frozen=True, kw_only=True)
+class HeldTrial:
+    """A stored trial found by the start of its id, and the experiment that holds it."""
+
+    experiment_id: int
+    experiment: str                # the experiment's name
+    trial_id: str
+    label: str
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> "HeldTrial":
+        return cls(experiment_id=row["experiment_id"], experiment=row["experiment"],
+                   trial_id=row["trial_id"], label=row["label"])
 
 
 @dataclass(frozen=True, kw_only=True)
