@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .netkernel import check_sysctl, set_sysctls
+from .netmeasure import measure_rate, measure_rtt
 from .netns import (LAB_NS, PREFIX, PROBE_NS, NetlabError, _delete_namespace, _run,
                     namespaces)
 # Read as net.<name> by inventory.py, validate.py and tests/test_netlab_run.py; they
@@ -157,11 +158,11 @@ class Link:
                 "client": _dev_counters(self.client_ns, self.client_dev)}
 
     def measure_rate(self, nbytes: int = 20_000_000) -> float:
-        from .netmeasure import measure_rate          # netmeasure imports this module
-        return measure_rate(self, nbytes)
+        """Bytes per second of one transfer from the server to the client namespace."""
+        return measure_rate(self, check_rate(self.rate), nbytes)
 
     def measure_rtt(self, rounds: int = 50) -> float:
-        from .netmeasure import measure_rtt
+        """Median seconds of a 1-byte TCP ping-pong between the namespaces."""
         return measure_rtt(self, rounds)
 
     def close(self) -> None:

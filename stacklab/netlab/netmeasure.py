@@ -4,7 +4,9 @@ peer in the client namespace (`measure_rate`), and a timed TCP ping-pong between
 
 Apart from net.py because the peers are a program of their own (run with the
 interpreter inside each namespace) and nothing in making or removing a link needs them;
-`Link.measure_rate` and `Link.measure_rtt` call in here.
+`Link.measure_rate` and `Link.measure_rtt` call in here. What a measurement needs of a
+link is the `Namespaces` protocol below (net.Link is one), so this module imports
+nothing of net.py and net.py imports it: one direction, no circle.
 """
 
 from __future__ import annotations
@@ -14,10 +16,22 @@ import select
 import statistics
 import subprocess
 import sys
+from typing import Protocol
 
 from ..errors import printable
-from .net import Link, check_rate
 from .netns import CMD_TIMEOUT_S, NetlabError, _run
+
+
+class Namespaces(Protocol):
+    """What a measurement needs of a link: its two namespaces, the server's address in
+    its subnet, how to start a program in either, and its id to name it in an error."""
+
+    run_id: str
+    server_ns: str
+    client_ns: str
+    server_addr: str
+
+    def exec_prefix(self, ns: str) -> list[str]: ...
 
 # Peers started inside the namespaces: `send` and `echo` servers print their port when
 # listening; the `recv` and `ping` clients print JSON. Socket timeouts end them however
@@ -58,7 +72,7 @@ else:
 """
 
 
-def _exchange(link: Link, server_mode: str, client_args: list[str], server_args: list[str],
+def _exchange(link: Namespaces, server_mode: str, client_args: list[str], server_args: list[str],
               timeout: float) -> dict:
     """Run a peer server in the server namespace and a client in the client namespace;
     the client's JSON answer."""
@@ -85,12 +99,12 @@ def _exchange(link: Link, server_mode: str, client_args: list[str], server_args:
         server.communicate()
 
 
-def measure_rate(link: Link, nbytes: int = 20_000_000) -> float:
+def measure_rate(link: Namespaces, bits: int | None, nbytes: int = 20_000_000) -> float:
     """Bytes per second of one TCP transfer of `nbytes` from the server namespace to the
-    client namespace, timed by the client from connect to the last byte."""
+    client namespace, timed by the client from connect to the last byte; `bits` is the
+    link's shaped rate in bits per second (None: unlimited), which sets the timeout."""
     if not isinstance(nbytes, int) or not 1 <= nbytes <= 10**10:
         raise ValueError(f"nbytes {nbytes!r} is not a byte count from 1 to 10^10")
-    bits = check_rate(link.rate)
     timeout = 30 + (3 * nbytes * 8 / bits if bits else 0)
     got = _exchange(link, "send", [], [str(nbytes)], timeout)
     if got["bytes"] != nbytes:
@@ -99,7 +113,7 @@ def measure_rate(link: Link, nbytes: int = 20_000_000) -> float:
     return got["bytes"] / got["seconds"]
 
 
-def measure_rtt(link: Link, rounds: int = 50) -> float:
+def measure_rtt(link: Namespaces, rounds: int = 50) -> float:
     """Median seconds of a 1-byte TCP ping-pong between the namespaces (after 5 rounds
     of warm-up)."""
     if not isinstance(rounds, int) or not 1 <= rounds <= 100_000:
