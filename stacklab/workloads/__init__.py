@@ -13,29 +13,13 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ..verify import CHECK_PATH, Expect
+from . import app, editor, media, pages
+from .files import File, Url
 from .params import KIB, MIB, Param, split
 from .perl import perl_page
 from .php import CPU_ITERATIONS, php_cpu, php_page
-from .static import check_page, sized_page, static_page
-
-
-@dataclass(frozen=True)
-class File:
-    path: str                    # URL path, also the path under the docroot
-    # The bytes, or a function that makes them: made only when the docroot does not
-    # already hold this file from an earlier deployment with the same seed (big corpora).
-    content: bytes | Callable[[], bytes]
-    expect: Expect | None = None  # None: exact bytes (static file)
-    mode: int = 0o644
-    check: bool = True           # verified before measuring (False: one of a large set)
-
-
-@dataclass(frozen=True)
-class Url:
-    """A URL that is not a file of its own (a query string on a script) and what it returns."""
-
-    path: str
-    expect: Expect
+from .site import SITE_PATH, portal_site
+from .static import PORTAL_BYTES, check_page, file_100k, portal_page, sized_page, static_page
 
 
 @dataclass(frozen=True)
@@ -127,11 +111,6 @@ def canonical(name: str) -> str:
 
 def _usage(description: str, name: str, param: Param) -> str:
     return f"{description} — {param.usage(name)}"
-
-
-from . import app, editor, media, pages  # noqa: E402  (they use File)
-from .static import PORTAL_BYTES, file_100k, portal_page  # noqa: E402
-from .site import SITE_PATH, portal_site  # noqa: E402
 
 
 def _one(path: str) -> tuple[tuple[str, int], ...]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from ..verify import Expect
 from .appdata import AppDatabase
+from .files import File, Url
 
 URLS = (("/index.php", 1), ("/showArticle.php?show=1", 1), ("/showArticle.php?id=1", 1),
         ("/showArticle.php?tree=1", 1))
@@ -170,7 +171,6 @@ sl_finish();
 
 
 def app_files(seed: int):
-    from . import File, Url
     db = database(seed)
     lib = LIB % {"user": db.user, "password": db.password, "name": db.name}
     return [File("/index.php", INDEX, Expect(contains=marker("index"))),

@@ -19,6 +19,7 @@ from html.parser import HTMLParser
 
 import minify_html
 
+from .files import File
 from .static import lorem
 
 EDITOR_BYTES = 65_864        # S2's mater.html (CIDE), the study's mid-sized page
@@ -351,13 +352,11 @@ def minify(page: bytes) -> Minified:
 
 def editor_page(seed: int, size: int = EDITOR_BYTES):
     """`editor-page` or `editor-page:SIZE`: the page as the editor wrote it."""
-    from . import File
     return [File(EDITOR_PATH, editor_html(seed, size))]
 
 
 def minified_page(seed: int, size: int = EDITOR_BYTES):
     """`editor-page-min` or `editor-page-min:SIZE`: editor-page at that size, minified,
     and its stylesheet beside it (deployed, not requested by the load)."""
-    from . import File
     done = minify(editor_html(seed, size))
     return [File(MIN_PATH, done.html), File(CSS_PATH, done.css)]

@@ -12,6 +12,8 @@ import struct
 import zlib
 from dataclasses import dataclass
 
+from .files import File
+
 MB = 1 << 20
 PICTURE_BYTES = 565 * 1000   # S5's picture.png
 
@@ -38,7 +40,6 @@ def png(seed: int, width: int, height: int) -> bytes:
 
 
 def picture(seed: int):
-    from . import File
     return [File("/picture.png", lambda: png(seed, 434, 434))]
 
 
@@ -62,7 +63,6 @@ def jpeg(seed: int, width: int, height: int) -> bytes:
 
 
 def photos(seed: int):
-    from . import File
     files = []
     for n, (path, _) in enumerate(PHOTO_URLS):
         res = path.split("/")[2]
@@ -108,7 +108,6 @@ def large_urls(spec: LargeSet) -> tuple[tuple[str, int], ...]:
 
 def large_files(spec: LargeSet):
     def build(seed: int):
-        from . import File
         files = []
         for n, (path, size) in enumerate(_large_paths(spec)):
             index = int(path.rsplit("-", 1)[1].split(".")[0])

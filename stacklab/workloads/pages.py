@@ -7,6 +7,7 @@ import hashlib
 import random
 
 from ..verify import Expect
+from .files import File
 from .static import html_page
 
 INDEX_MARKER = b"<!-- stacklab php-index ok -->"
@@ -17,20 +18,17 @@ OUTPUT_CACHE_DIR = "/_cache"
 
 
 def php_index(seed: int):
-    from . import File
     page = (b"<?php /* stacklab: PHP start-up only */ ?><!DOCTYPE html>\n<html><head>"
             b"<title>stacklab</title></head><body>" + INDEX_MARKER + b"</body></html>\n")
     return [File("/index.php", page, Expect(contains=INDEX_MARKER))]
 
 
 def php_blank(seed: int):
-    from . import File
     return [File("/blank.php", b"<?php echo 1;",
                  Expect(hashlib.sha256(b"1").hexdigest(), 1))]
 
 
 def php_simple(seed: int):
-    from . import File
     page = (b"<?php\nfor ($i = 0; $i < 100; $i++) {\n    echo $i, \" \";\n}\n"
             b"echo \"" + SIMPLE_MARKER + b"\\n\";\nphpinfo();\n")
     return [File("/simple.php", page, Expect(contains=SIMPLE_MARKER))]
@@ -46,7 +44,6 @@ echo '<!DOCTYPE html><html><body><p>visits: ', $_SESSION['visits'], '</p>',
 
 
 def php_session(seed: int):
-    from . import File
     # A request without a cookie is a new session: its first visit.
     return [File("/session.php", SESSION, Expect(contains=b"<p>visits: 1</p>"))]
 
@@ -82,18 +79,15 @@ echo file_get_contents(__DIR__ . '/cacheable.html');
 
 
 def _body(seed: int):
-    from . import File
     body = html_page(random.Random(seed), "stacklab cacheable page", 8, 80)
     return File("/cacheable.html", body.replace(b"</body>", CACHEABLE_MARKER + b"</body>"))
 
 
 def php_cacheable(seed: int):
-    from . import File
     return [File("/cacheable.php", CACHEABLE, Expect(contains=CACHEABLE_MARKER)), _body(seed)]
 
 
 def php_uncacheable(seed: int):
-    from . import File
     return [File("/uncacheable.php", UNCACHEABLE, Expect(contains=CACHEABLE_MARKER)),
             _body(seed)]
 
@@ -148,7 +142,6 @@ echo "</table>{OUTPUT_CACHE_MARKER.decode()}</body></html>\\n";
 
 
 def php_output_cache(seed: int):
-    from . import File
     # the source page's last row appears only when PHP renders it (its text has printf)
     return [File("/cached.php", OUTPUT_CACHE, Expect(contains=OUTPUT_CACHE_MARKER)),
             File("/cached-source.php", _source(random.Random(seed)),

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from ..verify import Expect
+from .files import File
+
 MARKER = b"<!-- stacklab perl-page ok -->"
 
 # Works unchanged as plain CGI and under ModPerl::Registry / ModPerl::PerlRun.
@@ -20,6 +23,4 @@ print "</table><!-- stacklab perl-page ok --></body></html>\\n";
 
 
 def perl_page(seed: int):
-    from . import File
-    from ..verify import Expect
     return [File("/index.pl", PAGE, Expect(contains=MARKER), mode=0o755)]

@@ -6,6 +6,7 @@ import hashlib
 import random
 
 from ..verify import Expect
+from .files import File
 from .static import WORDS
 
 MARKER = b"<!-- stacklab php-page ok -->"
@@ -47,7 +48,6 @@ def _library(rng: random.Random, functions: int | None = None,
 def php_page(seed: int, size: int | None = None):
     """`php-page` (a ~54 KB library of 400 functions) or `php-page:SIZE` (a library of
     exactly SIZE bytes, e.g. 680k for OPcache studies); the output is known exactly."""
-    from . import File
     rng = random.Random(seed)
     library, specs = _library(rng, None if size else 400, size)
     functions = len(specs)
@@ -76,7 +76,6 @@ CPU_ITERATIONS = 20_000
 def php_cpu(seed: int, iterations: int = CPU_ITERATIONS):
     """`php-cpu[:N]`: CPU-bound PHP, an md5 chain of N rounds (20,000 unless N is given);
     the final digest is computed here too and checked byte for byte."""
-    from . import File
     start = f"stacklab-{seed}"
     page = (f"<?php\n$h = '{start}';\n"
             f"for ($i = 0; $i < {iterations}; $i++) {{ $h = md5($h); }}\n"

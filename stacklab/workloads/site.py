@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import random
 
+from .files import File
 from .media import png
 from .static import PORTAL_BYTES, lorem, portal
 
@@ -43,7 +44,6 @@ def _page(seed: int) -> bytes:
 
 
 def portal_site(seed: int):
-    from . import File
     rng = random.Random(seed)
     files = [File(SITE_PATH, _page(seed)), File(CSS_PATH, _css(rng)),
              File(SCRIPTS[0], _script(rng, "site", 120)),

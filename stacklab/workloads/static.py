@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import random
 
+from .files import File
+
 WORDS = ("lorem ipsum dolor sit amet consectetur adipiscing elit sed do eiusmod tempor "
          "incididunt ut labore et dolore magna aliqua enim ad minim veniam quis nostrud "
          "exercitation ullamco laboris nisi aliquip ex ea commodo consequat duis aute irure "
@@ -24,7 +26,6 @@ def html_page(rng: random.Random, title: str, paragraphs: int, words: int) -> by
 
 
 def static_page(seed: int):
-    from . import File
     rng = random.Random(seed)
     return [File("/index.html", html_page(rng, "stacklab static page", 6, 80))]
 
@@ -32,7 +33,6 @@ def static_page(seed: int):
 def sized_page(seed: int, size: int):
     """`static-page:SIZE`: lorem-ipsum HTML of exactly `size` bytes (600 B as in the
     classic small-file tests), its last paragraph cut to fit."""
-    from . import File
     return [File("/index.html", sized_html(random.Random(seed), "stacklab static page", size))]
 
 
@@ -95,10 +95,8 @@ def portal(seed: int, size: int = PORTAL_BYTES) -> bytes:
 
 def portal_page(seed: int, size: int = PORTAL_BYTES):
     """`portal-page` (S2's 126,237 B) or `portal-page:SIZE`: the same design at that size."""
-    from . import File
     return [File("/portal.html", portal(seed, size))]
 
 
 def file_100k(seed: int):
-    from . import File
     return [File("/100k.bin", random.Random(seed).randbytes(100 * 1024))]
