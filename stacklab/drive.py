@@ -13,7 +13,7 @@ from typing import Any
 
 from .errors import EngineError
 from .knobs import Knob
-from .lab import interrupts_held
+from .interrupts import interrupts_held
 from .placement import pin
 
 ENGINE_NAME = "stacklab-load"

@@ -31,6 +31,8 @@ from pathlib import Path
 
 from . import procs
 from .errors import UnsafePathError
+# Held by drive.py around the engine's start, below this module; read as lab.<name> too.
+from .interrupts import interrupt, interrupts_held  # noqa: F401 (interrupts_held re-exported)
 # What a lab root may not hold: one list for the server configs and the filesystem layer
 # (fscheck refuses the same characters when it mounts), so a root accepted here is never
 # refused when the session closes. Templates quote paths; this refuses them early.
@@ -480,39 +482,12 @@ def _stop_recorded(directory: Path) -> None:
     cgroups.cleanup_stale(directory)
 
 
-# Interrupts that arrived inside interrupts_held(), raised when it ends.
-_held = {"depth": 0, "pending": False}
-
-
-def _interrupt(signum, frame):
-    if _held["depth"]:
-        _held["pending"] = True
-        return
-    raise KeyboardInterrupt
-
-
-@contextmanager
-def interrupts_held():
-    """Ctrl-C, SIGTERM and SIGHUP wait until the block ends, then interrupt as usual: a
-    process started inside is known to its caller (Popen has returned) before the
-    interrupt lands, so it can be stopped. (Popen interrupted between fork and return
-    leaves a child nobody knows.) Inside a session_scope only; elsewhere a no-op."""
-    _held["depth"] += 1
-    try:
-        yield
-    finally:
-        _held["depth"] -= 1
-        if not _held["depth"] and _held["pending"]:
-            _held["pending"] = False
-            raise KeyboardInterrupt
-
-
 @contextmanager
 def session_scope(root: Path | None = None):
     """A lab session whose servers are stopped however the command ends: Ctrl-C, SIGTERM
     and SIGHUP become KeyboardInterrupt (held inside interrupts_held()), and while the
     session is being closed they are ignored, so cleanup always finishes."""
-    previous = {sig: signal.signal(sig, _interrupt)
+    previous = {sig: signal.signal(sig, interrupt)
                 for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
     try:
         session = open_session(root)
