@@ -101,3 +101,29 @@ def test_the_documents_link_each_other():
     developer finds the user's reference from CONTRIBUTING.md."""
     assert "CONTRIBUTING.md" in links((ROOT / "README.md").read_text())
     assert "README.md" in links((ROOT / "CONTRIBUTING.md").read_text())
+
+
+def test_the_layout_map_names_every_module_of_the_package():
+    """CONTRIBUTING.md's layout map names every module of stacklab/ (its __init__.py
+    files aside), and every module it names is there: a new module is found on the map,
+    and a moved or removed one leaves no stale name.
+
+    The map is a tree: a line whose first word ends in "/" opens that directory for the
+    lines indented deeper, and each `name.py` on a line is a file of the innermost
+    directory open there (`stacks/<component>/knobs.py`, a pattern, names no file)."""
+    text = (ROOT / "CONTRIBUTING.md").read_text()
+    block = re.search(r"^## Layout\n.*?^```\n(.*?)^```", text, re.M | re.S).group(1)
+    named, open_dirs = set(), [(-1, ROOT)]
+    for line in block.splitlines():
+        indent, words = len(line) - len(line.lstrip()), line.split()
+        while open_dirs[-1][0] >= indent:
+            open_dirs.pop()
+        if words and words[0].endswith("/"):
+            open_dirs.append((indent, open_dirs[-1][1] / words[0]))
+        named |= {open_dirs[-1][1] / m for m in
+                  re.findall(r"(?<![\w/.<>*])([\w/]+\.py)\b", line)}
+    package = ROOT / "stacklab"
+    modules = {p for p in package.rglob("*.py") if p.name != "__init__.py"}
+    rel = lambda paths: sorted(str(p.relative_to(ROOT)) for p in paths)  # noqa: E731
+    assert rel(modules - named) == [], "modules missing from CONTRIBUTING.md's layout"
+    assert rel(p for p in named if not p.is_file()) == [], "named on the map, not there"
