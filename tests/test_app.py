@@ -83,7 +83,7 @@ def test_traceback_is_a_parsed_option_that_lets_the_error_through(env):
 
 def test_the_dry_run_plans_without_touching_the_database(env, tmp_path):
     spec = tmp_path / "s.toml"
-    spec.write_text('[experiment]\nname = "s"\nrequests = 10\nrepetitions = 2\n'
+    spec.write_text('[experiment]\nremeasure = 0\nname = "s"\nrequests = 10\nrepetitions = 2\n'
                     '[matrix]\nstack = ["nginx"]\nworkload = ["static-page"]\n'
                     'concurrency = [1, 4]\n')
     assert main(["run", str(spec), "--dry-run"], env) == ExitStatus.OK
@@ -93,7 +93,7 @@ def test_the_dry_run_plans_without_touching_the_database(env, tmp_path):
 
 def test_a_bad_spec_exits_bad_input_naming_file_key_and_value(env, tmp_path):
     spec = tmp_path / "bad.toml"
-    spec.write_text('[experiment]\nname = "b"\nrequests = 10\n[matrix]\nstack = ["nginx"]\n'
+    spec.write_text('[experiment]\nremeasure = 0\nname = "b"\nrequests = 10\n[matrix]\nstack = ["nginx"]\n'
                     'workload = ["static-page"]\nconcurrency = [1, "many"]\n')
     assert main(["run", str(spec)], env) == ExitStatus.BAD_INPUT
     [line] = text(env.stderr).splitlines()

@@ -88,7 +88,7 @@ def test_weights_that_do_not_match_the_replicas_are_refused_before_anything_star
     from typer.testing import CliRunner
     from stacklab.cli import cli
     spec = tmp_path / "w.toml"
-    spec.write_text('[experiment]\nname = "w"\nrepetitions = 1\nduration = "1s"\n'
+    spec.write_text('[experiment]\nremeasure = 0\nname = "w"\nrepetitions = 1\nduration = "1s"\n'
                     '[knobs]\nhaproxy.weights = "1,2"\n[matrix]\n'
                     'stack = ["haproxy > nginx * 3"]\nworkload = ["static-page"]\n'
                     'concurrency = [1]\n')
@@ -117,7 +117,7 @@ def test_weights_on_a_layer_with_one_backend_are_refused_before_anything_starts(
     from typer.testing import CliRunner
     from stacklab.cli import cli
     spec = tmp_path / "w.toml"
-    spec.write_text('[experiment]\nname = "w"\nrepetitions = 1\nduration = "1s"\n'
+    spec.write_text('[experiment]\nremeasure = 0\nname = "w"\nrepetitions = 1\nduration = "1s"\n'
                     '[knobs]\nhaproxy.weights = "1,2"\n'
                     '[matrix]\nstack = ["haproxy > varnish > nginx * 2"]\n'
                     'workload = ["static-page"]\nconcurrency = [1]\n')
@@ -142,7 +142,7 @@ def test_https_behind_a_layer_that_speaks_only_http_is_refused_before_anything_s
     from stacklab.cli import cli
     server = "apache" if "apache" in stack else "nginx"
     spec = tmp_path / "t.toml"
-    spec.write_text(f'[experiment]\nname = "t"\nrepetitions = 1\nduration = "1s"\n'
+    spec.write_text(f'[experiment]\nremeasure = 0\nname = "t"\nrepetitions = 1\nduration = "1s"\n'
                     f'[knobs]\n{server}.tls = true\n[matrix]\nstack = ["{stack}"]\n'
                     'workload = ["static-page"]\nconcurrency = [1]\n')
     result = CliRunner().invoke(cli, ["run", str(spec), "--db", str(tmp_path / "r.db"),

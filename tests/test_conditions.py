@@ -194,7 +194,7 @@ def test_run_prints_the_notes_and_refuses_what_cannot_run(tmp_path):
     from typer.testing import CliRunner
     from stacklab.cli import cli
     spec = tmp_path / "c.toml"
-    spec.write_text('[experiment]\nname = "c"\nrequests = 10\n[knobs]\nnginx.tcp_nopush = true\n'
+    spec.write_text('[experiment]\nremeasure = 0\nname = "c"\nrequests = 10\n[knobs]\nnginx.tcp_nopush = true\n'
                     '[matrix]\nstack = ["nginx"]\nworkload = ["static-page:600", "php-cpu:5"]\n'
                     'concurrency = [1]\nnginx.sendfile = [true, false]\n'
                     'exclude = [{ workload = "php-cpu:5" }]\n')

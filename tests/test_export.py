@@ -27,6 +27,7 @@ SCHEMA = json.loads((ROOT / "stacklab" / "report" / "export.schema.json").read_t
 
 MIXED = """
 [experiment]
+remeasure = 0   # runs are counted: none measured again on a busy host
 name = "mixed"
 repetitions = 1
 requests = 200

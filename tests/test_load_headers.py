@@ -131,6 +131,7 @@ def test_an_unresolved_condition_refuses_to_start_the_engine():
 
 CONDITIONAL = """
 [experiment]
+remeasure = 0   # runs are counted: none measured again on a busy host
 name = "conditional"
 repetitions = 1
 duration = "0.5s"
@@ -150,6 +151,7 @@ exclude = [{ workload = "php-uncacheable", load = { conditional = "none" } },
 # 304 for its static page; php-uncacheable's script never looks at the condition.
 STAR = """
 [experiment]
+remeasure = 0   # runs are counted: none measured again on a busy host
 name = "star"
 repetitions = 1
 duration = "0.5s"

@@ -84,7 +84,7 @@ def test_the_resume_hint_carries_the_db_given(tmp_path, monkeypatch):
     printed command would resume nothing (another database)."""
     require_engine()
     spec = tmp_path / "one.toml"
-    spec.write_text('[experiment]\nname = "one"\nrepetitions = 1\nrequests = 200\n'
+    spec.write_text('[experiment]\nremeasure = 0\nname = "one"\nrepetitions = 1\nrequests = 200\n'
                     'warmup = "0s"\n[matrix]\nstack = ["nginx"]\n'
                     'workload = ["static-page"]\nconcurrency = [2]\n')
     db = tmp_path / "my results.db"

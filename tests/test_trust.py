@@ -166,6 +166,7 @@ def test_cpu_outside_the_lab_is_measured_and_the_lab_own_is_not():
 
 PREFORK = """
 [experiment]
+remeasure = 0   # runs are counted: none measured again on a busy host
 name = "prefork-256"
 repetitions = 1
 duration = "2s"
@@ -229,6 +230,7 @@ def test_prefork_with_too_few_workers_for_its_connections_is_flagged_starved(tmp
 
 PINNED = """
 [experiment]
+remeasure = 0   # runs are counted: none measured again on a busy host
 name = "pinned"
 repetitions = 1
 requests = 2000
@@ -268,6 +270,7 @@ def test_the_classic_layout_server_on_one_cpu_client_on_another(tmp_path):
 
 TLS = """
 [experiment]
+remeasure = 0   # runs are counted: none measured again on a busy host
 name = "tls"
 repetitions = 1
 requests = 400
