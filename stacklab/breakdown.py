@@ -23,10 +23,11 @@ S1 computed them from the local fetch), so the four add up to the total over vet
 percentages are of that total. Server-Timing over veth is read from the server's own
 namespace (it describes the server, not the link).
 
-Pages without Server-Timing (static files) are all web server. Each measurement plugs
-into the one stack lifecycle (stack.lifecycle), under the lab's network layer
-(netlab.run.network). Plain data out: a versioned JSON document (`schema_version`, units
-in field names), laid out by report/measures.py.
+Pages without Server-Timing (static files) are all web server. Each measurement is a
+composition of a run's layers (layers.Composition): the lab's network
+(netlab.layers.NetworkLayer) and the one stack lifecycle (stack.StackLayer). Plain data
+out: a versioned JSON document (`schema_version`, units in field names), laid out by
+report/measures.py.
 
 Schema changes:
   1  network_ms None and the network row empty (loopback only).
@@ -58,19 +59,20 @@ from . import __version__, lab
 from .analyze import Estimate
 from .drive import LoadPlan, engine_version, run_load
 from .env import Environment
-from .errors import StacklabError, UsageError, VerificationFailed
+from .errors import StacklabError, UsageError
 from .hostinfo import host_facts
-from .netlab.run import Network, network
+from .layers import Composition, Place
+from .netlab.layers import NetworkLayer
 from .plan import Plan, PlannedRun, Trial, effective_knobs, fixed_conflict
 from .validate import Field, check_installed, validate_plan
-from .stack import RunningStack, Site, lifecycle
+from .stack import RunningStack, Site, StackLayer
 from .stacks import COMPONENTS, REGISTRY, STACKS
-from .stacks.php.install import handler_versions
+from .stacks.base import versions_of
 from .stacks.tls import make_certificate
 from .stats import merged_percentiles
 from .store import BreakdownRecord, Store
 from .systune import CpuAwake
-from .verify import Status, connection, request
+from .verify import connection, request
 from .workloads import WORKLOADS, Deployed, deploy
 
 SCHEMA_VERSION = 3
@@ -288,26 +290,21 @@ def _measure_over(plan: BreakdownPlan, knobs: dict[str, dict[str, Any]], deploye
     mode = knobs["net"]["mode"]
     run_dir = session.run_dir(f"breakdown-{mode}")
     running = RunningStack(STACKS[plan.stack])
-    with network(knobs["net"], session.layer_id("breakdown"), session.dir) as net:
-        _check_link(net, plan.stack)
-        with lifecycle(running, knobs, deployed, run_dir, tls, session.cache(),
-                       what=f"{plan.stack} with {plan.workload} ({mode})",
-                       site=Site(net.host)):
-            urls = [(path, _measure_url(plan, knobs["load"], running, path,
-                                        path in deployed.varying_length, run_dir,
-                                        net.client_ns))
-                    for path, _ in deployed.urls]
-            if not running.alive():
-                raise StacklabError(f"{plan.stack}: a server exited during the breakdown "
-                                    f"({mode})")
-        return running.stack.components[0], urls, net.record()
-
-
-def _check_link(net: Network, stack: str) -> None:
-    """A shaped link delivers its rate (measured as it was made), or nothing is measured."""
-    if failed := [v for v in net.verdicts() if v.status is Status.FAIL]:
-        raise VerificationFailed(f"{stack}'s veth link", tuple(failed),
-                                 "; ".join(f"{v.check}: {v.detail}" for v in failed))
+    # the link is judged alone, before any server starts; the stack by its lifecycle
+    net = NetworkLayer(knobs["net"], Place(session.layer_id("breakdown"), session.dir),
+                       waits=False)
+    stack = StackLayer(running, knobs, run_dir, lambda: deployed,
+                       lambda: Site(net.network.host), tls, session.cache(),
+                       what=f"{plan.stack} with {plan.workload} ({mode})")
+    with Composition((net, stack), f"{plan.stack}'s veth link").entered() as composed:
+        urls = [(path, _measure_url(plan, knobs["load"], running, path,
+                                    path in deployed.varying_length, run_dir,
+                                    net.network.client_ns))
+                for path, _ in deployed.urls]
+        if not running.alive():
+            raise StacklabError(f"{plan.stack}: a server exited during the breakdown "
+                                f"({mode})")
+        return running.stack.components[0], urls, composed.record()["_net"]
 
 
 def _measure_url(plan: BreakdownPlan, load: dict[str, Any], running: RunningStack,
@@ -444,8 +441,8 @@ def run_breakdowns(plan: BreakdownPlan, env: Environment, store: Store,
 def _run_series(plan: BreakdownPlan, env: Environment,
                 keep: Callable[[BreakdownRecord], None], on_step: Step,
                 repetitions: int) -> None:
-    versions = {name: COMPONENTS[name].version() for name in STACKS[plan.stack].components}
-    versions |= handler_versions({plan.effective.get("apache", {}).get("php_handler")} - {None})
+    versions = versions_of((COMPONENTS[name], plan.effective[name])
+                           for name in STACKS[plan.stack].components)
     versions["stacklab-load"] = engine_version()
     versions["stacklab"] = __version__
     with lab.session_scope(env.lab_root) as session, CpuAwake() as cpus:

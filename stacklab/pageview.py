@@ -27,9 +27,12 @@ from __future__ import annotations
 
 import http.client
 import warnings
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from html.parser import HTMLParser
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import urljoin, urlsplit
 
 import requests
@@ -37,6 +40,11 @@ import urllib3
 from cachecontrol import CacheControlAdapter
 from urllib3.connection import HTTPConnection, HTTPSConnection
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
+
+from .netlab.thread import in_netns
+
+if TYPE_CHECKING:
+    from .workloads import Deployed
 
 PAGE_SUFFIXES = (".html", ".htm")
 MAX_REDIRECTS = 5
@@ -250,3 +258,37 @@ def page_views(base_url: str, page: str, timeout_s: float = 5.0) -> PageViews:
     finally:
         browser.close()
     return PageViews(page, own, first, repeat, offsite)
+
+
+@dataclass(eq=False)
+class PageViewLayer:
+    """A page's first and repeat view (page_views) as a layer of a run (stacklab.layers),
+    inside the measurement: taken when entered, after the measured window, from where the
+    engine runs (`netns`, read then, as are the stack's `base_url` and the `deployed`
+    workload). None: the workload has no page with subresources, and the record says
+    nothing."""
+
+    base_url: Callable[[], str]
+    deployed: Callable[[], Deployed]
+    netns: Callable[[], str | None]
+    name = "pageview"
+    waits = False
+    views: dict | None = None
+
+    @classmethod
+    def problem(cls, knobs: dict[str, dict]) -> str | None:
+        return None
+
+    @contextmanager
+    def entered(self) -> Iterator[dict | None]:
+        deployed = self.deployed()
+        if page := page_of(deployed.urls, deployed.docroot):
+            with in_netns(self.netns()):
+                self.views = page_views(self.base_url(), page).record()
+        yield self.views
+
+    def verdicts(self) -> tuple:
+        return ()
+
+    def record(self) -> dict:
+        return {"_pageview": self.views} if self.views else {}

@@ -1,6 +1,7 @@
-"""Run an experiment: for each planned run, a fresh stack through the one lifecycle
-(stack.lifecycle: start → ready → verify → always stop) with the engine's load under the
-monitor as its measurement, then store.
+"""Run an experiment: for each planned run, its layers (LAYERS: network, machine profile,
+filesystem, a fresh stack through its one lifecycle, the checks of what the load asks,
+cold cache, the engine's load under the monitor, page views) entered in order and always
+left in reverse (layers.Composition), then store.
 
 Each finished run is committed at once. A server that fails is a recorded failed run and
 the experiment goes on. On Ctrl-C or SIGTERM the current run is abandoned, every server
@@ -20,7 +21,7 @@ from contextlib import ExitStack, contextmanager, nullcontext
 from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
-from typing import Callable, Iterator, Protocol
+from typing import Callable, Iterator, Protocol, TypeVar
 
 from . import __version__, lab
 from .analyze import Estimate, disturbed, pooled
@@ -33,24 +34,22 @@ from .hostinfo import git_commit, host_facts
 from .keep import keep_logs, kept_dir
 from .knobs import KnobRegistry, setting_differences
 from .layercheck import layer_verdicts
+from .layers import Composition, Layer, Place, failed
 from .measurement import load_outcome, measure
 from .netlab.cgroups import CgroupError
 from .netlab.fs import FilesystemUnavailable, MountError, fs_type_of
+from .netlab.layers import ColdCacheLayer, FilesystemLayer, MachineLayer, NetworkLayer
 from .netlab.net import NetlabError
-from .netlab.thread import in_netns
-from .netlab.run import (Network, cool, cool_verdicts, filesystem, fs_verdicts, machine,
-                         machine_verdicts, network)
 from .plan import Plan, PlannedRun, Trial, effective_knobs
 from .quiet import settle, wait_quiet
-from .stacks.php.install import handler_versions
 from .spec import ExperimentSpec
-from .stack import RunningStack, Site, lifecycle
+from .stack import RunningStack, Site, StackLayer
 from .stacks import COMPONENTS, STACKS
-from .stacks.base import RunningComponent
+from .stacks.base import RunningComponent, versions_of
 from .stacks.tls import make_certificate
 from .store import Outcome, RunRecord, Store
 from .systune import CpuAwake
-from .verify import Requests, Status, Verdict, verify_requests
+from .verify import RequestChecks, Verdict
 from .workloads import Deployed, deploy
 
 # A run needs room in the lab directory for its servers' logs: on a full filesystem they
@@ -66,6 +65,8 @@ LAB_FULL_MIB = 1
 ENTRY_BASE_BYTES = 64 << 10
 ENTRY_BUCKET_BYTES = 128
 REQUESTS_RUN_S = 60
+
+L = TypeVar("L")
 
 
 class Progress(Protocol):
@@ -407,19 +408,144 @@ def _experiment_for(spec: ExperimentSpec, plan: Plan, store: Store, resume: bool
 
 
 def _versions(plan: Plan, registry: KnobRegistry) -> dict[str, str]:
-    versions = {name: COMPONENTS[name].version() for name in plan.components(STACKS)}
-    handlers = {effective_knobs(registry, STACKS[t.stack], t).get("apache", {}).get(
-        "php_handler") for t in plan.trials}
-    versions |= handler_versions(handlers - {None})
+    """Every component's versions as its trials' knobs have it (Component.versions: its
+    own, and the runtimes those knobs load), the engine's and stacklab's."""
+    used = sorted(((COMPONENTS[name], knobs[name]) for t in plan.trials
+                   for knobs in (effective_knobs(registry, STACKS[t.stack], t),)
+                   for name in STACKS[t.stack].components), key=lambda pair: pair[0].name)
+    versions = versions_of(used)
     versions["stacklab-load"] = engine_version()
     versions["stacklab"] = __version__
     return versions
 
 
+@dataclass(eq=False)
+class RunScope:
+    """What one run's layers are made from (LAYERS): the experiment's context, the run,
+    its effective knobs, the stack it starts and its directory, where its lab layers are
+    made, and the layers made so far, outermost first (the ones a later layer reads)."""
+
+    ctx: RunContext
+    run: PlannedRun
+    knobs: dict[str, dict]
+    running: RunningStack
+    run_dir: Path
+    place: Place
+    started_at: str
+    made: list[Layer] = field(default_factory=list)
+    composition: Composition | None = None
+
+    def layer(self, kind: type[L]) -> L:
+        """The layer of that kind made before this one (the first, outermost)."""
+        return next(made for made in self.made if isinstance(made, kind))
+
+    def compose(self, factories: tuple[Callable[[RunScope], Layer], ...]) -> Composition:
+        for make in factories:
+            self.made.append(make(self))
+        self.composition = Composition(self.made, self.running.stack.name)
+        return self.composition
+
+
+@dataclass(eq=False)
+class Measurement:
+    """An experiment run's measurement, the innermost layer but the page views: the
+    engine's load (closed loop at the trial's concurrency for the experiment's duration or
+    requests, or open loop at load.rate) under the monitor, taken when entered, with the
+    system settings, the lab's own writeback settled first and the other labs seen
+    meanwhile. Its record is the measured window's resources (measurement.measure)."""
+
+    scope: RunScope
+    name = "load"
+    waits = False
+    load: LoadReport | None = None
+    resources: dict = field(default_factory=dict)
+
+    @classmethod
+    def problem(cls, knobs: dict[str, dict]) -> str | None:
+        return None
+
+    @contextmanager
+    def entered(self) -> Iterator[LoadReport]:
+        s, ctx = self.scope, self.scope.ctx
+        net = s.layer(NetworkLayer).network
+        deployed = s.layer(FilesystemLayer).deployed
+        counters = s.layer(MachineLayer).counters()
+        settled = settle()     # the previous run's writeback is not this run's
+        landed = partial(_landed, ctx, s.run, s.started_at, s.knobs, s.running,
+                         s.composition.verdicts)
+        plan = replace(_load_plan(ctx.spec, s.run.trial, s.knobs["load"], deployed,
+                                  s.running.front),
+                       netns=net.client_ns, headers=s.layer(RequestChecks).requests.headers)
+        self.load, resources = measure(plan, s.running, s.knobs, s.run_dir, net.server_ns,
+                                       counters, landed)
+        others = {o["dir"]: o for o in ctx.other_labs + lab.other_labs(ctx.session)}
+        resources["_system"] = {**ctx.system, "other_labs": list(others.values())}
+        # what the run writes (PHP's file sessions, logs) goes to the lab root's
+        # filesystem: on disk a session costs 260-370 µs in the kernel, on tmpfs 13
+        resources["_host"] = {**resources.get("_host", {}), **settled.record(),
+                              "run_dir_fs": fs_type_of(s.run_dir)}
+        self.resources = resources
+        yield self.load
+
+    def verdicts(self) -> tuple[Verdict, ...]:
+        return ()
+
+    def record(self) -> dict:
+        return self.resources
+
+
+def _network(s: RunScope) -> Layer:
+    return NetworkLayer(s.knobs["net"], s.place)
+
+
+def _machine(s: RunScope) -> Layer:
+    return MachineLayer(s.knobs["machine"], s.place, s.running)
+
+
+def _filesystem(s: RunScope) -> Layer:
+    return FilesystemLayer(s.knobs["fs"], _deployed(s.ctx, s.run.trial.workload), s.place,
+                           s.running)
+
+
+def _stack(s: RunScope) -> Layer:
+    net, machine, fs = s.layer(NetworkLayer), s.layer(MachineLayer), s.layer(FilesystemLayer)
+    return StackLayer(s.running, s.knobs, s.run_dir, lambda: fs.deployed,
+                      lambda: Site(net.network.host, machine.machine.join()), s.ctx.tls,
+                      s.ctx.session.cache())
+
+
+def _requests(s: RunScope) -> Layer:
+    fs = s.layer(FilesystemLayer)
+    return RequestChecks(lambda: s.running.front.endpoint,
+                         lambda: (path for path, _ in fs.deployed.urls), s.knobs["load"])
+
+
+def _cold_cache(s: RunScope) -> Layer:
+    return ColdCacheLayer(s.knobs, s.layer(FilesystemLayer))
+
+
+def _page_views(s: RunScope) -> Layer:
+    """requests (pageview.py's client) is imported here, where a run needs it, not at
+    every start."""
+    from .pageview import PageViewLayer
+    net, fs = s.layer(NetworkLayer), s.layer(FilesystemLayer)
+    return PageViewLayer(lambda: s.running.front.endpoint.base_url, lambda: fs.deployed,
+                         lambda: net.network.client_ns)
+
+
+# An experiment's run, outermost layer first: each made for the run from what it knows
+# and the layers made before it; entered in this order, left in reverse. The page views
+# are a view after the measured window, so inside the measurement.
+LAYERS: tuple[Callable[[RunScope], Layer], ...] = (
+    _network, _machine, _filesystem, _stack, _requests, _cold_cache, Measurement,
+    _page_views)
+
+
 def execute_run(ctx: RunContext, run: PlannedRun) -> RunRecord:
-    """One run: a fresh stack through the lifecycle, the load measured while it runs.
-    Failures become data: a FAIL is an invalid run, a server or engine that breaks (or a
-    stack that does not stop cleanly) a failed one."""
+    """One run: its layers (LAYERS) entered in order — the stack, the lab's conditions
+    and checks around the measurement — and always left in reverse. Failures become data:
+    a FAIL is an invalid run, a server or engine that breaks (or a stack that does not
+    stop cleanly) a failed one."""
     trial = run.trial
     knobs = effective_knobs(ctx.registry, STACKS[trial.stack], trial)
     name = lab.run_name(trial.id, run.repetition)
@@ -429,57 +555,29 @@ def execute_run(ctx: RunContext, run: PlannedRun) -> RunRecord:
     running = RunningStack(STACKS[trial.stack])
     outcome, reason, tail = Outcome.OK, None, None
     verdicts: tuple[Verdict, ...] = ()
-    load: LoadReport | None = None
     resources: dict = {}
     flags: tuple[str, ...] = ()
+    scope = RunScope(ctx, run, knobs, running, run_dir,
+                     Place(ctx.session.layer_id(name), ctx.session.dir), started_at)
     try:
-        state, layer_id = ctx.session.dir, ctx.session.layer_id(name)
-        with (network(knobs["net"], layer_id, state) as net,
-              machine(knobs["machine"], layer_id, state) as group,
-              filesystem(knobs["fs"], _deployed(ctx, trial.workload), layer_id, state)
-              as (deployed, mount),
-              lifecycle(running, knobs, deployed, run_dir, ctx.tls, ctx.session.cache(),
-                        site=Site(net.host, group.join())) as verdicts):
-            verdicts = _layers_verified(running, verdicts, net, mount, group)
-            verdicts, requests = _requests_verified(running, verdicts, deployed, knobs["load"])
-            verdicts, cooled = _cooled(running, verdicts, deployed, mount, knobs)
-            counters = group.counters(running.started)
-            settled = settle()     # the previous run's writeback is not this run's
-            landed = partial(_landed, ctx, run, started_at, knobs, running, verdicts)
-            load, resources = _measure(ctx, trial, knobs, deployed, running, run_dir, net,
-                                       requests.headers, counters, landed)
-            # what the run writes (PHP's file sessions, logs) goes to the lab root's
-            # filesystem: on disk a session costs 260-370 µs in the kernel, on tmpfs 13
-            resources["_host"] = {**resources.get("_host", {}), **settled.record(),
-                                  "run_dir_fs": fs_type_of(run_dir)}
-            resources["_accounting"] = group.record(sorted(counters))
-            if views := _page_views(running, deployed, net):
-                resources["_pageview"] = views
-            resources["_fs"] = {**knobs["fs"], "mounted": bool(mount), **cooled}
-            if group.limited:
-                resources["_machine"] = {**knobs["machine"], **group.usage()}
-            flags = tuple(flag_names(load, resources))
-            outcome, reason = load_outcome(load, running.alive())
-            checked = layer_verdicts(running.stack, resources.get("_layers", {}),
-                                     deployed.cacheable, knobs)
-            verdicts = (*verdicts, *checked)
-            if outcome is Outcome.OK and (failed := [v for v in verdicts
-                                                     if v.status is Status.FAIL]):
-                outcome, reason = Outcome.INVALID, "; ".join(f"{v.component} {v.check}: "
-                                                             f"{v.detail}" for v in failed)
+        with scope.compose(LAYERS).entered() as composed:
+            resources = composed.record()
+            outcome, reason, verdicts, flags = _judged(scope, resources)
     except VerificationFailed as e:
         outcome, reason, verdicts = Outcome.INVALID, e.reason, e.verdicts
     except StackError as e:
         if outcome is Outcome.OK:      # a start failure, or a stop failing a measured run
             outcome, reason, tail = Outcome.FAILED, str(e), e.log_tail
+            verdicts = verdicts or _given(scope)
         else:                          # a stop failing a run already judged: say both
             reason = f"{reason}; and stopping the stack: {e}"
     except (EngineError, NetlabError, MountError, FilesystemUnavailable, CgroupError) as e:
-        outcome, reason = Outcome.FAILED, str(e)
+        outcome, reason, verdicts = Outcome.FAILED, str(e), verdicts or _given(scope)
     except (OSError, http.client.HTTPException, ValueError, zlib.error,
             subprocess.SubprocessError) as e:
         # a server that dies, resets or answers garbage while being verified or loaded
         outcome, reason = Outcome.FAILED, f"{type(e).__name__}: {e}"
+        verdicts = verdicts or _given(scope)
     if outcome is Outcome.OK and (free := lab.free_mib(run_dir)) < LAB_FULL_MIB:
         outcome, reason = Outcome.FAILED, (f"the lab directory filled up during the run "
                                            f"({free:.2f} MiB left): the servers' logs are cut")
@@ -490,83 +588,36 @@ def execute_run(ctx: RunContext, run: PlannedRun) -> RunRecord:
     return RunRecord(experiment_id=ctx.exp_id, trial_id=trial.id, repetition=run.repetition,
                      outcome=outcome, reason=reason, started_at=started_at,
                      ended_at=ctx.clock(), knobs=knobs, versions=ctx.versions,
-                     configs=running.files(), verdicts=verdicts, load=load,
+                     configs=running.files(), verdicts=verdicts, load=_load(scope),
                      resources=resources, flags=flags, log_tail=tail,
                      run_dir=kept and str(kept))
 
 
-def _passed_or_raise(running: RunningStack, verdicts: tuple[Verdict, ...],
-                     checked) -> None:
-    """VerificationFailed, with every verdict so far, when one of `checked` FAILed: the
-    run is invalid and is not measured."""
-    if failed := [v for v in checked if v.status is Status.FAIL]:
-        raise VerificationFailed(running.stack.name, verdicts,
-                                 "; ".join(f"{v.check}: {v.detail}" for v in failed))
+def _judged(scope: RunScope, resources: dict
+            ) -> tuple[Outcome, str | None, tuple[Verdict, ...], tuple[str, ...]]:
+    """The run as its load left it, judged while its servers still run: its outcome
+    (load_outcome), the front layers' verdicts on what they counted (a FAIL among all
+    the verdicts makes it invalid) and its flags."""
+    load, running, knobs = _load(scope), scope.running, scope.knobs
+    flags = tuple(flag_names(load, resources))
+    outcome, reason = load_outcome(load, running.alive())
+    checked = layer_verdicts(running.stack, resources.get("_layers", {}),
+                             scope.layer(FilesystemLayer).deployed.cacheable, knobs)
+    verdicts = (*scope.composition.verdicts, *checked)
+    if outcome is Outcome.OK and (bad := failed(verdicts)):
+        outcome, reason = Outcome.INVALID, "; ".join(f"{v.component} {v.check}: {v.detail}"
+                                                     for v in bad)
+    return outcome, reason, verdicts, flags
 
 
-def _layers_verified(running: RunningStack, verdicts: tuple[Verdict, ...], net: Network,
-                     mount, group) -> tuple[Verdict, ...]:
-    """The stack's verdicts and the lab's layers' own — the link's rate, the docroot's
-    filesystem in the server's view, the machine profile's groups — before anything is
-    measured: a FAIL among them is an invalid run, as the stack's own are."""
-    pids = [s.proc.popen.pid for s in running.started]
-    layers = [*net.verdicts(), *fs_verdicts(mount, pids[0]), *machine_verdicts(group, pids)]
-    verdicts = (*verdicts, *layers)
-    _passed_or_raise(running, verdicts, layers)
-    return verdicts
+def _given(scope: RunScope) -> tuple[Verdict, ...]:
+    """The verdicts given before a run broke (none if its layers were never made)."""
+    return scope.composition.verdicts if scope.composition else ()
 
 
-def _cooled(running: RunningStack, verdicts: tuple[Verdict, ...], deployed: Deployed,
-            mount, knobs: dict[str, dict]) -> tuple[tuple[Verdict, ...], dict]:
-    """The docroot dropped from the cache just before the load where the run needs it
-    (netlab.run.cool), and checked: pages left fail the run before it is measured."""
-    limited = knobs["machine"]["memory_mb"] > 0
-    cooled = cool(deployed.docroot, bool(mount) and knobs["fs"]["cold_cache"], limited)
-    checked = cool_verdicts(cooled, limited)
-    verdicts = (*verdicts, *checked)
-    _passed_or_raise(running, verdicts, checked)
-    return verdicts, cooled
-
-
-def _requests_verified(running: RunningStack, verdicts: tuple[Verdict, ...],
-                       deployed: Deployed, load: dict) -> tuple[tuple[Verdict, ...], Requests]:
-    """What the load asks beyond a plain GET (load.conditional's validators read from the
-    server, load.headers), checked over the wire before anything is measured: a FAIL is
-    an invalid run, as the stack's own are."""
-    requests = verify_requests(running.front.endpoint, (p for p, _ in deployed.urls), load)
-    verdicts = (*verdicts, *requests.verdicts)
-    _passed_or_raise(running, verdicts, requests.verdicts)
-    return verdicts, requests
-
-
-def _measure(ctx: RunContext, trial: Trial, knobs: dict[str, dict], deployed: Deployed,
-             running: RunningStack, run_dir: Path, net: Network,
-             headers: tuple[tuple[str, str], ...] = (),
-             counters: dict | None = None,
-             landed: Callable[[LoadReport], None] | None = None) -> tuple[LoadReport, dict]:
-    """A run's measurement, inside the lifecycle, with the system settings, the network
-    it ran over and the other labs seen meanwhile (`counters`: the CPU-time readers of
-    the components' cgroups; `landed`: given the report as soon as the load returns)."""
-    plan = replace(_load_plan(ctx.spec, trial, knobs["load"], deployed, running.front),
-                   netns=net.client_ns, headers=headers)
-    load, resources = measure(plan, running, knobs, run_dir, net.server_ns, counters,
-                              landed)
-    resources["_net"] = net.record()
-    others = {o["dir"]: o for o in ctx.other_labs + lab.other_labs(ctx.session)}
-    resources["_system"] = {**ctx.system, "other_labs": list(others.values())}
-    return load, resources
-
-
-def _page_views(running: RunningStack, deployed: Deployed, net: Network) -> dict | None:
-    """A page's first and repeat view by a caching client (pageview.py), from where the
-    engine runs, after the measured window: what Expires or max-age spare a returning
-    visitor, which the engine (no cache) cannot see. None: the workload has no page with
-    subresources. requests is imported here, where it is needed, not at every start."""
-    from .pageview import page_of, page_views
-    if not (page := page_of(deployed.urls, deployed.docroot)):
-        return None
-    with in_netns(net.client_ns):
-        return page_views(running.front.endpoint.base_url, page).record()
+def _load(scope: RunScope) -> LoadReport | None:
+    """The run's load, once its measurement returned (whatever broke after it)."""
+    return next((m.load for m in scope.made if isinstance(m, Measurement)), None)
 
 
 def _deployed(ctx: RunContext, workload: str) -> Deployed:

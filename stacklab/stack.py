@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from . import lab
-from .errors import StackError, VerificationFailed
+from .errors import StackError, StacklabError, VerificationFailed
 from .net import Endpoint, free_port
 from .stacks import COMPONENTS, StackDef
 from .stacks.base import Capability, RenderContext, RunningComponent, Upstream
@@ -232,3 +232,69 @@ def lifecycle(running: RunningStack, knobs: dict[str, dict[str, Any]], deployed:
         raise
     if errors := stop_stack(running):
         raise StackError("; ".join(errors))
+
+
+@dataclass(eq=False)
+class StackLayer:
+    """The stack's lifecycle as a layer of a run (stacklab.layers): started into
+    `running`, ready and verified when entered (a FAIL among its own verdicts raises
+    there, as lifecycle says), always stopped when left. What it runs on is read from
+    the layers outside it when it is entered: `deployed` (the docroot, on the run's
+    filesystem) and `site` (the network's address, the machine profile's group)."""
+
+    running: RunningStack
+    knobs: dict[str, dict[str, Any]]
+    run_dir: Path
+    deployed: Callable[[], Deployed]
+    site: Callable[[], Site] = Site
+    tls: tuple[Path, Path] | tuple[None, None] = (None, None)
+    cache_dir: Path | None = None
+    what: str | None = None
+    name = "stack"
+    waits = False
+    given: tuple[Verdict, ...] = ()
+
+    @classmethod
+    def problem(cls, knobs: dict[str, dict[str, Any]]) -> str | None:
+        return None          # the stack's rules need its definition: refusal()
+
+    @staticmethod
+    def refusal(stack: StackDef, knobs: dict[str, dict[str, Any]]) -> tuple[str, str] | None:
+        """(component, why) when a component refuses its knobs, or a front layer cannot
+        split what is behind it or speak to it (front_layers_problem)."""
+        for name in stack.components:
+            if problem := COMPONENTS[name].problem(knobs[name]):
+                return name, problem
+        return front_layers_problem(stack, knobs)
+
+    @contextmanager
+    def entered(self) -> Iterator[tuple[Verdict, ...]]:
+        with lifecycle(self.running, self.knobs, self.deployed(), self.run_dir, self.tls,
+                       self.cache_dir, what=self.what, site=self.site()) as self.given:
+            yield self.given
+
+    def verdicts(self) -> tuple[Verdict, ...]:
+        return self.given
+
+    def record(self) -> dict[str, Any]:
+        return {}
+
+
+def front_layers_problem(stack: StackDef, knobs: dict[str, dict]) -> tuple[str, str] | None:
+    """(layer, why) when a front layer cannot split what is behind it as its knobs say —
+    as many weights as backends: the replicas for the layer in front of them, one for
+    the others — or cannot speak to it: HTTPS behind a layer that speaks only HTTP
+    (Varnish, Squid)."""
+    behind = (*stack.layers[1:], stack.base[0])
+    for layer, next_one in zip(stack.layers, behind):
+        try:
+            COMPONENTS[layer].shares(knobs[layer], stack.backends(layer))
+        except StacklabError as e:
+            return layer, str(e)
+        if knobs[next_one].get("tls") and not COMPONENTS[layer].tls_to_backends:
+            https = ", ".join(n for n, c in COMPONENTS.items() if c.layer and c.tls_to_backends)
+            return layer, (f"{layer} speaks plain HTTP to what is behind it, and "
+                           f"{next_one}.tls is on; leave {next_one}.tls off (TLS in front "
+                           f"of {layer} is not built), or put a layer that speaks HTTPS to "
+                           f"its backends there ({https})")
+    return None

@@ -7,7 +7,8 @@ import hashlib
 import http.client
 import ssl
 import zlib
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from email.utils import parsedate_to_datetime
@@ -290,6 +291,36 @@ def verify_requests(front: Endpoint, paths: Iterable[str], load: dict) -> Reques
     if not any(name.lower() in CONDITIONAL_HEADERS for name in asked):
         return Requests(resolved)
     return Requests(resolved, (check_conditional(front, paths, asked),))
+
+
+@dataclass(eq=False)
+class RequestChecks:
+    """The checks of what the load will ask (verify_requests) as a layer of a run
+    (stacklab.layers), entered once the stack is up: `front` and `paths` are read then
+    (the stack's front, the workload's URLs); `requests` holds the headers the load then
+    sends. A FAIL is an invalid run, as the stack's own are."""
+
+    front: Callable[[], Endpoint]
+    paths: Callable[[], Iterable[str]]
+    load: dict
+    name = "load"
+    waits = False
+    requests: Requests = field(default_factory=lambda: Requests())
+
+    @classmethod
+    def problem(cls, knobs: dict[str, dict]) -> str | None:
+        return None
+
+    @contextmanager
+    def entered(self) -> Iterator[Requests]:
+        self.requests = verify_requests(self.front(), self.paths(), self.load)
+        yield self.requests
+
+    def verdicts(self) -> tuple[Verdict, ...]:
+        return self.requests.verdicts
+
+    def record(self) -> dict:
+        return {}
 
 
 def _resolve(front: Endpoint, paths: list[str], mode: str, asked: dict[str, str]

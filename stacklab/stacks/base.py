@@ -227,6 +227,12 @@ class Component(ABC):
     version_args: tuple[str, ...] = ("-v",)   # how the binary tells its version…
     version_pattern: str = ""                 # …and where it is in what it prints
 
+    def versions(self, knobs: dict[str, Any]) -> dict[str, str]:
+        """What a run with these knobs records as this component's versions: its own, and
+        that of any runtime its knobs load into it (a component that embeds one says so;
+        generic code names none)."""
+        return {self.name: self.version()}
+
     def version(self) -> str:
         """The installed version, or raise StackError if it is missing."""
         try:
@@ -366,3 +372,20 @@ def _chown_tree(root: Path, user: str) -> None:
     entry = pwd.getpwnam(user)
     for path in [root, *root.rglob("*")]:
         os.chown(path, entry.pw_uid, entry.pw_gid)
+
+
+def versions_of(used: Iterable[tuple[Component, dict[str, Any]]]) -> dict[str, str]:
+    """The versions of the components used, each with the knobs it runs with (a component
+    may appear once per trial): each component's own first, in the order given, then the
+    runtimes their knobs load, by name; each asked once per distinct set of knobs."""
+    own: dict[str, str] = {}
+    loaded: dict[str, str] = {}
+    asked: set[tuple[str, str]] = set()
+    for component, knobs in used:
+        key = (component.name, repr(sorted(knobs.items())))
+        if key in asked:
+            continue
+        asked.add(key)
+        for name, version in component.versions(knobs).items():
+            (own if name == component.name else loaded)[name] = version
+    return own | dict(sorted(loaded.items()))

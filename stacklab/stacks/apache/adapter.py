@@ -68,6 +68,12 @@ class Apache(Component):
     groups = ("php",)
     requests_counter = "Total Accesses"     # with apache.extended_status on
 
+    def versions(self, knobs: dict[str, Any]) -> dict[str, str]:
+        """Apache's own, and the PHP its handler runs inside it (mod_php, php-cgi: known
+        by their Debian packages; PHP-FPM tells its own)."""
+        handler = php_install.handler_versions({knobs["php_handler"]})
+        return {**super().versions(knobs), **handler}
+
     def check(self, knobs: dict[str, Any]) -> str | None:
         if knobs["php_handler"] != "none" and knobs["perl_handler"] != "none":
             return "one stack runs either PHP or Perl pages, not both"

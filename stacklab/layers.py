@@ -1,0 +1,120 @@
+"""A run is a stack of layers, entered in order and always left in reverse: the lab's
+conditions (network, machine profile, filesystem), the stack (its own lifecycle), the
+checks of what the load will ask, a cold cache, and the measurement itself.
+
+Each layer has one small interface (Layer) and lives with its own code (netlab/layers.py,
+stack.py, verify.py, pageview.py, the runner's measurement); a run, a breakdown or a study
+is a composition of the layers it needs (Composition). A FAIL among the verdicts the
+layers give before the load stops the run here, and only here: nothing is measured.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from contextlib import AbstractContextManager, ExitStack, contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from .errors import VerificationFailed
+from .verify import Status, Verdict
+
+
+@dataclass(frozen=True)
+class Place:
+    """Where a run's lab layers are made: the run's id in the session's registry (the
+    names of its namespaces, groups and mounts) and the session's state directory (their
+    records, which the session's cleanup reads after a kill)."""
+
+    run_id: str
+    state_dir: Path
+
+
+class Layer(Protocol):
+    """One layer of a run.
+
+    - `name`: what its refusals and records are about (a knob group: "net", "fs" …);
+    - `problem(knobs)`: what it refuses of a trial's effective knobs before anything
+      starts (its plan rule), or None;
+    - `entered()`: sets it up (a layer does its work here: the measurement measures) and
+      always tears it down, after the layers inside it;
+    - `waits`: its verdicts judge the servers it runs under (the docroot's filesystem in
+      their view, their cgroups), so they are judged once the next layer that does not
+      wait (the stack) is up, with that layer's;
+    - `verdicts()`: what it found, asked once it is entered (and, if it waits, the
+      servers are up); a FAIL stops the run before the load;
+    - `record()`: its own part of the run's record (resources keys), read once the
+      innermost layer is done, while every layer is still up.
+    """
+
+    name: str
+    waits: bool
+
+    def problem(self, knobs: dict[str, dict[str, Any]]) -> str | None: ...
+
+    def entered(self) -> AbstractContextManager[Any]: ...
+
+    def verdicts(self) -> tuple[Verdict, ...]: ...
+
+    def record(self) -> dict[str, Any]: ...
+
+
+def failed(verdicts: Sequence[Verdict]) -> list[Verdict]:
+    return [v for v in verdicts if v.status is Status.FAIL]
+
+
+class Composition:
+    """Layers entered in order (outermost first) and left in reverse, whatever happens.
+
+    `verdicts` holds every verdict given so far (the stored run's, also when one fails);
+    `what` names the stack in the error that a FAIL raises (VerificationFailed, with every
+    verdict so far and the FAILed ones of the layers just judged as its reason)."""
+
+    def __init__(self, layers: Sequence[Layer], what: str):
+        self.layers = tuple(layers)
+        self.what = what
+        self.verdicts: tuple[Verdict, ...] = ()
+
+    @contextmanager
+    def entered(self) -> Iterator[Composition]:
+        with ExitStack() as held:
+            waiting: list[Layer] = []
+            for layer in self.layers:
+                held.enter_context(layer.entered())
+                if layer.waits:
+                    waiting.append(layer)
+                    continue
+                self._judge([layer, *waiting])
+                waiting = []
+            if waiting:
+                self._judge(waiting)
+            yield self
+
+    def _judge(self, layers: list[Layer]) -> None:
+        """The one place a FAIL stops a run: the layers' verdicts before the load."""
+        given = tuple(v for layer in layers for v in layer.verdicts())
+        self.verdicts = (*self.verdicts, *given)
+        if bad := failed(given):
+            raise VerificationFailed(self.what, self.verdicts,
+                                     "; ".join(f"{v.check}: {v.detail}" for v in bad))
+
+    def record(self) -> dict[str, Any]:
+        """The layers' parts of the record, outermost first; where two fill one key (the
+        filesystem and the cold cache its "_fs"), the outer one's fields come first."""
+        out: dict[str, Any] = {}
+        for layer in self.layers:
+            for key, part in layer.record().items():
+                if isinstance(out.get(key), dict) and isinstance(part, dict):
+                    out[key] = {**out[key], **part}
+                else:
+                    out[key] = part
+        return out
+
+
+def problems(layers: Sequence[type[Layer] | Layer], knobs: dict[str, dict[str, Any]]
+             ) -> tuple[str, str] | None:
+    """(layer name, why) for the first of `layers` that refuses the knobs, or None."""
+    for layer in layers:
+        if problem := layer.problem(knobs):
+            return layer.name, problem
+    return None
