@@ -346,7 +346,7 @@ def sweep_registry(registry: Path) -> list[Path]:
     the session directories removed."""
     cleaned = []
     for entry in _entries(registry, staging=True):
-        if not (entry / LOCK).exists() and _alive(int(_pid_of(entry))):
+        if not (entry / LOCK).exists() and procs.pid_alive(int(_pid_of(entry))):
             continue                         # being made right now: its lock comes next
         with _lock_if_free(entry / LOCK) as free:
             if not free:
@@ -373,16 +373,6 @@ def _entries(registry: Path, staging: bool = False) -> list[Path]:
 
 def _pid_of(entry: Path) -> str:
     return entry.name.removeprefix("new-").split("-")[0]
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        pass                             # another user's: alive
-    return True
 
 
 def _remove_session(session: Path) -> None:

@@ -17,6 +17,18 @@ from typing import Callable, Protocol, runtime_checkable
 
 from .placement import pin
 
+
+def pid_alive(pid: int) -> bool:
+    """Whether a process `pid` exists (another user's counts: signalling it is refused,
+    but it is there)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    return True
+
 PGIDS_FILE = "pgids"
 MARK = "STACKLAB_RUN_DIR"
 

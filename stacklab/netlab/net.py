@@ -28,6 +28,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..procs import pid_alive
 from .netkernel import check_sysctl, set_sysctls
 from .netmeasure import measure_rate, measure_rtt
 from .netns import (LAB_NS, PREFIX, PROBE_NS, NetlabError, _delete_namespace, _run,
@@ -113,20 +114,10 @@ def cleanup_stale(state_dir: Path) -> list[str]:
         path.unlink(missing_ok=True)
     for ns in sorted(namespaces()):
         m = PROBE_NS.fullmatch(ns)
-        if m and not _alive(int(m.group(1))):
+        if m and not pid_alive(int(m.group(1))):
             _delete_namespace(ns)
             deleted.append(ns)
     return deleted
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        pass
-    return True
 
 
 # --- the link -------------------------------------------------------------------------
