@@ -10,11 +10,11 @@ layers give before the load stops the run here, and only here: nothing is measur
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from .errors import VerificationFailed
 from .verify import Status, Verdict
@@ -109,6 +109,32 @@ class Composition:
                 else:
                     out[key] = part
         return out
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def makes(kind: type[Layer] | Callable[[], type[Layer]]) -> Callable[[F], F]:
+    """Names the class of the layer a run's factory makes, so that the plan is checked
+    against its rule (problem) before any run, with no list of rules to keep beside the
+    run's layers. `kind` may be a function giving the class, for a layer whose module a
+    run imports only when it needs it."""
+    def named(factory: F) -> F:
+        factory.kind = kind  # type: ignore[attr-defined]
+        return factory
+    return named
+
+
+def kinds(factories: Iterable[Callable[..., Any]]) -> tuple[type[Layer], ...]:
+    """The classes of the layers `factories` make, in their order: a factory that is a
+    layer class makes itself, a function names its class (makes); one that names none (a
+    test's own layer) has no plan rule."""
+    found: list[type[Layer]] = []
+    for factory in factories:
+        kind = factory if isinstance(factory, type) else getattr(factory, "kind", None)
+        if kind is not None:
+            found.append(kind if isinstance(kind, type) else kind())
+    return tuple(found)
 
 
 def problems(layers: Sequence[type[Layer] | Layer], knobs: dict[str, dict[str, Any]]

@@ -34,12 +34,14 @@ from .hostinfo import git_commit, host_facts
 from .keep import keep_logs, kept_dir
 from .knobs import KnobRegistry, setting_differences
 from .layercheck import layer_verdicts
-from .layers import Composition, Layer, Place, failed
+from .layers import Composition, Layer, Place, failed, kinds, makes
 from .measurement import load_outcome, measure
 from .netlab.cgroups import CgroupError
 from .netlab.fs import FilesystemUnavailable, MountError, fs_type_of
-from .netlab.layers import ColdCacheLayer, FilesystemLayer, MachineLayer, NetworkLayer
+from .netlab.layers import (PLAN_ORDER, ColdCacheLayer, FilesystemLayer, MachineLayer,
+                             NetworkLayer)
 from .netlab.net import NetlabError
+from .placement import parse_cpus
 from .plan import Plan, PlannedRun, Trial, effective_knobs
 from .quiet import settle, wait_quiet
 from .spec import ExperimentSpec
@@ -452,7 +454,8 @@ class Measurement:
     engine's load (closed loop at the trial's concurrency for the experiment's duration or
     requests, or open loop at load.rate) under the monitor, taken when entered, with the
     system settings, the lab's own writeback settled first and the other labs seen
-    meanwhile. Its record is the measured window's resources (measurement.measure)."""
+    meanwhile. Its record is the measured window's resources (measurement.measure); its
+    plan rule is the engine's threads against its CPUs (problem)."""
 
     scope: RunScope
     name = "load"
@@ -462,7 +465,19 @@ class Measurement:
 
     @classmethod
     def problem(cls, knobs: dict[str, dict]) -> str | None:
-        return None
+        """More engine threads than the CPUs `load.cpus` allows would share those CPUs,
+        and the generator-bound check (busy time per thread) could no longer see a
+        saturated engine: refused. Unpinned, or threads = 0 (one per usable CPU), is
+        always fine."""
+        load = knobs["load"]
+        if not load.get("cpus") or not load.get("threads"):
+            return None
+        cpus = len(parse_cpus(load["cpus"]))
+        if load["threads"] <= cpus:
+            return None
+        return (f"load.threads = {load['threads']} is more than the {cpus} CPU(s) "
+                f"load.cpus = {load['cpus']!r} allows: the engine's busy share could not "
+                "show it saturated")
 
     @contextmanager
     def entered(self) -> Iterator[LoadReport]:
@@ -494,19 +509,23 @@ class Measurement:
         return self.resources
 
 
+@makes(NetworkLayer)
 def _network(s: RunScope) -> Layer:
     return NetworkLayer(s.knobs["net"], s.place)
 
 
+@makes(MachineLayer)
 def _machine(s: RunScope) -> Layer:
     return MachineLayer(s.knobs["machine"], s.place, s.running)
 
 
+@makes(FilesystemLayer)
 def _filesystem(s: RunScope) -> Layer:
     return FilesystemLayer(s.knobs["fs"], _deployed(s.ctx, s.run.trial.workload), s.place,
                            s.running)
 
 
+@makes(StackLayer)
 def _stack(s: RunScope) -> Layer:
     net, machine, fs = s.layer(NetworkLayer), s.layer(MachineLayer), s.layer(FilesystemLayer)
     return StackLayer(s.running, s.knobs, s.run_dir, lambda: fs.deployed,
@@ -514,31 +533,49 @@ def _stack(s: RunScope) -> Layer:
                       s.ctx.session.cache())
 
 
+@makes(RequestChecks)
 def _requests(s: RunScope) -> Layer:
     fs = s.layer(FilesystemLayer)
     return RequestChecks(lambda: s.running.front.endpoint,
                          lambda: (path for path, _ in fs.deployed.urls), s.knobs["load"])
 
 
+@makes(ColdCacheLayer)
 def _cold_cache(s: RunScope) -> Layer:
     return ColdCacheLayer(s.knobs, s.layer(FilesystemLayer))
 
 
-def _page_views(s: RunScope) -> Layer:
-    """requests (pageview.py's client) is imported here, where a run needs it, not at
-    every start."""
+def _page_view_layer() -> type[Layer]:
+    """requests (pageview.py's client) is imported here, where a run or its plan needs
+    it, not at every start."""
     from .pageview import PageViewLayer
-    net, fs = s.layer(NetworkLayer), s.layer(FilesystemLayer)
-    return PageViewLayer(lambda: s.running.front.endpoint.base_url, lambda: fs.deployed,
-                         lambda: net.network.client_ns)
+    return PageViewLayer
+
+
+@makes(_page_view_layer)
+def _page_views(s: RunScope) -> Layer:
+    net, fs, layer = s.layer(NetworkLayer), s.layer(FilesystemLayer), _page_view_layer()
+    return layer(lambda: s.running.front.endpoint.base_url, lambda: fs.deployed,
+                 lambda: net.network.client_ns)
 
 
 # An experiment's run, outermost layer first: each made for the run from what it knows
 # and the layers made before it; entered in this order, left in reverse. The page views
-# are a view after the measured window, so inside the measurement.
+# are a view after the measured window, so inside the measurement. Each factory is a
+# layer class or names its class (layers.makes): a plan is checked against every one's
+# rule (plan_rules), so a new layer is one factory here.
 LAYERS: tuple[Callable[[RunScope], Layer], ...] = (
     _network, _machine, _filesystem, _stack, _requests, _cold_cache, Measurement,
     _page_views)
+
+
+def plan_rules() -> tuple[type[Layer], ...]:
+    """The classes of the run's layers (LAYERS) in the order a plan is checked against
+    their rules (Layer.problem, by validate_plan): the lab's first, in their own order
+    (netlab.layers.PLAN_ORDER: a trial several refuse is refused for the first), then the
+    others outermost first."""
+    made = kinds(LAYERS)
+    return (*(k for k in PLAN_ORDER if k in made), *(k for k in made if k not in PLAN_ORDER))
 
 
 def execute_run(ctx: RunContext, run: PlannedRun) -> RunRecord:

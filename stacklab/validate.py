@@ -48,8 +48,9 @@ def validate_plan(plan: Plan, origin: Origin) -> None:
     at fault where `origin` says it was given: in every trial, the stack runs what the
     workload needs, the engine can hold its connections, the stack accepts its knobs (each
     component its own, each front layer what is behind it), and each of the run's layers
-    what it is asked (its plan rule: Layer.problem)."""
-    from .netlab.layers import PLAN_ORDER
+    what it is asked (its plan rule: Layer.problem, every layer of a run asked through
+    runner.plan_rules)."""
+    from .runner import plan_rules
     from .stack import StackLayer
     from .stacks import REGISTRY, STACKS, needs_problem
     for trial in plan.trials:
@@ -61,24 +62,8 @@ def validate_plan(plan: Plan, origin: Origin) -> None:
         knobs = effective_knobs(REGISTRY, stack, trial)
         if found := StackLayer.refusal(stack, knobs):
             raise origin.refuse(trial, "component", *found)
-        if found := problems(PLAN_ORDER, knobs):
+        if found := problems(plan_rules(), knobs):
             raise origin.refuse(trial, "component", *found)
-        if problem := threads_problem(knobs["load"]):
-            raise origin.refuse(trial, "component", "load", problem)
-
-
-def threads_problem(load: dict) -> str | None:
-    """More engine threads than the CPUs `load.cpus` allows would share those CPUs, and
-    the generator-bound check (busy time per thread) could no longer see a saturated
-    engine: refused. Unpinned, or threads = 0 (one per usable CPU), is always fine."""
-    from .placement import parse_cpus
-    if not load.get("cpus") or not load.get("threads"):
-        return None
-    cpus = len(parse_cpus(load["cpus"]))
-    if load["threads"] <= cpus:
-        return None
-    return (f"load.threads = {load['threads']} is more than the {cpus} CPU(s) load.cpus = "
-            f"{load['cpus']!r} allows: the engine's busy share could not show it saturated")
 
 
 def check_installed(components: Iterable[str], engine: bool) -> None:
