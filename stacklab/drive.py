@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import signal
@@ -18,6 +19,7 @@ from .placement import pin
 
 ENGINE_NAME = "stacklab-load"
 REPO_ENGINE = Path(__file__).resolve().parent.parent / "engine/target/release" / ENGINE_NAME
+ENGINE_VARIABLE = "STACKLAB_ENGINE"   # another engine: for tests and tools (engine_path)
 # Report versions this side reads: the engine prints 2; stored runs hold 1. Keys new in 2
 # (connections, in_flight, ended_early, timeseries width_s) are read with .get.
 SUPPORTED_SCHEMAS = (1, 2)
@@ -113,7 +115,14 @@ LOAD_KNOBS = [
 
 
 def engine_path() -> Path:
-    """The engine built in this checkout, else one on PATH."""
+    """The engine named by STACKLAB_ENGINE, else the one built in this checkout, else one
+    on PATH. The variable is the one seam for another engine (tests/fake_engine, a
+    tool's own build), like hyperfine's mock executor: an environment variable, so that
+    a stacklab process a test starts runs the same engine."""
+    if chosen := os.environ.get(ENGINE_VARIABLE):
+        if not os.access(chosen, os.X_OK) or not Path(chosen).is_file():
+            raise EngineError(f"{ENGINE_VARIABLE}={chosen}: not an executable file")
+        return Path(chosen)
     if REPO_ENGINE.exists():
         return REPO_ENGINE
     found = shutil.which(ENGINE_NAME)
@@ -242,8 +251,6 @@ class LoadReport:
     rate: float | None                 # open loop: the asked-for rate; None: closed loop
     bytes_total: int                   # read from the socket, HTTP heads included
     latency_us: Latency                # from the intended send time
-    ttfb_us: Latency                   # from the request's write to the first byte back
-    connect_us: Latency                # each new connection's connect
     histogram: str | None              # corrected latency, base64 HdrHistogram
     engine_cpu_s: float                # the engine's whole process, warm-up included
     tls: TlsSession | None             # None: no TLS negotiated
@@ -268,8 +275,6 @@ class LoadReport:
             warmup_s=config.get("warmup_s") or 0.0, threads=config.get("threads") or 1,
             connections=config.get("connections"), rate=config.get("rate") or None,
             bytes_total=doc["bytes"]["total"], latency_us=Latency.from_json(doc["latency_us"]),
-            ttfb_us=Latency.from_json(doc["ttfb_us"]),
-            connect_us=Latency.from_json(doc["connect_us"]),
             histogram=doc.get("histogram") or None,
             engine_cpu_s=eng["cpu_user_s"] + eng["cpu_sys_s"],
             tls=TlsSession(protocol=tls["protocol"], cipher=tls.get("cipher"),

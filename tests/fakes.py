@@ -1,12 +1,14 @@
 """Synthetic stored runs with the engine's real report shape, for report and analysis
 tests that must not depend on a noisy machine. Every fake engine report is checked
-against the engine's schema (engine/schema/report.schema.json) before a test uses it."""
+against the engine's schema (engine/schema/report.schema.json) before a test uses it;
+the fake engine (tests/fake_engine, use_fake_engine) prints them for the orchestrator."""
 
 import base64
 import copy
 import json
 import random
 import struct
+import sys
 import zlib
 from functools import cache
 from pathlib import Path
@@ -86,13 +88,16 @@ ERROR_CLASSES = ("connect", "read", "write", "timeout", "tls", "bad_response",
 
 def fake_load(rps: float, latency_us: float, seed: int, duration_s: float = 2.0,
               engine_cpu_s: float = 0.5, threads: int = 2, warmup_s: float = 0.0,
-              schema: int = 2) -> dict:
+              schema: int = 2, *, completed: int | None = None,
+              config: dict | None = None, interrupted: bool = False) -> dict:
     """An engine report. Connections follow Little's law (latency × rate), every one
     served evenly. The uncorrected latency is lower than the corrected one, as in an
     open loop, so that code reading the wrong one shows in a test. `engine_cpu_s` is the
-    whole process's CPU, warm-up included, as the engine reports it."""
+    whole process's CPU, warm-up included, as the engine reports it. `completed` (else
+    rps × duration) and `config` (keys over the derived ones: what a command line asked
+    for) are how the fake engine (tests/fake_engine) reports the run it was asked for."""
     rng = random.Random(seed)
-    completed = int(rps * duration_s)
+    completed = int(rps * duration_s) if completed is None else completed
     samples = [latency_us * rng.lognormvariate(0, 0.3) for _ in range(400)]
     s = sorted(samples)
     connections = max(1, round(latency_us * rps / 1e6))
@@ -100,9 +105,12 @@ def fake_load(rps: float, latency_us: float, seed: int, duration_s: float = 2.0,
               "connections": connections, "threads": threads, "requests": None,
               "duration_s": duration_s, "rate": None, "warmup_s": warmup_s,
               "keepalive": True, "method": "GET", "headers": [], "compressed": False,
-              "timeout_s": 10.0, "insecure": False, "tls_resume": True, "seed": seed}
+              "timeout_s": 10.0, "insecure": False, "tls_resume": True, "seed": seed,
+              **(config or {})}
+    connections = config["connections"]
+    timed = s if completed else []        # nothing completed: no latency was timed
     if schema >= 2:
-        config["max_error_rate"] = None
+        config.setdefault("max_error_rate", None)
     doc = {"schema_version": schema, "config": config,
            "duration_s": duration_s, "rps": rps,
            "requests": {"completed": completed, "failed": 0,
@@ -110,10 +118,10 @@ def fake_load(rps: float, latency_us: float, seed: int, duration_s: float = 2.0,
            "status": {"200": completed}, "status_classes": {"2xx": completed},
            "bytes": {"total": completed * 3500, "body": completed * 3306,
                      "decoded_body": None},
-           "latency_us": _stats(s, completed),
-           "latency_uncorrected_us": _stats([v * 0.8 for v in s], completed),
+           "latency_us": _stats(timed, completed),
+           "latency_uncorrected_us": _stats([v * 0.8 for v in timed], completed),
            "connect_us": _stats([50.0] * connections, connections),
-           "tls_us": _stats([], 0), "ttfb_us": _stats([v * 0.9 for v in s], completed),
+           "tls_us": _stats([], 0), "ttfb_us": _stats([v * 0.9 for v in timed], completed),
            "tls": {"protocol": None, "cipher": None, "handshakes": None, "resumed": None},
            "connections_opened": connections,
            "engine": {"version": "0.1.0", "cpu_user_s": engine_cpu_s * 0.4,
@@ -121,7 +129,7 @@ def fake_load(rps: float, latency_us: float, seed: int, duration_s: float = 2.0,
            # the engine records every completed request: the 400 drawn latencies stand
            # for all of them (the first `completed` alone, when fewer)
            "histogram": engine_histogram(samples[:completed], schema, completed),
-           "timeseries": [], "interrupted": False}
+           "timeseries": [], "interrupted": interrupted}
     if schema >= 2:
         per_slot = completed // connections
         doc["connections"] = {
@@ -138,6 +146,37 @@ def fake_load(rps: float, latency_us: float, seed: int, duration_s: float = 2.0,
 def fake_report(rps: float, latency_us: float, seed: int, **kw) -> LoadReport:
     """fake_load's report as the orchestrator reads it (drive.LoadReport)."""
     return LoadReport.from_json(fake_load(rps, latency_us, seed, **kw))
+
+
+FAKE_ENGINE = Path(__file__).resolve().parent / "fake_engine" / "stacklab-load"
+
+
+class FakeEngine:
+    """The fake engine a test's runs use (tests/fake_engine): what each load was asked
+    and what it claimed, read from its log, in order."""
+
+    def __init__(self, log: Path):
+        self.log = log
+
+    def runs(self) -> list[dict]:
+        """{"argv", "report"} of each load so far."""
+        found = sorted(self.log.glob("run-*.json"), key=lambda p: int(p.stem[4:]))
+        return [json.loads(p.read_text()) for p in found]
+
+    def reports(self) -> list[LoadReport]:
+        return [LoadReport.from_json(run["report"]) for run in self.runs()]
+
+
+def use_fake_engine(monkeypatch, log: Path, during: str | None = None) -> FakeEngine:
+    """From now on (for this test, and the stacklab processes it starts) the orchestrator
+    runs the fake engine (drive.engine_path reads STACKLAB_ENGINE); it logs each load
+    under `log` and runs the shell command `during` during each load."""
+    monkeypatch.setenv("STACKLAB_ENGINE", str(FAKE_ENGINE))
+    monkeypatch.setenv("FAKE_ENGINE_PYTHON", sys.executable)
+    monkeypatch.setenv("FAKE_ENGINE_LOG", str(log))
+    if during is not None:
+        monkeypatch.setenv("FAKE_ENGINE_DURING", during)
+    return FakeEngine(log)
 
 
 def fake_resources(component: str, cpu_s: float, rss: float) -> dict:

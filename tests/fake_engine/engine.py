@@ -1,0 +1,211 @@
+"""The fake stacklab-load: the real engine's command line, exit statuses and JSON report
+(engine/README.md), with no request sent. The orchestrator runs it as it runs the real
+one (drive.engine_path: STACKLAB_ENGINE), so a test of what happens around a load needs
+no patched internals and no built engine.
+
+What it keeps of the real engine, because the orchestrator relies on it:
+- the flags drive.engine_argv builds, checked alike: a bad one is one line on stderr
+  ("error: …") and exit 2, nothing run;
+- the report follows the engine's schema (fakes.fake_load checks it), and its histogram
+  holds as many values as the requests it claims; `-n N` completes exactly N;
+- it takes the planned time (warm-up, then `-d`, or `-n` at `--rate`), and SIGINT,
+  SIGTERM or SIGHUP end it early with `"interrupted": true` and exit 130.
+
+What a test may ask of it, by environment (it inherits the orchestrator's):
+- FAKE_ENGINE_LOG: a directory where each load leaves `run-<n>.json`, {"argv", "report"}:
+  what it was asked and what it claimed, in order;
+- FAKE_ENGINE_DURING: a shell command run during the load (a disk filled, a file made
+  immutable), before the report is printed; its failure is a setup error (exit 2)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+VERSION = "0.0.0-fake"         # stored as the engine's version: a fake run says so
+RPS = 5000.0                   # the figures it claims: latency follows by Little's law
+EXIT_OK, EXIT_USAGE, EXIT_NOTHING_COMPLETED, EXIT_INTERRUPTED = 0, 2, 3, 130
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
+_UNIT_S = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def duration(text: str) -> float:
+    """"500ms", "2.0s", "1m" in seconds, as the engine reads them."""
+    if not (m := _DURATION.fullmatch(text)):
+        raise argparse.ArgumentTypeError(f"invalid duration {text!r} (e.g. 500ms, 10s, 2m)")
+    return float(m[1]) * _UNIT_S[m[2]]
+
+
+def positive(kind):
+    def parse(text: str):
+        value = kind(text)
+        if value <= 0:
+            raise argparse.ArgumentTypeError(f"{text} is not above 0")
+        return value
+    return parse
+
+
+def header(text: str) -> str:
+    name, colon, value = text.partition(":")
+    if not colon or not name.strip():
+        raise argparse.ArgumentTypeError(f"invalid header {text!r} (expected 'Name: value')")
+    return f"{name}: {value.strip()}"
+
+
+class Parser(argparse.ArgumentParser):
+    def error(self, message: str):
+        """One line naming the flag, exit 2 (clap's usage error, as the engine prints)."""
+        print(f"error: {message}", file=sys.stderr)
+        sys.exit(EXIT_USAGE)
+
+
+def parser() -> Parser:
+    p = Parser(prog="stacklab-load", add_help=False)
+    p.add_argument("urls", nargs="*")
+    p.add_argument("-c", "--connections", type=positive(int), default=10)
+    stop = p.add_mutually_exclusive_group()
+    stop.add_argument("-n", "--requests", type=positive(int))
+    stop.add_argument("-d", "--duration", type=duration)
+    p.add_argument("--threads", type=positive(int))
+    p.add_argument("--rate", type=positive(float))
+    p.add_argument("--warmup", type=duration, default=0.0)
+    p.add_argument("--no-keepalive", action="store_true")
+    p.add_argument("-H", "--header", dest="headers", type=header, action="append",
+                   default=[])
+    p.add_argument("-m", "--method", default="GET")
+    p.add_argument("--compressed", action="store_true")
+    p.add_argument("--decode", action="store_true")
+    p.add_argument("--timeout", type=duration, default=30.0)
+    p.add_argument("--insecure", action="store_true")
+    p.add_argument("--tls-resume", action="store_true")
+    p.add_argument("--no-tls-resume", action="store_true")
+    p.add_argument("--urls", dest="url_file", type=Path)
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--max-error-rate", type=float)
+    p.add_argument("--allow-remote", action="store_true")
+    p.add_argument("--lab-netns")
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--version", action="store_true")
+    return p
+
+
+def url_list(args) -> list[dict]:
+    """The URLs as the report's config lists them: the arguments, then the file's lines
+    ("URL [weight] [varies]", '#' comments)."""
+    urls = [{"url": u, "weight": 1, "varies": False} for u in args.urls]
+    if args.url_file is not None:
+        try:
+            lines = args.url_file.read_text().splitlines()
+        except OSError as e:
+            raise SystemExit(_usage(f"--urls {args.url_file}: {e.strerror}"))
+        for line in lines:
+            words = line.split("#", 1)[0].split()
+            if words:
+                urls.append({"url": words[0], "weight": int(words[1]) if len(words) > 1
+                             else 1, "varies": words[2:] == ["varies"]})
+    if not urls:
+        raise SystemExit(_usage("URL: no URL given (pass URL... or --urls FILE)"))
+    return urls
+
+
+def _usage(line: str) -> int:
+    print(f"error: {line}", file=sys.stderr)
+    return EXIT_USAGE
+
+
+def planned_s(args) -> tuple[float, float]:
+    """(warm-up, measured phase) in seconds: what the real engine would take, serving
+    RPS requests a second in closed loop."""
+    if args.requests is None:
+        return args.warmup, args.duration if args.duration is not None else 10.0
+    return args.warmup, args.requests / (args.rate or RPS)
+
+
+def stop_on_signals() -> threading.Event:
+    """Set by SIGINT, SIGTERM or SIGHUP, which end the run early (also twice over)."""
+    stopped = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, lambda *_: stopped.set())
+    return stopped
+
+
+def during() -> None:
+    if command := os.environ.get("FAKE_ENGINE_DURING"):
+        if (status := subprocess.run(command, shell=True).returncode) != 0:
+            raise SystemExit(_usage(f"FAKE_ENGINE_DURING exited {status}: {command}"))
+
+
+def report(args, urls: list[dict], measured_s: float, interrupted: bool) -> dict:
+    """The report of the run asked for, checked against the engine's schema."""
+    from fakes import checked, fake_load     # after --version: a quick answer
+    duration_s = max(measured_s, 0.001)
+    if args.requests is not None and not interrupted:
+        completed = args.requests
+    else:
+        completed = int(RPS * measured_s)
+    threads = min(args.threads or os.cpu_count() or 1, args.connections)
+    config = {"urls": urls, "connections": args.connections, "threads": threads,
+              "requests": args.requests, "duration_s": args.duration, "rate": args.rate,
+              "warmup_s": args.warmup, "keepalive": not args.no_keepalive,
+              "method": args.method, "headers": args.headers, "body_bytes": None,
+              "compressed": args.compressed, "decode": args.decode,
+              "timeout_s": args.timeout, "insecure": args.insecure,
+              "tls_resume": not args.no_tls_resume, "seed": args.seed,
+              "allow_remote": args.allow_remote, "max_error_rate": args.max_error_rate}
+    rps = completed / duration_s
+    doc = fake_load(rps or RPS, args.connections * 1e6 / (rps or RPS), args.seed,
+                    duration_s=duration_s, threads=threads, warmup_s=args.warmup,
+                    completed=completed, config=config, interrupted=interrupted)
+    doc["rps"] = rps
+    doc["engine"]["version"] = VERSION
+    if args.requests is not None and not interrupted:     # -n: every request answered
+        doc["in_flight"].update(count=0, age_us_max=0, age_us_median=0)
+    return checked(doc)
+
+
+def log(argv: list[str], doc: dict) -> None:
+    if not (where := os.environ.get("FAKE_ENGINE_LOG")):
+        return
+    folder = Path(where)
+    folder.mkdir(parents=True, exist_ok=True)
+    n = len(list(folder.glob("run-*.json"))) + 1
+    part = folder / f".run-{n}.json.part"
+    part.write_text(json.dumps({"argv": argv, "report": doc}))
+    part.rename(folder / f"run-{n}.json")      # whole, or not there
+
+
+def main(argv: list[str]) -> int:
+    stopped = stop_on_signals()
+    args = parser().parse_args(argv)
+    if args.version:
+        print(f"stacklab-load {VERSION}")
+        return EXIT_OK
+    urls = url_list(args)
+    warmup_s, measured_s = planned_s(args)
+    began = time.monotonic()
+    interrupted = stopped.wait(warmup_s + measured_s)
+    during()
+    if interrupted:
+        measured_s = max(0.0, time.monotonic() - began - warmup_s)
+    doc = report(args, urls, measured_s, interrupted)
+    log(argv, doc)
+    print(json.dumps(doc))
+    if interrupted:
+        return EXIT_INTERRUPTED
+    if not doc["requests"]["completed"]:
+        print("stacklab-load: no request completed", file=sys.stderr)
+        return EXIT_NOTHING_COMPLETED
+    return EXIT_OK
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))   # tests/: fakes
+    sys.exit(main(sys.argv[1:]))
