@@ -1,10 +1,13 @@
 """A finished load is not lost (issue 21): a signal between the engine's exit and the
-commit, a kill -9 there, a database disk filling during the load. Real nginx, the real
-engine; the signal, the kill and the full disk are real too, sent from a hook placed
-where the issue found each window."""
+commit, a kill -9 there, a database disk filling during the load. Real nginx and the fake
+engine (tests/fake_engine: what is at stake is the orchestrator's hold on a report, not
+its figures), which logs each report it gives and runs what happens during the load; the
+signal, the kill and the full disk are real too, the signal and the kill sent from a hook
+placed where the issue found each window."""
 
 import json
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -16,6 +19,7 @@ import pytest
 from stacklab import measurement, runner
 from stacklab.flags import disturbance_factor
 
+from fakes import use_fake_engine
 from helpers import require_engine, require_root, server_processes
 from test_reliability import invoke, one_run, rows, tmpfs  # noqa: F401 (tmpfs: a fixture)
 
@@ -26,34 +30,20 @@ def must_not_measure(ctx, run):
     pytest.fail(f"{run.trial.label()} measured again: its load was lost")
 
 
-def loads_kept(monkeypatch) -> list:
-    """The engine's reports as run_load returned them, in order."""
-    loads = []
-    real = measurement.run_load
-
-    def run_load(plan, work_dir):
-        loads.append(real(plan, work_dir))
-        return loads[-1]
-
-    monkeypatch.setattr(measurement, "run_load", run_load)
-    return loads
-
-
 @pytest.mark.parametrize("where", ["counters", "logs"])
 def test_a_sigterm_after_the_load_waits_for_the_run_to_be_stored(tmp_path, monkeypatch,
                                                                  where):
     """SIGTERM while the servers' counters are read just after the load, or while the
     logs are kept after the stack stopped: the finished load was thrown away. It is
     stored (whole: resources and counters too), then the command is interrupted."""
-    require_engine()
     spec, db = one_run(tmp_path), tmp_path / "r.db"
-    loads = loads_kept(monkeypatch)
+    engine = use_fake_engine(monkeypatch, tmp_path / "engine")
     module, name = ((measurement, "stack_counters") if where == "counters"
                     else (runner, "keep_logs"))
     inner = getattr(module, name)
 
     def signalled(*args, **kwargs):
-        if loads:                      # after the load: not the warm-up's reading
+        if engine.runs():              # after the load: not the warm-up's reading
             os.kill(os.getpid(), signal.SIGTERM)
         return inner(*args, **kwargs)
 
@@ -61,7 +51,7 @@ def test_a_sigterm_after_the_load_waits_for_the_run_to_be_stored(tmp_path, monke
     result = invoke("run", spec, "--db", db)
     assert result.exit_code == 130, result.output
     assert "interrupted" in result.output
-    [load] = loads
+    [load] = engine.reports()
     [(outcome, reason, _, resources)] = rows(db)
     assert outcome == "ok" and reason is None
     assert "_counters" in json.loads(resources)
@@ -76,25 +66,18 @@ def test_a_sigterm_after_the_load_waits_for_the_run_to_be_stored(tmp_path, monke
 
 
 KILLED_AFTER_THE_LOAD = textwrap.dedent("""
-    import json, os, signal, sys
+    import os, signal, sys
+    from pathlib import Path
     from stacklab import measurement
     from stacklab.cli import main
-    real, counters = measurement.run_load, measurement.stack_counters
-    landed = []
-
-    def run_load(plan, work_dir):
-        load = real(plan, work_dir)
-        with open(sys.argv[1], "w") as f:
-            json.dump(load.raw, f)
-        landed.append(load)
-        return load
+    counters = measurement.stack_counters
 
     def killed(*args):
-        if landed:
+        if any(Path(sys.argv[1]).glob("run-*.json")):     # the fake engine's log
             os.kill(os.getpid(), signal.SIGKILL)
         return counters(*args)
 
-    measurement.run_load, measurement.stack_counters = run_load, killed
+    measurement.stack_counters = killed
     sys.exit(main(sys.argv[2:]))
 """)
 
@@ -102,9 +85,9 @@ KILLED_AFTER_THE_LOAD = textwrap.dedent("""
 def test_a_kill_9_after_the_load_leaves_what_a_resume_stores(tmp_path, monkeypatch):
     """kill -9 while the counters are read after the load: the load was lost. Its journal
     entry, written as the load returned, is stored by `--resume` without measuring."""
-    require_engine()
-    spec, db, measured = one_run(tmp_path), tmp_path / "r.db", tmp_path / "load.json"
-    killed = subprocess.run([sys.executable, "-c", KILLED_AFTER_THE_LOAD, str(measured),
+    spec, db = one_run(tmp_path), tmp_path / "r.db"
+    engine = use_fake_engine(monkeypatch, tmp_path / "engine")
+    killed = subprocess.run([sys.executable, "-c", KILLED_AFTER_THE_LOAD, str(engine.log),
                              "run", str(spec), "--db", str(db)],
                             cwd=REPO, capture_output=True, text=True, timeout=300)
     assert killed.returncode == -signal.SIGKILL, killed.stderr
@@ -120,7 +103,8 @@ def test_a_kill_9_after_the_load_leaves_what_a_resume_stores(tmp_path, monkeypat
     assert "host-busy" in json.loads(flags)
     assert disturbance_factor(json.loads(resources)["_host"]) == float("inf")
     [(stored,)] = rows(db, "SELECT load_json FROM runs")
-    assert json.loads(stored) == json.loads(measured.read_text())
+    [measured] = engine.runs()
+    assert json.loads(stored) == measured["report"]
     assert not entry.exists()
     assert server_processes() == []
 
@@ -145,29 +129,30 @@ def test_a_database_disk_filling_during_the_load_keeps_the_load(tmp_path, monkey
     """The database's filesystem fills up during the load: the run was lost (neither the
     journal nor the database had room). The room reserved before the load holds it; one
     line says where, and `--resume` stores it once there is space again."""
-    require_engine()
     results = tmpfs("results", "4M")
     spec, db = one_run(tmp_path), results / "r.db"
-    real, counters = measurement.run_load, measurement.stack_counters
-    filled = []
+    # during the load, a file takes all the space left (cat stops at ENOSPC)
+    filler = shlex.quote(str(results / "filler"))
+    use_fake_engine(monkeypatch, tmp_path / "engine",
+                    during=f"cat /dev/zero > {filler} 2>/dev/null || true")
+    counters = measurement.stack_counters
 
-    def run_load(plan, work_dir):
-        filled.append(fill(results))
-        return real(plan, work_dir)
+    def filled() -> list[Path]:
+        return sorted(results.glob("filler*"))
 
     def full_still(*args):             # what the entry gave back is taken again
-        if filled:
-            filled.append(fill(results, name=f"filler{len(filled)}"))
+        if so_far := filled():
+            fill(results, name=f"filler{len(so_far)}")
         return counters(*args)
 
-    monkeypatch.setattr(measurement, "run_load", run_load)
     monkeypatch.setattr(measurement, "stack_counters", full_still)
     result = invoke("run", spec, "--db", db)
     assert result.exit_code == 1, result.output
     [line] = [x for x in result.output.splitlines() if x.startswith("stacklab: error")]
     [entry] = Path(f"{db}.journal").glob("*.json")
     assert "not stored" in line and f"it is kept in {entry}" in line, line
-    for filler in filled:
+    assert filled()                    # the disk did fill during the load
+    for filler in filled():
         filler.unlink()
     monkeypatch.setattr(runner, "execute_run", must_not_measure)
     result = invoke("run", spec, "--db", db, "--resume")
@@ -200,21 +185,7 @@ def test_no_load_starts_without_room_for_its_journal_entry(tmp_path, monkeypatch
     assert server_processes() == []
 
 
-FROZEN_DURING_THE_LOAD = textwrap.dedent("""
-    import subprocess, sys
-    from stacklab import measurement
-    from stacklab.cli import main
-    real = measurement.run_load
-
-    def run_load(plan, work_dir):
-        load = real(plan, work_dir)
-        db = sys.argv[1]
-        subprocess.run(["chattr", "+i", db, db + "-wal", db + "-shm"], check=True)
-        return load
-
-    measurement.run_load = run_load
-    sys.exit(main(sys.argv[2:]))
-""")
+STACKLAB = "import sys; from stacklab.cli import main; sys.exit(main(sys.argv[1:]))"
 
 
 def test_database_files_made_immutable_mid_run_say_so_and_resume(tmp_path, monkeypatch):
@@ -222,12 +193,13 @@ def test_database_files_made_immutable_mid_run_say_so_and_resume(tmp_path, monke
     mapped WAL index, with no message and the experiment left `running`. One line names
     the file and what to do; the run waits in the journal, and `--resume` stores it once
     the files are writable again. (tmp_path is on the disk: tmpfs has no chattr.)"""
-    require_engine()
     require_root("chattr +i")
     spec, db = one_run(tmp_path), tmp_path / "r.db"
     files = [str(db), f"{db}-wal", f"{db}-shm"]
+    use_fake_engine(monkeypatch, tmp_path / "engine",
+                    during=shlex.join(["chattr", "+i", *files]))
     try:
-        frozen = subprocess.run([sys.executable, "-c", FROZEN_DURING_THE_LOAD, str(db),
+        frozen = subprocess.run([sys.executable, "-c", STACKLAB,
                                  "run", str(spec), "--db", str(db)],
                                 cwd=REPO, capture_output=True, text=True, timeout=300)
     finally:

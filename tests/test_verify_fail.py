@@ -17,7 +17,7 @@ from dataclasses import replace
 import pytest
 from typer.testing import CliRunner
 
-from stacklab import lab, measurement
+from stacklab import lab
 from stacklab.cli import cli
 from stacklab.net import Endpoint
 from stacklab.stack import RunningStack, start_stack, stop_stack
@@ -30,7 +30,8 @@ from stacklab.verify import CHECK_PATH, Status
 from stacklab.workloads import deploy, place
 from stacklab.workloads.appdata import AppDatabase
 
-from helpers import require_engine, server_processes, tamper
+from fakes import use_fake_engine
+from helpers import server_processes, tamper
 from test_stacks import knobs_for, run_stack
 
 pytestmark = pytest.mark.integration
@@ -474,13 +475,10 @@ concurrency = [1]
 def test_an_experiment_whose_verification_fails_stores_an_invalid_run_without_load(
         tmp_path, monkeypatch):
     """nginx's config has gzip off while nginx.gzip says on: its run is `invalid`, the load
-    engine never runs against it, `show` counts it; apache's run goes on and is measured."""
-    require_engine()
+    engine never runs against it, `show` counts it; apache's run goes on and is measured.
+    (The fake engine: what is counted is which runs reach a load, not its figures.)"""
     tamper(monkeypatch, "nginx", "nginx.conf", r"^(\s*)gzip on;", r"\1gzip off;")
-    loads = []
-    real_run_load = measurement.run_load
-    monkeypatch.setattr(measurement, "run_load", lambda plan, run_dir: loads.append(plan) or
-                        real_run_load(plan, run_dir))
+    engine = use_fake_engine(monkeypatch, tmp_path / "engine")
     spec, db = tmp_path / "lying.toml", tmp_path / "stacklab.db"
     spec.write_text(LYING)
     result = CliRunner().invoke(cli, ["run", str(spec), "--db", str(db)])
@@ -496,7 +494,8 @@ def test_an_experiment_whose_verification_fails_stores_an_invalid_run_without_lo
                              "had Content-Encoding: (none)")
     assert {v["check"]: v["status"] for v in verdicts}["gzip"] == "FAIL"
     assert rows["apache"][0] == "ok" and rows["apache"][2] is not None, rows["apache"][1]
-    assert len(loads) == 1                  # the engine ran for apache's run only
+    [load] = engine.runs()                  # the engine ran for apache's run only
+    assert json.loads(rows["apache"][2]) == load["report"]
 
     shown = CliRunner().invoke(cli, ["show", "lying", "--db", str(db)])
     assert shown.exit_code == 0, shown.output
