@@ -57,7 +57,7 @@ from typing import Any, Callable
 
 from . import __version__, lab
 from .analyze import Estimate
-from .drive import LoadPlan, engine_version, run_load
+from .drive import LoadPlan, LoadReport, engine_version, run_load
 from .env import Environment
 from .errors import StacklabError, UsageError
 from .hostinfo import host_facts
@@ -324,7 +324,7 @@ def _measure_url(plan: BreakdownPlan, load: dict[str, Any], running: RunningStac
                 url = running.front.endpoint.base_url + path
                 lp = LoadPlan(((url, 1),), 1, None, n, 0.0, mode, plan.seed,
                               frozenset({url}) if varies else frozenset(), netns=netns)
-                reports.append(run_load(lp, run_dir).raw)
+                reports.append(run_load(lp, run_dir))
             timings += _fetch_timings(running, path, k, keepalive)
         measurements.append(_measurement(path, keepalive, reports, _median_timing(timings)))
     return measurements
@@ -335,21 +335,21 @@ def _split(total: int, parts: int) -> list[int]:
     return [total // parts + (i < total % parts) for i in range(parts)]
 
 
-def _measurement(path: str, keepalive: bool, reports: list[dict],
+def _measurement(path: str, keepalive: bool, reports: list[LoadReport],
                  timing: dict | None) -> dict[str, Any]:
-    completed = sum(r["requests"]["completed"] for r in reports)
+    completed = sum(r.completed for r in reports)
     if not completed:
-        errors = [r["requests"]["errors"] for r in reports]
+        errors = [r.errors for r in reports]
         raise StacklabError(f"{path}: none of the engine's requests completed ({errors})")
-    done = [r for r in reports if r["requests"]["completed"]]
+    done = [r for r in reports if r.completed]
     return {
         "keepalive": keepalive, "completed": completed,
-        "failed": sum(r["requests"]["failed"] for r in reports),
-        "total_ms": merged_percentiles([r["histogram"] for r in done], (50,))["p50"] / 1000,
+        "failed": sum(r.failed for r in reports),
+        "total_ms": merged_percentiles([r.histogram for r in done], (50,))["p50"] / 1000,
         # The engine gives these as statistics only: the median of the rounds' medians.
-        "ttfb_ms": statistics.median(r["ttfb_us"]["p50"] for r in done) / 1000,
+        "ttfb_ms": statistics.median(r.ttfb_us.p50 for r in done) / 1000,
         "connect_ms": (None if keepalive else
-                       statistics.median(r["connect_us"]["p50"] for r in done) / 1000),
+                       statistics.median(r.connect_us.p50 for r in done) / 1000),
         "server_timing": timing}
 
 

@@ -251,6 +251,8 @@ class LoadReport:
     rate: float | None                 # open loop: the asked-for rate; None: closed loop
     bytes_total: int                   # read from the socket, HTTP heads included
     latency_us: Latency                # from the intended send time
+    ttfb_us: Latency                   # from the request's write to the first byte back
+    connect_us: Latency                # each new connection's connect
     histogram: str | None              # corrected latency, base64 HdrHistogram
     engine_cpu_s: float                # the engine's whole process, warm-up included
     tls: TlsSession | None             # None: no TLS negotiated
@@ -275,6 +277,8 @@ class LoadReport:
             warmup_s=config.get("warmup_s") or 0.0, threads=config.get("threads") or 1,
             connections=config.get("connections"), rate=config.get("rate") or None,
             bytes_total=doc["bytes"]["total"], latency_us=Latency.from_json(doc["latency_us"]),
+            ttfb_us=Latency.from_json(doc["ttfb_us"]),
+            connect_us=Latency.from_json(doc["connect_us"]),
             histogram=doc.get("histogram") or None,
             engine_cpu_s=eng["cpu_user_s"] + eng["cpu_sys_s"],
             tls=TlsSession(protocol=tls["protocol"], cipher=tls.get("cipher"),
