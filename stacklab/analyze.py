@@ -141,7 +141,7 @@ def _per_request(cpu_s: float, run: RunRecord) -> float:
 
 
 def _components(runs: list[RunRecord]) -> list[str]:
-    return sorted({c for r in runs for c in r.resources if not c.startswith("_")})
+    return sorted({c for r in runs for c in r.resources.components})
 
 
 def disturbed(run: RunRecord) -> bool:
@@ -172,10 +172,10 @@ def summarize(definition: dict, label: str, trial_id: str,
         out = {}
         for c in comps:
             if per_request:
-                vals = [_per_request(r.resources[c][key], r) for r in ok if c in r.resources]
+                vals = [_per_request(r.resources.components[c][key], r) for r in ok
+                        if c in r.resources.components]
             else:
-                vals = [r.resources[c][key] for r in ok
-                        if r.resources.get(c, {}).get(key) is not None]
+                vals = [v for r in ok if (v := r.resources.figure(c, key)) is not None]
             if vals:
                 out[c] = Estimate.of(vals)
         return out
@@ -205,14 +205,14 @@ def summarize(definition: dict, label: str, trial_id: str,
         idle_pss_mib_per_worker=per_component("idle_pss_mib_per_worker"),
         runs_invalid=invalid, tls=_tls(ok), layers=_layers(ok),
         conditions=_conditions(ok), page_views=_page_views(ok),
-        disturbance=max((disturbance_factor(r.resources.get("_host") or {}) for r in ok),
+        disturbance=max((disturbance_factor(r.resources.host) for r in ok),
                         default=1.0),
         runs_set_aside=len(measured) - len(ok))
 
 
 def _page_views(ok: list[RunRecord]) -> dict[str, Estimate]:
     """Requests and bytes of each view over the runs that made one without an error."""
-    views = [v for r in ok if (v := r.resources.get("_pageview")) and not v.get("error")]
+    views = [v for r in ok if (v := r.resources.pageview) and not v.get("error")]
     if not views:
         return {}
     return {f"{view}_{what}": Estimate.of([v[view][what] for v in views])
@@ -225,14 +225,14 @@ def _conditions(ok: list[RunRecord]) -> dict[str, dict]:
     if not ok:
         return {}
     res, out = ok[-1].resources, {}
-    net = res.get("_net", {})
+    net = res.net
     if net.get("mode") == "veth":
         out["net"] = {k: net[k] for k in ("mode", "link", "rate_bytes_s", "rtt_ms",
                                           "sysctls") if k in net}
-    if res.get("_fs", {}).get("mounted"):
-        out["fs"] = {k: res["_fs"][k] for k in ("type", "options", "cold_cache", "size_mb")}
-    if "_machine" in res:
-        out["machine"] = {k: res["_machine"][k] for k in ("cpus", "cpu_quota", "memory_mb")}
+    if res.fs.get("mounted"):
+        out["fs"] = {k: res.fs[k] for k in ("type", "options", "cold_cache", "size_mb")}
+    if res.machine:
+        out["machine"] = {k: res.machine[k] for k in ("cpus", "cpu_quota", "memory_mb")}
     return out
 
 
@@ -242,7 +242,7 @@ def _layers(ok: list[RunRecord]) -> dict[str, dict]:
     ratios: dict[str, list[float]] = {}
     shares: dict[str, dict[str, list[float]]] = {}
     for r in ok:
-        for layer, fig in r.resources.get("_layers", {}).items():
+        for layer, fig in r.resources.layers.items():
             if fig.get("hit_ratio") is not None:
                 ratios.setdefault(layer, []).append(fig["hit_ratio"])
             total = sum(fig.get("spread", {}).values())

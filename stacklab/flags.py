@@ -56,6 +56,7 @@ from dataclasses import dataclass
 
 from .drive import LoadReport
 from .stats import tail_time_share
+from .store.records import Resources
 
 GENERATOR_BOUND_SHARE = 0.9
 RATE_KEPT_SHARE = 0.9
@@ -101,19 +102,19 @@ class Flag:
     detail: str      # the numbers that raised it, in one sentence
 
 
-def run_flags(load: LoadReport, resources: dict) -> list[Flag]:
+def run_flags(load: LoadReport, resources: Resources) -> list[Flag]:
     """Every flag a finished run earns, in a fixed order."""
     checks = (_generator_bound, _rate_not_kept, _starved, _littles_law, _error_responses)
     flags = [f for check in checks if (f := check(load))]
-    host = resources.get("_host") or {}
+    host = resources.host
     busy = host_busy(host)
-    memory = memory_pressure(host, resources.get("_machine") or {})
-    io = io_pressure(host, resources.get("_fs") or {}, resources.get("_machine") or {})
-    killed = server_child_killed(resources.get("_logs") or {})
+    memory = memory_pressure(host, resources.machine)
+    io = io_pressure(host, resources.fs, resources.machine)
+    killed = server_child_killed(resources.logs)
     return flags + [f for f in (busy, memory, io, killed) if f]
 
 
-def flag_names(load: LoadReport, resources: dict) -> list[str]:
+def flag_names(load: LoadReport, resources: Resources) -> list[str]:
     return [f.name for f in run_flags(load, resources)]
 
 
@@ -207,7 +208,7 @@ FORKS_UNSEEN = 50
 
 
 def host_busy(host: dict) -> Flag | None:
-    """`host` is the monitor's "_host" summary of the measured window."""
+    """`host` is the monitor's summary of the measured window (Resources.host)."""
     if host.get("window_unread"):
         return Flag("host-busy", "the host's window was not read (stacklab was stopped "
                     "after the load, before it could be): whether other work disturbed the "
@@ -279,9 +280,9 @@ def io_pressure(host: dict, fs: dict, machine: dict) -> Flag | None:
 
 
 def memory_pressure(host: dict, machine: dict) -> Flag | None:
-    """`host` is the monitor's "_host" summary of the measured window, `machine` the
-    machine profile's record ("_machine": its knobs and its group's usage; empty without
-    a profile)."""
+    """`host` is the monitor's summary of the measured window (Resources.host),
+    `machine` the machine profile's record (Resources.machine: its knobs and its group's
+    usage; empty without a profile)."""
     share = host.get("memory_stall_share")
     kills = machine.get("memory_oom_kills") or 0
     if (share is None or share <= MEMORY_STALL_SHARE) and not kills:
@@ -302,8 +303,8 @@ def memory_pressure(host: dict, machine: dict) -> Flag | None:
 
 
 def server_child_killed(logs: dict) -> Flag | None:
-    """`logs` is the runner's "_logs": the server log lines about children that died by
-    a signal."""
+    """`logs` is the runner's (Resources.logs): the server log lines about children that
+    died by a signal."""
     died = logs.get("child_signals") or []
     if not died:
         return None

@@ -50,6 +50,7 @@ from .stacks import COMPONENTS, STACKS
 from .stacks.base import RunningComponent, versions_of
 from .stacks.tls import make_certificate
 from .store import Outcome, RunRecord, Store
+from .store.records import Resources
 from .systune import CpuAwake
 from .verify import RequestChecks, Verdict
 from .workloads import Deployed, deploy
@@ -299,7 +300,7 @@ def _landed(ctx: RunContext, run: PlannedRun, started_at: str, knobs: dict,
             "run's resources, counters and logs were read")
     # no window, so no telling whether the host disturbed it: host-busy, unsized (a
     # verdict sets it aside while two undisturbed runs remain)
-    unread = {"_host": {"window_unread": True}}
+    unread = Resources(lab={"host": {"window_unread": True}})
     ctx.landed(RunRecord(
         experiment_id=ctx.exp_id, trial_id=run.trial.id, repetition=run.repetition,
         outcome=outcome, reason=f"{reason}; {note}" if reason else note,
@@ -592,13 +593,13 @@ def execute_run(ctx: RunContext, run: PlannedRun) -> RunRecord:
     running = RunningStack(STACKS[trial.stack])
     outcome, reason, tail = Outcome.OK, None, None
     verdicts: tuple[Verdict, ...] = ()
-    resources: dict = {}
+    resources = Resources()
     flags: tuple[str, ...] = ()
     scope = RunScope(ctx, run, knobs, running, run_dir,
                      Place(ctx.session.layer_id(name), ctx.session.dir), started_at)
     try:
         with scope.compose(LAYERS).entered() as composed:
-            resources = composed.record()
+            resources = Resources.from_json(composed.record())
             outcome, reason, verdicts, flags = _judged(scope, resources)
     except VerificationFailed as e:
         outcome, reason, verdicts = Outcome.INVALID, e.reason, e.verdicts
@@ -630,7 +631,7 @@ def execute_run(ctx: RunContext, run: PlannedRun) -> RunRecord:
                      run_dir=kept and str(kept))
 
 
-def _judged(scope: RunScope, resources: dict
+def _judged(scope: RunScope, resources: Resources
             ) -> tuple[Outcome, str | None, tuple[Verdict, ...], tuple[str, ...]]:
     """The run as its load left it, judged while its servers still run: its outcome
     (load_outcome), the front layers' verdicts on what they counted (a FAIL among all
@@ -638,7 +639,7 @@ def _judged(scope: RunScope, resources: dict
     load, running, knobs = _load(scope), scope.running, scope.knobs
     flags = tuple(flag_names(load, resources))
     outcome, reason = load_outcome(load, running.alive())
-    checked = layer_verdicts(running.stack, resources.get("_layers", {}),
+    checked = layer_verdicts(running.stack, resources.layers,
                              scope.layer(FilesystemLayer).deployed.cacheable, knobs)
     verdicts = (*scope.composition.verdicts, *checked)
     if outcome is Outcome.OK and (bad := failed(verdicts)):

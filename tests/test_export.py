@@ -205,7 +205,7 @@ def test_the_csv_carries_each_runs_stored_figures(tmp_path):
             stored["requests"]["errors"]
         assert int(row["status.2xx"]) == stored["status_classes"]["2xx"]
         stack = row["stack"]
-        res = run.resources[stack]
+        res = run.resources.components[stack]
         assert float(row[f"cpu_us_per_request.{stack}"]) == pytest.approx(
             res["cpu_s"] / stored["requests"]["completed"] * 1e6, abs=1e-3)
         assert float(row[f"rss_mib_peak.{stack}"]) == res["rss_mib_peak"]

@@ -10,6 +10,7 @@ import pytest
 
 from stacklab.flags import dispersion, flag_names, host_busy, io_pressure, memory_pressure
 from stacklab.stats import tail_time_share
+from stacklab.store.records import Resources
 
 from fakes import engine_histogram, fake_load, load_report
 from helpers import ROOT
@@ -36,11 +37,11 @@ def report(rps=10_000.0, connections=64, mean_us=6_400.0, rate=None, cpu_s=0.2,
 
 
 def flagged(name: str, load) -> bool:
-    return name in flag_names(load, {})
+    return name in flag_names(load, Resources())
 
 
 def test_the_baseline_report_earns_no_flag():
-    assert flag_names(report(), {}) == []
+    assert flag_names(report(), Resources()) == []
 
 
 @pytest.mark.parametrize("rps, raised", [

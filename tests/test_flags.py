@@ -8,6 +8,7 @@ from stacklab.analyze import bound, bounded_verdict, invalid
 from stacklab.flags import (BOUNDING, INVALIDATING, dispersion, flag_names, host_busy,
                             memory_pressure, run_flags)
 from stacklab.stats import compare
+from stacklab.store.records import Resources
 
 from fakes import fake_load, load_report
 
@@ -39,7 +40,7 @@ def load(rps=10_000.0, connections=64, mean_us=6_400.0, duration_s=3.0, rate=Non
 
 
 def test_an_evenly_served_run_has_no_flag():
-    assert flag_names(load(), {}) == []
+    assert flag_names(load(), Resources()) == []
 
 
 @pytest.mark.parametrize("kw, why", [
@@ -50,7 +51,7 @@ def test_an_evenly_served_run_has_no_flag():
      "the slowest 1% of requests took 98% of the clients' time"),
 ])
 def test_starved_connections_are_flagged_with_their_numbers(kw, why):
-    flags = {f.name: f.detail for f in run_flags(load(**kw), {})}
+    flags = {f.name: f.detail for f in run_flags(load(**kw), Resources())}
     assert "starved" in flags and why in flags["starved"]
 
 
@@ -58,25 +59,25 @@ def test_a_slow_tenth_of_requests_is_not_starvation():
     """A mix of fast and slow pages (a tenth at 50 ms) puts a lot of time in its tail,
     but far from half of it in the slowest 1%."""
     mixed = histogram([100] * 900 + [50_000] * 100)
-    assert "starved" not in flag_names(load(histogram=mixed, wait_us=60_000), {})
+    assert "starved" not in flag_names(load(histogram=mixed, wait_us=60_000), Resources())
 
 
 def test_starvation_is_judged_in_closed_loop_only():
-    assert "starved" not in flag_names(load(idle=5, rate=10_000), {})
+    assert "starved" not in flag_names(load(idle=5, rate=10_000), Resources())
 
 
 def test_reports_without_per_connection_figures_are_not_judged():
     """Engine schema 1 (runs stored before it) has no per-connection figures."""
     old = load(idle=5, schema=1)
     assert old.slots is None
-    assert "starved" not in flag_names(old, {})
+    assert "starved" not in flag_names(old, Resources())
 
 
 @pytest.mark.parametrize("mean_us, flagged", [(6_400, False), (5_000, False),
                                               (4_700, True), (8_100, True)])
 def test_littles_law(mean_us, flagged):
     """64 connections at 10,000 req/s must spend 6.4 ms per request; ±25% tolerated."""
-    flags = {f.name: f.detail for f in run_flags(load(mean_us=mean_us), {})}
+    flags = {f.name: f.detail for f in run_flags(load(mean_us=mean_us), Resources())}
     assert ("littles-law" in flags) == flagged
     if flagged:
         assert "6.4 ms" in flags["littles-law"]
@@ -93,7 +94,7 @@ def test_littles_law(mean_us, flagged):
 ])
 def test_host_busy(host, flagged):
     assert (host_busy(host) is not None) == flagged
-    assert ("host-busy" in flag_names(load(), {"_host": host})) == flagged
+    assert ("host-busy" in flag_names(load(), Resources(lab={"host": host}))) == flagged
 
 
 @pytest.mark.parametrize("stall, machine, flagged", [
@@ -117,7 +118,8 @@ def test_memory_pressure(stall, machine, flagged):
     host = {} if stall is None else {"memory_stall_share": stall}
     flag = memory_pressure(host, machine)
     assert (flag.name if flag else None) == flagged
-    names = flag_names(load(), {"_host": host, **({"_machine": machine} if machine else {})})
+    names = flag_names(load(), Resources(lab={"host": host,
+                                              **({"machine": machine} if machine else {})}))
     assert [n for n in names if n.startswith("memory")] == ([flagged] if flagged else [])
     if flagged == "memory-limited":
         assert "48 MiB" in flag.detail and "as the profile asks" in flag.detail
@@ -170,7 +172,7 @@ def test_processes_taking_turns_on_the_cpus_are_not_starvation():
     """256 prefork servers on 2 cores: every client served, the slowest 1% waiting a
     scheduler round (~100 ms here) hold ~40% of the time — under the 75% limit."""
     turns = histogram([1_400] * 9_900 + [100_000] * 100)
-    assert "starved" not in flag_names(load(histogram=turns, wait_us=400_000), {})
+    assert "starved" not in flag_names(load(histogram=turns, wait_us=400_000), Resources())
 
 
 def test_host_window_tolerance_grows_with_the_processes_read():
@@ -221,7 +223,7 @@ def answered(statuses: dict[str, int]):
     ({"2xx": 29_000, "4xx": 1_000}, True),
 ])
 def test_error_responses_are_flagged(statuses, flagged):
-    flags = {f.name: f.detail for f in run_flags(answered(statuses), {})}
+    flags = {f.name: f.detail for f in run_flags(answered(statuses), Resources())}
     assert ("error-responses" in flags) == flagged
     if flagged and "5xx" in statuses:
         assert "68,000 5xx" in flags["error-responses"]

@@ -14,6 +14,7 @@ from stacklab.report.html import Checks, plotly_js, write_html
 from stacklab.report.text import print_summary
 from stacklab.flags import flag_names
 from stacklab.store import Store
+from stacklab.store.records import Resources
 from stacklab.verify import Status, Verdict
 
 from fakes import fake_experiment, fake_load, load_report
@@ -67,15 +68,15 @@ def test_generator_bound_runs_are_flagged_everywhere(view, tmp_path):
                                                       (3.7, 2, True), (2.0, 2, False)])
 def test_run_flags_generator_bound(cpu_s, threads, flagged):
     load = fake_load(1000, 500, seed=1, duration_s=2.0, engine_cpu_s=cpu_s, threads=threads)
-    assert ("generator-bound" in flag_names(load_report(load), {})) == flagged
+    assert ("generator-bound" in flag_names(load_report(load), Resources())) == flagged
 
 
 def test_open_loop_rate_not_kept_is_flagged():
     load = fake_load(700, 500, seed=1)
     load["config"]["rate"] = 1000
-    assert "rate-not-kept" in flag_names(load_report(load), {})
+    assert "rate-not-kept" in flag_names(load_report(load), Resources())
     load["config"]["rate"] = 720
-    assert "rate-not-kept" not in flag_names(load_report(load), {})
+    assert "rate-not-kept" not in flag_names(load_report(load), Resources())
 
 
 def headline_of(view, path):

@@ -26,7 +26,7 @@ def test_nothing_but_load_report_reads_the_engine_json():
     assert readers - WHOLE_REPORT - NOT_YET == set()
     export = (PACKAGE / "report/export.py").read_text()
     assert [line.strip() for line in export.splitlines() if raw.search(line)] == [
-        '"load": r.load.raw if r.load else None, "resources": r.resources,']
+        '"load": r.load.raw if r.load else None, "resources": r.resources.to_json(),']
 
 
 def test_load_report_types_what_the_reports_read():

@@ -123,9 +123,7 @@ def _load_cells(r: RunRecord) -> dict:
            "engine_cpu_s": round(load.engine_cpu_s, 6),
            **{f"errors.{e}": n for e, n in load.errors.items()},
            **{f"status.{c}": n for c, n in load.status_classes.items()}}
-    for c, res in r.resources.items():
-        if c.startswith("_"):
-            continue
+    for c, res in r.resources.components.items():
         if load.completed and res.get("cpu_s") is not None:
             row[f"cpu_us_per_request.{c}"] = round(_per_request(res["cpu_s"], r), 3)
         row[f"rss_mib_peak.{c}"] = _blank(res.get("rss_mib_peak"))
@@ -161,5 +159,5 @@ def _run(r: RunRecord) -> dict:
             "started_at": r.started_at, "ended_at": r.ended_at, "knobs": r.knobs,
             "versions": r.versions, "configs": r.configs,
             "verdicts": [verdict_doc(v) for v in r.verdicts],
-            "load": r.load.raw if r.load else None, "resources": r.resources,
+            "load": r.load.raw if r.load else None, "resources": r.resources.to_json(),
             "flags": list(r.flags), "log_tail": r.log_tail, "run_dir": r.run_dir}

@@ -86,8 +86,8 @@ def _per_component(attr: str, scale: float) -> Callable[[Trial], Iterator[Sample
 
 def _idle_rss(t: Trial) -> Iterator[Sample]:
     for c in _components(t.ok):
-        idle = median([r.resources[c]["rss_mib_idle_before"] for r in t.ok
-                       if r.resources.get(c, {}).get("rss_mib_idle_before") is not None])
+        idle = median([v for r in t.ok
+                       if (v := r.resources.figure(c, "rss_mib_idle_before")) is not None])
         if idle is not None:
             yield "", {"component": c}, idle * MIB
 

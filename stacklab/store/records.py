@@ -94,6 +94,98 @@ class HeldTrial:
                    trial_id=row["trial_id"], label=row["label"])
 
 
+# The lab's own parts of a run's record, stored beside the components' summaries under
+# these names with a "_" before them (a component's label never starts with one).
+_LAB = "_"
+
+
+@dataclass(frozen=True)
+class Resources:
+    """What a run used and what its layers recorded, typed: `components` is each server
+    component's monitor summary of the measured window, by label; `lab` is each layer's
+    and the run's own part (host, machine, fs, layers, accounting, pageview, net, system,
+    counters, logs, monitor, or a new layer's), by name.
+
+    Stored and exported as one flat object whose lab keys start with "_" (the export
+    schema's `resources`); `from_json` / `to_json` are the only code that knows it, so no
+    reader filters keys by their first character."""
+
+    components: dict[str, dict[str, Any]] = field(default_factory=dict)
+    lab: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_json(cls, doc: Mapping[str, Any]) -> "Resources":
+        """From the stored (or a layer's) flat object."""
+        return cls(
+            components={k: v for k, v in doc.items() if not k.startswith(_LAB)},
+            lab={k.removeprefix(_LAB): v for k, v in doc.items() if k.startswith(_LAB)})
+
+    def to_json(self) -> dict[str, Any]:
+        """The flat object as stored and exported: components, then the lab's parts."""
+        return {**self.components, **{_LAB + k: v for k, v in self.lab.items()}}
+
+    def figure(self, component: str, key: str) -> Any:
+        """One figure of a component's summary, None where the run has none (the
+        component was not in it, or the monitor could not read that figure)."""
+        return self.components.get(component, {}).get(key)
+
+    def _part(self, name: str) -> dict[str, Any]:
+        return self.lab.get(name) or {}
+
+    # each part, {} where the run has none (a run that failed early, a layer not used)
+    @property
+    def host(self) -> dict[str, Any]:
+        """The monitor's summary of the host over the measured window (and the lab's
+        writeback settled before it)."""
+        return self._part("host")
+
+    @property
+    def machine(self) -> dict[str, Any]:
+        """The machine profile's knobs and its group's usage (only with a profile)."""
+        return self._part("machine")
+
+    @property
+    def fs(self) -> dict[str, Any]:
+        """The filesystem layer's knobs and the cold cache's figures."""
+        return self._part("fs")
+
+    @property
+    def layers(self) -> dict[str, Any]:
+        """Each front layer's figures of the measured window (layercheck)."""
+        return self._part("layers")
+
+    @property
+    def accounting(self) -> dict[str, Any]:
+        return self._part("accounting")
+
+    @property
+    def pageview(self) -> dict[str, Any]:
+        """A page's first and repeat view by a client with a cache (pageview.py)."""
+        return self._part("pageview")
+
+    @property
+    def net(self) -> dict[str, Any]:
+        return self._part("net")
+
+    @property
+    def system(self) -> dict[str, Any]:
+        return self._part("system")
+
+    @property
+    def counters(self) -> dict[str, Any]:
+        """Each server's own counters over warm-up and load."""
+        return self._part("counters")
+
+    @property
+    def logs(self) -> dict[str, Any]:
+        return self._part("logs")
+
+    @property
+    def monitor(self) -> dict[str, Any]:
+        """What the monitor itself cost."""
+        return self._part("monitor")
+
+
 @dataclass(frozen=True, kw_only=True)
 class RunRecord:
     """One finished run, as stored: its outcome, the verdicts that allowed (or refused)
@@ -111,7 +203,7 @@ class RunRecord:
     configs: dict[str, str]
     verdicts: tuple[Verdict, ...] = ()
     load: LoadReport | None = None
-    resources: dict = field(default_factory=dict)   # component -> monitor summary, _host …
+    resources: Resources = field(default_factory=Resources)
     flags: tuple[str, ...] = ()    # flags.py names, e.g. generator-bound
     log_tail: str | None = None
     run_dir: str | None = None     # where the servers' logs are kept
@@ -121,6 +213,8 @@ class RunRecord:
         object.__setattr__(self, "outcome", Outcome(self.outcome))
         object.__setattr__(self, "verdicts", tuple(self.verdicts))
         object.__setattr__(self, "flags", tuple(self.flags))
+        if not isinstance(self.resources, Resources):    # the stored flat object
+            object.__setattr__(self, "resources", Resources.from_json(self.resources))
 
     def to_row(self) -> dict[str, Any]:
         """The runs table's columns. The figures after `run_dir` are copies of the load
@@ -134,7 +228,7 @@ class RunRecord:
             "configs_json": json.dumps(self.configs),
             "verdicts_json": json.dumps([verdict_doc(v) for v in self.verdicts]),
             "load_json": None if load is None else json.dumps(load.raw),
-            "resources_json": json.dumps(self.resources),
+            "resources_json": json.dumps(self.resources.to_json()),
             "flags_json": json.dumps(list(self.flags)),
             "log_tail": self.log_tail, "run_dir": self.run_dir,
             "rps": load and load.rps, "p50_us": load and load.p50_us,
@@ -154,7 +248,7 @@ class RunRecord:
             configs=json.loads(row["configs_json"]),
             verdicts=tuple(verdict_of(d) for d in json.loads(row["verdicts_json"])),
             load=LoadReport.from_json(json.loads(load)) if load else None,
-            resources=json.loads(row["resources_json"]),
+            resources=Resources.from_json(json.loads(row["resources_json"])),
             flags=tuple(json.loads(row["flags_json"])),
             log_tail=row["log_tail"], run_dir=row["run_dir"])
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from ..analyze import ExperimentView
 from ..store import Outcome
 
-# (column, the monitor's key in a run's resources[component])
+# (column, the monitor's key in a run's resources.components[component])
 FIELDS = (("processes", "processes_max"), ("idle PSS MiB", "idle_pss_mib"),
           ("idle PSS/worker MiB", "idle_pss_mib_per_worker"),
           ("load PSS MiB", "pss_mib_peak"), ("load PSS/worker MiB", "pss_mib_per_worker"),
@@ -40,12 +40,12 @@ def memory_rows(view: ExperimentView) -> list[MemoryRow]:
     out = []
     for s in view.summaries:
         runs = [r for r in view.runs if r.trial_id == s.trial_id and r.outcome is Outcome.OK]
-        components = sorted({c for r in runs for c in r.resources if not c.startswith("_")})
+        components = sorted({c for r in runs for c in r.resources.components})
         for c in components:
             figures = {}
             for column, key in FIELDS:
-                values = [r.resources[c][key] for r in runs
-                          if isinstance(r.resources.get(c, {}).get(key), (int, float))]
+                values = [v for r in runs
+                          if isinstance(v := r.resources.figure(c, key), (int, float))]
                 figures[column] = statistics.median(values) if values else None
             out.append(MemoryRow(view.name, s.label, s.concurrency, c, figures))
     return out
