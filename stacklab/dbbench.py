@@ -8,9 +8,10 @@ counts every page runs, the latest 50 with authors (`show`), 5 articles by ids c
 the client (`id`), and the subtree of the root to depth 2 fetched recursively (`tree`).
 They go through ONE persistent connection (the component's own client, base.SqlClient,
 holding it as the application does), the kinds interleaved in every loop, with the same
-ids in every variant. Each variant is measured in the one stack lifecycle
-(stack.lifecycle: the database alone, started, verified, always stopped) and stored as it
-finishes; report/measures.py lays them out.
+ids in every variant. Each variant is measured inside one layer, the stack's
+(stack.StackLayer in a layers.Composition, as a run and a breakdown are: the database
+alone, started through its lifecycle, verified, always stopped; a FAIL stops it before
+the loops) and stored as it finishes; report/measures.py lays them out.
 
 Repetitions: each variant is measured `repetitions` times, round by round (every variant
 once, then again: drift of a busy machine spreads over all of them), each time on a
@@ -40,12 +41,13 @@ from .breakdown import estimate_doc
 from .env import Environment
 from .errors import SpecError, StackError, StacklabError
 from .hostinfo import host_facts
+from .layers import Composition
 from .plan import Plan, effective_knobs
 from .validate import check_installed
 from .spec import ExperimentSpec
 from .analyze import decide
 from .stats import compare
-from .stack import RunningStack, lifecycle
+from .stack import RunningStack, StackLayer
 from .stacks import COMPONENTS, REGISTRY, STACKS, StackDef
 from .stacks.base import RunningComponent, SqlClient
 from .store import DbBenchRecord, Store
@@ -264,16 +266,18 @@ def series_entry(records: list[DbBenchRecord]) -> dict[str, Any]:
 
 def bench_variant(variant: Variant, loops: int, session: lab.Session, name: str,
                   seed: int) -> dict[str, Any]:
-    """The database component alone through the lifecycle (seeded through it, checked by
-    check_variant), the loops measured while it runs."""
+    """The database component alone, its one layer the stack's (seeded through its
+    lifecycle, checked by check_variant), the loops measured while it runs."""
     run_dir = session.run_dir(name)
-    c = variant.component
+    c, what = variant.component, f"{variant.component} ({variant.label})"
     running = RunningStack(StackDef(c, (c,), f"{c} alone: what dbbench measures"))
     deployed = Deployed(name, run_dir, (), {}, variant.database)
     client = sql_client(c)
-    with lifecycle(running, {c: variant.knobs}, deployed, run_dir, cache_dir=session.cache(),
-                   what=f"{c} ({variant.label})", verify=check_variant,
-                   ready_timeout_s=READY_TIMEOUT_S) as verdicts:
+    stack = StackLayer(running, {c: variant.knobs}, run_dir, lambda: deployed,
+                       cache_dir=session.cache(), what=what, verify=check_variant,
+                       ready_timeout_s=READY_TIMEOUT_S)
+    with Composition((stack,), what).entered() as composed:
+        verdicts = composed.verdicts
         started = running.front
         before = client.status(started, ("Qcache_hits", "Questions"))
         queries = _loop(client, started, variant, loops, seed)

@@ -240,7 +240,8 @@ class StackLayer:
     `running`, ready and verified when entered (a FAIL among its own verdicts raises
     there, as lifecycle says), always stopped when left. What it runs on is read from
     the layers outside it when it is entered: `deployed` (the docroot, on the run's
-    filesystem) and `site` (the network's address, the machine profile's group)."""
+    filesystem) and `site` (the network's address, the machine profile's group).
+    `verify` and `ready_timeout_s` are lifecycle's (a dbbench variant's own check)."""
 
     running: RunningStack
     knobs: dict[str, dict[str, Any]]
@@ -250,6 +251,8 @@ class StackLayer:
     tls: tuple[Path, Path] | tuple[None, None] = (None, None)
     cache_dir: Path | None = None
     what: str | None = None
+    verify: Verify | None = None
+    ready_timeout_s: float | None = None
     name = "stack"
     waits = False
     given: tuple[Verdict, ...] = ()
@@ -270,7 +273,8 @@ class StackLayer:
     @contextmanager
     def entered(self) -> Iterator[tuple[Verdict, ...]]:
         with lifecycle(self.running, self.knobs, self.deployed(), self.run_dir, self.tls,
-                       self.cache_dir, what=self.what, site=self.site()) as self.given:
+                       self.cache_dir, what=self.what, verify=self.verify,
+                       ready_timeout_s=self.ready_timeout_s, site=self.site()) as self.given:
             yield self.given
 
     def verdicts(self) -> tuple[Verdict, ...]:
