@@ -15,8 +15,8 @@ import subprocess
 import sys
 import time
 
-from stacklab import procs
-from stacklab.monitor import Monitor
+from stacklab.host import procs
+from stacklab.measure.monitor import Monitor
 
 BUDGET = 0.01   # of one core
 

@@ -31,7 +31,7 @@ from fakes import VERDICTS, fake_load, fake_resources  # noqa: E402
 from test_report_charts import with_timeseries  # noqa: E402
 
 from stacklab.commands import results  # noqa: E402
-from stacklab.drive import LoadReport  # noqa: E402
+from stacklab.measure.drive import LoadReport  # noqa: E402
 from stacklab.env import Environment  # noqa: E402
 from stacklab.store import Outcome, RunRecord, Store  # noqa: E402
 

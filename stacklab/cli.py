@@ -20,7 +20,7 @@ from .commands import study as studying
 from .commands import run as running
 from .env import DB_VARIABLE, DEFAULT_DB_SPELLED, Environment
 from .errors import ExitStatus, StacklabError, printable
-from .quiet import QUIET_MAX_S
+from .run.quiet import QUIET_MAX_S
 from .stacks import COMPONENTS
 
 

@@ -16,7 +16,7 @@ from typing import Callable, Mapping
 
 from rich.console import Console
 
-from . import lab
+from .host import lab
 
 DB_VARIABLE = "STACKLAB_DB"   # the results database when --db is not given
 DATA_VARIABLE = "XDG_DATA_HOME"   # else <it>/stacklab/stacklab.db (XDG base directories)

@@ -12,11 +12,11 @@ import subprocess
 from dataclasses import dataclass
 from typing import Callable
 
-from .drive import engine_version
+from .measure.drive import engine_version
 from .errors import StacklabError
 from .knobs import Knob
 from .netlab import cgroups, fs, net
-from .monitor import host_io_stall_us, host_memory_stall_us
+from .measure.monitor import host_io_stall_us, host_memory_stall_us
 from .stacks import COMPONENTS, GROUPS, REGISTRY
 
 DEFAULT_COMPONENTS = ("nginx", "apache")     # what presets/quick.toml needs

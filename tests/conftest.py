@@ -2,7 +2,7 @@ import ctypes
 
 import pytest
 
-from stacklab import lab
+from stacklab.host import lab
 
 from stacklab.stacks import REGISTRY, STACKS
 from stacklab.workloads import WORKLOADS

@@ -16,9 +16,9 @@ from pathlib import Path
 import jsonschema
 from hdrh.histogram import HdrHistogram
 
-from stacklab.drive import LoadReport
+from stacklab.measure.drive import LoadReport
 from stacklab.store import Outcome, RunRecord, Store
-from stacklab.verify import Status, Verdict
+from stacklab.measure.verify import Status, Verdict
 
 ENGINE_SCHEMA = Path(__file__).resolve().parent.parent / "engine/schema/report.schema.json"
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from stacklab.drive import REPO_ENGINE
+from stacklab.measure.drive import REPO_ENGINE
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -81,7 +81,7 @@ def server_processes() -> list[str]:
 
 
 def _descends_from(pid: int, ancestor: int) -> bool:
-    from stacklab.procs import proc_stat
+    from stacklab.host.procs import proc_stat
     while pid > 1:
         fields = proc_stat(pid)
         if fields is None:

@@ -10,15 +10,15 @@ import subprocess
 
 import pytest
 
-from stacklab import lab, procs
+from stacklab.host import lab, procs
 from stacklab.errors import StackError
 from stacklab.stacks import COMPONENTS, REGISTRY
 from stacklab.stacks.apache_proxy import ApacheProxy
 from stacklab.stacks.apache_proxy.knobs import KNOBS
 from stacklab.stacks.base import RenderContext, free_port
 from stacklab.stacks.tls import make_certificate
-from stacklab.net import Endpoint
-from stacklab.verify import Status, fetch
+from stacklab.host.net import Endpoint
+from stacklab.measure.verify import Status, fetch
 from stacklab.workloads import deploy
 
 from helpers import tamper, wait_for

@@ -175,7 +175,7 @@ def test_a_subclass_that_sets_only_exit_code_gets_the_matching_status():
 
 @pytest.fixture
 def view(tmp_path):
-    from stacklab.analyze import load_view
+    from stacklab.analysis.analyze import load_view
     from stacklab.store import Store
     fake_experiment(tmp_path / "r.db", "fixed")
     store = Store.open(tmp_path / "r.db")

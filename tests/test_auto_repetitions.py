@@ -3,9 +3,9 @@
 import pytest
 
 from stacklab.errors import SpecError
-from stacklab.plan import make_plan
-from stacklab.runner import more_rounds
-from stacklab.spec import parse_spec
+from stacklab.experiment.plan import make_plan
+from stacklab.run.runner import more_rounds
+from stacklab.experiment.spec import parse_spec
 from stacklab.stacks import STACKS
 from stacklab.store import Outcome, RunRecord, Store
 

@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from stacklab.cli import cli
 from stacklab.errors import SpecError
-from stacklab.spec import parse_spec
+from stacklab.experiment.spec import parse_spec
 
 MAX_TRIALS = 10_000   # the limit the issue asks for
 

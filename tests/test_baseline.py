@@ -17,7 +17,7 @@ import jsonschema
 import pytest
 from typer.testing import CliRunner
 
-from stacklab.analyze import Decision, load_view
+from stacklab.analysis.analyze import Decision, load_view
 from stacklab.cli import cli
 from stacklab.commands.results import same_definition_pairs
 from stacklab.errors import ExitStatus

@@ -9,7 +9,7 @@ import jsonschema
 import pytest
 from typer.testing import CliRunner
 
-from stacklab.breakdown import (NETWORK_NOTE, SCHEMA_VERSION, _split, group_series,
+from stacklab.methods.breakdown import (NETWORK_NOTE, SCHEMA_VERSION, _split, group_series,
                                 parse_knob, plan_breakdown, run_breakdown, series_summary,
                                 server_timing, shares)
 from stacklab.cli import cli

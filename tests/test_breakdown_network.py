@@ -14,8 +14,8 @@ import pytest
 from rich.console import Console
 from typer.testing import CliRunner
 
-from stacklab import breakdown
-from stacklab.breakdown import (LINKS, NETWORK_NOTE, VETH_NOTE, _combined, plan_breakdown,
+from stacklab.methods import breakdown
+from stacklab.methods.breakdown import (LINKS, NETWORK_NOTE, VETH_NOTE, _combined, plan_breakdown,
                                 shares)
 from stacklab.cli import cli
 from stacklab.errors import ExitStatus, UsageError

@@ -7,9 +7,9 @@ import statistics
 
 import pytest
 
-from stacklab.breakdown import _measurement
+from stacklab.methods.breakdown import _measurement
 from stacklab.errors import StacklabError
-from stacklab.stats import merged_percentiles
+from stacklab.analysis.stats import merged_percentiles
 
 from fakes import fake_load, load_report
 

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from stacklab import recommend
+from stacklab.analysis import recommend
 from stacklab.errors import StackError
-from stacklab.net import Endpoint
-from stacklab.stack import (RunningStack, counters_delta, stack_counters, start_stack,
+from stacklab.host.net import Endpoint
+from stacklab.run.stack import (RunningStack, counters_delta, stack_counters, start_stack,
                             stop_stack, verify_stack)
 from stacklab.stacks import COMPONENTS, REGISTRY, STACKS, needs_problem
 from stacklab.stacks.apache.adapter import number
@@ -19,7 +19,7 @@ from stacklab.stacks.base import RenderContext, Upstream, satisfies
 from stacklab.stacks.nginx.adapter import parse_stub_status
 from stacklab.stacks.php.install import find_version
 from stacklab.stacks.tls import make_certificate
-from stacklab.verify import Status, fetch
+from stacklab.measure.verify import Status, fetch
 from stacklab.workloads import WORKLOADS, deploy
 
 from helpers import ROOT, tamper
@@ -81,15 +81,15 @@ def test_a_component_finds_its_upstream_by_what_it_provides():
         ctx.upstream("http")
 
 
-GENERIC = ["stacklab/stack.py", "stacklab/plan.py", "stacklab/breakdown.py",
-           "stacklab/stacks/base.py", "stacklab/runner.py", "stacklab/commands/run.py",
-           "stacklab/layers.py", "stacklab/validate.py", "stacklab/netlab/layers.py"]
+GENERIC = ["stacklab/run/stack.py", "stacklab/experiment/plan.py", "stacklab/methods/breakdown.py",
+           "stacklab/stacks/base.py", "stacklab/run/runner.py", "stacklab/commands/run.py",
+           "stacklab/run/layers.py", "stacklab/run/validate.py", "stacklab/netlab/layers.py"]
 # The run's compositions name no server or runtime either: each component reports its
 # own versions (Component.versions), so none asks after Apache's PHP handler.
-COMPOSITIONS = ["stacklab/runner.py", "stacklab/breakdown.py", "stacklab/layers.py"]
+COMPOSITIONS = ["stacklab/run/runner.py", "stacklab/methods/breakdown.py", "stacklab/run/layers.py"]
 # A database's product and client library, and a server's error-log wording (which lines
 # mean a lost worker): the component's own to say.
-GENERIC += ["stacklab/measurement.py", "stacklab/dbbench.py", "stacklab/cli.py"]
+GENERIC += ["stacklab/run/measurement.py", "stacklab/methods/dbbench.py", "stacklab/cli.py"]
 
 
 @pytest.mark.parametrize("path", GENERIC)

@@ -24,10 +24,10 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from stacklab import lab
+from stacklab.host import lab
 from stacklab.cli import cli
-from stacklab.flags import host_busy
-from stacklab.monitor import ComponentTrace, Sample
+from stacklab.analysis.flags import host_busy
+from stacklab.measure.monitor import ComponentTrace, Sample
 from stacklab.netlab import cgroupfiles, cgroups
 from stacklab.netlab.cgrouplimits import cpu_usage_s
 from stacklab.netlab.cgroups import (CgroupBusyError, CgroupError, Hierarchy, Profile,

@@ -5,14 +5,14 @@ the combination's configs with why each setting; once end to end on a real nginx
 import pytest
 from rich.console import Console
 
-from stacklab import lab
-from stacklab.analyze import load_view
+from stacklab.host import lab
+from stacklab.analysis.analyze import load_view
 from stacklab.cli import main
-from stacklab.combine import Additivity, additivity, combined_doc, why_lines, winners
+from stacklab.methods.combine import Additivity, additivity, combined_doc, why_lines, winners
 from stacklab.env import Environment
 from stacklab.errors import ExitStatus
-from stacklab.plan import make_plan
-from stacklab.spec import parse_spec
+from stacklab.experiment.plan import make_plan
+from stacklab.experiment.spec import parse_spec
 from stacklab.stacks import REGISTRY, STACKS
 from stacklab.store import Outcome, RunRecord, Store
 from stacklab.workloads import WORKLOADS

@@ -73,7 +73,7 @@ def test_named_stacks_keep_their_names_so_their_trial_ids_stay():
 
 def test_a_wrong_stack_in_the_experiment_file_is_one_line_naming_it(spec_args):
     from stacklab.errors import SpecError
-    from stacklab.spec import parse_spec
+    from stacklab.experiment.spec import parse_spec
     doc = {"experiment": {"name": "x", "duration": "1s"},
            "matrix": {"stack": ["nginx", "nginx > nginx"], "workload": ["static-page"],
                       "concurrency": [1]}}
@@ -160,8 +160,8 @@ def test_how_a_layer_spreads_is_inert_where_it_has_one_backend(spec_args):
     """haproxy.balance in front of one nginx chooses nothing: noted where some trials
     have replicas, refused where none has (as every knob that cannot act)."""
     from stacklab.errors import SpecError
-    from stacklab.plan import make_plan
-    from stacklab.spec import parse_spec
+    from stacklab.experiment.plan import make_plan
+    from stacklab.experiment.spec import parse_spec
     from stacklab.stacks import STACKS
     doc = {"experiment": {"name": "b", "repetitions": 1, "duration": "1s"},
            "matrix": {"stack": ["haproxy > nginx", "haproxy > nginx * 2",

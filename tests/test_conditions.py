@@ -7,13 +7,13 @@ import gzip
 
 import pytest
 
-from stacklab.plan import make_plan
-from stacklab.spec import parse_spec
-from stacklab.stack import RunningStack, start_stack, stop_stack, verify_stack
+from stacklab.experiment.plan import make_plan
+from stacklab.experiment.spec import parse_spec
+from stacklab.run.stack import RunningStack, start_stack, stop_stack, verify_stack
 from stacklab.stacks import STACKS
 from stacklab.stacks.php.verify import probe
 from stacklab.stacks.tls import make_certificate
-from stacklab.verify import Status, fetch
+from stacklab.measure.verify import Status, fetch
 from stacklab.workloads import deploy
 
 from helpers import server_processes

@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from stacklab.cli import cli
 from stacklab.commands.run import load
-from stacklab.dbbench import (BY_ID, COUNTS, KINDS, NODE, ROOT, SHOW, group_series,
+from stacklab.methods.dbbench import (BY_ID, COUNTS, KINDS, NODE, ROOT, SHOW, group_series,
                               plan_dbbench, plan_variants, series_summary)
 from stacklab.errors import SpecError, StacklabError
 from stacklab.store import DbBenchRecord, Store

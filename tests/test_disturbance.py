@@ -14,11 +14,11 @@ from contextlib import contextmanager
 import pytest
 from typer.testing import CliRunner
 
-from stacklab.analyze import (Decision, Reach, compare_trials, decide, load_view, pooled,
+from stacklab.analysis.analyze import (Decision, Reach, compare_trials, decide, load_view, pooled,
                               summarize)
 from stacklab.cli import cli
-from stacklab.flags import DISTURBANCE_GAIN, disturbance_factor
-from stacklab.stats import compare
+from stacklab.analysis.flags import DISTURBANCE_GAIN, disturbance_factor
+from stacklab.analysis.stats import compare
 from stacklab.store import Outcome, RunRecord, Store
 
 from fakes import fake_report, fake_resources
@@ -213,7 +213,7 @@ def test_a_large_effect_keeps_its_verdict_beside_a_hog(tmp_path):
 # --- a settled disk and a quiet host before a run (pure, with injected readings)
 
 def test_settle_waits_for_a_spell_without_io_wait():
-    from stacklab import quiet
+    from stacklab.run import quiet
     stalls = iter([0, 150_000, 150_000, 150_500])     # 75% of a spell, then 0.25%
     now = iter(range(100))
     done = quiet.settle(clock=lambda: next(now), sleep=lambda s: None,
@@ -222,7 +222,7 @@ def test_settle_waits_for_a_spell_without_io_wait():
 
 
 def test_settle_gives_up_after_its_limit_and_says_so():
-    from stacklab import quiet
+    from stacklab.run import quiet
     t = iter(range(0, 1000, 10))
     total = iter(range(0, 10**9, 200_000))            # waiting all the time
     done = quiet.settle(max_s=30, clock=lambda: next(t), sleep=lambda s: None,
@@ -231,7 +231,7 @@ def test_settle_gives_up_after_its_limit_and_says_so():
 
 
 def test_wait_quiet_stops_at_a_quiet_spell_or_its_bound():
-    from stacklab import quiet
+    from stacklab.run import quiet
     t = iter(range(100))
     busy = iter([1.0, 0.8, 0.05])
     q = quiet.wait_quiet(60, clock=lambda: next(t), reading=lambda: next(busy))
@@ -244,7 +244,7 @@ def test_wait_quiet_stops_at_a_quiet_spell_or_its_bound():
 def test_a_short_window_allows_a_few_ms_of_stray_work():
     """A run of 200 requests lasts ~0.1 s: 5 ms of a kernel thread's writeback is 0.05
     core there, and 10 ms of stray work is allowed over any window."""
-    from stacklab.flags import host_busy
+    from stacklab.analysis.flags import host_busy
     short = {**BUSY, "outside_cores": 0.15, "window_s": 0.1}
     assert host_busy(short) is None
     assert host_busy({**short, "window_s": 2.0}) is not None

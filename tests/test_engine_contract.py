@@ -13,9 +13,9 @@ import jsonschema
 import pytest
 from hdrh.histogram import HdrHistogram
 
-from stacklab.drive import LOAD_KNOBS, REPO_ENGINE, LoadPlan, LoadReport, run_load
+from stacklab.measure.drive import LOAD_KNOBS, REPO_ENGINE, LoadPlan, LoadReport, run_load
 from stacklab.errors import EngineError
-from stacklab.stats import decode_histogram, merged_percentiles
+from stacklab.analysis.stats import decode_histogram, merged_percentiles
 
 from fakes import engine_histogram, engine_schema, fake_load, fake_report
 from helpers import ROOT, require_engine

@@ -16,8 +16,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from stacklab.drive import REPO_ENGINE
-from stacklab.stats import decode_histogram, merged_percentiles, values_at_percentiles
+from stacklab.measure.drive import REPO_ENGINE
+from stacklab.analysis.stats import decode_histogram, merged_percentiles, values_at_percentiles
 
 from helpers import require_engine
 

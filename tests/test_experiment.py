@@ -285,8 +285,8 @@ def test_php_handlers_with_opcache_on_and_off_end_to_end(tmp_path):
 def test_a_server_that_dies_during_verification_is_a_failed_run(tmp_path, monkeypatch):
     """Verification talks to the server over the wire; a server that dies under it is a
     recorded failed run, and the experiment goes on."""
-    import stacklab.stack as stack
-    from stacklab import procs
+    import stacklab.run.stack as stack
+    from stacklab.host import procs
     real_verify = stack.verify_stack
 
     def verify_after_killing_nginx(running, deployed):

@@ -14,11 +14,11 @@ import jsonschema
 import pytest
 from typer.testing import CliRunner
 
-from stacklab.analyze import load_view
+from stacklab.analysis.analyze import load_view
 from stacklab.cli import cli
 from stacklab.report import export
 from stacklab.store import Outcome, RunRecord, Store
-from stacklab.verify import Status, Verdict
+from stacklab.measure.verify import Status, Verdict
 
 from fakes import VERDICTS, checked, fake_experiment, fake_load, fake_resources, load_report
 from helpers import ROOT, require_engine, server_processes, tamper

@@ -2,7 +2,7 @@
 
 import pytest
 
-from stacklab.exportconfig import clean
+from stacklab.run.exportconfig import clean
 
 
 @pytest.mark.parametrize("text, want", [

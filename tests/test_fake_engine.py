@@ -14,10 +14,10 @@ import time
 import jsonschema
 import pytest
 
-from stacklab.drive import (LOAD_KNOBS, REPO_ENGINE, LoadPlan, engine_path, engine_version,
+from stacklab.measure.drive import (LOAD_KNOBS, REPO_ENGINE, LoadPlan, engine_path, engine_version,
                             run_load)
 from stacklab.errors import EngineError
-from stacklab.stats import decode_histogram
+from stacklab.analysis.stats import decode_histogram
 
 from fakes import FAKE_ENGINE, engine_schema, use_fake_engine
 from helpers import require_engine

@@ -6,7 +6,7 @@ the schema allows extra top-level keys, so an invented one would pass unnoticed)
 
 import pytest
 
-from stacklab.stats import decode_histogram
+from stacklab.analysis.stats import decode_histogram
 
 from fakes import engine_schema, fake_load
 

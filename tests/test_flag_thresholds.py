@@ -1,4 +1,4 @@
-"""Every flag's threshold, just inside and just outside the value stacklab/flags.py names
+"""Every flag's threshold, just inside and just outside the value stacklab/analysis/flags.py names
 and the README's "Flags" table states (and on it, where the figure is exact in floating
 point): a threshold moved or a comparison turned (> for ≥) fails a row here. The values
 are written out, not read from flags.py, so the tables are what the README promises."""
@@ -8,8 +8,8 @@ from dataclasses import replace
 
 import pytest
 
-from stacklab.flags import dispersion, flag_names, host_busy, io_pressure, memory_pressure
-from stacklab.stats import tail_time_share
+from stacklab.analysis.flags import dispersion, flag_names, host_busy, io_pressure, memory_pressure
+from stacklab.analysis.stats import tail_time_share
 from stacklab.store.records import Resources
 
 from fakes import engine_histogram, fake_load, load_report

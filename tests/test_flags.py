@@ -4,10 +4,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from stacklab.analyze import bound, bounded_verdict, invalid
-from stacklab.flags import (BOUNDING, INVALIDATING, dispersion, flag_names, host_busy,
+from stacklab.analysis.analyze import bound, bounded_verdict, invalid
+from stacklab.analysis.flags import (BOUNDING, INVALIDATING, dispersion, flag_names, host_busy,
                             memory_pressure, run_flags)
-from stacklab.stats import compare
+from stacklab.analysis.stats import compare
 from stacklab.store.records import Resources
 
 from fakes import fake_load, load_report
@@ -134,7 +134,7 @@ def test_host_busy_is_the_cores_time_less_idle_interrupts_and_steal():
     bursts: busy is 2 cores × the span between the readings less idle (and iowait), irq
     and steal; the ticks' figure stays beside it; a core going offline between the two
     readings, or a reading without its time, falls back to the ticks."""
-    from stacklab.monitor import HostSample, Monitor, _busy_s
+    from stacklab.measure.monitor import HostSample, Monitor, _busy_s
     a = HostSample(0.0, busy_s=100.0, steal_s=1.0, total_s=0.0, self_s=0.0, irq_s=2.0,
                    idle_s=50.0, read_s=0.01, cpus=2)
     b = HostSample(2.0, busy_s=102.9, steal_s=1.1, total_s=0.0, self_s=0.0, irq_s=2.1,
@@ -151,7 +151,7 @@ def test_host_busy_is_the_cores_time_less_idle_interrupts_and_steal():
 
 
 def test_host_window_memory_stall_is_a_share_of_the_window():
-    from stacklab.monitor import HostSample, Monitor
+    from stacklab.measure.monitor import HostSample, Monitor
     m = Monitor({})
     m.host = [HostSample(0.0, 0.0, 0.0, 0.0, 0.0, read_s=0.01, cpus=2, memory_stall_us=5_000),
               HostSample(2.0, 3.0, 0.0, 4.0, 0.0, read_s=2.01, cpus=2,
@@ -177,7 +177,7 @@ def test_processes_taking_turns_on_the_cpus_are_not_starvation():
 
 def test_host_window_tolerance_grows_with_the_processes_read():
     """The rounding allowance is three standard deviations of N floored tick readings."""
-    from stacklab.monitor import HostSample, Monitor, TICKS
+    from stacklab.measure.monitor import HostSample, Monitor, TICKS
     m = Monitor({})
     m.host = [HostSample(0.0, 0.0, 0.0, 0.0, 0.0), HostSample(2.0, 3.0, 0.0, 4.0, 0.0)]
     one, many = m.host_window(0.0, 2.0, 2.9, 1), m.host_window(0.0, 2.0, 2.9, 256)
@@ -200,7 +200,7 @@ def test_host_busy_says_when_short_lived_processes_may_be_the_lab_own():
 
 
 def test_the_monitor_counts_forks_in_the_window():
-    from stacklab.monitor import HostSample, Monitor
+    from stacklab.measure.monitor import HostSample, Monitor
     m = Monitor({})
     m.host = [HostSample(0.0, 0.0, 0.0, 0.0, 0.0, 1000), HostSample(2.0, 1.0, 0.0, 4.0, 0.0, 1900)]
     assert m.host_window(0.0, 2.0, 1.0)["forks_per_s"] == 450.0

@@ -12,13 +12,13 @@ import pytest
 from rich.console import Console
 from typer.testing import CliRunner
 
-from stacklab.analyze import load_view
+from stacklab.analysis.analyze import load_view
 from stacklab.cli import cli
 from stacklab.commands import run as running
 from stacklab.env import Environment
 from stacklab.errors import ExitStatus, NothingJudged, SpecError
-from stacklab.gate import Threshold, baseline_pairs, judge, parse_threshold
-from stacklab.spec import parse_spec
+from stacklab.analysis.gate import Threshold, baseline_pairs, judge, parse_threshold
+from stacklab.experiment.spec import parse_spec
 from stacklab.store import Store
 
 from fakes import fake_experiment

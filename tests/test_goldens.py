@@ -65,7 +65,7 @@ def rendered_front(base, name: str, overrides: dict) -> str:
     base/RUN/<name> in front of fixed backends and checked by the server itself; `base`
     reads /LAB, squid's per-directory service name (-n, a hash of it) reads SERVICE.
     Rendered as root (as `make test` runs): the users squid and varnishd drop to are in it."""
-    from stacklab.net import Endpoint
+    from stacklab.host.net import Endpoint
     from stacklab.stacks import COMPONENTS, REGISTRY
     from stacklab.stacks.base import RenderContext
     from stacklab.stacks.squid.adapter import service_name

@@ -10,13 +10,13 @@ from collections import Counter
 
 import pytest
 
-from stacklab import lab, procs
+from stacklab.host import lab, procs
 from stacklab.errors import StackError, UnsafePathError
-from stacklab.net import Endpoint
+from stacklab.host.net import Endpoint
 from stacklab.stacks import COMPONENTS, REGISTRY
 from stacklab.stacks.base import RenderContext, free_port
 from stacklab.stacks.haproxy import HAProxy
-from stacklab.verify import CHECK_PATH, Status, fetch
+from stacklab.measure.verify import CHECK_PATH, Status, fetch
 from stacklab.workloads import deploy
 
 pytestmark = pytest.mark.integration

@@ -8,7 +8,7 @@ from dataclasses import replace
 
 import pytest
 
-from stacklab.analyze import load_view
+from stacklab.analysis.analyze import load_view
 from stacklab.report.headline import headlines
 from stacklab.store import Outcome, RunRecord, Store
 

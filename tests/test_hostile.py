@@ -12,11 +12,11 @@ import tempfile
 import pytest
 from typer.testing import CliRunner
 
-from stacklab import lab
+from stacklab.host import lab
 from stacklab.cli import cli
 from stacklab.errors import SpecError, StackError, UnsafePathError
-from stacklab.exportconfig import export_config
-from stacklab.spec import load_spec
+from stacklab.run.exportconfig import export_config
+from stacklab.experiment.spec import load_spec
 from stacklab.stacks import COMPONENTS, REGISTRY, STACKS
 from stacklab.stacks.templates import quote, render_template
 from stacklab.store import Outcome, RunRecord

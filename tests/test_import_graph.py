@@ -19,8 +19,8 @@ PACKAGE = ROOT / "stacklab"
 
 # The layers below the run: each imports nothing from the modules that run an
 # experiment, hold the lab directory, parse the command line or write reports.
-LOWER = ("stacklab.drive", "stacklab.stats", "stacklab.errors", "stacklab.netlab")
-HIGHER = ("stacklab.runner", "stacklab.lab", "stacklab.cli", "stacklab.commands",
+LOWER = ("stacklab.measure.drive", "stacklab.analysis.stats", "stacklab.errors", "stacklab.netlab")
+HIGHER = ("stacklab.run.runner", "stacklab.host.lab", "stacklab.cli", "stacklab.commands",
           "stacklab.report")
 
 
@@ -57,8 +57,8 @@ def imported(name: str, path: Path, known: set[str]) -> set[str]:
 
 
 def _owner(dotted: str, known: set[str]) -> str | None:
-    """The longest known module a dotted name lies in (stacklab.stats.median -> the
-    module stacklab.stats); None outside the package."""
+    """The longest known module a dotted name lies in (stacklab.analysis.stats.median -> the
+    module stacklab.analysis.stats); None outside the package."""
     parts = dotted.split(".")
     for n in range(len(parts), 0, -1):
         if ".".join(parts[:n]) in known:

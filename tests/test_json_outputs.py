@@ -18,13 +18,13 @@ import jsonschema
 import pytest
 from rich.console import Console
 
-from stacklab.analyze import REASONS, VERDICTS, compare_trials, load_view
+from stacklab.analysis.analyze import REASONS, VERDICTS, compare_trials, load_view
 from stacklab.cli import main
 from stacklab.env import Environment
 from stacklab.errors import ExitStatus
-from stacklab.gate import judge, parse_threshold
+from stacklab.analysis.gate import judge, parse_threshold
 from stacklab.inventory import Feature, Tool
-from stacklab.recommend import effects
+from stacklab.analysis.recommend import effects
 from stacklab.stacks import COMPONENTS, REGISTRY, STACKS
 from stacklab.store import Outcome, RunRecord, Store
 from stacklab.workloads import WORKLOADS

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from stacklab import lab
+from stacklab.host import lab
 from stacklab.cli import cli
 from stacklab.errors import UnsafePathError
 from stacklab.netlab import fscheck

@@ -10,9 +10,9 @@ import pytest
 from typer.testing import CliRunner
 
 from stacklab.cli import cli
-from stacklab.layercheck import layer_figures, layer_verdicts
+from stacklab.run.layercheck import layer_figures, layer_verdicts
 from stacklab.stacks import REGISTRY, STACKS
-from stacklab.verify import Status
+from stacklab.measure.verify import Status
 
 from helpers import require_engine, server_processes
 

@@ -1,4 +1,4 @@
-"""A run is a stack of layers (stacklab.layers): entered in order, left in reverse whatever
+"""A run is a stack of layers (stacklab.run.layers): entered in order, left in reverse whatever
 happens, a FAIL among their verdicts stopping the run before the load, each layer's
 record landing in the stored run. A new layer is one factory in runner.LAYERS (as a new
 component is one registry line): shown with a dummy layer around the dummy component
@@ -12,12 +12,12 @@ from dataclasses import dataclass, field
 import pytest
 from typer.testing import CliRunner
 
-from stacklab import runner
+from stacklab.run import runner
 from stacklab.cli import cli
 from stacklab.errors import VerificationFailed
-from stacklab.layers import Composition
+from stacklab.run.layers import Composition
 from stacklab.stacks import COMPONENTS, REGISTRY, STACKS, StackDef, build_registry
-from stacklab.verify import Status, Verdict
+from stacklab.measure.verify import Status, Verdict
 
 from dummy_component import PyHttp
 from helpers import require_engine, server_processes

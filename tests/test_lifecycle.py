@@ -7,19 +7,19 @@ import re
 
 import pytest
 
-from stacklab import lab
-from stacklab import stack as stack_module
-from stacklab.breakdown import Arguments
+from stacklab.host import lab
+from stacklab.run import stack as stack_module
+from stacklab.methods.breakdown import Arguments
 from stacklab.errors import EngineError, SpecError, StackError, UsageError, VerificationFailed
-from stacklab.exportconfig import clean
-from stacklab.plan import Plan, PlannedRun, Trial, effective_knobs
-from stacklab.validate import SpecOrigin, validate_plan
-from stacklab.keep import kept_dir
-from stacklab.spec import parse_spec
-from stacklab.stack import RunningStack, lifecycle
+from stacklab.run.exportconfig import clean
+from stacklab.experiment.plan import Plan, PlannedRun, Trial, effective_knobs
+from stacklab.run.validate import SpecOrigin, validate_plan
+from stacklab.run.keep import kept_dir
+from stacklab.experiment.spec import parse_spec
+from stacklab.run.stack import RunningStack, lifecycle
 from stacklab.stacks import REGISTRY, STACKS
 from stacklab.stacks.tls import make_certificate
-from stacklab.verify import Status, Verdict, fetch
+from stacklab.measure.verify import Status, Verdict, fetch
 from stacklab.workloads import deploy
 
 from helpers import server_processes

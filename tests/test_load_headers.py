@@ -11,10 +11,10 @@ import pytest
 from typer.testing import CliRunner
 
 from stacklab.cli import cli
-from stacklab.drive import LoadPlan, engine_argv
+from stacklab.measure.drive import LoadPlan, engine_argv
 from stacklab.errors import EngineError, SpecError
-from stacklab.plan import make_plan
-from stacklab.spec import parse_spec
+from stacklab.experiment.plan import make_plan
+from stacklab.experiment.spec import parse_spec
 from stacklab.stacks import REGISTRY, STACKS
 
 from helpers import require_engine, server_processes

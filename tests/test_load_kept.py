@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from stacklab import measurement, runner
-from stacklab.flags import disturbance_factor
+from stacklab.run import measurement, runner
+from stacklab.analysis.flags import disturbance_factor
 
 from fakes import use_fake_engine
 from helpers import require_engine, require_root, server_processes
@@ -68,7 +68,7 @@ def test_a_sigterm_after_the_load_waits_for_the_run_to_be_stored(tmp_path, monke
 KILLED_AFTER_THE_LOAD = textwrap.dedent("""
     import os, signal, sys
     from pathlib import Path
-    from stacklab import measurement
+    from stacklab.run import measurement
     from stacklab.cli import main
     counters = measurement.stack_counters
 

@@ -5,7 +5,7 @@ component words its client library's errors (the CLI's boundary asks it)."""
 import pymysql
 import pytest
 
-from stacklab import measurement
+from stacklab.run import measurement
 from stacklab.stacks import COMPONENTS
 from stacklab.stacks.base import Component
 

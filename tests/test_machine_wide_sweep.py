@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from stacklab import lab, procs
+from stacklab.host import lab, procs
 from stacklab.errors import UnsafePathError
 
 from helpers import wait_for
@@ -27,8 +27,8 @@ pytestmark = pytest.mark.integration
 # in it (its backend need not be up), says where, then waits to be killed.
 CHILD = """
 import json, sys, time
-from stacklab import lab
-from stacklab.net import Endpoint
+from stacklab.host import lab
+from stacklab.host.net import Endpoint
 from stacklab.stacks import REGISTRY
 from stacklab.stacks.base import RenderContext, free_port
 from stacklab.stacks.haproxy import HAProxy

@@ -5,12 +5,12 @@ from dataclasses import replace
 
 import pytest
 
-from stacklab import lab
-from stacklab.stack import verify_stack
+from stacklab.host import lab
+from stacklab.run.stack import verify_stack
 from stacklab.stacks import COMPONENTS
 from stacklab.stacks.mariadb.client import query
 from stacklab.stacks.mariadb.seed import STAMP, ensure_datadir
-from stacklab.verify import Status, fetch
+from stacklab.measure.verify import Status, fetch
 from stacklab.workloads import deploy
 from stacklab.workloads.appdata import AppDatabase, root, subtree
 

@@ -5,8 +5,8 @@ import sys
 
 import pytest
 
-from stacklab import procs
-from stacklab.monitor import Monitor
+from stacklab.host import procs
+from stacklab.measure.monitor import Monitor
 
 from helpers import wait_for
 

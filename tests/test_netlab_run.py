@@ -176,7 +176,7 @@ def lab_cgroups(tokens: set[str] | None = None) -> list[str]:
 
 def session_tokens(pid: int) -> set[str]:
     """The tokens (lab.Session.layer_id) of the sessions stacklab process `pid` opened."""
-    from stacklab import lab
+    from stacklab.host import lab
     return {d.name.rsplit("-", 1)[-1]
             for d in lab.default_root().glob(lab.name(lab.SESSION, pid=pid, token="*"))}
 
@@ -280,8 +280,8 @@ def test_a_killed_run_leaves_mounts_and_cgroups_that_the_next_start_removes(tmp_
 def test_no_connection_to_a_lab_address_starts_from_the_hosts_namespace():
     """From the host's namespace 198.18.0.0/15 is routed off the machine: refused before
     any packet, by the Python side as by the engine."""
-    from stacklab.net import Endpoint, check_reachable, socket_ready
-    from stacklab.verify import fetch
+    from stacklab.host.net import Endpoint, check_reachable, socket_ready
+    from stacklab.measure.verify import fetch
     for call in (lambda: fetch(Endpoint("198.18.0.1", 80), "/"),
                  lambda: socket_ready(Endpoint("198.19.3.4", 11211)),
                  lambda: check_reachable("198.18.200.1")):

@@ -12,16 +12,16 @@ import subprocess
 
 import pytest
 
-from stacklab import lab, procs
+from stacklab.host import lab, procs
 from stacklab.errors import StackError
-from stacklab.net import Endpoint
-from stacklab.stack import RunningStack, start_stack, stop_stack
+from stacklab.host.net import Endpoint
+from stacklab.run.stack import RunningStack, start_stack, stop_stack
 from stacklab.stacks import COMPONENTS, REGISTRY, STACKS
 from stacklab.stacks.base import RenderContext, free_port
 from stacklab.stacks.nginx_proxy import NginxProxy
 from stacklab.stacks.nginx_proxy.knobs import KNOBS
 from stacklab.stacks.tls import make_certificate
-from stacklab.verify import CHECK_PATH, Status, fetch
+from stacklab.measure.verify import CHECK_PATH, Status, fetch
 from stacklab.workloads import deploy
 
 from helpers import wait_for

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from stacklab import runner
+from stacklab.run import runner
 from stacklab.cli import cli
 from stacklab.commands.run import resume_command
 from stacklab.commands.study import study_command

@@ -6,7 +6,7 @@ import pytest
 from prometheus_client.openmetrics.parser import text_string_to_metric_families
 from typer.testing import CliRunner
 
-from stacklab.analyze import load_view
+from stacklab.analysis.analyze import load_view
 from stacklab.cli import cli
 from stacklab.report.openmetrics import (escape_label_value, knob_labels, label_name,
                                          number)

@@ -13,11 +13,11 @@ import pytest
 
 from rich.console import Console
 
-from stacklab.analyze import load_view, summarize
-from stacklab.pageview import PageViews, View, page_of, page_views, subresources
+from stacklab.analysis.analyze import load_view, summarize
+from stacklab.run.pageview import PageViews, View, page_of, page_views, subresources
 from stacklab.report.text import print_summary
-from stacklab.plan import Trial, effective_knobs
-from stacklab.stack import RunningStack, start_stack, stop_stack
+from stacklab.experiment.plan import Trial, effective_knobs
+from stacklab.run.stack import RunningStack, start_stack, stop_stack
 from stacklab.stacks import REGISTRY, STACKS
 from stacklab.stacks.tls import make_certificate
 from stacklab.store import Outcome, RunRecord, Store

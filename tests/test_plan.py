@@ -4,8 +4,8 @@ that cannot act noted or refused."""
 import pytest
 
 from stacklab.errors import SpecError
-from stacklab.plan import Trial, expand, interleave, make_plan
-from stacklab.spec import parse_spec
+from stacklab.experiment.plan import Trial, expand, interleave, make_plan
+from stacklab.experiment.spec import parse_spec
 from stacklab.stacks import STACKS
 
 COMPONENTS = STACKS

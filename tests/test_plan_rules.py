@@ -5,14 +5,14 @@ stays the one its errors were always given in (the lab's rules, then the load's)
 
 from typer.testing import CliRunner
 
-from stacklab import runner
+from stacklab.run import runner
 from stacklab.cli import cli
-from stacklab.layers import kinds, makes
+from stacklab.run.layers import kinds, makes
 from stacklab.netlab.layers import (ColdCacheLayer, FilesystemLayer, MachineLayer,
                                     NetworkLayer)
-from stacklab.pageview import PageViewLayer
-from stacklab.stack import StackLayer
-from stacklab.verify import RequestChecks
+from stacklab.run.pageview import PageViewLayer
+from stacklab.run.stack import StackLayer
+from stacklab.measure.verify import RequestChecks
 
 SPEC = """
 [experiment]

@@ -11,12 +11,12 @@ import jsonschema
 import pytest
 from rich.console import Console
 
-from stacklab.analyze import load_view
+from stacklab.analysis.analyze import load_view
 from stacklab.cli import main
-from stacklab.combine import why_lines, winners
+from stacklab.methods.combine import why_lines, winners
 from stacklab.env import Environment
 from stacklab.errors import ExitStatus
-from stacklab.recommend import SCHEMA_VERSION, best_combinations, conditions, effects
+from stacklab.analysis.recommend import SCHEMA_VERSION, best_combinations, conditions, effects
 from stacklab.report.text import recommendations_doc, recommendations_tables
 from stacklab.stacks import REGISTRY
 from stacklab.store import Outcome, RunRecord, Store

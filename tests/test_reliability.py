@@ -19,7 +19,8 @@ import pytest
 from typer.testing import CliRunner
 
 import stacklab.store as store_module
-from stacklab import hostinfo, lab, measurement, runner
+from stacklab.host import hostinfo, lab
+from stacklab.run import measurement, runner
 from stacklab.cli import cli
 from stacklab.stacks import COMPONENTS
 from stacklab.store import Store
@@ -199,7 +200,7 @@ def test_a_full_results_disk_stores_the_run_without_its_logs(tmp_path, tmpfs, fr
 @pytest.fixture
 def lab_on(tmpfs, monkeypatch):
     """lab_on(size) → the lab directory (/tmp/stacklab-<uid>) on a tmpfs of that size."""
-    from stacklab import lab
+    from stacklab.host import lab
 
     def on(size: str) -> Path:
         root = tmpfs("lab", size)
@@ -245,7 +246,7 @@ def test_a_lab_directory_that_fills_up_during_the_run_fails_the_run(tmp_path, la
 
 def children(exe: str, parent: int) -> list[int]:
     """Pids of live processes running `exe` (basename) whose parent is `parent`."""
-    from stacklab.procs import proc_stat
+    from stacklab.host.procs import proc_stat
     found = []
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
@@ -299,7 +300,7 @@ def test_a_paced_requests_run_is_given_and_estimated_the_time_it_needs(tmp_path)
     """1000 requests at load.rate 1 take 1000 s: neither a fixed 660 s engine limit nor a
     5 s estimate."""
     from stacklab.commands.run import load
-    from stacklab.drive import ENGINE_MARGIN_S, LoadPlan, engine_timeout_s
+    from stacklab.measure.drive import ENGINE_MARGIN_S, LoadPlan, engine_timeout_s
     spec_path = one_run(tmp_path, measure="requests = 1000", extra="[load]\nrate = 1\n")
     spec, plan = load(spec_path)
     assert 1000 <= plan.estimated_s(spec) < 1010

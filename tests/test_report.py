@@ -8,14 +8,14 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from stacklab.analyze import load_view
+from stacklab.analysis.analyze import load_view
 from stacklab.report.export import export_csv
 from stacklab.report.html import Checks, plotly_js, write_html
 from stacklab.report.text import print_summary
-from stacklab.flags import flag_names
+from stacklab.analysis.flags import flag_names
 from stacklab.store import Store
 from stacklab.store.records import Resources
-from stacklab.verify import Status, Verdict
+from stacklab.measure.verify import Status, Verdict
 
 from fakes import fake_experiment, fake_load, load_report
 from test_report_charts import knob_experiment

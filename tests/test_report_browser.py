@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from stacklab.analyze import load_view
+from stacklab.analysis.analyze import load_view
 from stacklab.commands.results import same_definition_pairs
 from stacklab.report.baseline import compare_to_baseline
 from stacklab.report.html import write_html

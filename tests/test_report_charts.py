@@ -10,11 +10,11 @@ import random
 
 import pytest
 
-from stacklab.analyze import load_view
+from stacklab.analysis.analyze import load_view
 from stacklab.report import charts
 from stacklab.report.html import by_workload, write_html
 from stacklab.store import Outcome, RunRecord, Store
-from stacklab.verify import Status, Verdict
+from stacklab.measure.verify import Status, Verdict
 
 from fakes import VERDICTS, fake_experiment, fake_load, fake_resources, load_report
 
@@ -355,7 +355,7 @@ def test_the_baseline_is_drawn_beside_each_variant(knob_view):
 
 def test_distorted_baseline_and_log_figures_are_ones_plotly_accepts(knob_view, tmp_path):
     import plotly.graph_objects as go
-    from stacklab.analyze import Decision
+    from stacklab.analysis.analyze import Decision
     fake_experiment(tmp_path / "r.db", speed={"nginx": 200000.0, "apache": 10000.0})
     store = Store.open(tmp_path / "r.db")
     fixed = distorted_view(load_view(store, "fixed"), {"ap0000000016"})

@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from stacklab import lab
+from stacklab.host import lab
 from stacklab.cli import cli
 from stacklab.errors import UnsafePathError
-from stacklab.exportconfig import clean
+from stacklab.run.exportconfig import clean
 from stacklab.stacks.haproxy import stats
 
 from helpers import require_engine

@@ -3,7 +3,7 @@
 import pytest
 
 from stacklab.errors import SpecError
-from stacklab.spec import parse_duration, parse_spec
+from stacklab.experiment.spec import parse_duration, parse_spec
 
 GOOD = {
     "experiment": {"name": "t", "repetitions": 2, "duration": "2s", "warmup": "500ms"},
@@ -85,7 +85,7 @@ def test_axis_and_fixed_value_for_same_knob_is_refused(spec_args):
 
 
 def test_toml_syntax_error_names_file(tmp_path, spec_args):
-    from stacklab.spec import load_spec
+    from stacklab.experiment.spec import load_spec
     bad = tmp_path / "bad.toml"
     bad.write_text("[experiment\nname='x'")
     with pytest.raises(SpecError) as e:
@@ -107,7 +107,7 @@ def test_bad_durations(text):
 
 def test_presets_are_valid(spec_args):
     from pathlib import Path
-    from stacklab.spec import load_spec
+    from stacklab.experiment.spec import load_spec
     presets = sorted((Path(__file__).parent.parent / "presets").glob("*.toml"))
     assert presets
     for p in presets:
@@ -115,7 +115,7 @@ def test_presets_are_valid(spec_args):
 
 
 def test_a_directory_instead_of_a_file_is_one_error(tmp_path, spec_args):
-    from stacklab.spec import load_spec
+    from stacklab.experiment.spec import load_spec
     with pytest.raises(SpecError) as e:
         load_spec(tmp_path, *spec_args)
     assert str(tmp_path) in str(e.value) and "directory" in str(e.value).lower()
@@ -138,7 +138,7 @@ def test_odd_values_are_one_error_not_a_traceback(spec_args, path, value, key):
 
 
 def test_a_different_seed_is_a_different_trial(spec_args):
-    from stacklab.plan import make_plan
+    from stacklab.experiment.plan import make_plan
     from stacklab.stacks import STACKS
     a = make_plan(parse_spec(GOOD, "x.toml", *spec_args), STACKS)
     b = make_plan(parse_spec(with_(("experiment", "seed"), 7), "x.toml", *spec_args), STACKS)
@@ -146,7 +146,7 @@ def test_a_different_seed_is_a_different_trial(spec_args):
 
 
 def test_workload_parameters_are_spelled_one_way_and_keep_bare_ids(spec_args):
-    from stacklab.plan import make_plan
+    from stacklab.experiment.plan import make_plan
     from stacklab.stacks import STACKS
     doc = with_(("matrix", "workload"), ["static-page", "static-page:600", "portal-page:26624",
                                          "portal-page:126237"])

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from stacklab import lab, procs
+from stacklab.host import lab, procs
 from stacklab.errors import StackError
-from stacklab.net import Endpoint, free_port
-from stacklab.stack import RunningStack, start_stack, stop_stack
+from stacklab.host.net import Endpoint, free_port
+from stacklab.run.stack import RunningStack, start_stack, stop_stack
 from stacklab.stacks import STACKS
 from stacklab.stacks.base import RenderContext
 from stacklab.stacks.squid import Squid
@@ -19,7 +19,7 @@ from stacklab.stacks.squid.adapter import SHM_DIR, service_name
 from stacklab.stacks.squid.knobs import KNOBS
 from stacklab.stacks.squid.verify import VERIFY_PATH
 from stacklab.stacks.tls import make_certificate
-from stacklab.verify import CHECK_PATH, Status, fetch
+from stacklab.measure.verify import CHECK_PATH, Status, fetch
 from stacklab.workloads import deploy, place
 
 from helpers import wait_for

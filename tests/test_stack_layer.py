@@ -6,12 +6,12 @@ are replaced as in test_lifecycle (nothing runs)."""
 
 import pytest
 
-from stacklab import stack as stack_module
+from stacklab.run import stack as stack_module
 from stacklab.errors import VerificationFailed
-from stacklab.layers import Composition
-from stacklab.stack import RunningStack, StackLayer
+from stacklab.run.layers import Composition
+from stacklab.run.stack import RunningStack, StackLayer
 from stacklab.stacks import STACKS
-from stacklab.verify import Status, Verdict
+from stacklab.measure.verify import Status, Verdict
 
 PASS = Verdict("mariadb", "settings and data", Status.PASS, "as configured")
 FAIL = Verdict("mariadb", "settings and data", Status.FAIL, "engine = myisam (wanted innodb)")

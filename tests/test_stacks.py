@@ -7,14 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from stacklab import lab, procs
+from stacklab.host import lab, procs
 from stacklab.errors import StackError
-from stacklab.plan import Trial, effective_knobs
-from stacklab.stack import RunningStack, start_stack, stop_stack, verify_stack
+from stacklab.experiment.plan import Trial, effective_knobs
+from stacklab.run.stack import RunningStack, start_stack, stop_stack, verify_stack
 from stacklab.stacks import COMPONENTS, REGISTRY, STACKS
 from stacklab.stacks.base import RenderContext, free_port
 from stacklab.stacks.tls import make_certificate
-from stacklab.verify import Status
+from stacklab.measure.verify import Status
 from stacklab.workloads import deploy
 
 from helpers import assert_rendered_golden, require_root, server_processes

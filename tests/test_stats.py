@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from stacklab.stats import bootstrap_ci, compare, mann_whitney_p, merged_percentiles, welch_log
+from stacklab.analysis.stats import bootstrap_ci, compare, mann_whitney_p, merged_percentiles, welch_log
 
 
 @pytest.mark.parametrize("a, b, p", [
@@ -164,7 +164,7 @@ def test_merged_histograms_give_the_pooled_percentiles():
 @pytest.mark.parametrize("n, level", [(3, 0.75), (4, 0.875), (5, 0.9375), (6, 0.96875),
                                       (9, 0.9609375)])
 def test_small_samples_say_what_their_interval_really_covers(n, level):
-    from stacklab.analyze import Estimate
+    from stacklab.analysis.analyze import Estimate
     e = Estimate.of([100.0 + i for i in range(n)])
     assert e.ci_level == pytest.approx(level)
     if n < 6:
@@ -175,7 +175,7 @@ def test_percentiles_use_the_engines_nearest_rank_rule():
     """Rank max(1, ⌈q·n⌉), as the engine computes its per-run percentiles: of 1..10,
     p11 is the 2nd value (hdrh's own rounding would give the 1st)."""
     from hdrh.histogram import HdrHistogram
-    from stacklab.stats import value_at_percentile
+    from stacklab.analysis.stats import value_at_percentile
     h = HdrHistogram(1, 3_600_000_000, 3)
     for v in range(1, 11):
         h.record_value(v)

@@ -6,8 +6,8 @@ import random
 import statistics
 
 from fakes import VERDICTS, fake_report, fake_resources
-from stacklab.analyze import load_view
-from stacklab.stats import bootstrap_ci
+from stacklab.analysis.analyze import load_view
+from stacklab.analysis.stats import bootstrap_ci
 from stacklab.store import Outcome, RunRecord, Store
 
 

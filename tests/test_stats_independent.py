@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from scipy import stats as scipy_stats
 
-from stacklab.stats import mann_whitney_p, median_ci, median_ci_level, welch_log
+from stacklab.analysis.stats import mann_whitney_p, median_ci, median_ci_level, welch_log
 
 RNG = np.random.default_rng(20261127)
 SAMPLES = [(RNG.lognormal(0.0, s, n).tolist(), RNG.lognormal(shift, s, m).tolist())

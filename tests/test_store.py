@@ -7,7 +7,7 @@ import pytest
 
 from stacklab.errors import NotFound, StoreError
 from stacklab.store import SCHEMA_VERSION, Outcome, RunRecord, Store
-from stacklab.verify import Status, Verdict
+from stacklab.measure.verify import Status, Verdict
 
 from fakes import fake_load, load_report
 

@@ -11,14 +11,14 @@ import sqlite3
 import pytest
 from rich.console import Console
 
-from stacklab import lab
-from stacklab.analyze import UNSIZED, VERDICTS, Estimate, TrialSummary, load_view, reach
+from stacklab.host import lab
+from stacklab.analysis.analyze import UNSIZED, VERDICTS, Estimate, TrialSummary, load_view, reach
 from stacklab.cli import main
 from stacklab.commands.study import covered
 from stacklab.env import Environment
 from stacklab.errors import ExitStatus, SpecError
 from stacklab.stacks import REGISTRY, STACKS
-from stacklab.stats import Comparison, compare
+from stacklab.analysis.stats import Comparison, compare
 from stacklab.stacks.php.install import handler_versions
 from stacklab.store import BreakdownRecord, Outcome, Store
 from stacklab.studies.findings import STUDY_IDS, load_study

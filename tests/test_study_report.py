@@ -16,7 +16,7 @@ import pytest
 from rich.console import Console
 
 import stacklab
-from stacklab.analyze import REASONS, VERDICTS, Estimate, ExperimentView, TrialSummary
+from stacklab.analysis.analyze import REASONS, VERDICTS, Estimate, ExperimentView, TrialSummary
 from stacklab.stacks import REGISTRY
 from stacklab.studies.findings import (DIGEST, REFERENCE, STUDY_IDS, Claim, Figure, Finding,
                                        NotExpressible, Software, Study, load_study)

@@ -2,7 +2,7 @@
 
 import os
 
-from stacklab.systune import DMA_LATENCY, CpuAwake
+from stacklab.host.systune import DMA_LATENCY, CpuAwake
 
 from helpers import require_root
 

@@ -14,10 +14,10 @@ import pytest
 from rich.cells import cell_len
 from rich.console import Console
 
-from stacklab.analyze import load_view, same_definition_pairs
+from stacklab.analysis.analyze import load_view, same_definition_pairs
 from stacklab.commands import results
 from stacklab.env import Environment
-from stacklab.flags import BOUNDING
+from stacklab.analysis.flags import BOUNDING
 from stacklab.report import common_knobs, series_name
 from stacklab.report.baseline import compare_to_baseline, table
 from stacklab.report.fmt import number

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from stacklab import procs
-from stacklab.stack import RunningStack, start_stack, stop_stack
+from stacklab.host import procs
+from stacklab.run.stack import RunningStack, start_stack, stop_stack
 from stacklab.stacks import REGISTRY, STACKS
 from stacklab.stacks.tls import make_certificate
 from stacklab.workloads import deploy
@@ -118,7 +118,7 @@ def release(proc) -> None:
 
 
 def test_idle_memory_is_the_reading_before_load():
-    from stacklab.monitor import Monitor
+    from stacklab.measure.monitor import Monitor
     idle = hold(120, 0)
     try:
         with Monitor({"holder": idle.pid}) as monitor:
@@ -131,7 +131,7 @@ def test_idle_memory_is_the_reading_before_load():
 
 
 def cpu_s(pid: int) -> float:
-    from stacklab.monitor import TICKS
+    from stacklab.measure.monitor import TICKS
     f = procs.proc_stat(pid)
     return (int(f[11]) + int(f[12])) / TICKS
 
@@ -141,7 +141,7 @@ def test_cpu_outside_the_lab_is_measured_and_the_lab_own_is_not():
     inside a monitored component does not (judged against the burner's own CPU, read
     independently, so other work on the machine does not decide the test)."""
     import time
-    from stacklab.monitor import Monitor
+    from stacklab.measure.monitor import Monitor
     for owned in (False, True):
         burner = hold(1, 1.5)
         try:

@@ -12,16 +12,16 @@ from pathlib import Path
 
 import pytest
 
-from stacklab import lab, procs
+from stacklab.host import lab, procs
 from stacklab.errors import StackError
-from stacklab.net import Endpoint
+from stacklab.host.net import Endpoint
 from stacklab.stacks import COMPONENTS, REGISTRY
 from stacklab.stacks.base import RenderContext, free_port
 from stacklab.stacks.varnish import Varnish
 from stacklab.stacks.varnish.adapter import parse_varnishstat
 from stacklab.stacks.varnish.knobs import KNOBS
 from stacklab.stacks.varnish.verify import change, quiet
-from stacklab.verify import CHECK_PATH, Status, fetch
+from stacklab.measure.verify import CHECK_PATH, Status, fetch
 from stacklab.workloads import deploy
 
 from helpers import require_root

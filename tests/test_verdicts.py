@@ -8,15 +8,15 @@ from dataclasses import replace
 import pytest
 from rich.console import Console
 
-from stacklab.analyze import Estimate, bound, bounded_verdict, compare_trials, load_view
+from stacklab.analysis.analyze import Estimate, bound, bounded_verdict, compare_trials, load_view
 from stacklab.commands import results
 from stacklab.env import Environment
 from stacklab.errors import NotFound
-from stacklab.recommend import best_combinations, effects
+from stacklab.analysis.recommend import best_combinations, effects
 from stacklab.report.headline import headlines
 from stacklab.report.text import ci_header, ci_text, verdict_words
 from stacklab.stacks import REGISTRY
-from stacklab.stats import compare
+from stacklab.analysis.stats import compare
 from stacklab.store import Store
 
 from fakes import fake_experiment

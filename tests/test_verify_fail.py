@@ -17,16 +17,16 @@ from dataclasses import replace
 import pytest
 from typer.testing import CliRunner
 
-from stacklab import lab
+from stacklab.host import lab
 from stacklab.cli import cli
-from stacklab.net import Endpoint
-from stacklab.stack import RunningStack, start_stack, stop_stack
+from stacklab.host.net import Endpoint
+from stacklab.run.stack import RunningStack, start_stack, stop_stack
 from stacklab.stacks import COMPONENTS, REGISTRY, STACKS, perl, php
 from stacklab.stacks.apache import adapter as apache_adapter
 from stacklab.stacks.base import RenderContext, free_port
 from stacklab.stacks.tls import make_certificate
 from stacklab.stacks.tlsverify import check_tls
-from stacklab.verify import CHECK_PATH, Status
+from stacklab.measure.verify import CHECK_PATH, Status
 from stacklab.workloads import deploy, place
 from stacklab.workloads.appdata import AppDatabase
 

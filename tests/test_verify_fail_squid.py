@@ -6,7 +6,7 @@ import pytest
 
 from stacklab.stacks.squid import Squid
 from stacklab.stacks.squid.verify import VERIFY_PATH
-from stacklab.verify import CHECK_PATH, Status
+from stacklab.measure.verify import CHECK_PATH, Status
 
 from helpers import tamper
 from test_squid import SQUID, start_squid, static_backend, stop_squid  # noqa: F401

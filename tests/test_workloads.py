@@ -8,15 +8,15 @@ from pathlib import Path
 
 import pytest
 
-from stacklab import lab
+from stacklab.host import lab
 from stacklab.errors import StackError
-from stacklab.net import Endpoint
+from stacklab.host.net import Endpoint
 from stacklab.stacks.base import Upstream
-from stacklab.stack import RunningStack, start_stack, stop_stack, verify_stack
+from stacklab.run.stack import RunningStack, start_stack, stop_stack, verify_stack
 from stacklab.stacks import STACKS
 from stacklab.stacks.php.ini import render_php_config
 from stacklab.stacks.tls import make_certificate
-from stacklab.verify import Status, fetch
+from stacklab.measure.verify import Status, fetch
 from stacklab.workloads import WORKLOADS, Deployed, deploy, media
 from stacklab.workloads.appdata import AppDatabase, articles, authors, root, subtree, tree
 from stacklab.workloads.static import PORTAL_BYTES

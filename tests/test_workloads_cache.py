@@ -7,9 +7,9 @@ from dataclasses import replace
 
 import pytest
 
-from stacklab import lab
-from stacklab.stack import verify_stack
-from stacklab.verify import fetch
+from stacklab.host import lab
+from stacklab.run.stack import verify_stack
+from stacklab.measure.verify import fetch
 from stacklab.workloads import WORKLOADS, Workload, app, canonical, deploy, pages
 from stacklab.workloads.appdata import AppDatabase
 

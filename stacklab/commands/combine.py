@@ -8,19 +8,19 @@ from pathlib import Path
 
 from rich.table import Table
 
-from .. import lab
-from ..analyze import load_view
-from ..combine import Additivity, Group, additivity, combined_doc, winners
+from ..host import lab
+from ..analysis.analyze import load_view
+from ..methods.combine import Additivity, Group, additivity, combined_doc, winners
 from ..env import Environment
 from ..errors import ExitStatus, NotFound, UsageError
-from ..plan import make_plan
+from ..experiment.plan import make_plan
 from ..report.fmt import p_value, ratio_ci, times
 from ..report.progress import RichProgress
-from ..runner import plan_hash, run_experiment
-from ..spec import parse_spec
+from ..run.runner import plan_hash, run_experiment
+from ..experiment.spec import parse_spec
 from ..stacks import REGISTRY, STACKS
 from ..store import Store
-from ..validate import SpecOrigin, check_installed, validate_plan
+from ..run.validate import SpecOrigin, check_installed, validate_plan
 from ..workloads import WORKLOADS
 from .results import stored
 from .run import logs_dir

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .. import breakdown as bd, dbbench as dbb
+from ..methods import breakdown as bd, dbbench as dbb
 from ..env import Environment
 from ..errors import ExitStatus, UsageError
 from ..report.measures import (StepProgress, breakdown_list_table, breakdown_series_lines,

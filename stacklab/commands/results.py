@@ -8,13 +8,13 @@ from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Iterator, Sequence
 
-from ..analyze import ExperimentView, TrialSummary, load_view, same_definition_pairs
+from ..analysis.analyze import ExperimentView, TrialSummary, load_view, same_definition_pairs
 from ..env import Environment
 from ..errors import ExitStatus, NotFound, NothingJudged, StacklabError, UsageError
-from ..exportconfig import export_config as write_config
-from ..combine import why_lines
-from ..gate import Judgement, Threshold, judge_pairs, overall, parse_threshold
-from ..recommend import best_combinations, effects
+from ..run.exportconfig import export_config as write_config
+from ..methods.combine import why_lines
+from ..analysis.gate import Judgement, Threshold, judge_pairs, overall, parse_threshold
+from ..analysis.recommend import best_combinations, effects
 from ..report.baseline import Baseline, compare_to_baseline, table, warning
 from ..report.export import export_csv, export_json
 from ..report.fmt import p_value, ratio_ci, times

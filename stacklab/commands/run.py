@@ -5,22 +5,22 @@ from __future__ import annotations
 import shlex
 from pathlib import Path
 
-from .. import lab
-from ..analyze import ExperimentView, load_view
+from ..host import lab
+from ..analysis.analyze import ExperimentView, load_view
 from ..env import Environment
 from ..errors import ExitStatus
-from ..gate import baseline_pairs, matches
-from ..plan import Plan, make_plan
-from ..quiet import QUIET_MAX_S
-from ..validate import SpecOrigin, check_installed, validate_plan
+from ..analysis.gate import baseline_pairs, matches
+from ..experiment.plan import Plan, make_plan
+from ..run.quiet import QUIET_MAX_S
+from ..run.validate import SpecOrigin, check_installed, validate_plan
 from ..report.listings import print_notes, print_plan
 from ..report.progress import RichProgress
 from ..report.text import print_summary
-from ..runner import run_experiment
-from ..spec import ExperimentSpec, load_spec
+from ..run.runner import run_experiment
+from ..experiment.spec import ExperimentSpec, load_spec
 from ..stacks import REGISTRY, STACKS
 from ..store import Store
-from ..systune import CpuAwake
+from ..host.systune import CpuAwake
 from ..workloads import WORKLOADS
 from .results import gate_status
 

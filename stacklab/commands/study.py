@@ -12,15 +12,15 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Callable
 
-from .. import lab
-from ..analyze import ExperimentView, load_view
+from ..host import lab
+from ..analysis.analyze import ExperimentView, load_view
 from ..env import Environment
 from ..errors import ExitStatus, Interrupted, NotFound, SpecError, StacklabError, UsageError
-from ..breakdown import group_series, run_breakdowns
+from ..methods.breakdown import group_series, run_breakdowns
 from ..report.measures import StepProgress
 from ..report.progress import RichProgress
-from ..quiet import QUIET_MAX_S
-from ..runner import plan_hash, run_experiment
+from ..run.quiet import QUIET_MAX_S
+from ..run.runner import plan_hash, run_experiment
 from ..stacks import REGISTRY, STACKS
 from ..store import Store
 from ..studies.findings import STUDY_IDS, load_study, missing_figures, seeds_text
@@ -29,7 +29,7 @@ from ..studies.plans import (PlannedBreakdown, PlannedStep, StudyPlan, load_plan
                               prepare_breakdowns)
 from ..studies.report import StudyReport, print_study, study_document, write_study_html
 from ..studies.verdict import rows
-from ..validate import check_installed
+from ..run.validate import check_installed
 from ..workloads import WORKLOADS
 from .results import stored
 from .run import logs_dir

@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from ..placement import parse_cpus
+from ..host.placement import parse_cpus
 from .cgroupfiles import (CgroupError, _forget, _procs, _read, _record, _records, _rmdir,
                           _wait_empty, _write)
 from .cgrouplimits import (Profile, Setting, _enable_v2, _usage, cpu_usage_s, format_cpus,

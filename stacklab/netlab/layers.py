@@ -1,4 +1,4 @@
-"""The lab's layers of a run (stacklab.layers.Layer), over what run.py makes: the network,
+"""The lab's layers of a run (stacklab.run.layers.Layer), over what run.py makes: the network,
 the machine profile, the filesystem, and the cold cache just before the load. Each says
 what it refuses in a plan, what it finds once the servers run under it, and its own part
 of the run's record ("_net", "_accounting" and "_machine", "_fs")."""
@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..errors import StacklabError
-from ..layers import Place
-from ..verify import Verdict
+from ..run.layers import Place
+from ..measure.verify import Verdict
 from ..workloads import Deployed
 from . import cgroups, fs
 from .knobs import sysctls
@@ -21,7 +21,7 @@ from .run import (Machine, Network, cool, cool_verdicts, filesystem, fs_verdicts
                   machine_verdicts, network)
 
 if TYPE_CHECKING:
-    from ..stack import RunningStack
+    from ..run.stack import RunningStack
 
 
 def _pids(running: RunningStack) -> list[int]:

@@ -28,7 +28,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..procs import pid_alive
+from ..host.procs import pid_alive
 from .netkernel import check_sysctl, set_sysctls
 from .netmeasure import measure_rate, measure_rtt
 from .netns import (LAB_NS, PREFIX, PROBE_NS, NetlabError, _delete_namespace, _run,

@@ -25,7 +25,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Callable
 
-from ..verify import Status, Verdict
+from ..measure.verify import Status, Verdict
 from ..workloads import Deployed
 from . import cgroups, fs, net, netkernel
 from .knobs import sysctls

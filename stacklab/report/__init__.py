@@ -1,6 +1,6 @@
 """Reports: text tables, the self-contained HTML report, CSV/JSON exports."""
 
-from ..analyze import TrialSummary
+from ..analysis.analyze import TrialSummary
 
 
 def common_knobs(summaries: list[TrialSummary]) -> dict:

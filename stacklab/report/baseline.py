@@ -24,7 +24,7 @@ from typing import Any, Sequence
 from rich.console import Group
 from rich.text import Text
 
-from ..analyze import (ExperimentView, MetricComparison, TrialSummary, compare_trials,
+from ..analysis.analyze import (ExperimentView, MetricComparison, TrialSummary, compare_trials,
                        same_definition_pairs)
 from ..knobs import ABSENT, setting_differences
 from .fmt import DASH, Col, Fitted, Footnotes, number, p_cell, ratio_ci

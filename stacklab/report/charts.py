@@ -20,11 +20,11 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Callable, Mapping
 
-from ..analyze import Decision, Estimate, ExperimentView, TrialSummary
-from ..drive import Bucket, LoadReport
+from ..analysis.analyze import Decision, Estimate, ExperimentView, TrialSummary
+from ..measure.drive import Bucket, LoadReport
 from ..errors import control_character
-from ..flags import LATENCY_DISTORTING
-from ..stats import decode_histogram, value_at_percentile
+from ..analysis.flags import LATENCY_DISTORTING
+from ..analysis.stats import decode_histogram, value_at_percentile
 from ..store import Outcome
 from . import common_knobs, series_name
 

@@ -10,7 +10,7 @@ import io
 import json
 from dataclasses import asdict
 
-from ..analyze import ExperimentView, TrialSummary, _components, _per_request
+from ..analysis.analyze import ExperimentView, TrialSummary, _components, _per_request
 from ..store import RunRecord
 from ..store.records import verdict_doc
 

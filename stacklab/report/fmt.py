@@ -12,8 +12,8 @@ from rich.console import Console, ConsoleOptions, RenderResult
 from rich.table import Table
 from rich.text import Text
 
-from ..analyze import Estimate, TrialSummary
-from ..flags import BOUNDING, INVALIDATING
+from ..analysis.analyze import Estimate, TrialSummary
+from ..analysis.flags import BOUNDING, INVALIDATING
 
 DASH = "—"
 

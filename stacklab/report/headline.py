@@ -11,11 +11,11 @@ from functools import cached_property
 from itertools import groupby
 from typing import Iterable
 
-from ..analyze import (Bound, Decision, ExperimentView, MetricComparison, TrialSummary,
+from ..analysis.analyze import (Bound, Decision, ExperimentView, MetricComparison, TrialSummary,
                        compare_trials)
-from ..recommend import Change, changes, default_of
+from ..analysis.recommend import Change, changes, default_of
 from ..stacks import REGISTRY, STACKS
-from ..stats import Comparison, compare
+from ..analysis.stats import Comparison, compare
 from .fmt import change, number, p_value, ratio_ci
 
 

@@ -13,12 +13,12 @@ import jinja2
 from markupsafe import Markup
 
 from .. import __version__
-from ..analyze import Decision, ExperimentView, MetricComparison, compare_trials
+from ..analysis.analyze import Decision, ExperimentView, MetricComparison, compare_trials
 from ..errors import control_character
-from ..recommend import CAUTIONS, best_combinations, effects
+from ..analysis.recommend import CAUTIONS, best_combinations, effects
 from ..stacks import REGISTRY
 from ..store import Outcome
-from ..verify import Status, Verdict
+from ..measure.verify import Status, Verdict
 from . import charts, common_knobs, fmt, series_name
 from .baseline import METRICS, Baseline
 from .headline import headlines

@@ -9,8 +9,8 @@ from rich.markup import escape
 from rich.table import Table
 
 from ..inventory import Feature, KnobSection, Tool
-from ..plan import Plan
-from ..spec import ExperimentSpec
+from ..experiment.plan import Plan
+from ..experiment.spec import ExperimentSpec
 from ..stacks.compose import UNAVAILABLE
 
 

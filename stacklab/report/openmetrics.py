@@ -15,8 +15,8 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Callable, Iterator
 
-from ..analyze import ExperimentView, TrialSummary, _components
-from ..stats import median
+from ..analysis.analyze import ExperimentView, TrialSummary, _components
+from ..analysis.stats import median
 from ..store import Outcome, RunRecord
 from .export import error_classes, knob_names, knob_text
 

@@ -6,7 +6,7 @@ from rich.console import Console
 from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
                            TimeElapsedColumn, TimeRemainingColumn)
 
-from ..plan import PlannedRun
+from ..experiment.plan import PlannedRun
 from ..store import Outcome, RunRecord
 
 

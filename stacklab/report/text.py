@@ -8,11 +8,11 @@ from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
-from ..analyze import (Bound, Estimate, ExperimentView, MetricComparison, TrialSummary,
+from ..analysis.analyze import (Bound, Estimate, ExperimentView, MetricComparison, TrialSummary,
                        compare_trials, same_definition_pairs)
-from ..gate import Judgement, Threshold, overall
-from ..recommend import CAUTIONS, Best, Effect
-from ..stats import Comparison
+from ..analysis.gate import Judgement, Threshold, overall
+from ..analysis.recommend import CAUTIONS, Best, Effect
+from ..analysis.stats import Comparison
 from ..store.records import verdict_doc
 from . import common_knobs, series_name
 from .baseline import differences
@@ -310,7 +310,7 @@ def recommendations_tables(view: ExperimentView, effects, bests,
                            conditions: list[Effect] | None = None) -> list[Table]:
     """The settings' effects (recommendable), the lab's conditions' effects (reported,
     never recommended: recommend.conditions when not given) and the best combinations."""
-    from ..recommend import conditions as condition_effects
+    from ..analysis.recommend import conditions as condition_effects
     from .headline import facts
     conditions = condition_effects(view) if conditions is None else conditions
     t = Table(title=f"{view.name}: effect of each server setting against its default, all "
@@ -542,8 +542,8 @@ def recommendations_doc(view: ExperimentView, effects: list[Effect], bests: list
     lab's conditions' effects apart (recommend.conditions when not given: never
     recommended), and the best combinations. Verdicts in the one vocabulary
     (better|worse|same|no-verdict with a reason), the words beside them as "text"."""
-    from ..recommend import SCHEMA_VERSION as RECOMMEND_VERSION
-    from ..recommend import conditions as condition_effects
+    from ..analysis.recommend import SCHEMA_VERSION as RECOMMEND_VERSION
+    from ..analysis.recommend import conditions as condition_effects
     from .headline import facts
     conditions = condition_effects(view) if conditions is None else conditions
     common = common_knobs(view.summaries)

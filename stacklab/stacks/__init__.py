@@ -218,9 +218,9 @@ def needs_problem(stack: str, needs: Iterable[str]) -> str | None:
 
 
 def build_registry() -> KnobRegistry:
-    from ..drive import LOAD_KNOBS
+    from ..measure.drive import LOAD_KNOBS
     from ..netlab.knobs import FS_KNOBS, KNOBS as NET_KNOBS, MACHINE_KNOBS
-    from ..placement import cpus_knob
+    from ..host.placement import cpus_knob
     registry = KnobRegistry()
     registry.add(*LOAD_KNOBS, cpus_knob("load"), *NET_KNOBS, *FS_KNOBS, *MACHINE_KNOBS)
     for knobs in GROUPS.values():

@@ -14,11 +14,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Protocol
 
-from .. import procs
+from ..host import procs
 from ..errors import StackError
 from ..knobs import Knob
-from ..net import Endpoint, free_port, socket_ready  # noqa: F401 (re-exported)
-from ..verify import Verdict
+from ..host.net import Endpoint, free_port, socket_ready  # noqa: F401 (re-exported)
+from ..measure.verify import Verdict
 from .limits import limits_problem, spawn_limits
 
 
@@ -327,7 +327,7 @@ class Component(ABC):
     def ready(self, started: RunningComponent) -> bool:
         """One readiness probe: an HTTP answer (a port that merely accepts may belong to
         another program). Raise OSError or return False while not ready."""
-        from ..verify import fetch
+        from ..measure.verify import fetch
         fetch(started.endpoint, "/", timeout_s=0.5)
         return True
 

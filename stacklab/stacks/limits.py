@@ -13,8 +13,8 @@ import resource
 from typing import Any
 
 from ..knobs import Knob
-from ..procs import group_members
-from ..verify import Status, Verdict
+from ..host.procs import group_members
+from ..measure.verify import Status, Verdict
 
 NOFILE = "nofile"
 

@@ -12,8 +12,8 @@ import gzip
 import zlib
 from pathlib import Path
 
-from ..net import Endpoint
-from ..verify import Status, Verdict, fetch
+from ..host.net import Endpoint
+from ..measure.verify import Status, Verdict, fetch
 
 CHECK = "precompressed"
 

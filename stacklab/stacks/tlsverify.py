@@ -6,8 +6,8 @@ import socket
 import ssl
 from typing import Any
 
-from ..net import Endpoint, check_reachable
-from ..verify import Status, Verdict
+from ..host.net import Endpoint, check_reachable
+from ..measure.verify import Status, Verdict
 
 _VERSIONS = {"TLSv1.2": ssl.TLSVersion.TLSv1_2, "TLSv1.3": ssl.TLSVersion.TLSv1_3}
 

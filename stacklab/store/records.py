@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from ..drive import LoadReport
-from ..verify import Status, Verdict
+from ..measure.drive import LoadReport
+from ..measure.verify import Status, Verdict
 
 
 class Outcome(StrEnum):

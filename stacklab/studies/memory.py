@@ -7,7 +7,7 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass
 
-from ..analyze import ExperimentView
+from ..analysis.analyze import ExperimentView
 from ..store import Outcome
 
 # (column, the monitor's key in a run's resources.components[component])

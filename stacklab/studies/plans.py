@@ -22,12 +22,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
-from ..breakdown import plan_breakdown
+from ..methods.breakdown import plan_breakdown
 from ..errors import SpecError, StacklabError
 from ..knobs import KnobRegistry
-from ..plan import Plan, Trial, make_plan
-from ..spec import ExperimentSpec, flatten, parse_spec
-from ..validate import SpecOrigin, validate_plan
+from ..experiment.plan import Plan, Trial, make_plan
+from ..experiment.spec import ExperimentSpec, flatten, parse_spec
+from ..run.validate import SpecOrigin, validate_plan
 
 PLANS = Path(__file__).parent / "plans"
 # What a check compares: the rows of analyze.compare_trials, plus bytes per response.

@@ -14,10 +14,10 @@ import statistics
 from dataclasses import dataclass, field, replace
 from typing import Callable, Sequence
 
-from ..analyze import (UNSIZED, Bound, Decision, ExperimentView, Reach, TrialSummary, bound,
+from ..analysis.analyze import (UNSIZED, Bound, Decision, ExperimentView, Reach, TrialSummary, bound,
                        bounded_verdict, decide, invalid, reach, reachable)
 from ..knobs import KnobRegistry
-from ..stats import Comparison, compare
+from ..analysis.stats import Comparison, compare
 from .plans import METRICS, Check, matches
 
 # "b=a" holds when the whole interval lies within this band (the studies' "differ little")

@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable
 
-from ..verify import CHECK_PATH, Expect
+from ..measure.verify import CHECK_PATH, Expect
 from . import app, editor, media, pages
 from .files import File, Url
 from .params import KIB, MIB, Param, split

@@ -9,7 +9,7 @@ cache may store it, unless asked with &cache=1 (see SHOW_CACHEABLE).
 
 from __future__ import annotations
 
-from ..verify import Expect
+from ..measure.verify import Expect
 from .appdata import AppDatabase
 from .files import File, Url
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from ..verify import Expect
+from ..measure.verify import Expect
 
 
 @dataclass(frozen=True)

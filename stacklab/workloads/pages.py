@@ -6,7 +6,7 @@ from __future__ import annotations
 import hashlib
 import random
 
-from ..verify import Expect
+from ..measure.verify import Expect
 from .files import File
 from .static import html_page
 

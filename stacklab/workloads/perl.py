@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..verify import Expect
+from ..measure.verify import Expect
 from .files import File
 
 MARKER = b"<!-- stacklab perl-page ok -->"

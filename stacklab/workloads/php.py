@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import random
 
-from ..verify import Expect
+from ..measure.verify import Expect
 from .files import File
 from .static import WORDS
 

@@ -9,7 +9,7 @@ from typing import Any
 
 from stacklab.stacks.base import Component, RenderContext, RunningComponent
 from stacklab.stacks.templates import render_template
-from stacklab.verify import CHECK_PATH, Verdict, check_keepalive
+from stacklab.measure.verify import CHECK_PATH, Verdict, check_keepalive
 
 from .knobs import COMPONENT, KNOBS
 

@@ -7,9 +7,9 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from ... import lab
-from ...net import Endpoint
-from ...verify import (CHECK_PATH, Status, Verdict, check_expires, check_gzip, check_keepalive,
+from ...host import lab
+from ...host.net import Endpoint
+from ...measure.verify import (CHECK_PATH, Status, Verdict, check_expires, check_gzip, check_keepalive,
                        fetch)
 from .. import perl, php
 from ..base import Capability, Component, RenderContext, RunningComponent

@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import StackError
-from ...net import Endpoint
-from ...verify import CHECK_PATH, Verdict, check_keepalive, fetch
+from ...host.net import Endpoint
+from ...measure.verify import CHECK_PATH, Verdict, check_keepalive, fetch
 from ..apache.adapter import MODULES, child_died, number
 from ..base import Component, RenderContext, RunningComponent
 from ..templates import render_template

@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ...verify import CHECK_PATH, Response, Status, Verdict, check_keepalive, fetch
+from ...measure.verify import CHECK_PATH, Response, Status, Verdict, check_keepalive, fetch
 from .knobs import loadfactors
 
 # Passed to the stack's CHECK_PATH and cached like any page (see the template): the cache

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import StackError
-from ...verify import Status, Verdict
+from ...measure.verify import Status, Verdict
 from ..base import Component, RenderContext, RunningComponent
 from ..templates import render_template
 from . import stats

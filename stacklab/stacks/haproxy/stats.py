@@ -11,7 +11,7 @@ import csv
 import socket
 from pathlib import Path
 
-from ... import lab
+from ...host import lab
 
 SOCKET = "haproxy.sock"
 # HAProxy binds <path>.<pid>.tmp, then renames it to <path>: the path leaves room for that

@@ -9,8 +9,8 @@ import http.client
 from collections import Counter
 from typing import Callable
 
-from ...net import Endpoint
-from ...verify import (CHECK_PATH, Status, Verdict, check_keepalive, connection, fetch,
+from ...host.net import Endpoint
+from ...measure.verify import (CHECK_PATH, Status, Verdict, check_keepalive, connection, fetch,
                        request)
 from .stats import server_name
 

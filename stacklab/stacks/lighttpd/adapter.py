@@ -6,9 +6,9 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from ... import procs
-from ...net import Endpoint
-from ...verify import CHECK_PATH, Status, Verdict, check_gzip, check_keepalive
+from ...host import procs
+from ...host.net import Endpoint
+from ...measure.verify import CHECK_PATH, Status, Verdict, check_gzip, check_keepalive
 from ..base import Component, RenderContext, RunningComponent
 from ..templates import render_template
 from ..tlsrules import tls_inert

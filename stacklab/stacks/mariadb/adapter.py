@@ -8,8 +8,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from ... import lab
-from ...net import Endpoint, socket_ready
+from ...host import lab
+from ...host.net import Endpoint, socket_ready
 from ..base import Capability, Component, RenderContext, RunningComponent, SqlClient
 from ..templates import render_template
 from .client import Client, client_error_line, status

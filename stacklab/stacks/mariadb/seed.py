@@ -14,7 +14,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from ... import lab, procs
+from ...host import lab, procs
 from ...errors import StackError
 from ..base import Database
 from ..templates import quote

@@ -5,7 +5,7 @@ and that MariaDB's knobs took effect (the component's own)."""
 from __future__ import annotations
 
 from ...errors import StackError
-from ...verify import Status, Verdict, fetch
+from ...measure.verify import Status, Verdict, fetch
 from ..base import Database, RunningComponent
 from .client import query, status
 

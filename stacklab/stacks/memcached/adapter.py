@@ -9,8 +9,8 @@ import socket
 import time
 from typing import Any
 
-from ...net import Endpoint, check_reachable, socket_ready
-from ...verify import Status, Verdict, fetch
+from ...host.net import Endpoint, check_reachable, socket_ready
+from ...measure.verify import Status, Verdict, fetch
 from ..base import Capability, Component, Probe, RenderContext, RunningComponent
 from .knobs import KNOBS
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...verify import CHECK_PATH, Verdict, check_gzip, check_keepalive
+from ...measure.verify import CHECK_PATH, Verdict, check_gzip, check_keepalive
 from ..base import Component, RenderContext, RunningComponent
 from .knobs import KNOBS
 

@@ -7,8 +7,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-from ...net import Endpoint
-from ...verify import (CHECK_PATH, Status, Verdict, check_expires, check_gzip,
+from ...host.net import Endpoint
+from ...measure.verify import (CHECK_PATH, Status, Verdict, check_expires, check_gzip,
                        check_keepalive, fetch)
 from ..base import Component, RenderContext, RunningComponent
 from ..templates import render_template

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import StackError
-from ...verify import Verdict, fetch
+from ...measure.verify import Verdict, fetch
 from ..base import Component, RenderContext, RunningComponent
 from ..nginx.adapter import parse_stub_status, worker_died
 from ..templates import render_template

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Callable
 from urllib.parse import quote, unquote
 
-from ...verify import CHECK_PATH, Response, Status, Verdict, check_keepalive, fetch
+from ...measure.verify import CHECK_PATH, Response, Status, Verdict, check_keepalive, fetch
 from ..base import RunningComponent
 from .upstream import HITS, backend_weights
 

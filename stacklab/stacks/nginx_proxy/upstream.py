@@ -9,7 +9,7 @@ from collections import Counter
 from pathlib import Path
 
 from ...errors import StackError
-from ...net import Endpoint
+from ...host.net import Endpoint
 from ..weights import weights_for
 from .knobs import MAX_WEIGHT
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import json
 
-from ...net import Endpoint
-from ...verify import Status, Verdict, fetch
+from ...host.net import Endpoint
+from ...measure.verify import Status, Verdict, fetch
 from ..base import Capability, Probe
 
 PROBE_PATH = "/_stacklab/probe.pl"

@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ...net import Endpoint
-from ...verify import Status, Verdict, fetch
+from ...host.net import Endpoint
+from ...measure.verify import Status, Verdict, fetch
 from .ini import SESSION_DIRS, knob_values
 from .probe import PROBE_PATH
 

@@ -10,8 +10,8 @@ import signal
 from pathlib import Path
 from typing import Any
 
-from ... import lab
-from ...net import Endpoint, socket_ready
+from ...host import lab
+from ...host.net import Endpoint, socket_ready
 from .. import php
 from ..base import Component, RenderContext, RunningComponent
 from ..php import install, php_env, render_php_config

@@ -7,7 +7,7 @@ from __future__ import annotations
 import socket
 import struct
 
-from ...net import Endpoint, check_reachable
+from ...host.net import Endpoint, check_reachable
 
 VERSION, BEGIN_REQUEST, END_REQUEST, PARAMS, STDIN, STDOUT = 1, 1, 3, 4, 5, 6
 RESPONDER = 1

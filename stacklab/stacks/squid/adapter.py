@@ -12,10 +12,10 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from ... import procs
+from ...host import procs
 from ...errors import StackError
-from ...net import Endpoint
-from ...verify import Verdict, fetch
+from ...host.net import Endpoint
+from ...measure.verify import Verdict, fetch
 from ..base import Component, RenderContext, RunningComponent
 from ..templates import render_template
 from .knobs import KNOBS

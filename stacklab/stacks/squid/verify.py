@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import time
 
-from ...verify import CHECK_PATH, Response, Status, Verdict, fetch
+from ...measure.verify import CHECK_PATH, Response, Status, Verdict, fetch
 from ..base import Component, RunningComponent
 
 NAME = "squid"

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import StackError
-from ...verify import CHECK_PATH, Verdict, fetch
+from ...measure.verify import CHECK_PATH, Verdict, fetch
 from ..base import Component, RenderContext, RunningComponent
 from ..templates import render_template
 from .knobs import KNOBS

@@ -14,7 +14,7 @@ import uuid
 from email.utils import parsedate_to_datetime
 from typing import Any
 
-from ...verify import Response, Status, Verdict, fetch
+from ...measure.verify import Response, Status, Verdict, fetch
 from ..base import Component, RunningComponent
 
 VERIFY_PREFIX = "/_varnish-verify/"

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import StackError
-from ...verify import CHECK_PATH, Verdict, check_gzip, check_keepalive
+from ...measure.verify import CHECK_PATH, Verdict, check_gzip, check_keepalive
 from ..base import Component, RenderContext, RunningComponent
 from ..templates import render_template
 from .knobs import KNOBS

@@ -30,13 +30,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import procs
-from .errors import UnsafePathError
+from ..errors import UnsafePathError
 # Held by drive.py around the engine's start, below this module; read as lab.<name> too.
 from .interrupts import interrupt, interrupts_held  # noqa: F401 (interrupts_held re-exported)
 # What a lab root may not hold: one list for the server configs and the filesystem layer
 # (fscheck refuses the same characters when it mounts), so a root accepted here is never
 # refused when the session closes. Templates quote paths; this refuses them early.
-from .netlab.fscheck import UNSAFE, unsafe_char  # noqa: F401 (UNSAFE re-exported)
+from ..netlab.fscheck import UNSAFE, unsafe_char  # noqa: F401 (UNSAFE re-exported)
 
 LOCK = "lock"
 SUN_PATH_MAX = 107          # bytes of a unix socket's path (sun_path, less its NUL)
@@ -464,7 +464,7 @@ def _stop_recorded(directory: Path) -> None:
     """Stop the servers recorded under a session left behind, then remove the lab layers
     it recorded: network namespaces, filesystems and cgroups (the servers first: their
     sockets, open files and pids are there)."""
-    from .netlab import cgroups, fs, net
+    from ..netlab import cgroups, fs, net
     for pgids in directory.rglob(procs.PGIDS_FILE):
         procs.cleanup_leftovers(pgids.parent)
     net.cleanup_stale(directory)

@@ -9,7 +9,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Callable
 
-from . import lab
+from ..host import lab
 
 KEPT_LOG_LINES = 200
 # Logs are kept only while this much stays free beside the database for the run's row

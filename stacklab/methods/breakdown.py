@@ -55,25 +55,26 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable
 
-from . import __version__, lab
-from .analyze import Estimate
-from .drive import LoadPlan, LoadReport, engine_version, run_load
-from .env import Environment
-from .errors import StacklabError, UsageError
-from .hostinfo import host_facts
-from .layers import Composition, Place
-from .netlab.layers import NetworkLayer
-from .plan import Plan, PlannedRun, Trial, effective_knobs, fixed_conflict
-from .validate import Field, check_installed, validate_plan
-from .stack import RunningStack, Site, StackLayer
-from .stacks import COMPONENTS, REGISTRY, STACKS
-from .stacks.base import versions_of
-from .stacks.tls import make_certificate
-from .stats import merged_percentiles
-from .store import BreakdownRecord, Store
-from .systune import CpuAwake
-from .verify import connection, request
-from .workloads import WORKLOADS, Deployed, deploy
+from .. import __version__
+from ..host import lab
+from ..analysis.analyze import Estimate
+from ..measure.drive import LoadPlan, LoadReport, engine_version, run_load
+from ..env import Environment
+from ..errors import StacklabError, UsageError
+from ..host.hostinfo import host_facts
+from ..run.layers import Composition, Place
+from ..netlab.layers import NetworkLayer
+from ..experiment.plan import Plan, PlannedRun, Trial, effective_knobs, fixed_conflict
+from ..run.validate import Field, check_installed, validate_plan
+from ..run.stack import RunningStack, Site, StackLayer
+from ..stacks import COMPONENTS, REGISTRY, STACKS
+from ..stacks.base import versions_of
+from ..stacks.tls import make_certificate
+from ..analysis.stats import merged_percentiles
+from ..store import BreakdownRecord, Store
+from ..host.systune import CpuAwake
+from ..measure.verify import connection, request
+from ..workloads import WORKLOADS, Deployed, deploy
 
 SCHEMA_VERSION = 3
 SUMMARY_VERSION = 1     # series_summary's document (schemas/breakdown.schema.json)

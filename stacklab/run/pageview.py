@@ -41,10 +41,10 @@ from cachecontrol import CacheControlAdapter
 from urllib3.connection import HTTPConnection, HTTPSConnection
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 
-from .netlab.thread import in_netns
+from ..netlab.thread import in_netns
 
 if TYPE_CHECKING:
-    from .workloads import Deployed
+    from ..workloads import Deployed
 
 PAGE_SUFFIXES = (".html", ".htm")
 MAX_REDIRECTS = 5
@@ -262,7 +262,7 @@ def page_views(base_url: str, page: str, timeout_s: float = 5.0) -> PageViews:
 
 @dataclass(eq=False)
 class PageViewLayer:
-    """A page's first and repeat view (page_views) as a layer of a run (stacklab.layers),
+    """A page's first and repeat view (page_views) as a layer of a run (stacklab.run.layers),
     inside the measurement: taken when entered, after the measured window, from where the
     engine runs (`netns`, read then, as are the stack's `base_url` and the `deployed`
     workload). None: the workload has no page with subresources, and the record says

@@ -7,14 +7,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Iterable, Literal, Protocol
 
-from .drive import engine_path
-from .errors import SpecError, StacklabError
+from ..measure.drive import engine_path
+from ..errors import SpecError, StacklabError
 from .layers import problems
-from .netlab.layers import fs_problem  # noqa: F401  (imported from here before)
-from .plan import Plan, Trial, effective_knobs
-from .procs import connections_problem
-from .spec import ExperimentSpec
-from .workloads import WORKLOADS
+from ..netlab.layers import fs_problem  # noqa: F401  (imported from here before)
+from ..experiment.plan import Plan, Trial, effective_knobs
+from ..host.procs import connections_problem
+from ..experiment.spec import ExperimentSpec
+from ..workloads import WORKLOADS
 
 # What a trial's problem is about: its workload, its concurrency, or a component's knobs.
 Field = Literal["workload", "concurrency", "component"]
@@ -52,7 +52,7 @@ def validate_plan(plan: Plan, origin: Origin) -> None:
     runner.plan_rules)."""
     from .runner import plan_rules
     from .stack import StackLayer
-    from .stacks import REGISTRY, STACKS, needs_problem
+    from ..stacks import REGISTRY, STACKS, needs_problem
     for trial in plan.trials:
         stack = STACKS[trial.stack]
         if problem := needs_problem(trial.stack, WORKLOADS[trial.workload].needs):
@@ -69,7 +69,7 @@ def validate_plan(plan: Plan, origin: Origin) -> None:
 def check_installed(components: Iterable[str], engine: bool) -> None:
     """What a command is about to start is on this machine: each component's binary (the
     error names its apt package) and, for a command that drives load, the engine."""
-    from .stacks import COMPONENTS
+    from ..stacks import COMPONENTS
     for name in components:
         comp = COMPONENTS[name]
         if not comp.installed():

@@ -13,10 +13,10 @@ from typing import Any, Literal, Protocol
 from pydantic import (BaseModel, ConfigDict, Field, ValidationError, ValidationInfo,
                       field_validator)
 
-from .errors import SpecError, plain_text
-from .gate import KEYS as GATE_KEYS, Gate, parse_limit
-from .knobs import ItemError, KnobRegistry
-from .workloads import canonical
+from ..errors import SpecError, plain_text
+from ..analysis.gate import KEYS as GATE_KEYS, Gate, parse_limit
+from ..knobs import ItemError, KnobRegistry
+from ..workloads import canonical
 
 AXES = ("stack", "workload", "concurrency")
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")

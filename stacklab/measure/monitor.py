@@ -31,7 +31,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from .procs import group_members, proc_stat
+from ..host.procs import group_members, proc_stat
 
 TICKS = os.sysconf("SC_CLK_TCK")
 PAGE_MIB = os.sysconf("SC_PAGE_SIZE") / (1 << 20)

@@ -23,8 +23,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .stacks import COMPONENTS, StackDef
-from .verify import Status, Verdict
+from ..stacks import COMPONENTS, StackDef
+from ..measure.verify import Status, Verdict
 
 STRAY_HITS = 0.01       # a hit ratio this low is no caching (and, where nothing may be
                         # cached, counters' noise: a revalidation counted as a hit)

@@ -7,7 +7,7 @@ import platform
 import subprocess
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]      # stacklab/host/hostinfo.py -> the repository
 
 
 # The Python libraries whose code computes what is stored and reported: statistics,

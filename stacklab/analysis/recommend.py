@@ -13,9 +13,9 @@ from typing import Any
 
 from .analyze import (Bound, Decision, ExperimentView, MetricComparison, TrialSummary,
                       compare_trials)
-from .knobs import KnobRegistry
-from .plan import Trial, effective_knobs, lab_condition
-from .stacks import REGISTRY, STACKS
+from ..knobs import KnobRegistry
+from ..experiment.plan import Trial, effective_knobs, lab_condition
+from ..stacks import REGISTRY, STACKS
 from .stats import Comparison
 
 # recommend --json (report/schemas/recommend.schema.json). 2: conditions apart; each

@@ -12,13 +12,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .errors import EngineError
-from .knobs import Knob
-from .interrupts import interrupts_held
-from .placement import pin
+from ..errors import EngineError
+from ..knobs import Knob
+from ..host.interrupts import interrupts_held
+from ..host.placement import pin
 
 ENGINE_NAME = "stacklab-load"
-REPO_ENGINE = Path(__file__).resolve().parent.parent / "engine/target/release" / ENGINE_NAME
+REPO_ENGINE = Path(__file__).resolve().parents[2] / "engine/target/release" / ENGINE_NAME
 ENGINE_VARIABLE = "STACKLAB_ENGINE"   # another engine: for tests and tools (engine_path)
 # Report versions this side reads: the engine prints 2; stored runs hold 1. Keys new in 2
 # (connections, in_flight, ended_early, timeseries width_s) are read with .get.

@@ -17,8 +17,8 @@ import os
 import time
 from dataclasses import dataclass
 
-from .flags import HOST_BUSY_CORE_SHARE
-from .monitor import host_cpu, host_io_stall_us
+from ..analysis.flags import HOST_BUSY_CORE_SHARE
+from ..measure.monitor import host_cpu, host_io_stall_us
 
 SETTLE_MAX_S = 30.0         # the longest a run waits for the disk
 SETTLE_SPELL_S = 0.2        # a spell with no task waiting for I/O…

@@ -12,14 +12,14 @@ from functools import partial
 from pathlib import Path
 from typing import Callable
 
-from .drive import LoadPlan, LoadReport, run_load
+from ..measure.drive import LoadPlan, LoadReport, run_load
 from .layercheck import layer_figures
-from .monitor import Monitor
-from .netlab.thread import in_netns
+from ..measure.monitor import Monitor
+from ..netlab.thread import in_netns
 from .stack import RunningStack, counters_delta, stack_counters
-from .stacks import COMPONENTS
-from .stacks.base import Component
-from .store import Outcome
+from ..stacks import COMPONENTS
+from ..stacks.base import Component
+from ..store import Outcome
 
 
 def measure(plan: LoadPlan, running: RunningStack, knobs: dict[str, dict],

@@ -17,14 +17,14 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from . import lab
-from .errors import StackError, StacklabError, VerificationFailed
-from .net import Endpoint, free_port
-from .stacks import COMPONENTS, StackDef
-from .stacks.base import Capability, RenderContext, RunningComponent, Upstream
-from .stacks.limits import verify_limits
-from .verify import Status, Verdict, check_content
-from .workloads import Deployed, place
+from ..host import lab
+from ..errors import StackError, StacklabError, VerificationFailed
+from ..host.net import Endpoint, free_port
+from ..stacks import COMPONENTS, StackDef
+from ..stacks.base import Capability, RenderContext, RunningComponent, Upstream
+from ..stacks.limits import verify_limits
+from ..measure.verify import Status, Verdict, check_content
+from ..workloads import Deployed, place
 
 HOST = "127.0.0.1"
 
@@ -236,7 +236,7 @@ def lifecycle(running: RunningStack, knobs: dict[str, dict[str, Any]], deployed:
 
 @dataclass(eq=False)
 class StackLayer:
-    """The stack's lifecycle as a layer of a run (stacklab.layers): started into
+    """The stack's lifecycle as a layer of a run (stacklab.run.layers): started into
     `running`, ready and verified when entered (a FAIL among its own verdicts raises
     there, as lifecycle says), always stopped when left. What it runs on is read from
     the layers outside it when it is entered: `deployed` (the docroot, on the run's

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
-from .errors import VerificationFailed
-from .verify import Status, Verdict
+from ..errors import VerificationFailed
+from ..measure.verify import Status, Verdict
 
 
 @dataclass(frozen=True)

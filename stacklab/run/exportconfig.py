@@ -6,9 +6,9 @@ import json
 import re
 from pathlib import Path
 
-from . import lab
-from .errors import StacklabError, UnsafePathError, control_character
-from .store import RunRecord
+from ..host import lab
+from ..errors import StacklabError, UnsafePathError, control_character
+from ..store import RunRecord
 
 # A lab session directory, wherever the temp dir is: <tmp>/stacklab-<uid>/s-<pid>-<hex>,
 # matched by the lab's own names for them (lab.py makes them from the same templates).

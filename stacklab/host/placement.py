@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 from typing import Callable
 
-from .knobs import Knob
+from ..knobs import Knob
 
 
 def parse_cpus(text: str) -> frozenset[int]:

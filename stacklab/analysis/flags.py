@@ -54,9 +54,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .drive import LoadReport
+from ..measure.drive import LoadReport
 from .stats import tail_time_share
-from .store.records import Resources
+from ..store.records import Resources
 
 GENERATOR_BOUND_SHARE = 0.9
 RATE_KEPT_SHARE = 0.9

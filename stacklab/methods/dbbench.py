@@ -36,25 +36,26 @@ import time
 from dataclasses import dataclass, replace
 from typing import Any, Callable
 
-from . import __version__, lab
+from .. import __version__
+from ..host import lab
 from .breakdown import estimate_doc
-from .env import Environment
-from .errors import SpecError, StackError, StacklabError
-from .hostinfo import host_facts
-from .layers import Composition
-from .plan import Plan, effective_knobs
-from .validate import check_installed
-from .spec import ExperimentSpec
-from .analyze import decide
-from .stats import compare
-from .stack import RunningStack, StackLayer
-from .stacks import COMPONENTS, REGISTRY, STACKS, StackDef
-from .stacks.base import RunningComponent, SqlClient
-from .store import DbBenchRecord, Store
-from .systune import CpuAwake
-from .verify import Status, Verdict
-from .workloads import WORKLOADS, Deployed, app
-from .workloads.appdata import AppDatabase
+from ..env import Environment
+from ..errors import SpecError, StackError, StacklabError
+from ..host.hostinfo import host_facts
+from ..run.layers import Composition
+from ..experiment.plan import Plan, effective_knobs
+from ..run.validate import check_installed
+from ..experiment.spec import ExperimentSpec
+from ..analysis.analyze import decide
+from ..analysis.stats import compare
+from ..run.stack import RunningStack, StackLayer
+from ..stacks import COMPONENTS, REGISTRY, STACKS, StackDef
+from ..stacks.base import RunningComponent, SqlClient
+from ..store import DbBenchRecord, Store
+from ..host.systune import CpuAwake
+from ..measure.verify import Status, Verdict
+from ..workloads import WORKLOADS, Deployed, app
+from ..workloads.appdata import AppDatabase
 
 SCHEMA_VERSION = 2
 SUMMARY_VERSION = 2     # series_summary's document (schemas/dbbench.schema.json)

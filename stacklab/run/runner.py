@@ -23,37 +23,38 @@ from functools import partial
 from pathlib import Path
 from typing import Callable, Iterator, Protocol, TypeVar
 
-from . import __version__, lab
-from .analyze import Estimate, disturbed, pooled
-from .drive import LoadPlan, LoadReport, engine_version
-from .env import Environment
-from .errors import (EngineError, Interrupted, LabError, NotFound, StackError, StoreError,
+from .. import __version__
+from ..host import lab
+from ..analysis.analyze import Estimate, disturbed, pooled
+from ..measure.drive import LoadPlan, LoadReport, engine_version
+from ..env import Environment
+from ..errors import (EngineError, Interrupted, LabError, NotFound, StackError, StoreError,
                      VerificationFailed)
-from .flags import DISTURBED, flag_names
-from .hostinfo import git_commit, host_facts
+from ..analysis.flags import DISTURBED, flag_names
+from ..host.hostinfo import git_commit, host_facts
 from .keep import keep_logs, kept_dir
-from .knobs import KnobRegistry, setting_differences
+from ..knobs import KnobRegistry, setting_differences
 from .layercheck import layer_verdicts
 from .layers import Composition, Layer, Place, failed, kinds, makes
 from .measurement import load_outcome, measure
-from .netlab.cgroups import CgroupError
-from .netlab.fs import FilesystemUnavailable, MountError, fs_type_of
-from .netlab.layers import (PLAN_ORDER, ColdCacheLayer, FilesystemLayer, MachineLayer,
+from ..netlab.cgroups import CgroupError
+from ..netlab.fs import FilesystemUnavailable, MountError, fs_type_of
+from ..netlab.layers import (PLAN_ORDER, ColdCacheLayer, FilesystemLayer, MachineLayer,
                              NetworkLayer)
-from .netlab.net import NetlabError
-from .placement import parse_cpus
-from .plan import Plan, PlannedRun, Trial, effective_knobs
+from ..netlab.net import NetlabError
+from ..host.placement import parse_cpus
+from ..experiment.plan import Plan, PlannedRun, Trial, effective_knobs
 from .quiet import settle, wait_quiet
-from .spec import ExperimentSpec
+from ..experiment.spec import ExperimentSpec
 from .stack import RunningStack, Site, StackLayer
-from .stacks import COMPONENTS, STACKS
-from .stacks.base import RunningComponent, versions_of
-from .stacks.tls import make_certificate
-from .store import Outcome, RunRecord, Store
-from .store.records import Resources
-from .systune import CpuAwake
-from .verify import RequestChecks, Verdict
-from .workloads import Deployed, deploy
+from ..stacks import COMPONENTS, STACKS
+from ..stacks.base import RunningComponent, versions_of
+from ..stacks.tls import make_certificate
+from ..store import Outcome, RunRecord, Store
+from ..store.records import Resources
+from ..host.systune import CpuAwake
+from ..measure.verify import RequestChecks, Verdict
+from ..workloads import Deployed, deploy
 
 # A run needs room in the lab directory for its servers' logs: on a full filesystem they
 # are cut silently (an access log stops growing; the error log saying so is cut too).

@@ -10,10 +10,10 @@ import math
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from .analyze import ExperimentView, TrialSummary, bound, decide, reach
-from .knobs import KnobRegistry
-from .plan import lab_condition
-from .stats import Comparison, compare
+from ..analysis.analyze import ExperimentView, TrialSummary, bound, decide, reach
+from ..knobs import KnobRegistry
+from ..experiment.plan import lab_condition
+from ..analysis.stats import Comparison, compare
 
 # 2^k trials measure every subset of k winners; past 4 (16 trials) the weakest are left
 # out, and the report says which.

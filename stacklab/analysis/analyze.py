@@ -15,8 +15,8 @@ from .flags import (BOUNDING, DISTURBED, INVALIDATING, LATENCY_DISTORTING, distu
                     dispersion, run_flags)
 from .stats import (Comparison, compare, median, median_ci, median_ci_level,
                     merged_percentiles)
-from .store import ExperimentStatus, Outcome, RunRecord, Store
-from .verify import Verdict
+from ..store import ExperimentStatus, Outcome, RunRecord, Store
+from ..measure.verify import Verdict
 
 
 @dataclass(frozen=True)

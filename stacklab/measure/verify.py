@@ -15,7 +15,7 @@ from email.utils import parsedate_to_datetime
 from enum import StrEnum
 
 from .drive import CONDITIONAL_HEADERS, MAX_HEADER_CHARS, parse_header
-from .net import Endpoint, check_reachable
+from ..host.net import Endpoint, check_reachable
 
 
 # Every docroot has this small HTML file: the static URL knob checks (gzip, keep-alive) use.
@@ -296,7 +296,7 @@ def verify_requests(front: Endpoint, paths: Iterable[str], load: dict) -> Reques
 @dataclass(eq=False)
 class RequestChecks:
     """The checks of what the load will ask (verify_requests) as a layer of a run
-    (stacklab.layers), entered once the stack is up: `front` and `paths` are read then
+    (stacklab.run.layers), entered once the stack is up: `front` and `paths` are read then
     (the stack's front, the workload's URLs); `requests` holds the headers the load then
     sends. A FAIL is an invalid run, as the stack's own are."""
 

@@ -19,9 +19,9 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Protocol
 
-from .drive import conditional_conflict
-from .errors import SpecError
-from .knobs import KnobRegistry
+from ..measure.drive import conditional_conflict
+from ..errors import SpecError
+from ..knobs import KnobRegistry
 from .spec import ExperimentSpec
 
 # Knob owners that apply to every trial, whatever its stack: the load engine, the
@@ -356,5 +356,5 @@ def where(spec: ExperimentSpec, key: str) -> str:
 
 
 def _lab() -> tuple[KnobRegistry, dict[str, InertRule]]:
-    from .stacks import COMPONENTS, REGISTRY
+    from ..stacks import COMPONENTS, REGISTRY
     return REGISTRY, {name: c.inert for name, c in COMPONENTS.items()}

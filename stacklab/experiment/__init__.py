@@ -1,0 +1,2 @@
+"""What an experiment asks: the experiment file read as a spec, expanded into a plan of
+trials."""
