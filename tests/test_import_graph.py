@@ -19,9 +19,39 @@ PACKAGE = ROOT / "stacklab"
 
 # The layers below the run: each imports nothing from the modules that run an
 # experiment, hold the lab directory, parse the command line or write reports.
-LOWER = ("stacklab.measure.drive", "stacklab.analysis.stats", "stacklab.errors", "stacklab.netlab")
+LOWER = ("stacklab.measure.drive", "stacklab.analysis.stats", "stacklab.errors",
+         "stacklab.netlab")
 HIGHER = ("stacklab.run.runner", "stacklab.host.lab", "stacklab.cli", "stacklab.commands",
           "stacklab.report")
+
+# The package root holds the entry point and what every role shares; every other module
+# lives in the directory of its role, so a new module picks one.
+ROOT_MODULES = {"stacklab", "stacklab.cli", "stacklab.env", "stacklab.errors",
+                "stacklab.inventory", "stacklab.knobs"}
+# Each role's directory and the roles it never imports. The machine (host/) and the
+# instruments (measure/) know no experiment, run, result or component; the store, the
+# analysis and the experiment know no run; the run knows none of S1's methods; the
+# methods, the studies and the reports know no command; nothing imports the command line.
+ABOVE_ALL = ("stacklab.commands", "stacklab.cli")
+SHOWN = ("stacklab.methods", "stacklab.studies", "stacklab.report") + ABOVE_ALL
+NEVER = {
+    "stacklab.host": ("stacklab.measure", "stacklab.stacks", "stacklab.workloads",
+                      "stacklab.experiment", "stacklab.store", "stacklab.analysis",
+                      "stacklab.run", "stacklab.env", "stacklab.inventory") + SHOWN,
+    "stacklab.measure": ("stacklab.stacks", "stacklab.workloads", "stacklab.experiment",
+                         "stacklab.store", "stacklab.analysis", "stacklab.run",
+                         "stacklab.env", "stacklab.inventory") + SHOWN,
+    "stacklab.store": ("stacklab.experiment", "stacklab.analysis", "stacklab.run",
+                       "stacklab.env") + SHOWN,
+    "stacklab.analysis": ("stacklab.run", "stacklab.env") + SHOWN,
+    "stacklab.experiment": ("stacklab.store", "stacklab.run", "stacklab.env") + SHOWN,
+    "stacklab.run": SHOWN,
+    "stacklab.methods": ("stacklab.studies", "stacklab.report") + ABOVE_ALL,
+    "stacklab.report": ("stacklab.run", "stacklab.methods", "stacklab.studies",
+                        "stacklab.env") + ABOVE_ALL,
+    "stacklab.studies": ABOVE_ALL,
+    "stacklab.commands": ("stacklab.cli",),
+}
 
 
 def module_name(path: Path) -> str:
@@ -148,3 +178,29 @@ def test_no_lower_layer_imports_a_higher_one():
     back = sorted(f"{name} -> {target}" for name, targets in graph().items()
                   if within(name, LOWER) for target in targets if within(target, HIGHER))
     assert back == []
+
+
+def test_the_root_holds_only_the_entry_point_and_what_every_role_shares():
+    """Every other module lives in its role's directory (host/, measure/, experiment/,
+    run/, analysis/, methods/ …): a module added at the root is found here."""
+    found = {name for name in modules() if name.count(".") <= 1
+             and not (PACKAGE / name.removeprefix("stacklab.")).is_dir()}
+    assert found == ROOT_MODULES
+
+
+def test_no_role_imports_one_above_it():
+    """The roles' directories import one way, module by module, functions included:
+    NEVER says, for each role, the roles it never imports."""
+    edges = graph()
+    back = sorted(f"{name} -> {target}" for role, above in NEVER.items()
+                  for name, targets in edges.items() if within(name, (role,))
+                  for target in targets if within(target, above))
+    assert back == []
+
+
+def test_the_rule_of_roles_names_only_what_is_there():
+    """A role renamed or removed leaves no stale name in NEVER, which would make its
+    rule pass vacuously."""
+    names = set(modules())
+    named = set(NEVER) | {p for above in NEVER.values() for p in above}
+    assert sorted(p for p in named if p not in names) == []
