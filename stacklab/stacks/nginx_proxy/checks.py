@@ -19,7 +19,9 @@ DYNAMIC = (".php", ".pl")    # what static=files passes to the backends
 SPREAD_ROUNDS = 20           # requests per unit of weight in the spread check
 # Of each backend's expected share (at least one request). least_conn counts a backend
 # busy until its connection is released, which may come after the client has its answer:
-# on sequential requests it strays from the weights (22, 38, 20 for 20, 40, 20 seen).
+# on sequential requests it strays from the weights towards an even spread (22, 38, 20
+# and, in 1 of 20 quiet runs, 26, 29, 25 for 20, 40, 20): a backend's share may lie
+# anywhere from its weighted to its even share, each widened by the tolerance.
 SPREAD_TOLERANCE = {"round_robin": 0.10, "least_conn": 0.20}
 SETTLE_S = 3.0               # longest wait for a check's requests to reach the log
 QUIET_S = 0.1                # the log is caught up when it stays the same this long
@@ -37,7 +39,8 @@ def verify_proxy(started: RunningComponent, read: Read) -> list[Verdict]:
     passed = (first_file(docroot, _dynamic) if files else
               first_file(docroot, _static) or first_file(docroot, _dynamic))
     verdicts = [check_passed(name, read, ep, CHECK_PATH, "stacklab paths passed"),
-                check_spread(name, read, ep, weights, SPREAD_TOLERANCE[k["balance"]]),
+                check_spread(name, read, ep, weights, SPREAD_TOLERANCE[k["balance"]],
+                             towards_even=k["balance"] == "least_conn"),
                 check_keepalive(name, ep, CHECK_PATH, k["keepalive_timeout"] > 0)]
     if passed is None:
         verdicts.append(Verdict(name, "cache" if k["cache"] else "pass-through", Status.WARN,
@@ -190,19 +193,35 @@ def check_static(name: str, read: Read, ep, docroot: Path, path: str | None) -> 
                    f"{sent - 1:g} sent to a backend", data)
 
 
-def check_spread(name: str, read: Read, ep, weights: list[int], tolerance: float) -> Verdict:
+def spread_fits(got: list[float], weights: list[int], tolerance: float,
+                towards_even: bool = False) -> bool:
+    """Each backend's count within `tolerance` (at least one request) of its weighted
+    share, or, `towards_even`, of anything from its weighted to its even share."""
+    total, n = sum(got), len(weights)
+    for g, w in zip(got, weights):
+        weighted = total * w / sum(weights)
+        low, high = sorted((weighted, total / n if towards_even else weighted))
+        if not low - max(1.0, tolerance * low) <= g <= high + max(1.0, tolerance * high):
+            return False
+    return True
+
+
+def check_spread(name: str, read: Read, ep, weights: list[int], tolerance: float,
+                 towards_even: bool = False) -> Verdict:
     """SPREAD_ROUNDS requests per unit of weight of /_stacklab/ (never cached): each
-    backend gets its weighted share within `tolerance` of it."""
+    backend gets its weighted share within `tolerance` of it — or, `towards_even`
+    (least_conn), anything from its weighted to its even share, within `tolerance`."""
     total = SPREAD_ROUNDS * sum(weights)
     before = _baseline(read)
     for _ in range(total):
         fetch(ep, CHECK_PATH)
     got = _sent(before, _settled(read, before, total))
     want = [total * w / sum(weights) for w in weights]
-    ok = sum(got) == total and all(abs(g - w) <= max(1.0, tolerance * w)
-                                   for g, w in zip(got, want))
+    ok = sum(got) == total and spread_fits(got, weights, tolerance, towards_even)
     check = "spread" if len(weights) > 1 else "backend counted"
     data = {"requests": total, "weights": weights, "sent": got, "expected": want}
     return Verdict(name, check, Status.PASS if ok else Status.FAIL,
                    f"{total} requests: backends got {', '.join(f'{g:g}' for g in got)} for "
-                   f"weights {', '.join(map(str, weights))} (±{tolerance:.0%})", data)
+                   f"weights {', '.join(map(str, weights))} (±{tolerance:.0%}"
+                   f"{', or towards an even spread: least_conn' if towards_even else ''})",
+                   data)
