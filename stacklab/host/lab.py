@@ -36,7 +36,7 @@ from .interrupts import interrupt, interrupts_held  # noqa: F401 (interrupts_hel
 # What a lab root may not hold: one list for the server configs and the filesystem layer
 # (fscheck refuses the same characters when it mounts), so a root accepted here is never
 # refused when the session closes. Templates quote paths; this refuses them early.
-from ..netlab.fscheck import UNSAFE, unsafe_char  # noqa: F401 (UNSAFE re-exported)
+from ..netlab.fscheck import unsafe_char
 
 LOCK = "lock"
 SUN_PATH_MAX = 107          # bytes of a unix socket's path (sun_path, less its NUL)

@@ -305,7 +305,7 @@ class RequestChecks:
     load: dict
     name = "load"
     waits = False
-    requests: Requests = field(default_factory=lambda: Requests())
+    requests: Requests = field(default_factory=Requests)
 
     @classmethod
     def problem(cls, knobs: dict[str, dict]) -> str | None:

@@ -53,6 +53,7 @@ def validate_plan(plan: Plan, origin: Origin) -> None:
     from .runner import plan_rules
     from .stack import StackLayer
     from ..stacks import REGISTRY, STACKS, needs_problem
+    rules = plan_rules()          # which layers have a rule: the same for every trial
     for trial in plan.trials:
         stack = STACKS[trial.stack]
         if problem := needs_problem(trial.stack, WORKLOADS[trial.workload].needs):
@@ -62,7 +63,7 @@ def validate_plan(plan: Plan, origin: Origin) -> None:
         knobs = effective_knobs(REGISTRY, stack, trial)
         if found := StackLayer.refusal(stack, knobs):
             raise origin.refuse(trial, "component", *found)
-        if found := problems(plan_rules(), knobs):
+        if found := problems(rules, knobs):
             raise origin.refuse(trial, "component", *found)
 
 

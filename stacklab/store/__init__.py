@@ -274,8 +274,6 @@ class Store:
         self.check_not_frozen(f"run {r.trial_id} #{r.repetition} of experiment "
                               f"{r.experiment_id} not stored; {kept}")
         if (gone := self._moved()) is not None:
-            kept = (f"it is kept in {journal}" if journal
-                    else "and it could not be journaled either: it is lost")
             raise StoreError(f"{self.path}: {gone} while the experiment ran: run "
                              f"{r.trial_id} #{r.repetition} of experiment {r.experiment_id} "
                              f"not stored (nothing would find it); {kept}")

@@ -126,17 +126,18 @@ class Apache(Component):
 
     def render(self, ctx: RenderContext, knobs: dict[str, Any]) -> dict[str, str]:
         ctx.run_dir.chmod(0o755)
+        sockets = self._sockets(ctx, knobs)
         files = {"httpd.conf": render_template(HERE / "httpd.conf.j2", ctx, knobs,
                                                modules=MODULES,
                                                load_modules=self.modules(knobs),
                                                start_servers=start_servers(knobs),
                                                php_module=php_install.APACHE_MODULE,
                                                php_cgi=php_install.CGI_BINARY,
-                                               **self._sockets(ctx, knobs))}
+                                               **sockets)}
         if knobs["php_handler"] != "none":
             files.update(render_php_config(ctx.run_dir, ctx.groups["php"], ctx.upstreams))
         if knobs["php_handler"] == "fcgid":
-            ipc = self._sockets(ctx, knobs)["fcgid_dir"]   # bound by the server user
+            ipc = sockets["fcgid_dir"]                     # bound by the server user
             ipc.mkdir(exist_ok=True)
             if ctx.user:
                 shutil.chown(ipc, ctx.user, ctx.group)
