@@ -14,7 +14,7 @@ from stacklab.errors import SpecError
 from stacklab.studies.findings import (CONDITIONS, FINDINGS, NOT_RESULTS, REASONS, REFERENCE,
                                        STUDY_IDS, Study, load_study, missing_figures,
                                        result_numbers, seeds_bullets, seeds_text,
-                                       unquoted_figures)
+                                       unfound_quotes, unquoted_figures)
 
 # The full texts are not in the repository (their prose does not carry over): the checks
 # against them run where shared/reference lies beside the clone, and say so otherwise.
@@ -117,8 +117,34 @@ def test_every_figure_is_quoted_from_its_bullet(study, seeds):
 def test_seeds_prefix_starts_a_bullet_of_the_study(study, seeds):
     bullets = [b for b, _ in seeds_bullets(seeds, study.id)]
     assert bullets, f"no section {study.id} in SEEDS.md"
-    wrong = [f.id for f in study.findings if not any(b.startswith(f.seeds) for b in bullets)]
+    wrong = [f.id for f in study.findings
+             if not f.quote and not any(b.startswith(f.seeds) for b in bullets)]
     assert wrong == []
+
+
+@needs_sources
+def test_quotes_occur_word_for_word_in_the_source(study):
+    """A finding for a result the digest leaves out quotes the full text instead: its
+    words must be the study's own (whitespace aside)."""
+    assert unfound_quotes(study, (REFERENCE / study.source).read_text(encoding="utf-8")) == []
+
+
+def test_a_quote_stands_for_the_bullet_and_its_figures_come_from_it(tmp_path, seeds):
+    """With a quote, the figures are checked against it (a typed figure is still seen),
+    the digest's bullet is not needed, and a quote not in the text is reported."""
+    text = (FINDINGS / "s4.toml").read_text(encoding="utf-8")
+    text += ('\n[[finding]]\nid = "peak-mbps"\ntitle = "Peak"\nsection = "x"\n'
+             'quote = "606 MB/s at -c 8"\n'
+             'figures = [ { value = 606, unit = "MB/s", what = "peak" },'
+             ' { value = 7, unit = "x", what = "typed" } ]\n'
+             'claim = { metric = "mbps", a = "a", b = "b", direction = "b>a" }\n')
+    (tmp_path / "s4.toml").write_text(text, encoding="utf-8")
+    study = load_study("S4", tmp_path)
+    assert unquoted_figures(study, seeds) == ["peak-mbps: 7 x (typed) is not in its quote"]
+    assert missing_figures(study, seeds) == []
+    assert unfound_quotes(study, "a talk with 606 MB/s at -c 8 in it") == []
+    assert unfound_quotes(study, "another talk") == [
+        f"peak-mbps: quote '606 MB/s at -c 8' is not in {study.source}"]
 
 
 @needs_sources

@@ -38,7 +38,11 @@ REFERENCE = Path(__file__).resolve().parents[3] / "shared" / "reference"
 # The digest, copied into the package so a clone or an install has it (the full texts
 # stay in shared/reference: the studies' prose does not carry over).
 DIGEST = Path(__file__).parent / "SEEDS.md"
-REASONS = ("kernel-feature", "software-gone", "compiler-flags", "real-server")
+# Why a result cannot be measured here: the kernel lacks a feature, the software is gone,
+# no sources to rebuild with, the study's own machines or site, an operating system other
+# than Linux, or a stack shape the grammar cannot build yet (say which in the detail).
+REASONS = ("kernel-feature", "software-gone", "compiler-flags", "real-server", "other-os",
+           "stack-shape")
 DIRECTIONS = ("b>a", "b<a", "b=a")
 KEBAB = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
 
@@ -124,6 +128,14 @@ class Finding:
     figures: tuple[Figure, ...]
     claim: Claim
     not_expressible: NotExpressible | None = None
+    # Words of the study's full text (in `section`) that give the figures, for a result
+    # the digest leaves out: the figures are then checked against these words, and the
+    # words against the full text (unfound_quotes), instead of against a digest bullet.
+    quote: str = ""
+    # Why the claim holds by construction (a 304 verified before measuring, a page and
+    # its minified copy): shown as a demonstration and counted apart from the findings
+    # that could have failed.
+    demonstration: str = ""
 
 
 @dataclass(frozen=True)
@@ -265,8 +277,11 @@ def _finding(t: _Table) -> Finding:
     if ne is not None:
         gone = NotExpressible(ne.choice("reason", REASONS), ne.text("detail"))
         ne.done()
-    finding = Finding(fid, t.text("title"), t.text("section"), " ".join(t.text("seeds").split()),
-                      tuple(figures), claim, gone)
+    quote = " ".join(t.text("quote", empty=True).split()) if "quote" in t.data else ""
+    seeds = " ".join(t.text("seeds").split()) if not quote or "seeds" in t.data else ""
+    demonstration = t.text("demonstration") if "demonstration" in t.data else ""
+    finding = Finding(fid, t.text("title"), t.text("section"), seeds, tuple(figures), claim,
+                      gone, quote, demonstration)
     t.done()
     return finding
 
@@ -336,7 +351,7 @@ def all_numbers(text: str) -> list[float]:
 
 def quoting(study: Study, bullet: str) -> list[Finding]:
     """The findings that quote this bullet: its text starts with their `seeds`."""
-    return [f for f in study.findings if bullet.startswith(f.seeds)]
+    return [f for f in study.findings if f.seeds and bullet.startswith(f.seeds)]
 
 
 def _key(value: float) -> float:
@@ -366,6 +381,11 @@ def unquoted_figures(study: Study, seeds: str) -> list[str]:
     bullets = [b for b, _ in seeds_bullets(seeds, study.id)]
     out = []
     for f in study.findings:
+        if f.quote:
+            values = {_key(v) for v in all_numbers(f.quote)}
+            out += [f"{f.id}: {fig.value:g} {fig.unit} ({fig.what}) is not in its quote"
+                    for fig in f.figures if _key(fig.value) not in values]
+            continue
         mine = [b for b in bullets if b.startswith(f.seeds)]
         if not mine:
             out.append(f"{f.id}: seeds {f.seeds!r} starts no bullet of {study.id} in SEEDS.md")
@@ -374,3 +394,15 @@ def unquoted_figures(study: Study, seeds: str) -> list[str]:
         out += [f"{f.id}: {fig.value:g} {fig.unit} ({fig.what}) is not in its bullet"
                 for fig in f.figures if _key(fig.value) not in values]
     return out
+
+
+def _plain(text: str) -> str:
+    """Text with its whitespace runs made single spaces (a quote spans line breaks)."""
+    return " ".join(text.split())
+
+
+def unfound_quotes(study: Study, source: str) -> list[str]:
+    """Each finding whose quote is not in the study's full text, word for word."""
+    text = _plain(source)
+    return [f"{f.id}: quote {f.quote!r} is not in {study.source}"
+            for f in study.findings if f.quote and f.quote not in text]
