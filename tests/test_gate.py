@@ -17,7 +17,8 @@ from stacklab.cli import cli
 from stacklab.commands import run as running
 from stacklab.env import Environment
 from stacklab.errors import ExitStatus, NothingJudged, SpecError
-from stacklab.analysis.gate import Threshold, baseline_pairs, judge, parse_threshold
+from stacklab.analysis.gate import LIMITED_IS_LOW, VALUES, baseline_pairs, judge
+from stacklab.experiment.gate import METRICS, Threshold, parse_threshold
 from stacklab.experiment.spec import parse_spec
 from stacklab.store import Store
 
@@ -71,6 +72,12 @@ def test_bad_thresholds_say_why(text, fragment):
     with pytest.raises(ValueError, match=fragment):
         parse_threshold(text)
 
+
+
+def test_every_metric_a_threshold_names_can_be_judged():
+    """The spec's metrics (experiment/gate.py) and the judge's readings of a trial
+    (analysis/gate.py) live apart: a metric added to one only is found here."""
+    assert set(VALUES) == set(LIMITED_IS_LOW) == set(METRICS)
 
 def judged(output: str) -> list[str]:
     """The gate's lines about one threshold each (not its result line)."""

@@ -22,7 +22,8 @@ from stacklab.analysis.analyze import REASONS, VERDICTS, compare_trials, load_vi
 from stacklab.cli import main
 from stacklab.env import Environment
 from stacklab.errors import ExitStatus
-from stacklab.analysis.gate import judge, parse_threshold
+from stacklab.analysis.gate import judge
+from stacklab.experiment.gate import parse_threshold
 from stacklab.inventory import Feature, Tool
 from stacklab.analysis.recommend import effects
 from stacklab.stacks import COMPONENTS, REGISTRY, STACKS

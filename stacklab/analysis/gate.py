@@ -18,20 +18,22 @@ inconclusive (ExitStatus.INCONCLUSIVE) unless a threshold failed; strict counts 
 failure (ExitStatus.GATE). A gate that found nothing to judge is an error, never a pass.
 
 Pure functions of stored summaries: `compare --fail-if` and `run` with `[thresholds]`
-both judge here.
+both judge here. The thresholds themselves, as a spec writes them, are the
+experiment's (experiment/gate.py).
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Callable, Sequence
 
+from ..experiment.gate import Threshold
 from .analyze import UNSIZED, Bound, Reach, TrialSummary, bound, reach, reachable
 from .stats import welch_log
 
-# metric -> each run's values of a trial (what the interval is computed from)
-METRICS: dict[str, Callable[[TrialSummary], Sequence[float]]] = {
+# metric (experiment.gate.METRICS) -> each run's values of a trial (what the interval
+# is computed from)
+VALUES: dict[str, Callable[[TrialSummary], Sequence[float]]] = {
     "rps": lambda s: s.rps.values,
     "p50": lambda s: s.latency_runs_us["p50"].values if "p50" in s.latency_runs_us else (),
     "p99": lambda s: s.latency_runs_us["p99"].values if "p99" in s.latency_runs_us else (),
@@ -45,60 +47,6 @@ LIMITED_IS_LOW = {"rps": True, "p50": False, "p99": False, "mbps": True}
 # not sized (analyze.UNSIZED), so a disturbed side leaves p99 inconclusive.
 UNSIZED_METRICS = frozenset({"p99"})
 OUTCOMES = ("pass", "fail", "inconclusive")
-_LIMIT = re.compile(r"^\s*([<>])\s*([+-]?\d+(?:\.\d+)?)\s*%\s*$")
-_THRESHOLD = re.compile(r"^\s*([A-Za-z0-9]+)\s*(.*)$", re.S)
-KEYS = (*METRICS, "strict", "baseline")
-
-
-@dataclass(frozen=True)
-class Threshold:
-    metric: str        # a key of METRICS
-    op: str            # "<": fail below the limit; ">": fail above it
-    percent: float     # signed change: -5.0 is a 5% drop
-
-    @property
-    def limit(self) -> float:
-        """The ratio NEW/BASE the threshold is about: -5% is 0.95."""
-        return 1 + self.percent / 100
-
-    def beyond(self, ratio: float) -> bool:
-        return ratio < self.limit if self.op == "<" else ratio > self.limit
-
-    def __str__(self) -> str:
-        return f"{self.metric}{self.op}{self.percent:+g}%"
-
-
-def parse_limit(metric: str, text: Any) -> Threshold:
-    """`metric` with "<-5%" or ">+10%"; ValueError says what is wrong."""
-    if metric not in METRICS:
-        raise ValueError(f"unknown metric {metric!r} (known: {', '.join(METRICS)})")
-    m = _LIMIT.match(text) if isinstance(text, str) else None
-    if not m:
-        raise ValueError('expected "<" or ">" and a signed percent change, such as '
-                         '"<-5%" or ">+10%"')
-    percent = float(m.group(2))
-    if percent <= -100:
-        raise ValueError("a change must be above -100% (a ratio above 0)")
-    return Threshold(metric, m.group(1), percent)
-
-
-def parse_threshold(text: str) -> Threshold:
-    """"rps<-5%" → Threshold; ValueError says what is wrong."""
-    m = _THRESHOLD.match(text)
-    if not m or not m.group(2):
-        raise ValueError('expected a metric, "<" or ">" and a signed percent change, '
-                         'such as "rps<-5%" or "p99>+10%"')
-    return parse_limit(m.group(1), m.group(2))
-
-
-@dataclass(frozen=True)
-class Gate:
-    """What `[thresholds]` asks: the limits, the mode, and the baseline variant the
-    others are judged against (axis or knob key -> value, as in matrix.exclude)."""
-
-    limits: tuple[Threshold, ...]
-    strict: bool = False
-    baseline: tuple[tuple[str, Any], ...] = ()
 
 
 def percent(ratio: float) -> str:
@@ -161,7 +109,7 @@ def judge(base: TrialSummary, new: TrialSummary,
 def judge_one(base: TrialSummary, new: TrialSummary, t: Threshold,
               r: Reach | None) -> Judgement:
     low = LIMITED_IS_LOW[t.metric]
-    w = welch_log(METRICS[t.metric](base), METRICS[t.metric](new))
+    w = welch_log(VALUES[t.metric](base), VALUES[t.metric](new))
 
     def made(outcome: str, why: str = "", reason: str | None = None,
              wide: tuple[float, float] | None = None) -> Judgement:

@@ -13,7 +13,8 @@ from ..env import Environment
 from ..errors import ExitStatus, NotFound, NothingJudged, StacklabError, UsageError
 from ..run.exportconfig import export_config as write_config
 from ..methods.combine import why_lines
-from ..analysis.gate import Judgement, Threshold, judge_pairs, overall, parse_threshold
+from ..analysis.gate import Judgement, judge_pairs, overall
+from ..experiment.gate import Threshold, parse_threshold
 from ..analysis.recommend import best_combinations, effects
 from ..report.baseline import Baseline, compare_to_baseline, table, warning
 from ..report.export import export_csv, export_json

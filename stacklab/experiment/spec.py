@@ -14,7 +14,7 @@ from pydantic import (BaseModel, ConfigDict, Field, ValidationError, ValidationI
                       field_validator)
 
 from ..errors import SpecError, plain_text
-from ..analysis.gate import KEYS as GATE_KEYS, Gate, parse_limit
+from .gate import KEYS as GATE_KEYS, Gate, parse_limit
 from ..knobs import ItemError, KnobRegistry
 from ..workloads import canonical
 

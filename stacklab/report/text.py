@@ -10,9 +10,10 @@ from rich.text import Text
 
 from ..analysis.analyze import (Bound, Estimate, ExperimentView, MetricComparison, TrialSummary,
                        compare_trials, same_definition_pairs)
-from ..analysis.gate import Judgement, Threshold, overall
+from ..analysis.gate import Judgement, overall
 from ..analysis.recommend import CAUTIONS, Best, Effect
 from ..analysis.stats import Comparison
+from ..experiment.gate import Threshold
 from ..store.records import verdict_doc
 from . import common_knobs, series_name
 from .baseline import differences
