@@ -1,21 +1,29 @@
 """Synthetic stored runs with the engine's real report shape, for report and analysis
 tests that must not depend on a noisy machine. Every fake engine report is checked
 against the engine's schema (engine/schema/report.schema.json) before a test uses it;
-the fake engine (tests/fake_engine, use_fake_engine) prints them for the orchestrator."""
+the fake engine (tests/fake_engine, use_fake_engine) prints them for the orchestrator.
+The fake process runner (FakeProcesses, the fake_processes fixture) stands placeholders
+in for servers at procs.spawn's one seam."""
 
 import base64
 import copy
+import errno
 import json
+import os
 import random
 import struct
+import subprocess
 import sys
 import zlib
+from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
 import jsonschema
+import pytest
 from hdrh.histogram import HdrHistogram
 
+from stacklab.host import procs
 from stacklab.measure.drive import LoadReport
 from stacklab.store import Outcome, RunRecord, Store
 from stacklab.measure.verify import Status, Verdict
@@ -177,6 +185,77 @@ def use_fake_engine(monkeypatch, log: Path, during: str | None = None) -> FakeEn
     if during is not None:
         monkeypatch.setenv("FAKE_ENGINE_DURING", during)
     return FakeEngine(log)
+
+
+@dataclass(frozen=True)
+class Started:
+    """A server process stacklab asked for: what would have run, where, with what
+    environment, and the pid of what ran instead (or of itself, when run for real)."""
+    name: str
+    argv: list[str]
+    run_dir: Path
+    env: dict[str, str]
+    pid: int | None            # None: its start failed (a missing binary)
+
+
+HOLD = ["sleep", "infinity"]      # what stands in for a server by default
+REAL, MISSING = "real", "missing"
+
+
+class FakeProcesses:
+    """The process runner of a test (procs.started_by): every server start is recorded
+    and, unless the test lets a component run for real, a harmless placeholder runs in
+    its place — a real process in its own session, with the real log, environment, cgroup
+    and limits — so pids, process groups, the pgids file and stop_group() work as for a
+    server. A placeholder never answers a request: a start that needs its server ready
+    is one the test makes fail, or lets run for real."""
+
+    def __init__(self):
+        self.started: list[Started] = []
+        self._fate: dict[str, list[str] | str] = {}     # argv, REAL or MISSING; last word wins
+
+    def real(self, *names: str) -> None:
+        """These components run their own binaries (still recorded)."""
+        self._fate.update(dict.fromkeys(names, REAL))
+
+    def fail(self, name: str, code: int = 1, says: str = "") -> None:
+        """`name`'s process exits at once with `code`, after writing `says` to its log:
+        as a binary that refuses its config."""
+        self._fate[name] = ["sh", "-c", 'test -z "$1" || echo "$1"; exit "$2"', "sh", says,
+                            str(code)]
+
+    def die(self, name: str, after_s: float, signal: int = 9) -> None:
+        """`name`'s process runs, then dies by `signal` after `after_s` seconds."""
+        self._fate[name] = ["sh", "-c", f"sleep {after_s}; kill -{signal} $$"]
+
+    def missing(self, name: str) -> None:
+        """`name`'s binary is not there: the start raises what Popen raises for it."""
+        self._fate[name] = MISSING
+
+    def names(self) -> list[str]:
+        """The components asked to start, in order."""
+        return [s.name for s in self.started]
+
+    def __call__(self, name: str, argv: list[str], *, cwd: Path, env: dict[str, str],
+                 **popen) -> subprocess.Popen:
+        fate = self._fate.get(name, HOLD)
+        if fate == MISSING:
+            self.started.append(Started(name, list(argv), Path(cwd), dict(env), None))
+            raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), argv[0])
+        proc = subprocess.Popen(argv if fate == REAL else fate, cwd=cwd, env=env, **popen)
+        self.started.append(Started(name, list(argv), Path(cwd), dict(env), proc.pid))
+        return proc
+
+
+@pytest.fixture
+def fake_processes():
+    """Servers started in this test are FakeProcesses' placeholders (import the fixture
+    into the test module: `from fakes import fake_processes`)."""
+    with procs.started_by(FakeProcesses()) as fake:
+        yield fake
+    for started in fake.started:          # a test that failed midway leaves none running
+        if started.pid is not None and procs.group_members(started.pid):
+            procs.stop_group(started.pid, grace_s=1.0)
 
 
 def fake_resources(component: str, cpu_s: float, rss: float) -> dict:

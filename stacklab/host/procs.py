@@ -11,9 +11,10 @@ import resource
 import signal
 import subprocess
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Protocol, runtime_checkable
+from typing import Any, Callable, Iterator, Protocol, runtime_checkable
 
 from .placement import pin
 
@@ -56,6 +57,36 @@ class PerComponent(Protocol):
     def preexec_for(self, run_dir: Path) -> Callable[[], None]: ...
 
 
+class Runner(Protocol):
+    """What starts a server's process: `subprocess.Popen` for real. The one seam between
+    stacklab and the processes it starts, so that a test can stand a placeholder in for a
+    server (tests/fakes.py, FakeProcesses) and see what would have run; everything
+    around the start (the log, the pgids file, process groups, stop) stays real."""
+
+    def __call__(self, name: str, argv: list[str], *, cwd: Path, env: dict[str, str],
+                 **popen: Any) -> subprocess.Popen: ...
+
+
+def _popen(name: str, argv: list[str], *, cwd: Path, env: dict[str, str],
+           **popen: Any) -> subprocess.Popen:
+    return subprocess.Popen(argv, cwd=cwd, env=env, **popen)
+
+
+RUNNER: Runner = _popen
+
+
+@contextmanager
+def started_by(runner: Runner) -> Iterator[Runner]:
+    """Server processes are started by `runner` inside the block (a test's fake), by
+    `subprocess.Popen` again after it."""
+    global RUNNER
+    before, RUNNER = RUNNER, runner
+    try:
+        yield runner
+    finally:
+        RUNNER = before
+
+
 def spawn(name: str, argv: list[str], run_dir: Path, log_path: Path,
           user: str | None = None, env: dict[str, str] | None = None,
           nofile: int | None = None, cpus: str = "",
@@ -71,15 +102,16 @@ def spawn(name: str, argv: list[str], run_dir: Path, log_path: Path,
     # Marks the process as this run's, for cleanup_leftovers after a crash.
     env = {**(os.environ if env is None else env), MARK: str(run_dir)}
     try:
-        popen = subprocess.Popen(
-            argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-            cwd=run_dir, start_new_session=True, user=user, group=_group_of(user), env=env,
-            preexec_fn=preexec,
+        popen = RUNNER(
+            name, argv, cwd=run_dir, env=env, stdin=subprocess.DEVNULL, stdout=log,
+            stderr=subprocess.STDOUT, start_new_session=True, user=user,
+            group=_group_of(user), preexec_fn=preexec,
         )
     finally:
         log.close()
+    # the binary that runs (a test's placeholder, if one stands in), for cleanup_leftovers
     with open(run_dir / PGIDS_FILE, "a") as f:
-        f.write(f"{popen.pid} {argv[0]}\n")
+        f.write(f"{popen.pid} {popen.args[0]}\n")
     return Proc(name, popen, log_path)
 
 
