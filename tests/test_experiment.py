@@ -12,8 +12,8 @@ import pytest
 from typer.testing import CliRunner
 
 from stacklab.cli import cli
-from stacklab.stacks.nginx import Nginx
 
+from fakes import fake_processes  # noqa: F401 (a fixture)
 from helpers import ROOT, require_engine, server_processes, wait_for
 
 pytestmark = pytest.mark.integration
@@ -95,9 +95,10 @@ def test_tiny_experiment_end_to_end(tmp_path):
     assert len(js["runs"]) == 8 and js["runs"][0]["load"]["histogram"]
 
 
-def test_a_server_that_fails_is_a_recorded_failed_run_and_the_rest_goes_on(tmp_path,
-                                                                            monkeypatch):
-    monkeypatch.setattr(Nginx, "command", lambda self, ctx, knobs: ["/bin/false"])
+def test_a_server_that_fails_is_a_recorded_failed_run_and_the_rest_goes_on(
+        tmp_path, fake_processes):  # noqa: F811
+    fake_processes.fail("nginx", code=1)    # as a binary that refuses to run: exit 1
+    fake_processes.real("apache")
     spec = tmp_path / "tiny.toml"
     spec.write_text(TINY.replace("repetitions = 2", "repetitions = 1"))
     db = tmp_path / "stacklab.db"
@@ -109,6 +110,7 @@ def test_a_server_that_fails_is_a_recorded_failed_run_and_the_rest_goes_on(tmp_p
     outcomes = {label.split()[0]: outcome for label, outcome, _ in rows}
     assert outcomes == {"nginx": "failed", "apache": "ok"}
     assert all("exited with code 1" in reason for _, o, reason in rows if o == "failed")
+    assert set(fake_processes.names()) == {"nginx", "apache"}
 
 
 def test_dry_run_prints_the_plan_and_starts_nothing(tmp_path):
