@@ -12,7 +12,7 @@ import pytest
 from rich.console import Console
 
 from stacklab.host import lab
-from stacklab.analysis.analyze import UNSIZED, VERDICTS, Estimate, TrialSummary, load_view, reach
+from stacklab.analysis.analyze import UNSIZED, Bound, VERDICTS, Estimate, TrialSummary, load_view, reach
 from stacklab.cli import main
 from stacklab.commands.study import covered
 from stacklab.env import Environment
@@ -25,7 +25,8 @@ from stacklab.studies.findings import STUDY_IDS, load_study
 from stacklab.studies.plans import (BreakdownStep, Check, Step, StudyPlan, load_plan,
                                      load_plan_file, prepare, prepare_breakdowns)
 from stacklab.studies.verdict import (Measured, combined, direction_verdict, host_reach,
-                                      measure_breakdown, shares_text, size_verdict)
+                                      measure_breakdown, same_band, shares_text,
+                                      size_verdict)
 from stacklab.workloads import WORKLOADS
 
 from helpers import require_engine
@@ -108,12 +109,37 @@ def test_direction_verdict(direction, ratio, ci, significant, verdict):
 
 @pytest.mark.parametrize("then, ci, size", [
     (2.97, (2.5, 3.2), "same size"),
-    (2.97, (1.5, 2.0), "smaller now"),
-    (2.97, (3.5, 4.0), "larger now"),
+    (2.97, (1.5, 2.0), "weaker now"),
+    (2.97, (3.5, 4.0), "stronger now"),
+    (0.53, (0.80, 0.90), "weaker now"),     # Squid: nearer 1 than the study's 0.53
+    (0.53, (0.20, 0.30), "stronger now"),
+    (0.53, (0.45, 0.60), "same size"),
+    (2.97, (0.5, 0.6), "weaker now"),       # reversed: weaker than any effect that way
     (None, (1.5, 2.0), ""),
 ])
-def test_size_verdict(then, ci, size):
+def test_size_verdict_reads_distance_from_one_on_the_studys_side(then, ci, size):
     assert size_verdict(then, measured(sum(ci) / 2, ci, True)) == size
+
+
+def test_no_size_without_a_direction_verdict_or_for_a_claim_of_no_difference():
+    """A bound that left the direction without a verdict leaves its size unknown too; a
+    "no difference" claim is judged by its band alone."""
+    bounded = dataclasses.replace(measured(1.5, (1.4, 1.6), True),
+                                  bound=Bound("?", "a side served errors", "errors"))
+    assert size_verdict(2.97, bounded) == ""
+    assert size_verdict(1.08, measured(1.5, (1.4, 1.6), True), "b=a") == ""
+
+
+def test_the_no_difference_band_is_no_wider_than_the_studys_smallest_real_effect():
+    """S1 calls the sysctls' +5% real, so S1's "no difference" is ±5%, and one
+    measurement cannot make both claims hold; a study with no smaller effect keeps ±15%."""
+    assert same_band(load_study("S1").findings) == pytest.approx((1 / 1.05, 1.05))
+    assert same_band(load_study("S3").findings) == pytest.approx((1 / 1.15, 1.15))
+    tight = measured(1.03, (1.02, 1.04), True)
+    assert direction_verdict("b=a", tight, (1 / 1.05, 1.05)) == "holds"
+    assert direction_verdict("b=a", measured(1.10, (1.08, 1.12), True),
+                             same_band(load_study("S1").findings)) == "does not hold"
+    assert direction_verdict("b>a", tight) == "holds" and size_verdict(1.05, tight) == "weaker now"
 
 
 def summary(tid: str, p50_ms: list[float], flags: tuple[str, ...] = ()) -> TrialSummary:

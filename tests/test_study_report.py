@@ -21,7 +21,7 @@ from stacklab.stacks import REGISTRY
 from stacklab.studies.findings import (DIGEST, REFERENCE, STUDY_IDS, Claim, Figure, Finding,
                                        NotExpressible, Software, Study, load_study)
 from stacklab.studies.plans import Check, Step
-from stacklab.studies.report import (BOUND_MARKS, SOURCES, StudyReport, forest_plot,
+from stacklab.studies.report import (BOUND_MARKS, SOURCES, StudyReport, counts_text, forest_plot,
                                      print_study, study_document, write_study_html)
 from stacklab.studies.verdict import rows
 
@@ -77,7 +77,10 @@ def fake_study() -> tuple[Study, StudyReport]:
     findings = [Finding(fid, f"finding {fid}", section, "", (Figure(1.0, "req/s", "x"),),
                         Claim("rps", a.label, b.label, direction, ratio))
                 for fid, direction, ratio, a, b, section in CASES]
-    findings += [Finding("gone", "a kernel feature gone", CJK_SECTION, "", (),
+    findings += [Finding("shown", "holds by construction", CJK_SECTION, "", (),
+                         Claim("rps", "a7", "b7", "b>a", 2.0),
+                         demonstration="the run was verified to do it before measuring"),
+                 Finding("gone", "a kernel feature gone", CJK_SECTION, "", (),
                          Claim("rps", "a", "b", "b>a"),
                          NotExpressible("kernel-feature", "not in Linux 6")),
                  Finding("unplanned", "not planned", CJK_SECTION, "", (),
@@ -87,11 +90,12 @@ def fake_study() -> tuple[Study, StudyReport]:
                                                "apache/php 问题测试过程"),),
                   tuple(findings), "fake.toml")
     step = Step("fake", {}, {}, (), "")
+    shown = (trial("a7", A), trial("b7", [2000.0, 2040.0, 1960.0, 2020.0]))
     checks = {fid: (step, Check(fid, "rps", {"stack": a.stack}, {"stack": b.stack}))
-              for fid, _, _, a, b, _ in CASES}
+              for fid, _, _, a, b, _ in [*CASES, ("shown", "", 0, *shown, "")]}
     view = ExperimentView(id=1, name="study-fake", description="", created_at="t",
                           status="complete", host={"kernel": "6.1"}, commit=None,
-                          versions={}, summaries=[s for c in CASES for s in c[3:5]],
+                          versions={}, summaries=[*(s for c in CASES for s in c[3:5]), *shown],
                           runs=[])
     found = rows(study.findings, checks, {"fake": view}.__getitem__, REGISTRY,
                  {"unplanned": "no check"})
@@ -108,6 +112,7 @@ def test_each_finding_carries_one_verdict_of_the_one_vocabulary(report):
     doc = json.loads(json.dumps(study_document(report), allow_nan=False))
     got = {f["id"]: (f["verdict"], f["reason"], f["direction"]) for f in doc["findings"]}
     assert got == {**{k: (v, r, d.replace(" ", "-")) for k, (v, r, d) in EXPECTED.items()},
+                   "shown": ("better", None, "holds"),
                    "gone": ("no-verdict", "no-data", None),
                    "unplanned": ("no-verdict", "no-data", None)}
     for f in doc["findings"]:
@@ -148,7 +153,7 @@ def test_the_forest_plot_has_a_row_per_finding_on_a_log_axis(report):
     assert layout["xaxis"]["type"] == "log"
     assert drawn.data["rows"] == [f.id for f in report.study.findings]
     by_name = {t.get("name"): t for t in drawn.figure["data"]}
-    assert by_name["the study's figure"]["x"] == [2.0, 1.5, 0.1, 1.2]
+    assert by_name["the study's figure"]["x"] == [2.0, 1.5, 0.1, 1.2, 2.0]   # shown: 2.0
     assert set(by_name) >= {"holds", "reversed", "no verdict", "within a busy host's reach"}
     assert by_name["no verdict"]["marker"]["symbol"] == ["circle", "circle-open"]
     assert [s["x0"] for s in layout["shapes"]] == [1]
@@ -248,7 +253,10 @@ def test_study_report_opens_in_headless_chromium(report, tmp_path):
             assert page.locator("#bound-legend").inner_text().startswith("Before a ratio: ≥")
             verdicts = page.locator("td.verdict").evaluate_all(
                 "els => els.map(e => [e.dataset.verdict, e.dataset.reason])")
-            assert [v for v, _ in verdicts] == [v for v, _, _ in EXPECTED.values()]
+            assert [v for v, _ in verdicts] == [*(v for v, _, _ in EXPECTED.values()), "better"]
+            assert "demonstration: the run was verified" in page.locator(
+                "#finding-shown").inner_text()
+            assert "1 demonstrations (1 shown)" in page.locator("#summary").inner_text()
             assert links_resolve(page, page_file) == []
             assert page.locator("a.cite").count() == 2 + len(report.rows)
             cjk = page.locator("#finding-busy-beyond span[lang=zh]")
@@ -261,3 +269,21 @@ def test_study_report_opens_in_headless_chromium(report, tmp_path):
     assert requests == [page_file.as_uri()]           # offline: nothing else
     for mark, _, _ in BOUND_MARKS:
         assert mark in legend
+
+
+def test_the_summary_counts_size_with_direction_and_demonstrations_apart(report):
+    """A finding that holds by construction is not among those that could have failed;
+    "holds" is split by size (2.0 then, about 1.8 now: weaker); today's medians are set
+    beside the study's figures."""
+    assert [r.finding.id for r in report.demonstrations()] == ["shown"]
+    assert "shown" not in [r.finding.id for r in report.tested()]
+    assert report.held()["holds"] == 3
+    # busy-beyond: 0.05 [0.025, 0.0995] against 0.1 then; alike: no ratio then
+    assert report.sized("holds") == {"stronger now": 1, "weaker now": 1, "no size": 1}
+    text = counts_text(report)
+    assert "1 demonstrations (1 shown)" in text and "weaker now" in text
+    doc = study_document(report)
+    assert doc["counts"]["demonstrations"] == 1 and doc["counts"]["measured"] == 6
+    faster = next(f for f in doc["findings"] if f["id"] == "faster")
+    assert faster["size"] == "weaker-now"
+    assert faster["now"]["median_b"] == pytest.approx(1810.0)

@@ -22,7 +22,7 @@ from ..report.fmt import DASH, p_value, ratio_ci, times
 from ..report.html import Verbatim, plotly_js
 from .findings import DIGEST, seeds_section
 from .memory import FIELDS, MemoryRow
-from .verdict import DIRECTIONS, Row, metric_label
+from .verdict import DIRECTIONS, SIZES, Row, metric_label, same_band
 
 _env = jinja2.Environment(loader=jinja2.FileSystemLoader(Path(__file__).parent),
                           autoescape=True, undefined=jinja2.StrictUndefined)
@@ -118,11 +118,63 @@ class StudyReport:
     def count(self, status: str) -> int:
         return sum(r.status == status for r in self.rows)
 
+    def tested(self) -> list[Row]:
+        """The measured findings that could have failed (demonstrations apart)."""
+        return [r for r in self.rows if r.status == "measured" and not r.demonstration]
+
+    def demonstrations(self) -> list[Row]:
+        """The measured findings that hold by construction, counted apart."""
+        return [r for r in self.rows if r.status == "measured" and r.demonstration]
+
     def held(self) -> dict[str, int]:
-        """How many measured findings have each direction, in DIRECTIONS' order."""
-        out = {d: sum(r.status == "measured" and r.direction == d for r in self.rows)
-               for d in DIRECTIONS}
+        """How many findings that could have failed have each direction, in DIRECTIONS'
+        order."""
+        out = {d: sum(r.direction == d for r in self.tested()) for d in DIRECTIONS}
         return {d: n for d, n in out.items() if n}
+
+    def sized(self, direction: str = "holds") -> dict[str, int]:
+        """Of the findings with `direction`, how many have each size (SIZES' order, then
+        "no size" for a finding the study gave no ratio for)."""
+        mine = [r for r in self.tested() if r.direction == direction]
+        out = {z: sum(r.size == z for r in mine) for z in SIZES}
+        out["no size"] = sum(not r.size for r in mine)
+        return {z: n for z, n in out.items() if n}
+
+    @property
+    def band(self) -> tuple[float, float]:
+        """The band a claim of no difference must lie in (verdict.same_band)."""
+        return same_band(self.study.findings)
+
+
+def counts_text(report: StudyReport) -> str:
+    """The summary: findings measured by verdict, those that hold by size, the
+    demonstrations apart, the rest."""
+    parts = []
+    for v, n in report.held().items():
+        sized = report.sized(v) if v in ("holds", "reversed") else {}
+        parts.append(f"{n} {v}" + (f" ({', '.join(f'{k} {z}' for z, k in sized.items())})"
+                                   if sized else ""))
+    demos = report.demonstrations()
+    shown = sum(r.direction == "holds" for r in demos)
+    return (f"{len(report.rows)} findings: {len(report.tested())} measured "
+            f"({', '.join(parts) or 'none'}), {len(demos)} demonstrations ({shown} shown), "
+            f"{report.count('not expressible')} not expressible, "
+            f"{report.count('not measured')} not measured")
+
+
+def band_text(report: StudyReport) -> str:
+    return f"±{(report.band[1] - 1) * 100:.0f}%"
+
+
+# What the report's words mean (the README's study section says the same).
+MEANINGS = ('"holds": today\'s interval lies wholly on the study\'s side of 1; "reversed": '
+            'wholly on the other; "not shown": it holds 1; a claim of no difference holds '
+            'when the whole interval lies within {band} (no wider than the smallest effect '
+            'the study calls real). Size, by distance from 1 on the study\'s side: "stronger '
+            'now" or "weaker now" when the study\'s ratio lies outside today\'s interval, '
+            '"same size" when inside. A demonstration holds by construction (the run was '
+            'verified to do what the claim says) and is counted apart; "not expressible": '
+            'the condition cannot be built here, for the reason given.')
 
 
 def claim_text(f) -> str:
@@ -144,6 +196,15 @@ def now_text(r: Row) -> str:
     bound = f"{r.measured.bound.relation} " if r.measured.bound else ""
     return (f"{bound}{times(c.ratio)} [{ratio_ci(c.ci)}] p {p_value(c.p)}"
             f" ({metric_label(r.measured.metric)})")
+
+
+def sides_text(r: Row) -> str:
+    """Today's A and B in the metric's own unit (the quantity beside the study's)."""
+    m = r.measured
+    if m is None or None in m.medians:
+        return ""
+    unit = metric_label(m.metric)
+    return f"now A {m.medians[0]:.4g}, B {m.medians[1]:.4g} ({unit}, medians)"
 
 
 def why_text(r: Row) -> str:
@@ -205,13 +266,15 @@ def finding_document(r: Row) -> dict:
                "host": None if m.reach is None else {
                    "slowdown_a": _finite(m.reach.a), "slowdown_b": _finite(m.reach.b),
                    "why": m.reach.why},
-               "versions": m.versions}
+               "versions": m.versions,
+               "median_a": m.medians[0], "median_b": m.medians[1]}
     return {"id": f.id, "title": f.title, "section": f.section, "status": r.status,
             "why": r.why or None, "note": r.note or None,
             "claim": {"metric": f.claim.metric, "a": f.claim.a, "b": f.claim.b,
                       "direction": f.claim.direction, "ratio": f.claim.ratio},
             "figures": [{"value": g.value, "unit": g.unit, "what": g.what} for g in f.figures],
             "now": now, "verdict": d.kind, "reason": d.reason,
+            "demonstration": f.demonstration or None,
             "direction": _kebab(r.direction), "size": _kebab(r.size)}
 
 
@@ -223,10 +286,14 @@ def study_document(report: StudyReport) -> dict:
             "kind": s.kind, "quick": report.quick, "stacklab": __version__,
             "source": {"digest": f"stacklab/studies/{DIGEST.name}", "section": s.id,
                        "full_text": source_text(s), "shipped": False},
-            "counts": {"measured": report.count("measured"),
+            "counts": {"measured": len(report.tested()),
+                       "demonstrations": len(report.demonstrations()),
                        "not_expressible": report.count("not expressible"),
                        "not_measured": report.count("not measured"),
-                       **{d.replace(" ", "_"): n for d, n in report.held().items()}},
+                       **{d.replace(" ", "_"): n for d, n in report.held().items()},
+                       "holds_by_size": {z.replace(" ", "_"): n
+                                         for z, n in report.sized("holds").items()}},
+            "same_band": list(report.band),
             "findings": [finding_document(r) for r in report.rows],
             "experiments": [{"name": n, "status": st} for n, st in report.experiments],
             "figures_missing": report.figures_missing}
@@ -315,12 +382,9 @@ def forest_plot(report: StudyReport) -> Drawn:
 
 def print_study(report: StudyReport, out: Console) -> None:
     s = report.study
-    held = ", ".join(f"{n} {v}" for v, n in report.held().items())
     out.print(f"{s.id}: {s.title} ({s.kind}; SEEDS.md § {s.id}; {source_text(s)})"
               + (" — quick" if report.quick else ""), markup=False, highlight=False)
-    out.print(f"{len(report.rows)} findings: {report.count('measured')} measured "
-              f"({held or 'none'}), {report.count('not expressible')} not expressible, "
-              f"{report.count('not measured')} not measured", markup=False, highlight=False)
+    out.print(counts_text(report), markup=False, highlight=False)
     table = Table(title=f"{s.id}: then and now")
     for col in ("finding", "then (study)", "now: B/A [95% CI]", "B vs A", "direction",
                 "size", "section"):
@@ -328,18 +392,23 @@ def print_study(report: StudyReport, out: Console) -> None:
     for r in report.rows:
         f = r.finding
         now = now_text(r) if r.status == "measured" else f"{r.status}: {r.why}"
+        direction = r.direction_text + (" (demonstration)" if r.demonstration else "")
         table.add_row(f"{f.id}\n{f.title}", claim_text(f), now,
-                      r.decision.kind if r.measured else DASH, r.direction_text, r.size,
+                      r.decision.kind if r.measured else DASH, direction, r.size,
                       f.section)
     out.print(table)
     out.print("Before a ratio: " + "; ".join(f"{mark} {what}" for mark, _, what in BOUND_MARKS),
               markup=False, highlight=False)
+    out.print(MEANINGS.format(band=band_text(report)), markup=False, highlight=False)
     for r in report.rows:
         if r.measured is not None:
             now = ", ".join(f"{c} {v}" for c, v in r.measured.versions.items())
             why = why_text(r)
+            sides = sides_text(r)
+            demo = (f" — demonstration: {r.demonstration}" if r.demonstration else "")
             out.print(f"  {r.finding.id}: A = {r.measured.a.label}; B = {r.measured.b.label}"
                       f" ({r.measured.experiment}; now {now})"
+                      + (f" — {sides}" if sides else "") + demo
                       + (f" — {r.note}" if r.note else "") + (f" — {why}" if why else ""),
                       markup=False, highlight=False)
     sw = Table(title="software: then (the study) and now (this run's provenance)")
@@ -384,6 +453,8 @@ def render_study_html(report: StudyReport, page: Path) -> str:
     return _env.get_template("study.html.j2").render(
         r=report, s=s, claim_text=claim_text, figures_text=figures_text,
         now_text=now_text, why_text=why_text, software=software_rows(report),
+        counts_text=counts_text, sides_text=sides_text,
+        meanings=MEANINGS.format(band=band_text(report)),
         version=__version__, metric_label=metric_label,
         memory_columns=[c for c, _ in FIELDS], mib=_mib, plotly_js=plotly_js(),
         forest=Verbatim(forest_plot(report).json()), bound_marks=BOUND_MARKS,

@@ -10,6 +10,7 @@ ratio beyond that keeps its verdict."""
 
 from __future__ import annotations
 
+import math
 import statistics
 from dataclasses import dataclass, field, replace
 from typing import Callable, Sequence
@@ -20,7 +21,9 @@ from ..knobs import KnobRegistry
 from ..analysis.stats import Comparison, compare
 from .plans import METRICS, Check, matches
 
-# "b=a" holds when the whole interval lies within this band (the studies' "differ little")
+# "b=a" holds when the whole interval lies within a band (the studies' "differ little"):
+# at most this wide, and never wider than the smallest effect the same study calls real
+# (same_band), so a study's "no difference" cannot swallow a difference it reports.
 SAME_BAND = (1 / 1.15, 1.15)
 # metric -> (values per run, whether a limited side's true value is higher)
 HIGHER_IS_LIMITED = {"ms": None, "rps": True, "mbps": True, "p50": False, "p99": False,
@@ -81,6 +84,7 @@ class Measured:
     bound: Bound | None
     versions: dict[str, str] = field(default_factory=dict)   # the components both ran, now
     reach: Reach | None = None        # what a busy host could have done to each side
+    medians: tuple[float | None, float | None] = (None, None)   # today's A and B, as such
 
     @property
     def limited_is_low(self) -> bool | None:
@@ -135,7 +139,11 @@ def measure_check(check: Check, view: ExperimentView,
         limit = bound(a, b, HIGHER_IS_LIMITED[check.metric])
         within = host_reach(a, b, check.metric)
     return Measured(view.name, a, b, check.metric, c, limit, dict(sorted(versions.items())),
-                    within)
+                    within, (median(a_values), median(b_values)))
+
+
+def median(values: Sequence[float]) -> float | None:
+    return statistics.median(values) if values else None
 
 
 def host_reach(a: TrialSummary, b: TrialSummary, metric: str) -> Reach | None:
@@ -209,7 +217,7 @@ def measure_breakdown(step, records: Sequence) -> Measured | str:
                     Part(f"{step.a} ms, {what}", f"{series}:{step.a}"),
                     Part(f"{step.b} ms, {what}", f"{series}:{step.b}"), "ms", c, None,
                     {k: v for k, v in sorted(records[0].versions.items())
-                     if not k.startswith("stacklab")})
+                     if not k.startswith("stacklab")}, medians=(median(a), median(b)))
 
 
 def shares_text(step, records: Sequence) -> str:
@@ -225,22 +233,36 @@ def shares_text(step, records: Sequence) -> str:
                      for name, got in parts.items())
 
 
-def direction_verdict(direction: str, m: Measured) -> str:
+def same_band(findings: Sequence) -> tuple[float, float]:
+    """The band a study's "no difference" (b=a) must lie in: SAME_BAND, narrowed to the
+    smallest effect the same study reports as real (a b>a or b<a finding with a ratio),
+    so that S1's "+5% from the sysctls" is not also "no difference" by S1's own rule."""
+    edge = SAME_BAND[1]
+    for f in findings:
+        c = f.claim
+        if (c.ratio is not None and c.direction != "b=a" and f.not_expressible is None
+                and c.ratio != 1):
+            edge = min(edge, math.exp(abs(math.log(c.ratio))))
+    return (1 / edge, edge)
+
+
+def direction_verdict(direction: str, m: Measured,
+                      band: tuple[float, float] = SAME_BAND) -> str:
     """Whether today's measurement shows the study's direction (one of DIRECTIONS), read
     from its decision: holds or reversed when B is better or worse; not shown when the
     interval holds 1; no verdict when the decision is no-verdict (its reason says why: a
     limited side, a busy host that could explain the ratio, too few runs). A claim of no
-    difference (b=a) holds when the whole interval lies within SAME_BAND and does not
-    hold when it lies wholly outside."""
+    difference (b=a) holds when the whole interval lies within `band` (same_band) and
+    does not hold when it lies wholly outside."""
     d = m.decision
     busy = d.kind == "no-verdict" and d.reason == "host-busy" and m.interval is not None
     if d.kind == "no-verdict" and not (direction == "b=a" and busy):
         return "no verdict"
     lo, hi = m.interval
     if direction == "b=a":     # the interval widened by a busy host decides it too
-        if SAME_BAND[0] <= lo and hi <= SAME_BAND[1]:
+        if band[0] <= lo and hi <= band[1]:
             return "holds"
-        if hi < SAME_BAND[0] or lo > SAME_BAND[1]:
+        if hi < band[0] or lo > band[1]:
             return "does not hold"
         return "no verdict" if busy else "not shown"
     if d.kind == "same":
@@ -249,16 +271,34 @@ def direction_verdict(direction: str, m: Measured) -> str:
     return "holds" if up == (direction == "b>a") else "reversed"
 
 
-def size_verdict(then: float | None, m: Measured) -> str:
-    """The study's ratio against today's interval: inside it, or today's is smaller or
-    larger (further from 1 or nearer)."""
-    c = m.comparison
-    if then is None or c.ci is None:
+# Today's effect against the study's, by distance from 1 on the study's side (size_verdict).
+SIZES = ("same size", "stronger now", "weaker now")
+
+
+def size_verdict(then: float | None, m: Measured, direction: str = "") -> str:
+    """How today's effect compares with the study's (one of SIZES, "" when there is
+    nothing to say): stronger or weaker by its distance from 1 in the study's direction,
+    whichever side of 1 the study's ratio lies (Squid at 0.85 against the study's 0.53 is
+    weaker). Only where the direction has a verdict: a bound or a busy host that could
+    explain the ratio leaves the size unknown too; an interval open on one side (a bound
+    that still decided) says only what its closed side shows. A claim of no difference
+    has no size beyond its band."""
+    if then is None or then == 1 or direction == "b=a" or m.interval is None:
         return ""
-    low, high = c.ci
-    if low <= then <= high:
-        return "same size"
-    return "larger now" if low > then else "smaller now"
+    if m.decision.kind == "no-verdict":
+        return ""
+    toward = 1 if then > 1 else -1             # the study's side of 1, as +log distance
+    ends = sorted(toward * _log(x) for x in m.interval)
+    size = abs(math.log(then))
+    if ends[0] > size:
+        return "stronger now"
+    if ends[1] < size:
+        return "weaker now"
+    return "same size" if all(math.isfinite(e) for e in ends) else ""
+
+
+def _log(x: float) -> float:
+    return math.log(x) if x > 0 else -math.inf
 
 
 @dataclass(frozen=True)
@@ -279,6 +319,16 @@ class Row:
         return self.measured.decision if self.measured else Decision("no-verdict", "no-data")
 
     @property
+    def demonstration(self) -> str:
+        """Why the finding holds by construction ("" when it could have failed)."""
+        return self.finding.demonstration
+
+    @property
+    def outcome(self) -> str:
+        """Direction and size together, as the summary counts them ("holds, weaker now")."""
+        return ", ".join(w for w in (self.direction, self.size) if w)
+
+    @property
     def direction_text(self) -> str:
         """The direction, with its reason when there is no verdict."""
         d = self.decision
@@ -295,13 +345,14 @@ def rows(findings: Sequence, checks: dict, views: Callable[[str], ExperimentView
     experiment failed). `breakdowns`: finding -> (its BreakdownStep, the stored series
     or why there is none)."""
     out = []
+    band = same_band(findings)
     for f in findings:
         if f.not_expressible is not None:
             out.append(Row(f, "not expressible",
                            f"{f.not_expressible.reason}: {f.not_expressible.detail}"))
             continue
         if f.id in (breakdowns or {}):
-            out.append(breakdown_row(f, *breakdowns[f.id]))
+            out.append(breakdown_row(f, *breakdowns[f.id], band=band))
             continue
         if f.id not in checks:
             why = (unmeasured or {}).get(f.id, "no check in the study's plan")
@@ -318,18 +369,20 @@ def rows(findings: Sequence, checks: dict, views: Callable[[str], ExperimentView
             continue
         claim = f.claim
         out.append(Row(f, "measured", measured=m,
-                       direction=direction_verdict(claim.direction, m),
-                       size=size_verdict(claim.ratio, m), note=check.note))
+                       direction=direction_verdict(claim.direction, m, band),
+                       size=size_verdict(claim.ratio, m, claim.direction), note=check.note))
     return out
 
 
-def breakdown_row(f, step, records: Sequence | str) -> Row:
+def breakdown_row(f, step, records: Sequence | str,
+                  band: tuple[float, float] = SAME_BAND) -> Row:
     m = records if isinstance(records, str) else measure_breakdown(step, records)
     if isinstance(m, str):
         return Row(f, "not measured", m, note=step.note)
     note = f"{step.note}; now: {shares_text(step, records)}".removeprefix("; ")
-    return Row(f, "measured", measured=m, direction=direction_verdict(f.claim.direction, m),
-               size=size_verdict(f.claim.ratio, m), note=note)
+    return Row(f, "measured", measured=m,
+               direction=direction_verdict(f.claim.direction, m, band),
+               size=size_verdict(f.claim.ratio, m, f.claim.direction), note=note)
 
 
 def metric_label(metric: str) -> str:
