@@ -307,7 +307,7 @@ def test_dry_run_prints_each_step_and_starts_nothing(tmp_path):
                       clock=lambda: "t", db=tmp_path / "r.db", lab_root=tmp_path / "lab")
     assert main(["study", "s3", "--quick", "--dry-run"], env) == ExitStatus.OK
     text = env.stdout.export_text()
-    assert "study-s3-sessions-quick: 4 trials, 12 runs" in text
+    assert "study-s3-sessions-quick: 5 trials, 15 runs" in text
     assert not (tmp_path / "r.db").exists()
 
 
@@ -324,7 +324,8 @@ def test_s3_quick_end_to_end_on_real_servers(tmp_path):
     assert main(["study", "S3", "--quick", "-o", str(out)], env) == ExitStatus.OK
     text = env.stdout.export_text()
     findings = load_study("S3").findings
-    assert f"{len(findings)} findings: {len(findings)} measured" in text
+    measurable = [f for f in findings if f.not_expressible is None and not f.demonstration]
+    assert f"{len(findings)} findings: {len(measurable)} measured" in text
     store = Store.open(db)
     try:
         for name in ("study-s3-sessions-quick", "study-s3-threads-quick",
@@ -348,7 +349,7 @@ def test_s3_quick_end_to_end_on_real_servers(tmp_path):
                         clock=lambda: "2026-01-01T00:00:00+00:00", db=db,
                         lab_root=lab.default_root())
     assert main(["study", "S3", "--quick", "-o", str(out)], again) == ExitStatus.OK
-    assert "resuming: 12 of 12 runs already stored" in again.stdout.export_text()
+    assert "resuming: 15 of 15 runs already stored" in again.stdout.export_text()
     # a step whose stored runs ran with another default is not resumed: it starts anew
     conn = sqlite3.connect(db)
     with conn:
@@ -386,6 +387,6 @@ def test_report_only_as_json_prints_the_study_document_alone(tmp_path):
     assert doc == json.loads(out.with_suffix(".json").read_text())
     assert doc["study"] == "S3" and doc["quick"] is True
     assert {(f["status"], f["verdict"], f["reason"]) for f in doc["findings"]} == {
-        ("not measured", "no-verdict", "no-data")}
+        ("not measured", "no-verdict", "no-data"), ("not expressible", "no-verdict", "no-data")}
     assert "experiment study-s3-sessions-quick not run yet" in doc["findings"][0]["why"]
     assert out.is_file()
