@@ -1,0 +1,126 @@
+"""Every check of every study plan, judged on stored runs made up for it: with B twice A
+in the claim's direction the finding holds, with the sides swapped it is reversed, with
+the same values on both sides it is not shown (a claim of no difference: holds, and
+does not hold at twice). So a check whose selectors name the wrong trials, or whose
+metric is not its claim's, is seen before a study runs for an hour.
+
+The runs are TrialSummary values for every trial the step plans, each metric filled the
+way the store's summary fills it (analyze.summarize), so a check's selectors, its sums
+and the verdict code are the real ones; only the numbers are chosen."""
+
+from __future__ import annotations
+
+import pytest
+
+from stacklab.analysis.analyze import Estimate, ExperimentView, TrialSummary
+from stacklab.stacks import REGISTRY
+from stacklab.studies.findings import STUDY_IDS, load_study
+from stacklab.studies.plans import load_plan, matches, prepare
+from stacklab.studies.verdict import measure_check, direction_verdict, same_band, size_verdict
+from stacklab.stacks import STACKS
+from stacklab.workloads import WORKLOADS
+
+NOISE = (0.995, 1.0, 1.005)          # three runs a side, ±0.5%
+BASE = 100.0
+
+
+def values(level: float, shift: int = 0) -> list[float]:
+    """Three runs around `level`; `shift` rotates the noise, so two equal sides are not
+    the same list."""
+    noise = NOISE[shift:] + NOISE[:shift]
+    return [level * n for n in noise]
+
+
+def summary(trial, level: float, shift: int = 0) -> TrialSummary:
+    """A stored trial whose every metric is `level` (in the metric's unit), ±0.5%."""
+    v = values(level, shift)
+    est = Estimate.of
+    return TrialSummary(
+        trial_id=trial.id, label=trial.label(), stack=trial.stack, workload=trial.workload,
+        concurrency=trial.concurrency, knobs=dict(trial.knobs), runs_ok=len(v),
+        runs_failed=0, rps=est(v), mbps=est([x * 1e-6 * x for x in v]), latency_us=None,
+        # bytes per response = MB/s × 1e6 / req/s: with req/s v and MB/s v²·1e-6, it is v
+        latency_runs_us={"p50": est([x * 1000 for x in v]), "p99": est([x * 1000 for x in v])},
+        cpu_us_per_request={"server": est(v)}, engine_cpu_us_per_request=est(v),
+        rss_mib_peak={"server": est(v)}, pss_mib_per_worker={}, errors=0, flagged=(),
+        reasons=(), page_views={"repeat_bytes": est(v), "repeat_requests": est(v)})
+
+
+def study_checks():
+    """(study, step, check) for every check of every plan, as --quick plans them (the
+    full mode's selectors are checked to match by test_study's plan test)."""
+    out = []
+    for sid in STUDY_IDS:
+        for ps in prepare(load_plan(sid), True, REGISTRY, STACKS, set(WORKLOADS)):
+            out += [pytest.param(sid, ps, c, id=f"{sid}-{c.finding}") for c in ps.step.checks]
+    return out
+
+
+CHECKS = study_checks()
+
+
+def view_for(ps, check, factor: float) -> ExperimentView:
+    """Every planned trial at BASE, except B's trials, set so that B = factor × A on the
+    check's metric (a sum: its terms' net count taken into account)."""
+    net = {side: sum(sign for sign, _ in check.terms(side)) for side in ("a", "b")}
+    b_level = factor * BASE * net["a"] / net["b"]
+    b_ids = {t.id for _, sel in check.terms("b") for t in ps.plan.trials
+             if matches(sel, t, REGISTRY)}
+    summaries = [summary(t, b_level, 1) if t.id in b_ids else summary(t, BASE)
+                 for t in ps.plan.trials]
+    return ExperimentView(id=1, name=ps.step.name, description="", created_at="t",
+                          status="complete", host={}, commit=None, versions={},
+                          summaries=summaries, runs=[])
+
+
+def judged(sid: str, ps, check, factor: float) -> str:
+    study = load_study(sid)
+    finding = study.finding(check.finding)
+    m = measure_check(check, view_for(ps, check, factor), REGISTRY)
+    assert not isinstance(m, str), m
+    return direction_verdict(finding.claim.direction, m, same_band(study.findings))
+
+
+@pytest.mark.parametrize("sid, ps, check", CHECKS)
+def test_each_check_gives_each_verdict_on_made_up_runs(sid, ps, check):
+    direction = load_study(sid).finding(check.finding).claim.direction
+    if direction == "b=a":
+        assert judged(sid, ps, check, 1.0) == "holds"
+        assert judged(sid, ps, check, 2.0) == "does not hold"
+        assert judged(sid, ps, check, 0.5) == "does not hold"
+        return
+    toward = 2.0 if direction == "b>a" else 0.5
+    assert judged(sid, ps, check, toward) == "holds"
+    assert judged(sid, ps, check, 1 / toward) == "reversed"
+    assert judged(sid, ps, check, 1.0) == "not shown"
+
+
+# A claim names a quantity; the check's metric is how it is measured: a claim on memory
+# by the stack's peak RSS, one on bytes by the response's or a repeat view's.
+MEASURED_BY = {"memory": {"rss"}, "bytes": {"bytes", "repeat_bytes"}}
+
+
+@pytest.mark.parametrize("sid, ps, check", CHECKS)
+def test_each_checks_metric_is_its_claims(sid, ps, check):
+    claimed = load_study(sid).finding(check.finding).claim.metric
+    assert check.metric in MEASURED_BY.get(claimed, {claimed})
+
+
+@pytest.mark.parametrize("sid, ps, check", CHECKS)
+def test_each_checks_sides_differ_and_name_planned_trials(sid, ps, check):
+    """A and B are different trials (a check of a trial against itself can never hold)."""
+    ids = {side: {t.id for _, sel in check.terms(side) for t in ps.plan.trials
+                  if matches(sel, t, REGISTRY)} for side in ("a", "b")}
+    assert ids["a"] and ids["b"] and ids["a"] != ids["b"]
+
+
+def test_size_follows_the_made_up_ratio():
+    """On a check with a ratio then, B at the study's own ratio is the same size, and
+    at twice its distance from 1 stronger: the size verdict reads the check's numbers."""
+    sid, ps, check = next((p.values for p in CHECKS
+                           if p.values[0] == "S4" and p.values[2].finding == "static-100k-c50"))
+    then = load_study(sid).finding(check.finding).claim.ratio
+    for factor, size in ((then, "same size"), (then ** 2, "stronger now"),
+                         (then ** 0.5, "weaker now")):
+        m = measure_check(check, view_for(ps, check, factor), REGISTRY)
+        assert size_verdict(then, m, "b>a") == size
