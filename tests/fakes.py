@@ -174,16 +174,27 @@ class FakeEngine:
     def reports(self) -> list[LoadReport]:
         return [LoadReport.from_json(run["report"]) for run in self.runs()]
 
+    def refused(self) -> list[list[str]]:
+        """The argv of each load it refused (use_fake_engine's `refuse`), in order."""
+        found = sorted(self.log.glob("refused-*.json"), key=lambda p: int(p.stem[8:]))
+        return [json.loads(p.read_text())["argv"] for p in found]
 
-def use_fake_engine(monkeypatch, log: Path, during: str | None = None) -> FakeEngine:
+
+def use_fake_engine(monkeypatch, log: Path, during: str | None = None,
+                    refuse: str | None = None) -> FakeEngine:
     """From now on (for this test, and the stacklab processes it starts) the orchestrator
     runs the fake engine (drive.engine_path reads STACKLAB_ENGINE); it logs each load
-    under `log` and runs the shell command `during` during each load."""
+    under `log` and runs the shell command `during` during each load. With `refuse`, it
+    refuses every load instead, with that line (FakeEngine.refused: nothing measured)."""
     monkeypatch.setenv("STACKLAB_ENGINE", str(FAKE_ENGINE))
     monkeypatch.setenv("FAKE_ENGINE_PYTHON", sys.executable)
     monkeypatch.setenv("FAKE_ENGINE_LOG", str(log))
     if during is not None:
         monkeypatch.setenv("FAKE_ENGINE_DURING", during)
+    if refuse is None:
+        monkeypatch.delenv("FAKE_ENGINE_REFUSE", raising=False)
+    else:
+        monkeypatch.setenv("FAKE_ENGINE_REFUSE", refuse)
     return FakeEngine(log)
 
 

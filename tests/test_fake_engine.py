@@ -137,3 +137,19 @@ def test_stacklab_engine_naming_no_executable_is_one_line(tmp_path, monkeypatch)
     with pytest.raises(EngineError, match=f"^STACKLAB_ENGINE={tmp_path}/none: not an "
                                           "executable file$"):
         engine_path()
+
+
+def test_a_refusing_fake_measures_nothing_and_says_what_it_refused(tmp_path, monkeypatch):
+    """FAKE_ENGINE_REFUSE: each load is refused as a bad argument is (one line, exit 2)
+    and written down, so a test reads that nothing was measured; --version answers."""
+    engine = use_fake_engine(monkeypatch, tmp_path / "log", refuse="measured again")
+    assert engine_version() == "0.0.0-fake"
+    plan = LoadPlan(urls=URLS[:1], connections=1, duration_s=None, requests=10,
+                    warmup_s=0.0, load=LOAD)
+    with pytest.raises(EngineError, match="exited 2: error: measured again"):
+        run_load(plan, tmp_path)
+    [argv] = engine.refused()
+    assert "--urls" in argv and engine.runs() == []
+    use_fake_engine(monkeypatch, tmp_path / "log")          # measures again
+    run_load(plan, tmp_path)
+    assert len(engine.runs()) == 1 and len(engine.refused()) == 1

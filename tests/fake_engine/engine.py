@@ -15,7 +15,12 @@ What a test may ask of it, by environment (it inherits the orchestrator's):
 - FAKE_ENGINE_LOG: a directory where each load leaves `run-<n>.json`, {"argv", "report"}:
   what it was asked and what it claimed, in order;
 - FAKE_ENGINE_DURING: a shell command run during the load (a disk filled, a file made
-  immutable), before the report is printed; its failure is a setup error (exit 2)."""
+  immutable), before the report is printed; its failure is a setup error (exit 2);
+- FAKE_ENGINE_REFUSE: every load is refused, as the real engine refuses a bad argument
+  (one line, "error: <the value>", exit 2, nothing run), and leaves `refused-<n>.json`,
+  {"argv"}, in FAKE_ENGINE_LOG: where nothing may be measured (a resume that only stores
+  what was measured before), a test reads there that nothing was. `--version` still
+  answers: it measures nothing."""
 
 from __future__ import annotations
 
@@ -171,15 +176,17 @@ def report(args, urls: list[dict], measured_s: float, interrupted: bool) -> dict
     return checked(doc)
 
 
-def log(argv: list[str], doc: dict) -> None:
+def log(argv: list[str], doc: dict | None, kind: str = "run") -> None:
+    """`<kind>-<n>.json` in FAKE_ENGINE_LOG: the argv, and the report when one was given."""
     if not (where := os.environ.get("FAKE_ENGINE_LOG")):
         return
     folder = Path(where)
     folder.mkdir(parents=True, exist_ok=True)
-    n = len(list(folder.glob("run-*.json"))) + 1
-    part = folder / f".run-{n}.json.part"
-    part.write_text(json.dumps({"argv": argv, "report": doc}))
-    part.rename(folder / f"run-{n}.json")      # whole, or not there
+    n = len(list(folder.glob(f"{kind}-*.json"))) + 1
+    part = folder / f".{kind}-{n}.json.part"
+    part.write_text(json.dumps({"argv": argv} if doc is None else
+                               {"argv": argv, "report": doc}))
+    part.rename(folder / f"{kind}-{n}.json")      # whole, or not there
 
 
 def main(argv: list[str]) -> int:
@@ -188,6 +195,9 @@ def main(argv: list[str]) -> int:
     if args.version:
         print(f"stacklab-load {VERSION}")
         return EXIT_OK
+    if refusal := os.environ.get("FAKE_ENGINE_REFUSE"):
+        log(argv, None, "refused")
+        return _usage(refusal)
     urls = url_list(args)
     warmup_s, measured_s = planned_s(args)
     began = time.monotonic()
