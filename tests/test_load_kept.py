@@ -19,15 +19,20 @@ import pytest
 from stacklab.run import measurement, runner
 from stacklab.analysis.flags import disturbance_factor
 
-from fakes import use_fake_engine
-from helpers import require_engine, require_root, server_processes
+from fakes import fake_processes, use_fake_engine  # noqa: F401 (fake_processes: a fixture)
+from helpers import require_root, server_processes
 from test_reliability import invoke, one_run, rows, tmpfs  # noqa: F401 (tmpfs: a fixture)
 
 REPO = Path(__file__).resolve().parent.parent
 
 
-def must_not_measure(ctx, run):
-    pytest.fail(f"{run.trial.label()} measured again: its load was lost")
+MEASURED_AGAIN = "measured again: its load was lost"
+
+
+def measuring_nothing(monkeypatch, tmp_path):
+    """From now on the fake engine refuses every load and writes it down: what follows
+    (a resume) must store what was measured, not measure it again."""
+    return use_fake_engine(monkeypatch, tmp_path / "engine", refuse=MEASURED_AGAIN)
 
 
 @pytest.mark.parametrize("where", ["counters", "logs"])
@@ -58,8 +63,9 @@ def test_a_sigterm_after_the_load_waits_for_the_run_to_be_stored(tmp_path, monke
     [(stored,)] = rows(db, "SELECT load_json FROM runs")
     assert json.loads(stored) == load.raw
     assert not Path(f"{db}.journal").exists()
-    monkeypatch.setattr(runner, "execute_run", must_not_measure)
+    refusing = measuring_nothing(monkeypatch, tmp_path)
     result = invoke("run", spec, "--db", db, "--resume")
+    assert not refusing.refused(), MEASURED_AGAIN
     assert result.exit_code == 0, result.output
     assert rows(db, "SELECT status FROM experiments")[0][0] == "complete"
     assert server_processes() == []
@@ -93,8 +99,9 @@ def test_a_kill_9_after_the_load_leaves_what_a_resume_stores(tmp_path, monkeypat
     assert killed.returncode == -signal.SIGKILL, killed.stderr
     assert not rows(db)
     [entry] = Path(f"{db}.journal").glob("*.json")
-    monkeypatch.setattr(runner, "execute_run", must_not_measure)
+    refusing = measuring_nothing(monkeypatch, tmp_path)
     result = invoke("run", spec, "--db", db, "--resume")   # and sweeps the servers left
+    assert not refusing.refused(), MEASURED_AGAIN
     assert result.exit_code == 0, result.output
     [(outcome, reason, _, _)] = rows(db)
     assert outcome == "ok" and "stored from the journal" in reason
@@ -154,26 +161,24 @@ def test_a_database_disk_filling_during_the_load_keeps_the_load(tmp_path, monkey
     assert filled()                    # the disk did fill during the load
     for filler in filled():
         filler.unlink()
-    monkeypatch.setattr(runner, "execute_run", must_not_measure)
+    refusing = measuring_nothing(monkeypatch, tmp_path)
     result = invoke("run", spec, "--db", db, "--resume")
+    assert not refusing.refused(), MEASURED_AGAIN
     assert result.exit_code == 0, result.output
     [(outcome, reason, _, _)] = rows(db)
     assert outcome == "ok" and "stored from the journal" in reason
     assert server_processes() == []
 
 
-def test_no_load_starts_without_room_for_its_journal_entry(tmp_path, monkeypatch,
-                                                            tmpfs):  # noqa: F811
+def test_no_load_starts_without_room_for_its_journal_entry(
+        tmp_path, monkeypatch, tmpfs, fake_processes):  # noqa: F811
     """Less free than a journal entry's room: one line naming the journal, before any
-    server or load is started."""
-    require_engine()
+    server or load is started (the fake process runner and the fake engine say what
+    was)."""
     results = tmpfs("results", "4M")
     spec, db = one_run(tmp_path), results / "r.db"
-
-    def filled_then_run(ctx, run):
-        pytest.fail("a run started without room for its journal entry")
-
-    monkeypatch.setattr(runner, "execute_run", filled_then_run)
+    engine = use_fake_engine(monkeypatch, tmp_path / "engine",
+                             refuse="a load started without room for its journal entry")
     monkeypatch.setattr(runner, "_check_other_labs",
                         lambda ctx, progress: fill(results, leave=16 << 10))
     result = invoke("run", spec, "--db", db)
@@ -182,6 +187,8 @@ def test_no_load_starts_without_room_for_its_journal_entry(tmp_path, monkeypatch
     assert line.startswith(f"stacklab: error: {db}.journal: no room for a run's journal "
                            "entry"), line
     assert f"`stacklab run {spec} --db {db} --resume`" in line
+    assert fake_processes.started == [], "a server started without room for its journal"
+    assert engine.refused() == [] and engine.runs() == []
     assert server_processes() == []
 
 
@@ -211,8 +218,9 @@ def test_database_files_made_immutable_mid_run_say_so_and_resume(tmp_path, monke
     [entry] = Path(f"{db}.journal").glob("*.json")
     assert any(line.startswith(f"stacklab: error: {f}: made immutable") for f in files), line
     assert "chattr -i" in line and f"it is kept in {entry}" in line, line
-    monkeypatch.setattr(runner, "execute_run", must_not_measure)
+    refusing = measuring_nothing(monkeypatch, tmp_path)
     result = invoke("run", spec, "--db", db, "--resume")   # sweeps the servers left
+    assert not refusing.refused(), MEASURED_AGAIN
     assert result.exit_code == 0, result.output
     [(outcome, reason, _, _)] = rows(db)
     assert outcome == "ok"

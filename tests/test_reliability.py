@@ -5,6 +5,7 @@ a real full disk, a real lock or a real signal."""
 import dataclasses
 import json
 import os
+import shlex
 import shutil
 import signal
 import sqlite3
@@ -25,7 +26,7 @@ from stacklab.cli import cli
 from stacklab.stacks import COMPONENTS
 from stacklab.store import Store
 
-from fakes import fake_experiment
+from fakes import fake_experiment, use_fake_engine
 from helpers import require_engine, require_root, server_processes, wait_for
 
 
@@ -154,11 +155,10 @@ def test_a_locked_database_keeps_the_measured_run_for_resume(tmp_path, monkeypat
     holder[0].close()
     assert not rows(db)
 
-    def must_not_measure(ctx, run):
-        pytest.fail(f"{run.trial.label()} measured again")
-
-    monkeypatch.setattr(runner, "execute_run", must_not_measure)
+    # the resume's engine: the fake one, refusing and writing down any load
+    engine = use_fake_engine(monkeypatch, tmp_path / "engine", refuse="measured again")
     result = invoke("run", spec, "--db", db, "--resume")
+    assert not engine.refused(), "measured again"
     assert result.exit_code == 0, result.output
     [(outcome, *_)] = rows(db)
     assert outcome == "ok" and not kept.exists()
@@ -224,18 +224,13 @@ def test_a_lab_directory_short_of_space_is_refused_before_measuring(tmp_path, la
 
 def test_a_lab_directory_that_fills_up_during_the_run_fails_the_run(tmp_path, lab_on,
                                                                    monkeypatch):
-    """The access log filled the lab's filesystem: the server's log is cut, the run is
-    failed, not stored ok."""
-    require_engine()
-    monkeypatch.setattr(runner, "LAB_MIN_FREE_MIB", 1)
-    root = lab_on("3m")
-    real_run_load = measurement.run_load
-
-    def fill_then_load(plan, work_dir):
-        fill(root, 1200 << 10)         # just above the minimum; the access log takes it
-        return real_run_load(plan, work_dir)
-
-    monkeypatch.setattr(measurement, "run_load", fill_then_load)
+    """The lab's filesystem filled up during the load: the server's log is cut, the run
+    is failed, not stored ok. (The fake engine fills it, as a real load's access log
+    would: the lab starts above the minimum a run needs.)"""
+    root = lab_on(f"{runner.LAB_MIN_FREE_MIB + 16}m")
+    filler = shlex.quote(str(root / "filler"))
+    use_fake_engine(monkeypatch, tmp_path / "engine",
+                    during=f"cat /dev/zero > {filler} 2>/dev/null || true")
     spec, db = one_run(tmp_path, measure="requests = 20000"), tmp_path / "stacklab.db"
     result = invoke("run", spec, "--db", db)
     assert result.exit_code == 0, result.output
