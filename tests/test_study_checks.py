@@ -1,14 +1,17 @@
 """Every check of every study plan, judged on stored runs made up for it: with B twice A
 in the claim's direction the finding holds, with the sides swapped it is reversed, with
 the same values on both sides it is not shown (a claim of no difference: holds, and
-does not hold at twice). So a check whose selectors name the wrong trials, or whose
-metric is not its claim's, is seen before a study runs for an hour.
+does not hold at twice). So a check whose selectors name the wrong trials, whose
+metric is not its claim's, or whose sides are the other way round from its claim's (where
+a name tells them apart) is seen before a study runs for an hour.
 
 The runs are TrialSummary values for every trial the step plans, each metric filled the
 way the store's summary fills it (analyze.summarize), so a check's selectors, its sums
 and the verdict code are the real ones; only the numbers are chosen."""
 
 from __future__ import annotations
+
+import re
 
 import pytest
 
@@ -124,3 +127,29 @@ def test_size_follows_the_made_up_ratio():
                          (then ** 0.5, "weaker now")):
         m = measure_check(check, view_for(ps, check, factor), REGISTRY)
         assert size_verdict(then, m, "b>a") == size
+
+
+def _markers(own: dict, other: dict) -> list[str]:
+    """The words that tell a side from the other: its stack, workload or knob values
+    that differ and are names (not numbers or switches), each as a whole word."""
+    return [str(v).lower() for k, v in own.items()
+            if isinstance(v, str) and len(v) >= 3 and not v.isdigit() and other.get(k) != v]
+
+
+def _says(text: str, words: list[str]) -> bool:
+    return any(re.search(rf"(?<![\w>+-]){re.escape(w)}(?![\w+-])", text.lower()) for w in words)
+
+
+@pytest.mark.parametrize("sid, ps, check", [p for p in CHECKS
+                                            if isinstance(p.values[2].a, dict)
+                                            and isinstance(p.values[2].b, dict)])
+def test_no_checks_sides_are_swapped_against_its_claim(sid, ps, check):
+    """Where the sides differ by a name (a stack, a workload, a knob's value), the claim's
+    B must not name A's and A's not B's while its own does not: a check whose selectors
+    are swapped against its claim would judge the claim backwards."""
+    claim = load_study(sid).finding(check.finding).claim
+    a, b = _markers(check.a, check.b), _markers(check.b, check.a)
+    crossed = ((_says(claim.a, b) and not _says(claim.b, b))
+               or (_says(claim.b, a) and not _says(claim.a, a)))
+    assert not crossed, (f"claim A {claim.a!r}, B {claim.b!r}; "
+                         f"check A names {a}, B names {b}")
