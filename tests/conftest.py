@@ -3,6 +3,7 @@ import ctypes
 import pytest
 
 from stacklab.host import lab
+from stacklab.netlab.sweep import SWEEPS
 
 from stacklab.stacks import REGISTRY, STACKS
 from stacklab.workloads import WORKLOADS
@@ -29,6 +30,6 @@ def spec_args():
 @pytest.fixture
 def session():
     """A lab session (run directories under /tmp/stacklab-<uid>), closed afterwards."""
-    s = lab.open_session()
+    s = lab.open_session(sweeps=SWEEPS)
     yield s
     s.close()

@@ -30,6 +30,7 @@ from stacklab.analysis.flags import host_busy
 from stacklab.measure.monitor import ComponentTrace, Sample
 from stacklab.netlab import cgroupfiles, cgroups
 from stacklab.netlab.cgrouplimits import cpu_usage_s
+from stacklab.netlab.sweep import SWEEPS
 from stacklab.netlab.cgroups import (CgroupBusyError, CgroupError, Hierarchy, Profile,
                                      accounting_group, cleanup_stale, create_group)
 
@@ -361,6 +362,6 @@ def test_a_killed_run_leaves_groups_that_the_next_session_removes(tmp_path):
     try:
         assert all(p.exists() for p in made)     # left behind, with the servers inside
     finally:
-        lab.open_session().close()               # the next start: servers stopped, groups gone
+        lab.open_session(sweeps=SWEEPS).close()  # the next start: servers stopped, groups gone
     assert not any(p.exists() for p in made), made
     assert server_processes() == []

@@ -15,6 +15,7 @@ from typer.testing import CliRunner
 from stacklab.host import lab
 from stacklab.cli import cli
 from stacklab.errors import UnsafePathError
+from stacklab.host.pathchars import UNSAFE
 from stacklab.netlab import fscheck
 
 from helpers import require_root
@@ -40,7 +41,7 @@ def _use_tmpdir(monkeypatch, path: Path) -> None:
 
 # 1. one list of unsafe characters -----------------------------------------------------
 
-@pytest.mark.parametrize("bad", sorted(fscheck.UNSAFE) + [" ", "\t", "\x1b"])
+@pytest.mark.parametrize("bad", sorted(UNSAFE) + [" ", "\t", "\x1b"])
 def test_the_lab_root_and_the_filesystem_layer_refuse_the_same_characters(plain_dir, bad):
     root = plain_dir / f"a{bad}b" / "stacklab-0"
     with pytest.raises(UnsafePathError, match="TMPDIR"):

@@ -10,6 +10,11 @@ run directory under a long TMPDIR holds more. Each session registers in one shor
 machine-wide directory (the registry: /run/stacklab as root), whatever its TMPDIR; its
 entry holds its servers' sockets and names its session directory, so that any later
 start sweeps a session killed under another root, and any lab sees every other.
+
+What a session leaves besides servers and files (the lab layers' namespaces, filesystems
+and cgroups, recorded under its directory) this module does not know: whoever opens a
+session names the sweeps that remove them (netlab.sweep.SWEEPS), and every sweep of a
+dead session runs them after its servers are stopped.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ import signal
 import string
 import tempfile
 import uuid
+from collections.abc import Callable, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,9 +40,9 @@ from ..errors import UnsafePathError
 # Held by drive.py around the engine's start, below this module; read as lab.<name> too.
 from .interrupts import interrupt, interrupts_held  # noqa: F401 (interrupts_held re-exported)
 # What a lab root may not hold: one list for the server configs and the filesystem layer
-# (fscheck refuses the same characters when it mounts), so a root accepted here is never
-# refused when the session closes. Templates quote paths; this refuses them early.
-from ..netlab.fscheck import unsafe_char
+# (netlab.fscheck refuses the same characters when it mounts), so a root accepted here is
+# never refused when the session closes. Templates quote paths; this refuses them early.
+from .pathchars import unsafe_char
 
 LOCK = "lock"
 SUN_PATH_MAX = 107          # bytes of a unix socket's path (sun_path, less its NUL)
@@ -61,6 +67,10 @@ FIELDS = {"uid": r"\d+", "pid": r"\d+", "token": r"[0-9a-f]{8}",
           "repetition": r"\d+", "workload": r"[^/\s\"':;|]+",
           "digest": r"[0-9a-f]{8}",                     # of the run dir's path in its session
           "label": r"[^/\s\"':;|]+"}                      # the run dir's name (its component)
+
+# Removes the lab layers a dead session recorded under a directory (its state records):
+# one per kind of layer, given by whoever opens the session (netlab.sweep.SWEEPS).
+Sweep = Callable[[Path], object]
 
 
 def name(template: str, **values: object) -> str:
@@ -111,6 +121,7 @@ class Session:
     _lock_fd: int
     entry: Path | None = None      # its registry entry (sockets), held by _entry_fd
     _entry_fd: int | None = None
+    sweeps: tuple[Sweep, ...] = ()  # what removes the lab layers it may leave behind
 
     def layer_id(self, run: str) -> str:
         """The id a run's namespaces, filesystem and cgroup are named by: the run's name
@@ -132,8 +143,8 @@ class Session:
 
     def close(self) -> None:
         """Stop anything still running from this session (a safety net: runs stop their
-        own servers), then remove its files."""
-        _stop_recorded(self.dir)
+        own servers), then remove its lab layers and its files."""
+        _stop_recorded(self.dir, self.sweeps)
         shutil.rmtree(self.dir, ignore_errors=True)
         if self.entry is not None:
             shutil.rmtree(self.entry, ignore_errors=True)
@@ -189,14 +200,18 @@ def _can_search(st: os.stat_result, user: str | None) -> bool:
     return bool(st.st_mode & stat.S_IXOTH)
 
 
-def open_session(root: Path | None = None, registry: Path | None = None) -> Session:
+def open_session(root: Path | None = None, registry: Path | None = None,
+                 sweeps: Sequence[Sweep] = ()) -> Session:
     """A locked session directory under `root`, registered in `registry` (default: this
-    user's machine-wide one), after sweeping the sessions no live stacklab holds."""
+    user's machine-wide one), after sweeping the sessions no live stacklab holds. `sweeps`
+    remove the lab layers such a session left, and this one's when it closes: a session
+    opened without them (a test's servers alone) removes a dead session's records with
+    its directory, so a lab that makes layers opens with netlab.sweep.SWEEPS."""
     root = check_root(root or default_root())
     registry = check_registry(registry or default_registry())
     root.mkdir(mode=0o755, parents=True, exist_ok=True)
     root.chmod(0o755)
-    cleanup_stale(root, registry)
+    cleanup_stale(root, registry, sweeps)
     pid, token = os.getpid(), uuid.uuid4().hex[:8]
     staging = root / f"new-{pid}-{token}"   # locked before it gets a name cleanup looks at
     staging.mkdir(mode=0o755)
@@ -204,7 +219,7 @@ def open_session(root: Path | None = None, registry: Path | None = None) -> Sess
     path = root / name(SESSION, pid=pid, token=token)
     staging.rename(path)
     entry, entry_fd = _register(registry, path, pid, token)
-    return Session(root, path, fd, entry, entry_fd)
+    return Session(root, path, fd, entry, entry_fd, tuple(sweeps))
 
 
 def _lock_new(lock: Path) -> int:
@@ -327,23 +342,24 @@ def check_socket(path: Path, server: str, limit: int = SUN_PATH_MAX) -> None:
 
 # 2. sweeping what dead sessions left -------------------------------------------------
 
-def cleanup_stale(root: Path, registry: Path | None = None) -> list[Path]:
+def cleanup_stale(root: Path, registry: Path | None = None,
+                  sweeps: Sequence[Sweep] = ()) -> list[Path]:
     """Stop the servers of, and remove, session dirs that no live stacklab holds: those
     under `root`, and those the registry names under any other root (a stacklab killed
-    under another TMPDIR), with their registry entries."""
+    under another TMPDIR), with their registry entries; `sweeps` remove their lab layers."""
     cleaned = []
     for session in sorted(root.glob("s-*")):
         with _lock_if_free(session / LOCK) as free:
             if free:
-                _remove_session(session)
+                _remove_session(session, sweeps)
                 cleaned.append(session)
-    return cleaned + sweep_registry(registry or default_registry())
+    return cleaned + sweep_registry(registry or default_registry(), sweeps)
 
 
-def sweep_registry(registry: Path) -> list[Path]:
-    """The registry's entries no live stacklab holds: their sessions' servers and lab
-    layers stopped, their session directories and socket directories removed. Returns
-    the session directories removed."""
+def sweep_registry(registry: Path, sweeps: Sequence[Sweep] = ()) -> list[Path]:
+    """The registry's entries no live stacklab holds: their sessions' servers stopped,
+    their lab layers removed (`sweeps`), their session directories and socket directories
+    removed. Returns the session directories removed."""
     cleaned = []
     for entry in _entries(registry, staging=True):
         if not (entry / LOCK).exists() and procs.pid_alive(int(_pid_of(entry))):
@@ -356,7 +372,7 @@ def sweep_registry(registry: Path) -> list[Path]:
                 with _lock_if_free(session / LOCK) as session_free:
                     if not session_free:
                         continue             # its stacklab lives on: not ours to sweep
-                    _remove_session(session)
+                    _remove_session(session, sweeps)
                     cleaned.append(session)
             shutil.rmtree(entry, ignore_errors=True)
     return cleaned
@@ -375,8 +391,8 @@ def _pid_of(entry: Path) -> str:
     return entry.name.removeprefix("new-").split("-")[0]
 
 
-def _remove_session(session: Path) -> None:
-    _stop_recorded(session)
+def _remove_session(session: Path, sweeps: Sequence[Sweep]) -> None:
+    _stop_recorded(session, sweeps)
     shutil.rmtree(session, ignore_errors=True)
 
 
@@ -460,27 +476,26 @@ def _is_held(lock: Path) -> bool:
         os.close(fd)
 
 
-def _stop_recorded(directory: Path) -> None:
+def _stop_recorded(directory: Path, sweeps: Sequence[Sweep]) -> None:
     """Stop the servers recorded under a session left behind, then remove the lab layers
-    it recorded: network namespaces, filesystems and cgroups (the servers first: their
-    sockets, open files and pids are there)."""
-    from ..netlab import cgroups, fs, net
+    it recorded, each kind by its sweep in the order given (the servers first: their
+    sockets, open files and pids are in those layers)."""
     for pgids in directory.rglob(procs.PGIDS_FILE):
         procs.cleanup_leftovers(pgids.parent)
-    net.cleanup_stale(directory)
-    fs.cleanup_stale(directory)
-    cgroups.cleanup_stale(directory)
+    for sweep in sweeps:
+        sweep(directory)
 
 
 @contextmanager
-def session_scope(root: Path | None = None):
+def session_scope(root: Path | None = None, sweeps: Sequence[Sweep] = ()):
     """A lab session whose servers are stopped however the command ends: Ctrl-C, SIGTERM
     and SIGHUP become KeyboardInterrupt (held inside interrupts_held()), and while the
-    session is being closed they are ignored, so cleanup always finishes."""
+    session is being closed they are ignored, so cleanup always finishes. `sweeps` as
+    open_session's."""
     previous = {sig: signal.signal(sig, interrupt)
                 for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
     try:
-        session = open_session(root)
+        session = open_session(root, sweeps=sweeps)
         try:
             yield session
         finally:

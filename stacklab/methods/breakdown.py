@@ -64,6 +64,7 @@ from ..errors import StacklabError, UsageError
 from ..host.hostinfo import host_facts
 from ..run.layers import Composition, Place
 from ..netlab.layers import NetworkLayer
+from ..netlab.sweep import SWEEPS
 from ..experiment.plan import Plan, PlannedRun, Trial, effective_knobs, fixed_conflict
 from ..run.validate import Field, check_installed, validate_plan
 from ..run.stack import RunningStack, Site, StackLayer
@@ -446,7 +447,7 @@ def _run_series(plan: BreakdownPlan, env: Environment,
                            for name in STACKS[plan.stack].components)
     versions["stacklab-load"] = engine_version()
     versions["stacklab"] = __version__
-    with lab.session_scope(env.lab_root) as session, CpuAwake() as cpus:
+    with lab.session_scope(env.lab_root, SWEEPS) as session, CpuAwake() as cpus:
         system = cpus.state()   # one connection: idle-CPU wake-ups would dominate
         for i in range(1, repetitions + 1):
             created_at = env.clock()

@@ -16,6 +16,7 @@ import subprocess
 from pathlib import Path
 
 from ..errors import StacklabError
+from ..host.pathchars import unsafe_char
 
 FILESYSTEMS = ("ext3", "ext4", "xfs", "btrfs", "jfs", "reiserfs", "tmpfs")
 PACKAGES = {"ext3": "e2fsprogs", "ext4": "e2fsprogs", "xfs": "xfsprogs",
@@ -34,19 +35,6 @@ OPTIONS = {fs: {"noatime", "nodiratime", "relatime", "strictatime"} for fs in FI
 for _fs in ("ext3", "ext4"):
     OPTIONS[_fs] |= {"data=ordered", "data=writeback", "data=journal", "nobarrier"}
 OPTIONS["btrfs"] |= {"nobarrier"}
-
-# What a lab path may not hold, for every use the lab makes of it: a mount's options and
-# /proc/mounts (',' separates options, '\\' escapes), server configs (where ';', '#',
-# quotes, '$' and globs mean something, '(' opens mod_ssl's cache size) and
-# PHP_INI_SCAN_DIR (a ':'-separated list); with whitespace and control characters. One
-# list, so that a lab root accepted up front (lab.check_root) is never refused later.
-UNSAFE = frozenset(';{}"\'#\\$|:()*?[],')
-
-
-def unsafe_char(text: str) -> str | None:
-    """The first character of `text` that a lab path may not hold, or None."""
-    return next((c for c in text if c in UNSAFE or c.isspace() or not c.isprintable()), None)
-
 
 RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
 TOOL_PATH = os.pathsep.join([os.environ.get("PATH", ""), "/usr/sbin", "/sbin"])
@@ -138,7 +126,7 @@ def _check_dirs(state_dir: Path, mount_point: Path, lab_dir: Path | None) -> tup
 
 def _check_path(path: Path) -> Path:
     """The path, absolute and with symlinks resolved; ValueError if /proc/mounts or a
-    command line could not carry it as it is (UNSAFE: ',', '\\', whitespace…)."""
+    command line could not carry it as it is (pathchars.UNSAFE: ',', '\\', whitespace…)."""
     text = str(path)
     bad = unsafe_char(text)
     if not Path(text).is_absolute() or bad is not None:

@@ -42,6 +42,7 @@ from ..netlab.fs import FilesystemUnavailable, MountError, fs_type_of
 from ..netlab.layers import (PLAN_ORDER, ColdCacheLayer, FilesystemLayer, MachineLayer,
                              NetworkLayer)
 from ..netlab.net import NetlabError
+from ..netlab.sweep import SWEEPS
 from ..host.placement import parse_cpus
 from ..experiment.plan import Plan, PlannedRun, Trial, effective_knobs
 from .quiet import settle, wait_quiet
@@ -207,7 +208,7 @@ def _run_all(env: Environment, spec: ExperimentSpec, plan: Plan, registry: KnobR
     done = store.done(exp_id)
     todo = [r for r in plan.runs if (r.trial.id, r.repetition) not in done]
     try:
-        with lab.session_scope(env.lab_root) as session:
+        with lab.session_scope(env.lab_root, SWEEPS) as session:
             ctx = RunContext(exp_id, spec, registry, store, session, results_dir,
                              versions, make_certificate(session.dir), system,
                              env.clock, remeasure=remeasure,
