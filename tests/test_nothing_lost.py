@@ -11,14 +11,14 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from stacklab.run import runner
 from stacklab.cli import cli
 from stacklab.commands.run import resume_command
 from stacklab.commands.study import study_command
 from stacklab.errors import StoreError
 from stacklab.store import Store
 
-from helpers import require_engine, require_root
+from fakes import use_fake_engine
+from helpers import require_engine, require_root, server_processes
 from test_store import new_exp, record
 
 
@@ -82,21 +82,18 @@ def test_two_names_for_one_database_take_one_runner_lock(tmp_path, other):
 def test_the_resume_hint_carries_the_db_given(tmp_path, monkeypatch):
     """An interrupted run says how to complete it; without the --db it was given, the
     printed command would resume nothing (another database)."""
-    require_engine()
     spec = tmp_path / "one.toml"
     spec.write_text('[experiment]\nremeasure = 0\nname = "one"\nrepetitions = 1\nrequests = 200\n'
                     'warmup = "0s"\n[matrix]\nstack = ["nginx"]\n'
                     'workload = ["static-page"]\nconcurrency = [2]\n')
     db = tmp_path / "my results.db"
-
-    def interrupted(ctx, run):
-        raise KeyboardInterrupt
-
-    monkeypatch.setattr(runner, "execute_run", interrupted)
+    # ^C during the load (the fake engine sends it to this process, which runs the CLI)
+    use_fake_engine(monkeypatch, tmp_path / "engine", during=f"kill -INT {os.getpid()}")
     result = invoke("run", spec, "--db", db)
     assert result.exit_code == 130, result.output
     hint = f"`stacklab run {spec} --db {shlex.quote(str(db))} --resume` completes the rest"
     assert hint in result.output
+    assert server_processes() == []        # the nginx it interrupted was stopped
 
 
 def test_the_resume_hints_are_commands_that_run():
