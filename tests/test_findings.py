@@ -142,9 +142,11 @@ def test_a_quote_stands_for_the_bullet_and_its_figures_come_from_it(tmp_path, se
     study = load_study("S4", tmp_path)
     assert unquoted_figures(study, seeds) == ["peak-mbps: 7 x (typed) is not in its quote"]
     assert missing_figures(study, seeds) == []
-    assert unfound_quotes(study, "a talk with 606 MB/s at -c 8 in it") == []
-    assert unfound_quotes(study, "another talk") == [
-        f"peak-mbps: quote '606 MB/s at -c 8' is not in {study.source}"]
+    # (the file's own quoted findings are not in these made-up texts: only peak-mbps counts)
+    found = unfound_quotes(study, "a talk with 606 MB/s at -c 8 in it")
+    assert [q for q in found if q.startswith("peak-mbps")] == []
+    assert (f"peak-mbps: quote '606 MB/s at -c 8' is not in {study.source}"
+            in unfound_quotes(study, "another talk"))
 
 
 @needs_sources
