@@ -62,7 +62,8 @@ from ..measure.drive import LoadPlan, LoadReport, engine_version, run_load
 from ..env import Environment
 from ..errors import StacklabError, UsageError
 from ..host.hostinfo import host_facts
-from ..run.layers import Composition, Place
+from ..layer import Place
+from ..run.layers import Composition
 from ..netlab.layers import NetworkLayer
 from ..netlab.sweep import SWEEPS
 from ..experiment.plan import Plan, PlannedRun, Trial, effective_knobs, fixed_conflict

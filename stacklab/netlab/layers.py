@@ -1,4 +1,4 @@
-"""The lab's layers of a run (stacklab.run.layers.Layer), over what run.py makes: the network,
+"""The lab's layers of a run (stacklab.layer.Layer), over what run.py makes: the network,
 the machine profile, the filesystem, and the cold cache just before the load. Each says
 what it refuses in a plan, what it finds once the servers run under it, and its own part
 of the run's record ("_net", "_accounting" and "_machine", "_fs")."""
@@ -9,10 +9,10 @@ import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..errors import StacklabError
-from ..run.layers import Place
+from ..layer import Place, Running
 from ..measure.verify import Verdict
 from ..workloads import Deployed
 from . import cgroups, fs
@@ -20,11 +20,8 @@ from .knobs import sysctls
 from .run import (Machine, Network, cool, cool_verdicts, filesystem, fs_verdicts, machine,
                   machine_verdicts, network)
 
-if TYPE_CHECKING:
-    from ..run.stack import RunningStack
 
-
-def _pids(running: RunningStack) -> list[int]:
+def _pids(running: Running) -> list[int]:
     return [s.proc.popen.pid for s in running.started]
 
 
@@ -63,7 +60,7 @@ class MachineLayer:
 
     knobs: dict[str, Any]
     place: Place
-    running: RunningStack
+    running: Running
     name = "machine"
     waits = True
     machine: Machine = field(default_factory=lambda: Machine(None))
@@ -110,7 +107,7 @@ class FilesystemLayer:
     knobs: dict[str, Any]
     deployed: Deployed
     place: Place
-    running: RunningStack
+    running: Running
     name = "fs"
     waits = True
     mount: fs.Mount | None = None

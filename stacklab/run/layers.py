@@ -2,7 +2,8 @@
 conditions (network, machine profile, filesystem), the stack (its own lifecycle), the
 checks of what the load will ask, a cold cache, and the measurement itself.
 
-Each layer has one small interface (Layer) and lives with its own code (netlab/layers.py,
+Each layer has one small interface (stacklab.layer.Layer, below the run so that the
+layers' own code need not import it) and lives with its own code (netlab/layers.py,
 stack.py, verify.py, pageview.py, the runner's measurement); a run, a breakdown or a study
 is a composition of the layers it needs (Composition). A FAIL among the verdicts the
 layers give before the load stops the run here, and only here: nothing is measured.
@@ -11,52 +12,12 @@ layers give before the load stops the run here, and only here: nothing is measur
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import AbstractContextManager, ExitStack, contextmanager
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from contextlib import ExitStack, contextmanager
+from typing import Any, TypeVar
 
 from ..errors import VerificationFailed
+from ..layer import Layer
 from ..measure.verify import Status, Verdict
-
-
-@dataclass(frozen=True)
-class Place:
-    """Where a run's lab layers are made: the run's id in the session's registry (the
-    names of its namespaces, groups and mounts) and the session's state directory (their
-    records, which the session's cleanup reads after a kill)."""
-
-    run_id: str
-    state_dir: Path
-
-
-class Layer(Protocol):
-    """One layer of a run.
-
-    - `name`: what its refusals and records are about (a knob group: "net", "fs" …);
-    - `problem(knobs)`: what it refuses of a trial's effective knobs before anything
-      starts (its plan rule), or None;
-    - `entered()`: sets it up (a layer does its work here: the measurement measures) and
-      always tears it down, after the layers inside it;
-    - `waits`: its verdicts judge the servers it runs under (the docroot's filesystem in
-      their view, their cgroups), so they are judged once the next layer that does not
-      wait (the stack) is up, with that layer's;
-    - `verdicts()`: what it found, asked once it is entered (and, if it waits, the
-      servers are up); a FAIL stops the run before the load;
-    - `record()`: its own part of the run's record (resources keys), read once the
-      innermost layer is done, while every layer is still up.
-    """
-
-    name: str
-    waits: bool
-
-    def problem(self, knobs: dict[str, dict[str, Any]]) -> str | None: ...
-
-    def entered(self) -> AbstractContextManager[Any]: ...
-
-    def verdicts(self) -> tuple[Verdict, ...]: ...
-
-    def record(self) -> dict[str, Any]: ...
 
 
 def failed(verdicts: Sequence[Verdict]) -> list[Verdict]:

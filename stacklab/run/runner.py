@@ -35,7 +35,8 @@ from ..host.hostinfo import git_commit, host_facts
 from .keep import keep_logs, kept_dir
 from ..knobs import KnobRegistry, setting_differences
 from .layercheck import layer_verdicts
-from .layers import Composition, Layer, Place, failed, kinds, makes
+from ..layer import Layer, Place
+from .layers import Composition, failed, kinds, makes
 from .measurement import load_outcome, measure
 from ..netlab.cgroups import CgroupError
 from ..netlab.fs import FilesystemUnavailable, MountError, fs_type_of
