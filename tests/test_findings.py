@@ -176,8 +176,7 @@ def test_s1_findings():
     gone = {f.id: f.not_expressible.reason for f in s1.findings if f.not_expressible}
     assert len(s1.findings) == 39
     assert gone == {"filesystem-reiserfs": "kernel-feature", "filesystem-jfs": "kernel-feature",
-                    "opcode-caches-gone": "software-gone",
-                    "real-server-static": "real-server"}
+                    "opcode-caches-gone": "software-gone"}
 
 
 # --- the check can fail ----------------------------------------------------------------
