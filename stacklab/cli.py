@@ -319,11 +319,13 @@ def dbbench(ctx: typer.Context,
 @cli.command()
 def study(ctx: typer.Context,
           name: str = typer.Argument(..., help="S1, S2, S3, S4 or S5 (the digest: "
-                                     "stacklab/studies/SEEDS.md)."),
+                                     "stacklab/studies/SEEDS.md), or all: the five in "
+                                     "one go, with one report over them."),
           quick: bool = typer.Option(False, "--quick", help="Fewer levels, repetitions "
                                      "and shorter runs; still a verdict per finding."),
           output: Optional[Path] = typer.Option(None, "-o", "--output", help="The study "
-                                                "report (HTML) [default: study-sN.html "
+                                                "report (HTML) [default: study-sN.html or "
+                                                "study-all.html "
                                                 "in the current directory]."),
           dry_run: bool = typer.Option(False, "--dry-run", help="Print the study's "
                                        "experiments, start nothing."),
@@ -333,8 +335,9 @@ def study(ctx: typer.Context,
           json: bool = typer.Option(False, "--json", help="The study's JSON document alone "
                                     "on stdout (what measuring says goes to stderr); it is "
                                     "also written beside the report.")) -> ExitStatus:
-    """Re-measure one study's findings and set each against the study's figure: then and
-    now, with intervals and verdicts (resumes a study run that was interrupted)."""
+    """Re-measure a study's findings (or all five's) and set each against the study's
+    figure: then and now, with intervals and verdicts (resumes a study run that was
+    interrupted)."""
     return studying.study(ctx.obj, name, quick, db, output, dry_run, report_only,
                           wait_quiet, as_json=json)
 

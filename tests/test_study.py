@@ -390,3 +390,38 @@ def test_report_only_as_json_prints_the_study_document_alone(tmp_path):
         ("not measured", "no-verdict", "no-data"), ("not expressible", "no-verdict", "no-data")}
     assert "experiment study-s3-sessions-quick not run yet" in doc["findings"][0]["why"]
     assert out.is_file()
+
+
+def test_all_five_report_only_writes_one_report_over_the_five_and_each_studys(tmp_path):
+    """`study all`: every study validated, each study's page and JSON beside one page and
+    JSON over the five, whose counts are the sum of the studies' (nothing stored yet:
+    every expressible finding is not measured, the rest not expressible)."""
+    Store.open(tmp_path / "r.db").close()
+    env = Environment(stdout=Console(record=True, width=240), stderr=Console(record=True),
+                      clock=lambda: "t", db=tmp_path / "r.db", lab_root=tmp_path / "lab")
+    out = tmp_path / "all.html"
+    assert main(["study", "all", "--quick", "--report-only", "-o", str(out)], env) == \
+        ExitStatus.OK
+    doc = json.loads(out.with_suffix(".json").read_text())
+    assert [s["study"] for s in doc["studies"]] == list(STUDY_IDS)
+    for sid in STUDY_IDS:
+        assert (tmp_path / f"study-{sid.lower()}-quick.html").is_file()
+        findings = load_study(sid).findings
+        gone = sum(f.not_expressible is not None for f in findings)
+        assert doc["counts"][sid]["findings"] == len(findings)
+        assert doc["counts"][sid]["not_expressible"] == gone
+        assert doc["counts"][sid]["not_measured"] == len(findings) - gone
+    assert doc["counts"]["all"]["findings"] == sum(len(load_study(s).findings)
+                                                   for s in STUDY_IDS)
+    html = out.read_text()
+    assert 'href="study-s3-quick.html#finding-auto-start-off"' in html
+    said = " ".join(env.stdout.export_text().split())
+    assert "all five" in said and "report over the five" in said
+
+
+def test_all_five_dry_run_plans_every_study_and_the_total(tmp_path):
+    env = Environment(stdout=Console(record=True, width=240), stderr=Console(record=True),
+                      clock=lambda: "t", db=tmp_path / "r.db", lab_root=tmp_path / "lab")
+    assert main(["study", "all", "--quick", "--dry-run"], env) == ExitStatus.OK
+    said = env.stdout.export_text()
+    assert all(f"{sid}:" in said for sid in STUDY_IDS) and "all five: ~" in said

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import shlex
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable
 
@@ -27,7 +27,8 @@ from ..studies.findings import STUDY_IDS, load_study, missing_figures, seeds_tex
 from ..studies.memory import memory_rows
 from ..studies.plans import (PlannedBreakdown, PlannedStep, StudyPlan, load_plan, prepare,
                               prepare_breakdowns)
-from ..studies.report import StudyReport, print_study, study_document, write_study_html
+from ..studies.report import (StudyReport, all_document, print_all, print_study,
+                              study_document, write_all_html, write_study_html)
 from ..studies.verdict import rows
 from ..run.validate import check_installed
 from ..workloads import WORKLOADS
@@ -44,41 +45,128 @@ BREAKDOWN_REQUEST_S = 0.005
 def study(env: Environment, name: str, quick: bool, db: Path | None, output: Path | None,
           dry_run: bool, report_only: bool, wait_quiet: bool = False,
           as_json: bool = False) -> ExitStatus:
-    """`as_json`: stdout carries the study JSON alone (what measuring says goes to stderr)."""
+    """`as_json`: stdout carries the study JSON alone (what measuring says goes to stderr).
+    `name` "all": the five in one go, with one report over them (study_all)."""
     sid = name.upper()
+    if sid == "ALL":
+        return study_all(env, quick, db, output, dry_run, report_only, wait_quiet, as_json)
     if sid not in STUDY_IDS:
-        raise UsageError(f"study {name!r}: expected one of {', '.join(STUDY_IDS)}")
-    findings = load_study(sid)
-    plan = load_plan(sid)
-    covered(findings, plan)
-    steps = prepare(plan, quick, REGISTRY, STACKS, set(WORKLOADS))
-    breakdowns = prepare_breakdowns(plan, quick)
+        raise UsageError(f"study {name!r}: expected one of {', '.join(STUDY_IDS)} or all")
+    one = Planned.of(sid, quick)
     if dry_run:
-        print_steps(env, steps, breakdowns)
+        print_steps(env, one.steps, one.breakdowns)
         return ExitStatus.OK
-    again = study_command(sid, quick, db)
-    db = env.database(db)
-    failed: dict[str, str] = {}
-    if not report_only:
-        failed = run_steps(replace(env, stdout=env.stderr) if as_json else env, steps,
-                           breakdowns, db, QUIET_MAX_S if wait_quiet else 0.0, again)
-    report = evaluate(env, findings, plan, steps, breakdowns, db, quick, failed)
-    # in the current directory, where the user looks (the database is in a per-user one)
-    path = output or Path(f"study-{sid.lower()}{'-quick' if quick else ''}.html")
-    if not path.parent.is_dir():
-        raise UsageError(f"-o {path}: no directory {path.parent} (create it first)")
-    document = study_document(report)
-    html = write_study_html(report, path)
-    stored = path.with_suffix(".json" if path.suffix != ".json" else ".data.json")
-    stored.write_text(json.dumps(document, indent=1, ensure_ascii=False, allow_nan=False)
-                      + "\n")
+    path = report_path(output, sid.lower(), quick)
+    failed = ({} if report_only else
+              one.measure(env, db, wait_quiet, study_command(sid, quick, db), as_json))
+    report = one.report(env, env.database(db), failed)
+    document, html, stored_at = write_report(report, path)
     if as_json:
         env.stdout.print_json(data=document)
     else:
         print_study(report, env.stdout)
-        env.stdout.print(f"study report: {html.resolve()} (data: {stored.resolve()})",
+        env.stdout.print(f"study report: {html.resolve()} (data: {stored_at.resolve()})",
                          markup=False, highlight=False)
     return ExitStatus.ERROR if failed else ExitStatus.OK
+
+
+@dataclass(frozen=True)
+class Planned:
+    """One study loaded and validated whole: its findings, plan, steps and breakdowns."""
+
+    id: str
+    quick: bool
+    findings: object                    # findings.Study
+    plan: StudyPlan
+    steps: list[PlannedStep]
+    breakdowns: list[PlannedBreakdown]
+
+    @classmethod
+    def of(cls, sid: str, quick: bool) -> "Planned":
+        findings, plan = load_study(sid), load_plan(sid)
+        covered(findings, plan)
+        return cls(sid, quick, findings, plan, prepare(plan, quick, REGISTRY, STACKS,
+                                                       set(WORKLOADS)),
+                   prepare_breakdowns(plan, quick))
+
+    def measure(self, env: Environment, db: Path | None, wait_quiet: bool, again: str,
+                as_json: bool) -> dict[str, str]:
+        """Every step run or resumed; the steps that failed, with why."""
+        return run_steps(replace(env, stdout=env.stderr) if as_json else env, self.steps,
+                         self.breakdowns, env.database(db),
+                         QUIET_MAX_S if wait_quiet else 0.0, again)
+
+    def report(self, env: Environment, db: Path, failed: dict[str, str]) -> StudyReport:
+        return evaluate(env, self.findings, self.plan, self.steps, self.breakdowns, db,
+                        self.quick, failed)
+
+
+def report_path(output: Path | None, stem: str, quick: bool) -> Path:
+    """The report's HTML: -o, else study-<stem>[-quick].html in the current directory,
+    where the user looks (the database is in a per-user one)."""
+    path = output or Path(f"study-{stem}{'-quick' if quick else ''}.html")
+    if not path.parent.is_dir():
+        raise UsageError(f"-o {path}: no directory {path.parent} (create it first)")
+    return path
+
+
+def write_report(report: StudyReport, path: Path) -> tuple[dict, Path, Path]:
+    """The study's HTML at `path` and its JSON beside it: (document, html, json)."""
+    document = study_document(report)
+    html = write_study_html(report, path)
+    return document, html, write_json(document, path)
+
+
+def write_json(document: dict, path: Path) -> Path:
+    stored_at = path.with_suffix(".json" if path.suffix != ".json" else ".data.json")
+    stored_at.write_text(json.dumps(document, indent=1, ensure_ascii=False, allow_nan=False)
+                         + "\n")
+    return stored_at
+
+
+def study_all(env: Environment, quick: bool, db: Path | None, output: Path | None,
+              dry_run: bool, report_only: bool, wait_quiet: bool,
+              as_json: bool) -> ExitStatus:
+    """The five studies in one go: all validated before anything starts, each measured in
+    turn (an interrupted one resumes where it stopped: run the same command again), each
+    study's own report written beside one report over all five."""
+    planned = [Planned.of(sid, quick) for sid in STUDY_IDS]
+    if dry_run:
+        for one in planned:
+            env.stdout.print(f"{one.id}:", markup=False, highlight=False)
+            print_steps(env, one.steps, one.breakdowns)
+        total = sum(step_estimates_s(one) for one in planned)
+        env.stdout.print(f"all five: ~{total / 60:.0f} min", markup=False)
+        return ExitStatus.OK
+    path = report_path(output, "all", quick)
+    again = study_command("all", quick, db)
+    failed: dict[str, str] = {}
+    if not report_only:
+        for one in planned:
+            env.stderr.print(f"study {one.id}", markup=False, highlight=False)
+            failed.update(one.measure(env, db, wait_quiet, again, as_json))
+    reports = []
+    for one in planned:
+        report = one.report(env, env.database(db), failed)
+        write_report(report, path.with_name(f"study-{one.id.lower()}"
+                                            f"{'-quick' if quick else ''}.html"))
+        reports.append(report)
+    document = all_document(reports)
+    html = write_all_html(reports, path)
+    stored_at = write_json(document, path)
+    if as_json:
+        env.stdout.print_json(data=document)
+    else:
+        print_all(reports, env.stdout)
+        env.stdout.print(f"report over the five: {html.resolve()} (data: "
+                         f"{stored_at.resolve()}; each study's beside it)",
+                         markup=False, highlight=False)
+    return ExitStatus.ERROR if failed else ExitStatus.OK
+
+
+def step_estimates_s(one: Planned) -> float:
+    return (sum(ps.plan.estimated_s(ps.spec) for ps in one.steps)
+            + sum(breakdown_estimate_s(pb) for pb in one.breakdowns))
 
 
 def study_command(sid: str, quick: bool, db: Path | None) -> str:

@@ -468,3 +468,87 @@ def write_study_html(report: StudyReport, path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(html)
     return path
+
+
+# --- the five in one report -------------------------------------------------------------
+
+# The columns of the report over the five, in order: what study_counts gives.
+COUNT_COLUMNS = ("findings", "measured", "holds", "holds: stronger now", "holds: same size",
+                 "holds: weaker now", "holds: no size", "not shown", "reversed",
+                 "does not hold", "no verdict", "demonstrations", "not expressible",
+                 "not measured")
+
+
+def study_counts(report: StudyReport) -> dict[str, int]:
+    """A study's findings counted as the report over the five shows them (COUNT_COLUMNS):
+    the verdicts of those that could have failed, "holds" split by size, the
+    demonstrations, the findings not expressible and those not measured."""
+    held, sized = report.held(), report.sized("holds")
+    counts = {"findings": len(report.rows), "measured": len(report.tested())}
+    for column in COUNT_COLUMNS[2:]:
+        if column.startswith("holds: "):
+            counts[column] = sized.get(column.removeprefix("holds: "), 0)
+        elif column in DIRECTIONS:
+            counts[column] = held.get(column, 0)
+    counts["demonstrations"] = len(report.demonstrations())
+    counts["not expressible"] = report.count("not expressible")
+    counts["not measured"] = report.count("not measured")
+    return {c: counts[c] for c in COUNT_COLUMNS}
+
+
+def overall_counts(reports: list[StudyReport]) -> dict[str, int]:
+    return {c: sum(study_counts(r)[c] for r in reports) for c in COUNT_COLUMNS}
+
+
+def counts_table(reports: list[StudyReport]) -> list[tuple[str, list[int]]]:
+    """One row per study and one for all five."""
+    rows = [(r.study.id, list(study_counts(r).values())) for r in reports]
+    return rows + [("all five", list(overall_counts(reports).values()))]
+
+
+def all_document(reports: list[StudyReport]) -> dict:
+    """The five studies as data: the counts per study and overall, and each study's
+    document (study_document) whole."""
+    key = {c: c.replace(": ", "_").replace(" ", "_") for c in COUNT_COLUMNS}
+    return {"schema_version": DOCUMENT_VERSION, "stacklab": __version__,
+            "quick": all(r.quick for r in reports),
+            "counts": {"all": {key[c]: n for c, n in overall_counts(reports).items()},
+                       **{r.study.id: {key[c]: n for c, n in study_counts(r).items()}
+                          for r in reports}},
+            "studies": [study_document(r) for r in reports]}
+
+
+def print_all(reports: list[StudyReport], out: Console) -> None:
+    """The counts per study and for all five, then every finding's line."""
+    table = Table(title="the five studies: then and now")
+    for col in ("study", *COUNT_COLUMNS):
+        table.add_column(col, justify="left" if col == "study" else "right", overflow="fold")
+    for label_, cells in counts_table(reports):
+        table.add_row(label_, *(str(n) for n in cells))
+    out.print(table)
+    out.print(MEANINGS.format(band="the study's band (each study's report says it)"),
+              markup=False, highlight=False)
+    lines = Table(title="every finding")
+    for col in ("study", "finding", "then (study)", "now: B/A [95% CI]", "direction", "size"):
+        lines.add_column(col, overflow="fold")
+    for r in reports:
+        for row in r.rows:
+            now = now_text(row) if row.status == "measured" else f"{row.status}: {row.why}"
+            direction = row.direction_text + (" (demonstration)" if row.demonstration else "")
+            lines.add_row(r.study.id, row.finding.id, claim_text(row.finding), now,
+                          direction, row.size)
+    out.print(lines)
+
+
+def write_all_html(reports: list[StudyReport], path: Path) -> Path:
+    """The page over the five, beside each study's own page (study-sN[-quick].html)."""
+    quick = all(r.quick for r in reports)
+    pages = [(r, f"study-{r.study.id.lower()}{'-quick' if quick else ''}.html")
+             for r in reports]
+    html = _env.get_template("studies.html.j2").render(
+        quick=quick, version=__version__, pages=pages, columns=("study", *COUNT_COLUMNS),
+        table=counts_table(reports), claim_text=claim_text, now_text=now_text,
+        meanings=MEANINGS.format(band="the study's band (each study's page says it)"))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(html)
+    return path
