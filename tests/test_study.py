@@ -6,13 +6,15 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import sqlite3
 
 import pytest
 from rich.console import Console
 
 from stacklab.host import lab
-from stacklab.analysis.analyze import UNSIZED, Bound, VERDICTS, Estimate, TrialSummary, load_view, reach
+from stacklab.analysis.analyze import (UNSIZED, Bound, VERDICTS, Estimate, ExperimentView,
+                                     TrialSummary, load_view, reach)
 from stacklab.cli import main
 from stacklab.commands.study import covered
 from stacklab.env import Environment
@@ -425,3 +427,47 @@ def test_all_five_dry_run_plans_every_study_and_the_total(tmp_path):
     assert main(["study", "all", "--quick", "--dry-run"], env) == ExitStatus.OK
     said = env.stdout.export_text()
     assert all(f"{sid}:" in said for sid in STUDY_IDS) and "all five: ~" in said
+
+
+def at_levels(tid: str, stack: str, by_level: dict[int, list[float]]) -> list[TrialSummary]:
+    return [dataclasses.replace(summary(f"{tid}{c}", p50), stack=stack, concurrency=c)
+            for c, p50 in by_level.items()]
+
+
+def test_a_mean_over_levels_is_the_geometric_mean_of_the_ratios_level_by_level():
+    """S1 quotes nginx's photo ratio as a mean over its levels: a check with mean_over
+    averages today's the same way, over the levels this mode stored, and sets it
+    against the study's own ratio at those levels (then), not its mean over others."""
+    from stacklab.studies.plans import Then
+    from stacklab.studies.verdict import measure_check
+    a = at_levels("a", "apache", {1: [1.0, 1.0, 1.0], 10: [1.0, 1.0, 1.0]})
+    b = at_levels("b", "nginx", {1: [2.0, 2.1, 1.9], 10: [8.0, 8.4, 7.6]})
+    view = ExperimentView(id=1, name="e", description="", created_at="t", status="complete",
+                          host={}, commit=None, versions={}, summaries=a + b, runs=[])
+    then = Then((1, 2, 10), (100.0, 100.0, 100.0), (300.0, 200.0, 500.0), "Tab. 1")
+    check = Check("f", "p50", {"stack": "apache"}, {"stack": "nginx"},
+                  mean_over=("concurrency", (1, 2, 10)), then=then)
+    m = measure_check(check, view, REGISTRY)
+    assert m.comparison.ratio == pytest.approx(4.0, rel=0.01)      # √(2 × 8)
+    assert "geometric mean over concurrency 1, 10" in m.a.label
+    assert m.then == pytest.approx((3 * 5) ** 0.5)                 # at 1 and 10 only
+    assert m.then_source == "Tab. 1"
+
+
+@pytest.mark.parametrize("check, key, problem", [
+    ('mean_over = { workload = ["a", "b"] }', "mean_over", "one axis"),
+    ("mean_over = { concurrency = [10] }", "mean_over.concurrency", "at least two"),
+    ('mean_over = { concurrency = [1, 10] }\na = { stack = "x", concurrency = 1 }',
+     "mean_over", "do not name a concurrency"),
+    ('mean_over = { concurrency = [1, 10] }\n'
+     'then = { levels = [1], a = [1], b = [2], source = "T" }', "then.levels", "missing at"),
+    ('then = { levels = [1], a = [1, 2], b = [2], source = "T" }', "then", "one value"),
+    ('then = { levels = [1], a = [0], b = [2], source = "T" }', "then.a", "positive"),
+])
+def test_a_bad_mean_or_then_names_its_key(tmp_path, check, key, problem):
+    bad = tmp_path / "s9.toml"
+    a = "" if "\na = " in check else 'a = { stack = "apache" }\n'
+    bad.write_text('[[step]]\n[step.experiment]\nname = "x"\n[[step.check]]\n'
+                   f'finding = "f"\nmetric = "rps"\nb = {{ stack = "nginx" }}\n{a}{check}\n')
+    with pytest.raises(SpecError, match=rf"check\[1\]\.{re.escape(key)}.*{problem}"):
+        load_plan_file(bad)

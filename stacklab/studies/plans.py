@@ -11,16 +11,26 @@ A side may also be a sum of trials, `{ plus = [SEL, SEL], minus = [SEL] }`: its 
 per repetition is the plus trials' values added and the minus trials' taken away, for a
 claim such as S5's "TLS with gzip costs what the two cost apart" (TLS + gzip − raw).
 
+Like with like: where the study quotes a mean over its concurrency levels (S1's 2.97×
+for nginx's photos is the mean over ten levels), a check can average today's ratio over
+the same levels, `mean_over = { concurrency = [1, 2, 5, 10, 50, 150] }`: each side's
+value per repetition is the geometric mean over the levels the step planned in that mode
+(so B/A is the geometric mean of the ratios level by level). `then = { levels = [...],
+a = [...], b = [...], source = "..." }` gives the study's own values at those levels (from
+its tables), so the size verdict sets today's ratio against the study's at the same
+levels, not against a mean over others.
+
 A finding about where one request's time goes is a `[[breakdown]]`: S1's overview method
 (`stacklab breakdown`) on one stack and workload, repeated on fresh stacks, and two of its
 parts (database, php, web server, network) compared in milliseconds."""
 
 from __future__ import annotations
 
+import math
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from ..methods.breakdown import plan_breakdown
 from ..errors import SpecError, StacklabError
@@ -52,6 +62,26 @@ class Sum:
         return [(1, s) for s in self.plus] + [(-1, s) for s in self.minus]
 
 
+MEAN_AXES = ("concurrency",)
+
+
+@dataclass(frozen=True)
+class Then:
+    """The study's own values at the levels a check compares (from its tables): A's and
+    B's, level by level, and where the study gives them."""
+
+    levels: tuple[Any, ...]
+    a: tuple[float, ...]
+    b: tuple[float, ...]
+    source: str
+
+    def ratio(self, levels: tuple[Any, ...]) -> float:
+        """The study's B/A at `levels`: the geometric mean of its ratios there, as a
+        check's mean_over takes today's."""
+        ratios = [self.b[self.levels.index(v)] / self.a[self.levels.index(v)] for v in levels]
+        return math.exp(sum(math.log(r) for r in ratios) / len(ratios))
+
+
 @dataclass(frozen=True)
 class Check:
     finding: str
@@ -59,11 +89,36 @@ class Check:
     a: dict[str, Any] | Sum           # selector: stack / workload / concurrency / knob keys
     b: dict[str, Any] | Sum
     note: str = ""                    # how this measurement maps to the study's condition
+    mean_over: tuple[str, tuple[Any, ...]] | None = None   # (axis, its levels)
+    then: Then | None = None          # the study's values at the compared levels
 
     def terms(self, side: str) -> list[tuple[int, dict[str, Any]]]:
         """The side's selectors, each with its sign (a plain selector: one, plus)."""
         sel = getattr(self, side)
         return sel.terms() if isinstance(sel, Sum) else [(1, sel)]
+
+    def levels(self, trials: Sequence[Any]) -> tuple[Any, ...]:
+        """The mean_over levels among `trials` (a step's planned trials or a stored
+        experiment's summaries): those this mode measures; () without mean_over."""
+        if self.mean_over is None:
+            return ()
+        axis, wanted = self.mean_over
+        have = {getattr(t, axis) for t in trials}
+        return tuple(v for v in wanted if v in have)
+
+    def at(self, selector: dict[str, Any], level: Any) -> dict[str, Any]:
+        """A side's selector at one level of its mean_over axis."""
+        return {**selector, self.mean_over[0]: level} if self.mean_over else selector
+
+    def then_ratio(self, levels: tuple[Any, ...]) -> float | None:
+        """The study's ratio like with like: at the levels compared (mean_over's that
+        were measured, or the one level a plain check names), when `then` gives them."""
+        if self.then is None:
+            return None
+        if not levels:
+            level = self.a.get("concurrency") if isinstance(self.a, dict) else None
+            levels = (level,) if level in self.then.levels else self.then.levels[:1]
+        return self.then.ratio(levels)
 
 
 @dataclass(frozen=True)
@@ -223,12 +278,58 @@ def _check(raw: Mapping[str, Any], file: str, where: str) -> Check:
     if raw["metric"] not in METRICS:
         raise SpecError(file, f"{where}.metric", raw["metric"],
                         f"expected one of {', '.join(METRICS)}")
-    extra = set(raw) - {"finding", "metric", "a", "b", "note"}
+    extra = set(raw) - {"finding", "metric", "a", "b", "note", "mean_over", "then"}
     if extra:
         raise SpecError(file, f"{where}.{sorted(extra)[0]}", raw[sorted(extra)[0]],
-                        "unknown key (expected finding, metric, a, b, note)")
-    return Check(raw["finding"], raw["metric"], _side(raw["a"], file, f"{where}.a"),
-                 _side(raw["b"], file, f"{where}.b"), raw.get("note", ""))
+                        "unknown key (expected finding, metric, a, b, note, mean_over, then)")
+    a, b = _side(raw["a"], file, f"{where}.a"), _side(raw["b"], file, f"{where}.b")
+    mean_over = _mean_over(raw.get("mean_over"), (a, b), file, f"{where}.mean_over")
+    then = _then(raw.get("then"), mean_over, file, f"{where}.then")
+    return Check(raw["finding"], raw["metric"], a, b, raw.get("note", ""), mean_over, then)
+
+
+def _mean_over(raw: Any, sides: tuple, file: str,
+               where: str) -> tuple[str, tuple[Any, ...]] | None:
+    """`{ concurrency = [levels] }`: one axis of MEAN_AXES, at least two levels, on plain
+    sides that do not name a level themselves."""
+    if raw is None:
+        return None
+    if not isinstance(raw, Mapping) or len(raw) != 1 or next(iter(raw)) not in MEAN_AXES:
+        raise SpecError(file, where, raw, f"expected one axis ({', '.join(MEAN_AXES)}) "
+                        "and its levels")
+    axis, levels = next(iter(raw.items()))
+    if not isinstance(levels, list) or len(levels) < 2 or len(set(levels)) != len(levels):
+        raise SpecError(file, f"{where}.{axis}", levels, "expected at least two different levels")
+    for side in sides:
+        if isinstance(side, Sum) or axis in side:
+            raise SpecError(file, where, raw, f"a mean over {axis} takes plain sides that "
+                            f"do not name a {axis}")
+    return axis, tuple(levels)
+
+
+def _then(raw: Any, mean_over: tuple[str, tuple[Any, ...]] | None, file: str,
+          where: str) -> Then | None:
+    """The study's values at its levels: as many A and B values as levels, all positive,
+    with their source; under mean_over, every level of it."""
+    if raw is None:
+        return None
+    if not isinstance(raw, Mapping) or set(raw) != {"levels", "a", "b", "source"}:
+        raise SpecError(file, where, raw, "expected levels, a, b and source")
+    levels, a, b = raw["levels"], raw["a"], raw["b"]
+    if (not isinstance(levels, list) or not levels or not isinstance(a, list)
+            or not isinstance(b, list) or not len(levels) == len(a) == len(b)):
+        raise SpecError(file, where, raw, "expected lists of levels and of A's and B's "
+                        "values, one value a side per level")
+    for side, values in (("a", a), ("b", b)):
+        if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0
+                   for v in values):
+            raise SpecError(file, f"{where}.{side}", values, "expected positive numbers")
+    if mean_over is not None and set(mean_over[1]) - set(levels):
+        missing = sorted(set(mean_over[1]) - set(levels))
+        raise SpecError(file, f"{where}.levels", levels, f"the study's values are missing "
+                        f"at {mean_over[0]} {', '.join(map(str, missing))} of mean_over")
+    return Then(tuple(levels), tuple(float(v) for v in a), tuple(float(v) for v in b),
+                str(raw["source"]))
 
 
 def _side(raw: Mapping[str, Any], file: str, where: str) -> dict[str, Any] | Sum:
@@ -274,13 +375,18 @@ def prepare(plan: StudyPlan, quick: bool, registry: KnobRegistry, stacks,
         made = make_plan(spec, stacks)
         validate_plan(made, SpecOrigin(spec))
         for j, check in enumerate(step.checks, 1):
+            levels = check.levels(made.trials)
+            if check.mean_over is not None and not levels:
+                raise SpecError(file, f"check[{j}].mean_over", dict([check.mean_over]),
+                                f"none of these levels is planned in {step.name}")
             for side in ("a", "b"):
                 for _, selector in check.terms(side):
-                    found = [t for t in made.trials if matches(selector, t, registry)]
-                    if len(found) != 1:
-                        raise SpecError(file, f"check[{j}].{side}", selector,
-                                        f"matches {len(found)} trials of {step.name}; a "
-                                        "selector must match exactly one")
+                    for one in ([check.at(selector, v) for v in levels] or [selector]):
+                        found = [t for t in made.trials if matches(one, t, registry)]
+                        if len(found) != 1:
+                            raise SpecError(file, f"check[{j}].{side}", one,
+                                            f"matches {len(found)} trials of {step.name}; "
+                                            "a selector must match exactly one")
         out.append(PlannedStep(step, spec, made))
     return out
 

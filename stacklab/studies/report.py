@@ -207,6 +207,15 @@ def sides_text(r: Row) -> str:
     return f"now A {m.medians[0]:.4g}, B {m.medians[1]:.4g} ({unit}, medians)"
 
 
+def then_text(r: Row) -> str:
+    """The study's own ratio at the levels compared, where the check gives it: what the
+    size verdict sets today's against (the claim's ratio may be a mean over others)."""
+    m = r.measured
+    if m is None or m.then is None:
+        return ""
+    return f"the study at these levels: {times(m.then)} ({m.then_source})"
+
+
 def why_text(r: Row) -> str:
     """The bound's or the busy host's words behind a verdict ("" when nothing bent it)."""
     m = r.measured
@@ -267,7 +276,9 @@ def finding_document(r: Row) -> dict:
                    "slowdown_a": _finite(m.reach.a), "slowdown_b": _finite(m.reach.b),
                    "why": m.reach.why},
                "versions": m.versions,
-               "median_a": m.medians[0], "median_b": m.medians[1]}
+               "median_a": m.medians[0], "median_b": m.medians[1],
+               # the study's ratio at the levels compared (the size is judged against it)
+               "then_ratio": m.then, "then_source": m.then_source or None}
     return {"id": f.id, "title": f.title, "section": f.section, "status": r.status,
             "why": r.why or None, "note": r.note or None,
             "claim": {"metric": f.claim.metric, "a": f.claim.a, "b": f.claim.b,
@@ -404,7 +415,7 @@ def print_study(report: StudyReport, out: Console) -> None:
         if r.measured is not None:
             now = ", ".join(f"{c} {v}" for c, v in r.measured.versions.items())
             why = why_text(r)
-            sides = sides_text(r)
+            sides = "; ".join(t for t in (sides_text(r), then_text(r)) if t)
             demo = (f" — demonstration: {r.demonstration}" if r.demonstration else "")
             out.print(f"  {r.finding.id}: A = {r.measured.a.label}; B = {r.measured.b.label}"
                       f" ({r.measured.experiment}; now {now})"
@@ -453,7 +464,7 @@ def render_study_html(report: StudyReport, page: Path) -> str:
     return _env.get_template("study.html.j2").render(
         r=report, s=s, claim_text=claim_text, figures_text=figures_text,
         now_text=now_text, why_text=why_text, software=software_rows(report),
-        counts_text=counts_text, sides_text=sides_text,
+        counts_text=counts_text, sides_text=sides_text, then_text=then_text,
         meanings=MEANINGS.format(band=band_text(report)),
         version=__version__, metric_label=metric_label,
         memory_columns=[c for c, _ in FIELDS], mib=_mib, plotly_js=plotly_js(),

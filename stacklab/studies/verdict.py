@@ -85,6 +85,8 @@ class Measured:
     versions: dict[str, str] = field(default_factory=dict)   # the components both ran, now
     reach: Reach | None = None        # what a busy host could have done to each side
     medians: tuple[float | None, float | None] = (None, None)   # today's A and B, as such
+    then: float | None = None         # the study's own ratio at the levels compared
+    then_source: str = ""             # where the study gives those values
 
     @property
     def limited_is_low(self) -> bool | None:
@@ -115,21 +117,24 @@ class Measured:
 def measure_check(check: Check, view: ExperimentView,
                   registry: KnobRegistry) -> Measured | str:
     """The check's comparison in a stored experiment, or why there is none."""
-    sides = {}
+    levels = check.levels(view.summaries)
+    if check.mean_over is not None and not levels:
+        axis, wanted = check.mean_over
+        return f"no stored trial at any {axis} of {', '.join(map(str, wanted))}"
+    sides: dict[str, tuple[TrialSummary, list[float]]] = {}
     for side in ("a", "b"):
         terms = []
         for sign, selector in check.terms(side):
-            found = [s for s in view.summaries if matches(selector, s, registry)]
-            if len(found) != 1:
-                return f"{len(found)} stored trials match {side} = {selector}"
-            if not found[0].runs_ok:
-                return f"{found[0].label}: no run measured ({'; '.join(found[0].reasons)})"
-            terms.append((sign, found[0]))
-        sides[side] = terms
-    a, a_values = combined(sides["a"], check.metric)
-    b, b_values = combined(sides["b"], check.metric)
+            for one in ([check.at(selector, v) for v in levels] or [selector]):
+                found = one_trial(view, one, side, registry)
+                if isinstance(found, str):
+                    return found
+                terms.append((sign, found))
+        sides[side] = (averaged(terms, check.metric, check.mean_over[0], levels) if levels
+                       else combined(terms, check.metric))
+    (a, a_values), (b, b_values) = sides["a"], sides["b"]
     c = compare(a_values, b_values)
-    ids = {s.trial_id for terms in sides.values() for _, s in terms}
+    ids = {tid for s in (a, b) for tid in s.trial_id.split("+")}
     versions = {k: v for r in view.runs if r.trial_id in ids
                 for k, v in r.versions.items() if not k.startswith("stacklab")}
     # a response's size (or a page view's) does not depend on how fast it was fetched
@@ -139,11 +144,42 @@ def measure_check(check: Check, view: ExperimentView,
         limit = bound(a, b, HIGHER_IS_LIMITED[check.metric])
         within = host_reach(a, b, check.metric)
     return Measured(view.name, a, b, check.metric, c, limit, dict(sorted(versions.items())),
-                    within, (median(a_values), median(b_values)))
+                    within, (median(a_values), median(b_values)), check.then_ratio(levels),
+                    check.then.source if check.then else "")
+
+
+def one_trial(view: ExperimentView, selector: dict, side: str,
+              registry: KnobRegistry) -> TrialSummary | str:
+    """The one stored trial a selector names, with runs measured; or why not."""
+    found = [s for s in view.summaries if matches(selector, s, registry)]
+    if len(found) != 1:
+        return f"{len(found)} stored trials match {side} = {selector}"
+    if not found[0].runs_ok:
+        return f"{found[0].label}: no run measured ({'; '.join(found[0].reasons)})"
+    return found[0]
 
 
 def median(values: Sequence[float]) -> float | None:
     return statistics.median(values) if values else None
+
+
+def averaged(trials: list[tuple[int, TrialSummary]], metric: str, axis: str,
+             levels: tuple) -> tuple[TrialSummary, list[float]]:
+    """One side as the geometric mean over its trials at `levels`, repetition by
+    repetition (as many as the fewest has): B/A is then the geometric mean of the ratios
+    level by level, the study's "mean over its levels". It stands as one trial labelled
+    with the levels and flagged with every flag of its trials; its disturbance is their
+    largest (a busy host slows a product by no more than its largest factor's share)."""
+    columns = [metric_values(s, metric) for _, s in trials]
+    values = [math.exp(sum(math.log(v) for v in run) / len(run)) for run in zip(*columns)
+              if all(v > 0 for v in run)]
+    first = trials[0][1]
+    label = (f"{first.label.replace(f'c={first.concurrency}', f'c={levels[0]}…{levels[-1]}')}"
+             f" (geometric mean over {axis} {', '.join(map(str, levels))})")
+    return replace(first, trial_id="+".join(s.trial_id for _, s in trials), label=label,
+                   flagged=tuple(dict.fromkeys(f for _, s in trials for f in s.flagged)),
+                   runs_ok=len(values), disturbance=max(s.disturbance for _, s in trials),
+                   runs_set_aside=sum(s.runs_set_aside for _, s in trials)), values
 
 
 def host_reach(a: TrialSummary, b: TrialSummary, metric: str) -> Reach | None:
@@ -368,9 +404,10 @@ def rows(findings: Sequence, checks: dict, views: Callable[[str], ExperimentView
             out.append(Row(f, "not measured", m, note=check.note))
             continue
         claim = f.claim
+        then = m.then if m.then is not None else claim.ratio
         out.append(Row(f, "measured", measured=m,
                        direction=direction_verdict(claim.direction, m, band),
-                       size=size_verdict(claim.ratio, m, claim.direction), note=check.note))
+                       size=size_verdict(then, m, claim.direction), note=check.note))
     return out
 
 
