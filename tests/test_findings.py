@@ -14,7 +14,7 @@ from stacklab.errors import SpecError
 from stacklab.studies.findings import (CONDITIONS, FINDINGS, NOT_RESULTS, REASONS, REFERENCE,
                                        STUDY_IDS, Study, load_study, missing_figures,
                                        result_numbers, seeds_bullets, seeds_text,
-                                       unfound_quotes, unquoted_figures)
+                                       quote_numbers, unfound_quotes, unquoted_figures)
 
 # The full texts are not in the repository (their prose does not carry over): the checks
 # against them run where shared/reference lies beside the clone, and say so otherwise.
@@ -256,3 +256,14 @@ def test_bad_toml_and_missing_file(tmp_path):
         load_study("S1", tmp_path)
     with pytest.raises(SpecError, match="no findings for study S2"):
         load_study("S2", tmp_path)
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("Apache 3,6MB, Boa 0,53", [3.6, 0.53]),
+    ("ungefär 0.04ms, 8MB mer", [0.04, 8]),
+    ("2x snabbare", [2]),
+    ("1,571 req/s", [1.571, 1571]),
+    ("över 2.2k rps", [2.2, 2200]),
+])
+def test_quote_numbers_read_the_full_texts_way_of_writing(text, expected):
+    assert quote_numbers(text) == pytest.approx(expected)

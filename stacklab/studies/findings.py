@@ -349,6 +349,25 @@ def all_numbers(text: str) -> list[float]:
             for m in _NUMBER.finditer(text)]
 
 
+# A number as the full texts write it: units glued on (8MB, 0.04ms, 2x), a decimal
+# comma (3,6MB; 0,08 ms), a thousands comma (1,571), a k for thousands (2.2k).
+_QUOTED = re.compile(r"(?<![\d.,])(\d+)(?:([.,])(\d+))?(k\b)?")
+
+
+def quote_numbers(text: str) -> list[float]:
+    """Every number a quote from a full text may mean: "3,6MB" is 3.6, "1,571" both 1.571
+    and 1571 (a figure is checked to be among them, so reading both costs nothing), "2.2k"
+    both 2.2 and 2200."""
+    out = []
+    for m in _QUOTED.finditer(text):
+        whole, sep, part, k = m.groups()
+        values = [float(f"{whole}.{part}")] if part else [float(whole)]
+        if sep == "," and part and len(part) == 3:
+            values.append(float(whole + part))
+        out += values + ([v * 1000 for v in values] if k else [])
+    return out
+
+
 def quoting(study: Study, bullet: str) -> list[Finding]:
     """The findings that quote this bullet: its text starts with their `seeds`."""
     return [f for f in study.findings if f.seeds and bullet.startswith(f.seeds)]
@@ -382,7 +401,7 @@ def unquoted_figures(study: Study, seeds: str) -> list[str]:
     out = []
     for f in study.findings:
         if f.quote:
-            values = {_key(v) for v in all_numbers(f.quote)}
+            values = {_key(v) for v in quote_numbers(f.quote)}
             out += [f"{f.id}: {fig.value:g} {fig.unit} ({fig.what}) is not in its quote"
                     for fig in f.figures if _key(fig.value) not in values]
             continue
