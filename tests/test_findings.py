@@ -264,6 +264,7 @@ def test_bad_toml_and_missing_file(tmp_path):
     ("2x snabbare", [2]),
     ("1,571 req/s", [1.571, 1571]),
     ("över 2.2k rps", [2.2, 2200]),
+    ("rps达到2.2k以上", [2.2, 2200]),
 ])
 def test_quote_numbers_read_the_full_texts_way_of_writing(text, expected):
     assert quote_numbers(text) == pytest.approx(expected)

@@ -351,7 +351,7 @@ def all_numbers(text: str) -> list[float]:
 
 # A number as the full texts write it: units glued on (8MB, 0.04ms, 2x), a decimal
 # comma (3,6MB; 0,08 ms), a thousands comma (1,571), a k for thousands (2.2k).
-_QUOTED = re.compile(r"(?<![\d.,])(\d+)(?:([.,])(\d+))?(k\b)?")
+_QUOTED = re.compile(r"(?<![\d.,])(\d+)(?:([.,])(\d+))?(k(?![A-Za-z]))?")
 
 
 def quote_numbers(text: str) -> list[float]:
