@@ -287,3 +287,7 @@ def test_the_summary_counts_size_with_direction_and_demonstrations_apart(report)
     faster = next(f for f in doc["findings"] if f["id"] == "faster")
     assert faster["size"] == "weaker-now"
     assert faster["now"]["median_b"] == pytest.approx(1810.0)
+    assert (faster["now"]["best_a"], faster["now"]["best_b"]) == (1020.0, 1850.0)
+    out = Console(record=True, width=400)
+    print_study(report, out)
+    assert "best of 4 as the studies took it: A 1020, B 1850 (1.81×)" in out.export_text()

@@ -204,7 +204,12 @@ def sides_text(r: Row) -> str:
     if m is None or None in m.medians:
         return ""
     unit = metric_label(m.metric)
-    return f"now A {m.medians[0]:.4g}, B {m.medians[1]:.4g} ({unit}, medians)"
+    text = f"now A {m.medians[0]:.4g}, B {m.medians[1]:.4g} ({unit}, medians)"
+    if None not in m.best:
+        n = min(m.comparison.n)
+        text += (f"; best of {n} as the studies took it: A {m.best[0]:.4g}, B {m.best[1]:.4g}"
+                 + (f" ({times(m.best[1] / m.best[0])})" if m.best[0] else ""))
+    return text
 
 
 def then_text(r: Row) -> str:
@@ -277,6 +282,8 @@ def finding_document(r: Row) -> dict:
                    "why": m.reach.why},
                "versions": m.versions,
                "median_a": m.medians[0], "median_b": m.medians[1],
+               # the best run a side, the seeds' statistic: shown, never judged
+               "best_a": m.best[0], "best_b": m.best[1],
                # the study's ratio at the levels compared (the size is judged against it)
                "then_ratio": m.then, "then_source": m.then_source or None}
     return {"id": f.id, "title": f.title, "section": f.section, "status": r.status,

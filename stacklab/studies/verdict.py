@@ -86,6 +86,10 @@ class Measured:
     reach: Reach | None = None        # what a busy host could have done to each side
     medians: tuple[float | None, float | None] = (None, None)   # today's A and B, as such
     then: float | None = None         # the study's own ratio at the levels compared
+    # the best run of each side, the seeds' own statistic (S1 best of 5, S5 best of 3):
+    # shown beside the medians so a reader can set today's number beside the study's
+    # exactly as it was taken; never judged (one run says nothing about the spread)
+    best: tuple[float | None, float | None] = (None, None)
     then_source: str = ""             # where the study gives those values
 
     @property
@@ -144,8 +148,10 @@ def measure_check(check: Check, view: ExperimentView,
         limit = bound(a, b, HIGHER_IS_LIMITED[check.metric])
         within = host_reach(a, b, check.metric)
     return Measured(view.name, a, b, check.metric, c, limit, dict(sorted(versions.items())),
-                    within, (median(a_values), median(b_values)), check.then_ratio(levels),
-                    check.then.source if check.then else "")
+                    within, medians=(median(a_values), median(b_values)),
+                    then=check.then_ratio(levels),
+                    then_source=check.then.source if check.then else "",
+                    best=(best(a_values, check.metric), best(b_values, check.metric)))
 
 
 def one_trial(view: ExperimentView, selector: dict, side: str,
@@ -161,6 +167,13 @@ def one_trial(view: ExperimentView, selector: dict, side: str,
 
 def median(values: Sequence[float]) -> float | None:
     return statistics.median(values) if values else None
+
+
+def best(values: Sequence[float], metric: str) -> float | None:
+    """The best run: the highest rate, the lowest time or cost."""
+    if not values:
+        return None
+    return max(values) if metric in HIGHER_IS_BETTER else min(values)
 
 
 def averaged(trials: list[tuple[int, TrialSummary]], metric: str, axis: str,
