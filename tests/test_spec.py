@@ -42,6 +42,9 @@ def test_good_spec_parses(spec_args):
     (("experiment", "repetitions"), 0, "experiment.repetitions", "1..100"),
     (("experiment", "duration"), "fast", "experiment.duration", "duration"),
     (("experiment", "requests"), 100, "experiment.duration", "exactly one"),
+    (("experiment", "requests_per_connection"), 52, "experiment.duration", "exactly one"),
+    (("experiment", "requests_per_connection"), 0, "experiment.requests_per_connection",
+     "greater than or equal to 1"),
     (("experiment", "name"), "a b", "experiment.name", "pattern"),
     (("matrix", "stack"), [], "matrix.stack", "at least one"),
     (("matrix", "stack"), ["nginx", "iis"], "matrix.stack", "unknown stack"),
@@ -162,3 +165,21 @@ def test_workload_parameters_are_spelled_one_way_and_keep_bare_ids(spec_args):
     labels = {t.label().split()[1] for t in plan.trials}
     assert labels == {"static-page", "static-page:600", "portal-page:26k", "portal-page"}
     assert not any(t.stack == "apache" and t.workload == "portal-page:26k" for t in plan.trials)
+
+
+def test_requests_in_proportion_to_the_concurrency(spec_args):
+    """S5 sent c × 52 requests: requests_per_connection makes each trial's count c × n,
+    and a spec without it keeps its trials' ids (the key is not in their definition)."""
+    from stacklab.experiment.plan import expand
+    from stacklab.stacks import STACKS
+    doc = with_(("experiment", "duration"), KeyError)
+    doc["experiment"]["requests_per_connection"] = 52
+    spec = parse_spec(doc, "x.toml", *spec_args)
+    assert {t.concurrency: t.requests(spec.experiment) for t in expand(spec, STACKS)} == \
+        {1: 52, 8: 416}
+    plain = parse_spec(GOOD, "x.toml", *spec_args)
+    assert "requests_per_connection" not in plain.measure
+    huge = dict(doc, experiment={**doc["experiment"], "requests_per_connection": 10**9})
+    with pytest.raises(SpecError) as e:
+        parse_spec(huge, "x.toml", *spec_args)
+    assert e.value.key == "experiment.requests_per_connection"

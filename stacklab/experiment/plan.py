@@ -63,6 +63,12 @@ class Trial:
                 "concurrency": self.concurrency, "knobs": dict(self.knobs),
                 "measure": dict(self.measure)}
 
+    def requests(self, experiment: Any) -> int | None:
+        """How many requests a run of this trial makes: the experiment's count, or c ×
+        its requests_per_connection; None for a run of a fixed duration."""
+        per = getattr(experiment, "requests_per_connection", None)
+        return experiment.requests or (per * self.concurrency if per else None)
+
     def label(self) -> str:
         parts = [self.stack, self.workload, f"c={self.concurrency}"]
         parts += [f"{k}={v}" for k, v in self.knobs
@@ -89,7 +95,8 @@ class Plan:
 
         def load_s(trial: Trial) -> float:
             rate = dict(trial.knobs).get("load.rate")
-            return e.requests / rate if e.requests and rate else (e.duration or 5.0)
+            requests = trial.requests(e)
+            return requests / rate if requests and rate else (e.duration or 5.0)
         return sum(load_s(r.trial) + e.warmup + RUN_OVERHEAD_S for r in self.runs)
 
     def max_runs(self, spec: ExperimentSpec) -> int:

@@ -71,6 +71,9 @@ class Experiment(_Strict):
     max_repetitions: int = Field(10, ge=3, le=100)  # …or at this many repetitions
     duration: float | None = None
     requests: int | None = Field(None, ge=1, le=MAX_REQUESTS)
+    # requests in proportion to the concurrency: c × this many per run (S5 sent c × 52),
+    # so every connection makes as many requests at every level
+    requests_per_connection: int | None = Field(None, ge=1, le=MAX_REQUESTS)
     warmup: float = 1.0
     seed: int = Field(1, ge=0, le=2**63 - 1)   # the engine's URL choice and the corpora
     keep_cpus_awake: bool = True   # hold /dev/cpu_dma_latency at 0 (see systune.py)
@@ -144,8 +147,11 @@ class ExperimentSpec(_Strict):
         """How each run measures, the same for every trial: part of each trial's
         definition (and id), so runs measured differently are never mixed on --resume."""
         e = self.experiment
-        return {"duration_s": e.duration, "requests": e.requests, "warmup_s": e.warmup,
-                "seed": e.seed, "keep_cpus_awake": e.keep_cpus_awake}
+        out = {"duration_s": e.duration, "requests": e.requests, "warmup_s": e.warmup,
+               "seed": e.seed, "keep_cpus_awake": e.keep_cpus_awake}
+        if e.requests_per_connection is not None:   # only when set: no trial id changes
+            out["requests_per_connection"] = e.requests_per_connection
+        return out
 
 
 def load_spec(path: Path, registry: KnobRegistry, stacks: StackNames,
@@ -203,9 +209,12 @@ def parse_spec(doc: dict, file: str, registry: KnobRegistry, stacks: StackNames,
     if "experiment" not in doc:
         raise SpecError(file, "experiment", None, "missing section")
     experiment = _model(Experiment, doc["experiment"], file, "experiment")
-    if (experiment.duration is None) == (experiment.requests is None):
-        raise SpecError(file, "experiment.duration", experiment.duration,
-                        "give exactly one of duration and requests")
+    given = [k for k in ("duration", "requests", "requests_per_connection")
+             if getattr(experiment, k) is not None]
+    if len(given) != 1:
+        key = (given or ["duration"])[0]
+        raise SpecError(file, f"experiment.{key}", getattr(experiment, key),
+                        "give exactly one of duration, requests and requests_per_connection")
 
     fixed: dict[str, Any] = {}
     for key, value in _table(doc.get("load", {}), file, "load").items():
@@ -218,6 +227,11 @@ def parse_spec(doc: dict, file: str, registry: KnobRegistry, stacks: StackNames,
     matrix = _table(doc.get("matrix", {}), file, "matrix")
     axes = _axes(matrix, file, registry, stacks, workloads)
     _bound(axes, file)
+    per = experiment.requests_per_connection
+    if per is not None and per * max(axes["concurrency"]) > MAX_REQUESTS:
+        raise SpecError(file, "experiment.requests_per_connection", per,
+                        f"× concurrency {max(axes['concurrency'])} is more than the "
+                        f"{MAX_REQUESTS:,} requests a run may make")
     exclude = _exclude(matrix.get("exclude", []), file, axes, stacks)
     for key in axes:
         if key in fixed:

@@ -673,5 +673,5 @@ def _load_plan(spec: ExperimentSpec, trial: Trial, load: dict, deployed: Deploye
     base = front.endpoint.base_url
     e = spec.experiment
     return LoadPlan(tuple((base + path, w) for path, w in deployed.urls), trial.concurrency,
-                    e.duration, e.requests, e.warmup, load, e.seed,
+                    e.duration, trial.requests(e), e.warmup, load, e.seed,
                     frozenset(base + path for path in deployed.varying_length))

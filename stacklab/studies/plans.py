@@ -46,7 +46,10 @@ METRICS = {"rps": "req/s", "p50": "p50 ms", "p99": "p99 ms", "mbps": "MB/s",
            "rss": "server RSS MiB (peak)",
            # a page's repeat view by a caching client (pageview.py), not the load's
            "repeat_bytes": "bytes per repeat view", "repeat_requests": "requests per repeat view"}
-QUICK_KEYS = {"concurrency", "repetitions", "duration", "warmup", "requests", "workload"}
+QUICK_KEYS = {"concurrency", "repetitions", "duration", "warmup", "requests",
+              "requests_per_connection", "workload"}
+# how a run is bounded: a quick override of one drops the others
+BOUNDS = ("duration", "requests", "requests_per_connection")
 SELECTOR_AXES = ("stack", "workload", "concurrency")
 
 
@@ -143,10 +146,11 @@ class Step:
                 matrix[key] = value
             else:
                 exp[key] = value
-        if "requests" in self.quick:
-            exp.pop("duration", None)
-        elif "duration" in self.quick:
-            exp.pop("requests", None)
+        for bound in BOUNDS:
+            if bound in self.quick:
+                for other in BOUNDS:
+                    if other != bound:
+                        exp.pop(other, None)
         return doc
 
 
