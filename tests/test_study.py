@@ -471,3 +471,22 @@ def test_a_bad_mean_or_then_names_its_key(tmp_path, check, key, problem):
                    f'finding = "f"\nmetric = "rps"\nb = {{ stack = "nginx" }}\n{a}{check}\n')
     with pytest.raises(SpecError, match=rf"check\[1\]\.{re.escape(key)}.*{problem}"):
         load_plan_file(bad)
+
+
+def test_a_quantity_per_unit_is_set_beside_the_studys():
+    """S4 took 100 processes less 5 and divided: a check's `per` gives today's figure the
+    same way, in the report's line and its JSON."""
+    from stacklab.studies.plans import Per
+    from stacklab.studies.report import sides_text
+    from stacklab.studies.verdict import Row, measure_check
+    few = dataclasses.replace(summary("a", [1.0]), stack="apache", concurrency=1)
+    many = dataclasses.replace(summary("b", [1.0]), stack="apache", concurrency=100)
+    few = dataclasses.replace(few, rss_mib_peak={"apache": Estimate.of([20.0, 20.0, 20.0])})
+    many = dataclasses.replace(many, rss_mib_peak={"apache": Estimate.of([58.0, 58.0, 58.0])})
+    view = ExperimentView(id=1, name="e", description="", created_at="t", status="complete",
+                          host={}, commit=None, versions={}, summaries=[few, many], runs=[])
+    check = Check("f", "rss", {"concurrency": 1}, {"concurrency": 100},
+                  per=Per(95, "Apache process"))
+    m = measure_check(check, view, REGISTRY)
+    row = Row(load_study("S4").findings[0], "measured", measured=m)
+    assert "(B − A) / 95 = 0.4 server RSS MiB per Apache process" in sides_text(row)

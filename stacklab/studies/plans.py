@@ -86,6 +86,20 @@ class Then:
 
 
 @dataclass(frozen=True)
+class Per:
+    """Today's quantity as the study gave its own: B's value, or B's less A's, divided
+    by a count (S4: 100 processes less 5 = 43 MB, 430 KB each; one lighttpd holding
+    10,000 connections in 32 MB)."""
+
+    count: float
+    what: str                         # "Apache process", "connection"
+    of: str = "difference"            # "difference" (B − A) or "b"
+
+    def value(self, a: float, b: float) -> float:
+        return ((b - a) if self.of == "difference" else b) / self.count
+
+
+@dataclass(frozen=True)
 class Check:
     finding: str
     metric: str                       # a key of METRICS
@@ -94,6 +108,7 @@ class Check:
     note: str = ""                    # how this measurement maps to the study's condition
     mean_over: tuple[str, tuple[Any, ...]] | None = None   # (axis, its levels)
     then: Then | None = None          # the study's values at the compared levels
+    per: Per | None = None            # today's quantity per unit, beside the study's
 
     def terms(self, side: str) -> list[tuple[int, dict[str, Any]]]:
         """The side's selectors, each with its sign (a plain selector: one, plus)."""
@@ -282,14 +297,30 @@ def _check(raw: Mapping[str, Any], file: str, where: str) -> Check:
     if raw["metric"] not in METRICS:
         raise SpecError(file, f"{where}.metric", raw["metric"],
                         f"expected one of {', '.join(METRICS)}")
-    extra = set(raw) - {"finding", "metric", "a", "b", "note", "mean_over", "then"}
+    extra = set(raw) - {"finding", "metric", "a", "b", "note", "mean_over", "then", "per"}
     if extra:
         raise SpecError(file, f"{where}.{sorted(extra)[0]}", raw[sorted(extra)[0]],
-                        "unknown key (expected finding, metric, a, b, note, mean_over, then)")
+                        "unknown key (expected finding, metric, a, b, note, mean_over, then, "
+                        "per)")
     a, b = _side(raw["a"], file, f"{where}.a"), _side(raw["b"], file, f"{where}.b")
     mean_over = _mean_over(raw.get("mean_over"), (a, b), file, f"{where}.mean_over")
     then = _then(raw.get("then"), mean_over, file, f"{where}.then")
-    return Check(raw["finding"], raw["metric"], a, b, raw.get("note", ""), mean_over, then)
+    return Check(raw["finding"], raw["metric"], a, b, raw.get("note", ""), mean_over, then,
+                 _per(raw.get("per"), file, f"{where}.per"))
+
+
+def _per(raw: Any, file: str, where: str) -> Per | None:
+    """`{ count = 95, what = "Apache process", of = "difference" }`."""
+    if raw is None:
+        return None
+    if not isinstance(raw, Mapping) or not {"count", "what"} <= set(raw) <= {"count", "what", "of"}:
+        raise SpecError(file, where, raw, "expected count, what and optionally of")
+    count = raw["count"]
+    if isinstance(count, bool) or not isinstance(count, (int, float)) or count <= 0:
+        raise SpecError(file, f"{where}.count", count, "expected a positive number")
+    if raw.get("of", "difference") not in ("difference", "b"):
+        raise SpecError(file, f"{where}.of", raw["of"], "expected difference or b")
+    return Per(float(count), str(raw["what"]), raw.get("of", "difference"))
 
 
 def _mean_over(raw: Any, sides: tuple, file: str,

@@ -205,6 +205,10 @@ def sides_text(r: Row) -> str:
         return ""
     unit = metric_label(m.metric)
     text = f"now A {m.medians[0]:.4g}, B {m.medians[1]:.4g} ({unit}, medians)"
+    if m.per is not None:
+        q = m.per.value(*m.medians)
+        how = "(B − A)" if m.per.of == "difference" else "B"
+        text += f"; {how} / {m.per.count:g} = {q:.4g} {unit.split(' (')[0]} per {m.per.what}"
     if None not in m.best:
         n = min(m.comparison.n)
         text += (f"; best of {n} as the studies took it: A {m.best[0]:.4g}, B {m.best[1]:.4g}"
@@ -284,6 +288,10 @@ def finding_document(r: Row) -> dict:
                "median_a": m.medians[0], "median_b": m.medians[1],
                # the best run a side, the seeds' statistic: shown, never judged
                "best_a": m.best[0], "best_b": m.best[1],
+               # today's quantity per unit, set beside the study's (S4's 430 KB a process)
+               "per": None if m.per is None or None in m.medians else {
+                   "value": m.per.value(*m.medians), "count": m.per.count,
+                   "what": m.per.what, "of": m.per.of},
                # the study's ratio at the levels compared (the size is judged against it)
                "then_ratio": m.then, "then_source": m.then_source or None}
     return {"id": f.id, "title": f.title, "section": f.section, "status": r.status,

@@ -90,6 +90,7 @@ class Measured:
     # shown beside the medians so a reader can set today's number beside the study's
     # exactly as it was taken; never judged (one run says nothing about the spread)
     best: tuple[float | None, float | None] = (None, None)
+    per: object = None                # plans.Per: today's quantity per unit, as the study's
     then_source: str = ""             # where the study gives those values
 
     @property
@@ -151,7 +152,8 @@ def measure_check(check: Check, view: ExperimentView,
                     within, medians=(median(a_values), median(b_values)),
                     then=check.then_ratio(levels),
                     then_source=check.then.source if check.then else "",
-                    best=(best(a_values, check.metric), best(b_values, check.metric)))
+                    best=(best(a_values, check.metric), best(b_values, check.metric)),
+                    per=check.per)
 
 
 def one_trial(view: ExperimentView, selector: dict, side: str,
