@@ -174,7 +174,7 @@ def test_ids_unique_and_reasons_from_the_list(study):
 def test_s1_findings():
     s1 = load_study("S1")
     gone = {f.id: f.not_expressible.reason for f in s1.findings if f.not_expressible}
-    assert len(s1.findings) == 39
+    assert len(s1.findings) == 40
     assert gone == {"filesystem-reiserfs": "kernel-feature", "filesystem-jfs": "kernel-feature",
                     "opcode-caches-gone": "software-gone"}
 
