@@ -11,6 +11,7 @@ from collections import Counter
 import pytest
 
 from stacklab.host import lab, procs
+from stacklab.netlab.sweep import SWEEPS
 from stacklab.errors import StackError, UnsafePathError
 from stacklab.host.net import Endpoint
 from stacklab.stacks import COMPONENTS, REGISTRY
@@ -32,7 +33,7 @@ def haproxy_knobs(**overrides):
 
 @pytest.fixture(scope="module")
 def lab_session():
-    s = lab.open_session()
+    s = lab.open_session(sweeps=SWEEPS)
     yield s
     s.close()
 

@@ -13,6 +13,7 @@ import pytest
 from typer.testing import CliRunner
 
 from stacklab.host import lab
+from stacklab.netlab.sweep import SWEEPS
 from stacklab.cli import cli
 from stacklab.errors import SpecError, StackError, UnsafePathError
 from stacklab.run.exportconfig import export_config
@@ -160,7 +161,7 @@ def test_a_template_writing_a_path_without_q_is_refused(tmp_path):
 def test_a_lab_root_a_config_cannot_hold_is_refused_naming_it(tmp_path, name, bad):
     root = tmp_path / name
     with pytest.raises(UnsafePathError) as e:
-        lab.open_session(root)
+        lab.open_session(root, sweeps=SWEEPS)
     message = str(e.value)
     assert repr(bad)[1:-1] in message and "\n" not in message and "\x1b" not in message
     assert str(tmp_path) in message
@@ -197,7 +198,7 @@ def test_the_report_never_carries_a_control_character(tmp_path):
 
 
 def test_a_plain_lab_root_still_opens(tmp_path):
-    session = lab.open_session()          # under tmp_path (0700) www-data could not search it
+    session = lab.open_session(sweeps=SWEEPS)          # under tmp_path (0700) www-data could not search it
     session.close()
 
 

@@ -13,6 +13,7 @@ import pytest
 from typer.testing import CliRunner
 
 from stacklab.host import lab
+from stacklab.netlab.sweep import SWEEPS
 from stacklab.cli import cli
 from stacklab.errors import UnsafePathError
 from stacklab.host.pathchars import UNSAFE
@@ -55,7 +56,7 @@ def test_a_lab_root_with_a_comma_is_refused_before_a_session_opens(plain_dir):
     (fs.cleanup_stale refused the ',' the lab root had accepted)."""
     root = plain_dir / "a,b" / "stacklab-0"
     with pytest.raises(UnsafePathError) as e:
-        lab.open_session(root)
+        lab.open_session(root, sweeps=SWEEPS)
     assert "','" in str(e.value) and "TMPDIR" in str(e.value)
     assert not root.exists()
 
@@ -75,7 +76,7 @@ def test_a_tmpdir_with_a_comma_is_one_line_and_exit_2(plain_dir, monkeypatch, tm
 def test_a_plain_root_passes_and_opens(plain_dir):
     root = plain_dir / "stacklab-0"
     assert lab.check_root(root) == root
-    lab.open_session(root).close()
+    lab.open_session(root, sweeps=SWEEPS).close()
 
 
 # 3. a lab root the servers' user cannot search -----------------------------------------

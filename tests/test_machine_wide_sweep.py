@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from stacklab.host import lab, procs
+from stacklab.netlab.sweep import SWEEPS
 from stacklab.errors import UnsafePathError
 
 from helpers import wait_for
@@ -28,12 +29,13 @@ pytestmark = pytest.mark.integration
 CHILD = """
 import json, sys, time
 from stacklab.host import lab
+from stacklab.netlab.sweep import SWEEPS
 from stacklab.host.net import Endpoint
 from stacklab.stacks import REGISTRY
 from stacklab.stacks.base import RenderContext, free_port
 from stacklab.stacks.haproxy import HAProxy
 
-session = lab.open_session()
+session = lab.open_session(sweeps=SWEEPS)
 user, group = lab.server_user()
 ctx = RenderContext(session.run_dir("0123456789ab-r0/haproxy"), session.dir, "127.0.0.1",
                     free_port(), user, group, backends=(Endpoint("127.0.0.1", free_port()),))
@@ -86,7 +88,7 @@ def test_a_session_killed_under_one_tmpdir_is_swept_by_a_start_under_another(
         child.wait()
         assert procs.group_members(lab_a["pgid"]) and Path(lab_a["dir"]).is_dir()
         use_tmpdir(monkeypatch, second)
-        session = lab.open_session()                  # under the other TMPDIR
+        session = lab.open_session(sweeps=SWEEPS)                  # under the other TMPDIR
         try:
             assert session.root.parent == second
             wait_for(lambda: not procs.group_members(lab_a["pgid"]), 10,
@@ -106,7 +108,7 @@ def test_other_labs_sees_a_live_lab_under_another_tmpdir(two_tmpdirs, monkeypatc
     child, lab_a = start_child(first)
     try:
         use_tmpdir(monkeypatch, second)
-        with lab.session_scope() as session:
+        with lab.session_scope(sweeps=SWEEPS) as session:
             others = lab.other_labs(session)
             assert {"pid": child.pid, "dir": lab_a["dir"]} in others, others
             assert str(session.dir) not in {o["dir"] for o in others}
@@ -115,7 +117,7 @@ def test_other_labs_sees_a_live_lab_under_another_tmpdir(two_tmpdirs, monkeypatc
         child.wait()
         kill_group(lab_a["pgid"])
         use_tmpdir(monkeypatch, first)
-        lab.open_session().close()                    # sweeps the killed child's session
+        lab.open_session(sweeps=SWEEPS).close()                    # sweeps the killed child's session
 
 
 def test_a_live_session_under_another_tmpdir_is_never_swept(two_tmpdirs, monkeypatch):
@@ -123,14 +125,14 @@ def test_a_live_session_under_another_tmpdir_is_never_swept(two_tmpdirs, monkeyp
     child, lab_a = start_child(first)
     try:
         use_tmpdir(monkeypatch, second)
-        lab.open_session().close()
+        lab.open_session(sweeps=SWEEPS).close()
         assert procs.group_members(lab_a["pgid"]) and Path(lab_a["dir"]).is_dir()
     finally:
         child.kill()
         child.wait()
         kill_group(lab_a["pgid"])
         use_tmpdir(monkeypatch, first)
-        lab.open_session().close()
+        lab.open_session(sweeps=SWEEPS).close()
 
 
 @pytest.mark.parametrize("owner, mode", [(65534, 0o755), (None, 0o777)],

@@ -6,6 +6,7 @@ from dataclasses import replace
 import pytest
 
 from stacklab.host import lab
+from stacklab.netlab.sweep import SWEEPS
 from stacklab.run.stack import verify_stack
 from stacklab.stacks import COMPONENTS
 from stacklab.stacks.mariadb.client import query
@@ -23,7 +24,7 @@ ARTICLES = 1000   # the study's 10,000 take ~10 s to seed; the pages do the same
 
 @pytest.fixture(scope="module")
 def session():
-    s = lab.open_session()
+    s = lab.open_session(sweeps=SWEEPS)
     yield s
     s.close()
 

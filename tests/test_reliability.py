@@ -201,6 +201,7 @@ def test_a_full_results_disk_stores_the_run_without_its_logs(tmp_path, tmpfs, fr
 def lab_on(tmpfs, monkeypatch):
     """lab_on(size) → the lab directory (/tmp/stacklab-<uid>) on a tmpfs of that size."""
     from stacklab.host import lab
+from stacklab.netlab.sweep import SWEEPS
 
     def on(size: str) -> Path:
         root = tmpfs("lab", size)
@@ -412,7 +413,7 @@ def test_an_interrupt_waits_for_the_end_of_interrupts_held(tmp_path):
     fork and its return lands only once the caller knows the process and can stop it
     (one CI run left an engine behind that way)."""
     reached = []
-    with lab.session_scope():          # tmp_path is 0700: no lab root for www-data
+    with lab.session_scope(sweeps=SWEEPS):          # tmp_path is 0700: no lab root for www-data
         with pytest.raises(KeyboardInterrupt):
             with lab.interrupts_held():
                 os.kill(os.getpid(), signal.SIGTERM)

@@ -17,6 +17,7 @@ import pytest
 from typer.testing import CliRunner
 
 from stacklab.host import lab
+from stacklab.netlab.sweep import SWEEPS
 from stacklab.cli import cli
 from stacklab.errors import UnsafePathError
 from stacklab.run.exportconfig import clean
@@ -44,13 +45,13 @@ def long_tmpdir(monkeypatch, request):
 
 
 def test_a_socket_that_fits_stays_in_its_run_directory():
-    with lab.session_scope() as session:
+    with lab.session_scope(sweeps=SWEEPS) as session:
         run_dir = session.run_dir("0123456789ab-r0/mariadb")
         assert lab.socket_path(run_dir, "mariadb.sock", "mariadb") == run_dir / "mariadb.sock"
 
 
 def test_a_long_run_directorys_socket_goes_to_the_sessions_short_directory(long_tmpdir):
-    with lab.session_scope() as session:
+    with lab.session_scope(sweeps=SWEEPS) as session:
         run_dir = session.run_dir("0123456789ab-r0/php-fpm")
         assert len(os.fsencode(run_dir / "php-fpm.sock")) > lab.SUN_PATH_MAX
         path = lab.socket_path(run_dir, "php-fpm.sock", "php-fpm")
@@ -70,7 +71,7 @@ def stat_mode(path: Path) -> int:
 def test_haproxys_limit_leaves_room_for_its_temporary_name():
     """A stats socket path of 96 bytes fits sun_path but not HAProxy's <path>.<pid>.tmp
     (a 7-digit pid): it goes to the short directory; one of 95 stays."""
-    with lab.session_scope() as session:
+    with lab.session_scope(sweeps=SWEEPS) as session:
         def run_dir(size: int) -> Path:
             return session.dir / ("h" * (size - len(str(session.dir)) - len("//haproxy.sock")))
         assert len(os.fsencode(run_dir(96) / stats.SOCKET)) == 96

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from stacklab.host import lab, procs
+from stacklab.netlab.sweep import SWEEPS
 from stacklab.errors import StackError
 from stacklab.experiment.plan import Trial, effective_knobs
 from stacklab.run.stack import RunningStack, start_stack, stop_stack, verify_stack
@@ -218,7 +219,7 @@ def test_a_server_that_cannot_start_is_a_stack_error_with_its_log(session):
 
 
 def test_leftovers_of_a_crashed_session_are_cleaned_up():
-    crashed = lab.open_session()
+    crashed = lab.open_session(sweeps=SWEEPS)
     deployed = deploy("static-page", crashed.run_dir("docroot"))
     user, group = lab.server_user()
     ctx = RenderContext(crashed.run_dir("nginx"), deployed.docroot, "127.0.0.1", free_port(),
@@ -226,7 +227,7 @@ def test_leftovers_of_a_crashed_session_are_cleaned_up():
     started = COMPONENTS["nginx"].start(ctx, REGISTRY.defaults("nginx"))
     pgid = started.proc.pgid
     os.close(crashed._lock_fd)            # the owning stacklab "dies": its lock is released
-    fresh = lab.open_session()            # the next start cleans up
+    fresh = lab.open_session(sweeps=SWEEPS)            # the next start cleans up
     try:
         assert procs.group_members(pgid) == []
         assert not crashed.dir.exists()

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from stacklab.host import lab
+from stacklab.netlab.sweep import SWEEPS
 from stacklab.errors import StackError
 from stacklab.host.net import Endpoint
 from stacklab.stacks.base import Upstream
@@ -204,7 +205,7 @@ PHP_PAGES = ["php-index", "php-blank", "php-simple", "php-session", "php-cacheab
 
 @pytest.fixture(scope="module")
 def session():
-    s = lab.open_session()
+    s = lab.open_session(sweeps=SWEEPS)
     yield s
     s.close()
 

@@ -8,6 +8,7 @@ from dataclasses import replace
 import pytest
 
 from stacklab.host import lab
+from stacklab.netlab.sweep import SWEEPS
 from stacklab.run.stack import verify_stack
 from stacklab.measure.verify import fetch
 from stacklab.workloads import WORKLOADS, Workload, app, canonical, deploy, pages
@@ -139,7 +140,7 @@ def test_the_application_sends_cache_control_only_when_asked_and_only_on_success
 
 @pytest.fixture(scope="module")
 def session():
-    s = lab.open_session()
+    s = lab.open_session(sweeps=SWEEPS)
     yield s
     s.close()
 

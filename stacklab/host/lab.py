@@ -200,8 +200,8 @@ def _can_search(st: os.stat_result, user: str | None) -> bool:
     return bool(st.st_mode & stat.S_IXOTH)
 
 
-def open_session(root: Path | None = None, registry: Path | None = None,
-                 sweeps: Sequence[Sweep] = ()) -> Session:
+def open_session(root: Path | None = None, registry: Path | None = None, *,
+                 sweeps: Sequence[Sweep]) -> Session:
     """A locked session directory under `root`, registered in `registry` (default: this
     user's machine-wide one), after sweeping the sessions no live stacklab holds. `sweeps`
     remove the lab layers such a session left, and this one's when it closes: a session
@@ -211,7 +211,7 @@ def open_session(root: Path | None = None, registry: Path | None = None,
     registry = check_registry(registry or default_registry())
     root.mkdir(mode=0o755, parents=True, exist_ok=True)
     root.chmod(0o755)
-    cleanup_stale(root, registry, sweeps)
+    cleanup_stale(root, registry, sweeps=sweeps)
     pid, token = os.getpid(), uuid.uuid4().hex[:8]
     staging = root / f"new-{pid}-{token}"   # locked before it gets a name cleanup looks at
     staging.mkdir(mode=0o755)
@@ -342,8 +342,8 @@ def check_socket(path: Path, server: str, limit: int = SUN_PATH_MAX) -> None:
 
 # 2. sweeping what dead sessions left -------------------------------------------------
 
-def cleanup_stale(root: Path, registry: Path | None = None,
-                  sweeps: Sequence[Sweep] = ()) -> list[Path]:
+def cleanup_stale(root: Path, registry: Path | None = None, *,
+                  sweeps: Sequence[Sweep]) -> list[Path]:
     """Stop the servers of, and remove, session dirs that no live stacklab holds: those
     under `root`, and those the registry names under any other root (a stacklab killed
     under another TMPDIR), with their registry entries; `sweeps` remove their lab layers."""
@@ -353,10 +353,10 @@ def cleanup_stale(root: Path, registry: Path | None = None,
             if free:
                 _remove_session(session, sweeps)
                 cleaned.append(session)
-    return cleaned + sweep_registry(registry or default_registry(), sweeps)
+    return cleaned + sweep_registry(registry or default_registry(), sweeps=sweeps)
 
 
-def sweep_registry(registry: Path, sweeps: Sequence[Sweep] = ()) -> list[Path]:
+def sweep_registry(registry: Path, *, sweeps: Sequence[Sweep]) -> list[Path]:
     """The registry's entries no live stacklab holds: their sessions' servers stopped,
     their lab layers removed (`sweeps`), their session directories and socket directories
     removed. Returns the session directories removed."""
@@ -487,7 +487,7 @@ def _stop_recorded(directory: Path, sweeps: Sequence[Sweep]) -> None:
 
 
 @contextmanager
-def session_scope(root: Path | None = None, sweeps: Sequence[Sweep] = ()):
+def session_scope(root: Path | None = None, *, sweeps: Sequence[Sweep]):
     """A lab session whose servers are stopped however the command ends: Ctrl-C, SIGTERM
     and SIGHUP become KeyboardInterrupt (held inside interrupts_held()), and while the
     session is being closed they are ignored, so cleanup always finishes. `sweeps` as

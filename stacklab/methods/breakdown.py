@@ -448,7 +448,7 @@ def _run_series(plan: BreakdownPlan, env: Environment,
                            for name in STACKS[plan.stack].components)
     versions["stacklab-load"] = engine_version()
     versions["stacklab"] = __version__
-    with lab.session_scope(env.lab_root, SWEEPS) as session, CpuAwake() as cpus:
+    with lab.session_scope(env.lab_root, sweeps=SWEEPS) as session, CpuAwake() as cpus:
         system = cpus.state()   # one connection: idle-CPU wake-ups would dominate
         for i in range(1, repetitions + 1):
             created_at = env.clock()

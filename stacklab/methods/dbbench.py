@@ -182,7 +182,7 @@ def run_dbbench(env: Environment, bench: DbBenchPlan, store: Store,
         versions |= sql_client(name).library_versions()
     versions |= {"stacklab": __version__}
     records: list[DbBenchRecord] = []
-    with lab.session_scope(env.lab_root, SWEEPS) as session, CpuAwake() as cpus:
+    with lab.session_scope(env.lab_root, sweeps=SWEEPS) as session, CpuAwake() as cpus:
         host = {**host_facts(), **cpus.state()}   # one client connection: CPUs kept awake
         for n, (i, variant) in enumerate(bench.steps()):
             on_step(f"{variant.label} #{i}")

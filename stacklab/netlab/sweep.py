@@ -4,7 +4,7 @@ A stacklab killed at any moment leaves records under its session directory of th
 network namespaces, filesystems and cgroups it made (net.py, fs.py, cgroups.py each
 write theirs before acting). The lab directory (host/lab.py) sits below netlab and knows
 none of them, and netlab knows no lab directory: whoever opens a session hands it these
-sweeps (lab.session_scope(root, SWEEPS)), and every sweep of a dead session runs them
+sweeps (lab.session_scope(root, sweeps=SWEEPS)), and every sweep of a dead session runs them
 once its servers are stopped.
 """
 

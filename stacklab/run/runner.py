@@ -209,7 +209,7 @@ def _run_all(env: Environment, spec: ExperimentSpec, plan: Plan, registry: KnobR
     done = store.done(exp_id)
     todo = [r for r in plan.runs if (r.trial.id, r.repetition) not in done]
     try:
-        with lab.session_scope(env.lab_root, SWEEPS) as session:
+        with lab.session_scope(env.lab_root, sweeps=SWEEPS) as session:
             ctx = RunContext(exp_id, spec, registry, store, session, results_dir,
                              versions, make_certificate(session.dir), system,
                              env.clock, remeasure=remeasure,
