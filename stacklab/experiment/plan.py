@@ -22,7 +22,7 @@ from typing import Any, Callable, Mapping, Protocol
 from ..measure.drive import conditional_conflict
 from ..errors import SpecError
 from ..knobs import KnobRegistry
-from .spec import ExperimentSpec
+from .spec import Experiment, ExperimentSpec
 
 # Knob owners that apply to every trial, whatever its stack: the load engine, the
 # network the stack and the engine meet over, the docroot's filesystem, the machine.
@@ -63,10 +63,10 @@ class Trial:
                 "concurrency": self.concurrency, "knobs": dict(self.knobs),
                 "measure": dict(self.measure)}
 
-    def requests(self, experiment: Any) -> int | None:
+    def requests(self, experiment: Experiment) -> int | None:
         """How many requests a run of this trial makes: the experiment's count, or c ×
         its requests_per_connection; None for a run of a fixed duration."""
-        per = getattr(experiment, "requests_per_connection", None)
+        per = experiment.requests_per_connection
         return experiment.requests or (per * self.concurrency if per else None)
 
     def label(self) -> str:
