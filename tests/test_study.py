@@ -116,7 +116,7 @@ def test_direction_verdict(direction, ratio, ci, significant, verdict):
     (0.53, (0.80, 0.90), "weaker now"),     # Squid: nearer 1 than the study's 0.53
     (0.53, (0.20, 0.30), "stronger now"),
     (0.53, (0.45, 0.60), "same size"),
-    (2.97, (0.5, 0.6), "weaker now"),       # reversed: weaker than any effect that way
+    (2.97, (0.5, 0.6), ""),                 # reversed: no size to compare
     (None, (1.5, 2.0), ""),
 ])
 def test_size_verdict_reads_distance_from_one_on_the_studys_side(then, ci, size):
@@ -130,6 +130,28 @@ def test_no_size_without_a_direction_verdict_or_for_a_claim_of_no_difference():
                                   bound=Bound("?", "a side served errors", "errors"))
     assert size_verdict(2.97, bounded) == ""
     assert size_verdict(1.08, measured(1.5, (1.4, 1.6), True), "b=a") == ""
+
+
+@pytest.mark.parametrize("sid", STUDY_IDS)
+def test_every_claim_of_no_difference_can_hold_at_its_own_figure(sid):
+    """The study's own "no difference" figure (its ratio, or its values at the levels a
+    check compares) lies inside the band it is judged by: S2's 1 Gbit link with
+    keep-alive (1.08) against the 1.05 S2 calls real elsewhere."""
+    from stacklab.studies.verdict import claim_band
+    study, plan = load_study(sid), load_plan(sid)
+    band = same_band(study.findings)
+    checks = plan.checks()
+    for f in study.findings:
+        if f.claim.direction != "b=a" or f.id not in checks:
+            continue
+        check = checks[f.id][1]
+        then = None
+        if check.then is not None:             # never on a sum (load_plan refuses it)
+            compared = check.mean_over[1] if check.mean_over else (check.a.get("concurrency"),)
+            then = check.then_ratio(compared) if None not in compared else None
+        lo, hi = claim_band(band, f.claim.ratio, then)
+        for own in (f.claim.ratio, then):
+            assert own is None or lo <= own <= hi, (f.id, own, (lo, hi))
 
 
 def test_the_no_difference_band_is_no_wider_than_the_studys_smallest_real_effect():
@@ -463,10 +485,12 @@ def test_a_mean_over_levels_is_the_geometric_mean_of_the_ratios_level_by_level()
      'then = { levels = [1], a = [1], b = [2], source = "T" }', "then.levels", "missing at"),
     ('then = { levels = [1], a = [1, 2], b = [2], source = "T" }', "then", "one value"),
     ('then = { levels = [1], a = [0], b = [2], source = "T" }', "then.a", "positive"),
+    ('a = { plus = [ { stack = "x" }, { stack = "y" } ] }\n'
+     'then = { levels = [1], a = [1], b = [2], source = "T" }', "then", "no one level"),
 ])
 def test_a_bad_mean_or_then_names_its_key(tmp_path, check, key, problem):
     bad = tmp_path / "s9.toml"
-    a = "" if "\na = " in check else 'a = { stack = "apache" }\n'
+    a = "" if check.startswith("a = ") or "\na = " in check else 'a = { stack = "apache" }\n'
     bad.write_text('[[step]]\n[step.experiment]\nname = "x"\n[[step.check]]\n'
                    f'finding = "f"\nmetric = "rps"\nb = {{ stack = "nginx" }}\n{a}{check}\n')
     with pytest.raises(SpecError, match=rf"check\[1\]\.{re.escape(key)}.*{problem}"):
@@ -490,3 +514,17 @@ def test_a_quantity_per_unit_is_set_beside_the_studys():
     m = measure_check(check, view, REGISTRY)
     row = Row(load_study("S4").findings[0], "measured", measured=m)
     assert "(B − A) / 95 = 0.4 server RSS MiB per Apache process" in sides_text(row)
+
+
+def test_a_then_without_the_level_a_mode_compares_is_refused(tmp_path):
+    """A plain check compares the level its trials run at: the study's values must be
+    there, or the size would be judged against another level's."""
+    plan = tmp_path / "s3.toml"
+    plan.write_text('[[step]]\n[step.experiment]\nname = "x"\nrepetitions = 3\n'
+                    'duration = "1s"\n[step.matrix]\nstack = ["nginx", "apache"]\n'
+                    'workload = ["static-page"]\nconcurrency = [10]\n[[step.check]]\n'
+                    'finding = "f"\nmetric = "rps"\na = { stack = "apache" }\n'
+                    'b = { stack = "nginx" }\n'
+                    'then = { levels = [1, 50], a = [1, 1], b = [2, 2], source = "T" }\n')
+    with pytest.raises(SpecError, match=r"check\[1\]\.then\.levels.*concurrency 10"):
+        prepare(load_plan_file(plan, "S3"), False, REGISTRY, STACKS, set(WORKLOADS))

@@ -1,9 +1,12 @@
 """Every check of every study plan, judged on stored runs made up for it: with B twice A
 in the claim's direction the finding holds, with the sides swapped it is reversed, with
 the same values on both sides it is not shown (a claim of no difference: holds, and
-does not hold at twice). So a check whose selectors name the wrong trials, whose
-metric is not its claim's, or whose sides are the other way round from its claim's (where
-a name tells them apart) is seen before a study runs for an hour.
+does not hold at twice), in both modes. So a check whose selectors do not name one trial
+a side (at every level of a mean over levels), whose sum or mean is not what B/A reads,
+whose metric is not its claim's, or whose sides are the other way round from its claim's
+(where a stack, workload or knob name tells them apart) is seen before a study runs for
+an hour. Which two trials a claim means is not otherwise known to the test: a check whose
+sides differ only by numbers or switches is held to its claim by its note alone.
 
 The runs are TrialSummary values for every trial the step plans, each metric filled the
 way the store's summary fills it (analyze.summarize), so a check's selectors, its sums
@@ -11,16 +14,17 @@ and the verdict code are the real ones; only the numbers are chosen."""
 
 from __future__ import annotations
 
+import math
 import re
 
 import pytest
 
 from stacklab.analysis.analyze import Estimate, ExperimentView, TrialSummary
-from stacklab.stacks import REGISTRY
+from stacklab.stacks import REGISTRY, STACKS
 from stacklab.studies.findings import STUDY_IDS, load_study
 from stacklab.studies.plans import load_plan, matches, prepare
-from stacklab.studies.verdict import measure_check, direction_verdict, same_band, size_verdict
-from stacklab.stacks import STACKS
+from stacklab.studies.verdict import (claim_band, direction_verdict, measure_check, same_band,
+                                      size_verdict)
 from stacklab.workloads import WORKLOADS
 
 NOISE = (0.995, 1.0, 1.005)          # three runs a side, ±0.5%
@@ -34,15 +38,18 @@ def values(level: float, shift: int = 0) -> list[float]:
     return [level * n for n in noise]
 
 
-def summary(trial, level: float, shift: int = 0) -> TrialSummary:
-    """A stored trial whose every metric is `level` (in the metric's unit), ±0.5%."""
+def summary(trial, level: float, metric: str, shift: int = 0) -> TrialSummary:
+    """A stored trial whose `metric` is `level` (in the metric's unit), ±0.5%; the
+    others too, but for bytes per response (MB/s × 1e6 / req/s), which takes a constant
+    rate so that its MB/s can carry the level."""
     v = values(level, shift)
     est = Estimate.of
+    rps = [1000.0] * len(v) if metric == "bytes" else v
+    mbps = [x * r * 1e-6 for x, r in zip(v, rps)] if metric == "bytes" else v
     return TrialSummary(
         trial_id=trial.id, label=trial.label(), stack=trial.stack, workload=trial.workload,
         concurrency=trial.concurrency, knobs=dict(trial.knobs), runs_ok=len(v),
-        runs_failed=0, rps=est(v), mbps=est([x * 1e-6 * x for x in v]), latency_us=None,
-        # bytes per response = MB/s × 1e6 / req/s: with req/s v and MB/s v²·1e-6, it is v
+        runs_failed=0, rps=est(rps), mbps=est(mbps), latency_us=None,
         latency_runs_us={"p50": est([x * 1000 for x in v]), "p99": est([x * 1000 for x in v])},
         cpu_us_per_request={"server": est(v)}, engine_cpu_us_per_request=est(v),
         rss_mib_peak={"server": est(v)}, pss_mib_per_worker={}, errors=0, flagged=(),
@@ -50,26 +57,44 @@ def summary(trial, level: float, shift: int = 0) -> TrialSummary:
 
 
 def study_checks():
-    """(study, step, check) for every check of every plan, as --quick plans them (the
-    full mode's selectors are checked to match by test_study's plan test)."""
+    """(study, step, check) for every check of every plan, in both modes (a mean over
+    levels covers one level in most quick plans and all of them in the full ones)."""
     out = []
     for sid in STUDY_IDS:
-        for ps in prepare(load_plan(sid), True, REGISTRY, STACKS, set(WORKLOADS)):
-            out += [pytest.param(sid, ps, c, id=f"{sid}-{c.finding}") for c in ps.step.checks]
+        for quick in (True, False):
+            mode = "quick" if quick else "full"
+            for ps in prepare(load_plan(sid), quick, REGISTRY, STACKS, set(WORKLOADS)):
+                out += [pytest.param(sid, ps, c, id=f"{sid}-{mode}-{c.finding}")
+                        for c in ps.step.checks]
     return out
 
 
 CHECKS = study_checks()
 
 
+def tilt(trial, check, levels) -> float:
+    """A factor per level of a mean over levels whose geometric mean is 1 (1.5, 1/1.5,
+    1.5, …, the last making the product 1): the levels differ, their mean does not."""
+    if not levels or check.mean_over is None:
+        return 1.0
+    i = levels.index(getattr(trial, check.mean_over[0]))
+    if i < len(levels) - 1:
+        return 1.5 if i % 2 == 0 else 1 / 1.5
+    return 1 / math.prod(1.5 if j % 2 == 0 else 1 / 1.5 for j in range(len(levels) - 1))
+
+
 def view_for(ps, check, factor: float) -> ExperimentView:
     """Every planned trial at BASE, except B's trials, set so that B = factor × A on the
-    check's metric (a sum: its terms' net count taken into account)."""
+    check's metric (a sum: its terms' net count taken into account; a mean over levels:
+    A and B differ from level to level by factors whose geometric mean is 1, B's the
+    square of A's, so only a true geometric mean gives `factor`)."""
     net = {side: sum(sign for sign, _ in check.terms(side)) for side in ("a", "b")}
     b_level = factor * BASE * net["a"] / net["b"]
-    b_ids = {t.id for _, sel in check.terms("b") for t in ps.plan.trials
+    levels = check.levels(ps.plan.trials)
+    b_ids = {t.id for _, sel in check.selectors("b", levels) for t in ps.plan.trials
              if matches(sel, t, REGISTRY)}
-    summaries = [summary(t, b_level, 1) if t.id in b_ids else summary(t, BASE)
+    summaries = [summary(t, b_level * tilt(t, check, levels) ** 2, check.metric, 1)
+                 if t.id in b_ids else summary(t, BASE * tilt(t, check, levels), check.metric)
                  for t in ps.plan.trials]
     return ExperimentView(id=1, name=ps.step.name, description="", created_at="t",
                           status="complete", host={}, commit=None, versions={},
@@ -81,7 +106,9 @@ def judged(sid: str, ps, check, factor: float) -> str:
     finding = study.finding(check.finding)
     m = measure_check(check, view_for(ps, check, factor), REGISTRY)
     assert not isinstance(m, str), m
-    return direction_verdict(finding.claim.direction, m, same_band(study.findings))
+    assert m.comparison.ratio == pytest.approx(factor, rel=0.02)
+    band = claim_band(same_band(study.findings), finding.claim.ratio, m.then)
+    return direction_verdict(finding.claim.direction, m, band)
 
 
 @pytest.mark.parametrize("sid, ps, check", CHECKS)
@@ -120,8 +147,8 @@ def test_each_checks_sides_differ_and_name_planned_trials(sid, ps, check):
 def test_size_follows_the_made_up_ratio():
     """On a check with a ratio then, B at the study's own ratio is the same size, and
     at twice its distance from 1 stronger: the size verdict reads the check's numbers."""
-    sid, ps, check = next((p.values for p in CHECKS
-                           if p.values[0] == "S4" and p.values[2].finding == "static-100k-c50"))
+    sid, ps, check = next((p.values for p in CHECKS if p.values[0] == "S4"
+                           and p.values[2].finding == "static-100k-c50"))
     then = load_study(sid).finding(check.finding).claim.ratio
     for factor, size in ((then, "same size"), (then ** 2, "stronger now"),
                          (then ** 0.5, "weaker now")):

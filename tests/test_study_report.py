@@ -256,7 +256,7 @@ def test_study_report_opens_in_headless_chromium(report, tmp_path):
             assert [v for v, _ in verdicts] == [*(v for v, _, _ in EXPECTED.values()), "better"]
             assert "demonstration: the run was verified" in page.locator(
                 "#finding-shown").inner_text()
-            assert "1 demonstrations (1 shown)" in page.locator("#summary").inner_text()
+            assert "1 demonstration (1 shown)" in page.locator("#summary").inner_text()
             assert links_resolve(page, page_file) == []
             assert page.locator("a.cite").count() == 2 + len(report.rows)
             cjk = page.locator("#finding-busy-beyond span[lang=zh]")
@@ -281,7 +281,7 @@ def test_the_summary_counts_size_with_direction_and_demonstrations_apart(report)
     # busy-beyond: 0.05 [0.025, 0.0995] against 0.1 then; alike: no ratio then
     assert report.sized("holds") == {"stronger now": 1, "weaker now": 1, "no size": 1}
     text = counts_text(report)
-    assert "1 demonstrations (1 shown)" in text and "weaker now" in text
+    assert "1 demonstration (1 shown)" in text and "weaker now" in text
     doc = study_document(report)
     assert doc["counts"]["demonstrations"] == 1 and doc["counts"]["measured"] == 6
     faster = next(f for f in doc["findings"] if f["id"] == "faster")
@@ -290,4 +290,4 @@ def test_the_summary_counts_size_with_direction_and_demonstrations_apart(report)
     assert (faster["now"]["best_a"], faster["now"]["best_b"]) == (1020.0, 1850.0)
     out = Console(record=True, width=400)
     print_study(report, out)
-    assert "best of 4 as the studies took it: A 1020, B 1850 (1.81×)" in out.export_text()
+    assert "best of 4 runs, as the studies took it: A 1020, B 1850 (1.81×)" in out.export_text()

@@ -132,16 +132,19 @@ def study_all(env: Environment, quick: bool, db: Path | None, output: Path | Non
     study's own report written beside one report over all five."""
     planned = [Planned.of(sid, quick) for sid in STUDY_IDS]
     if dry_run:
+        total = 0.0
         for one in planned:
             env.stdout.print(f"{one.id}:", markup=False, highlight=False)
-            print_steps(env, one.steps, one.breakdowns)
-        total = sum(step_estimates_s(one) for one in planned)
+            total += print_steps(env, one.steps, one.breakdowns)
         env.stdout.print(f"all five: ~{total / 60:.0f} min", markup=False)
         return ExitStatus.OK
     path = report_path(output, "all", quick)
     again = study_command("all", quick, db)
     failed: dict[str, str] = {}
     if not report_only:
+        # every study's servers checked before the first is measured: a component
+        # missing for S5 is said before S1-S4 have run
+        ready(env, [ps for one in planned for ps in one.steps])
         for one in planned:
             env.stderr.print(f"study {one.id}", markup=False, highlight=False)
             failed.update(one.measure(env, db, wait_quiet, again, as_json))
@@ -162,11 +165,6 @@ def study_all(env: Environment, quick: bool, db: Path | None, output: Path | Non
                          f"{stored_at.resolve()}; each study's beside it)",
                          markup=False, highlight=False)
     return ExitStatus.ERROR if failed else ExitStatus.OK
-
-
-def step_estimates_s(one: Planned) -> float:
-    return (sum(ps.plan.estimated_s(ps.spec) for ps in one.steps)
-            + sum(breakdown_estimate_s(pb) for pb in one.breakdowns))
 
 
 def study_command(sid: str, quick: bool, db: Path | None) -> str:
@@ -197,7 +195,8 @@ def covered(findings, plan: StudyPlan) -> None:
 
 
 def print_steps(env: Environment, steps: list[PlannedStep],
-                breakdowns: list[PlannedBreakdown]) -> None:
+                breakdowns: list[PlannedBreakdown]) -> float:
+    """Each step's experiment or breakdown with its estimate; returns the total (s)."""
     lines = [(f"{ps.spec.experiment.name}: {len(ps.plan.trials)} trials, "
               f"{len(ps.plan.runs)} runs", ps.plan.estimated_s(ps.spec),
               ", ".join(c.finding for c in ps.step.checks), ps.step.scaling) for ps in steps]
@@ -212,6 +211,7 @@ def print_steps(env: Environment, steps: list[PlannedStep],
     env.stdout.print(f"{len(steps)} experiments, {len(breakdowns)} breakdowns, "
                      f"~{total / 60:.0f} min (at the planned repetitions; auto repetitions "
                      "may add rounds)", markup=False)
+    return total
 
 
 def breakdown_name(pb: PlannedBreakdown) -> str:
@@ -232,9 +232,7 @@ def run_steps(env: Environment, steps: list[PlannedStep],
     then each breakdown's series unless one planned the same is stored whole; a step
     that fails is reported and the study goes on (Ctrl-C stops it: run the study again
     to resume: `again` is the command that does, as an interrupted step says it)."""
-    components = sorted({c for ps in steps for c in ps.plan.components(STACKS)})
-    check_installed(components, engine=True)
-    lab.check_root(env.lab_root)
+    ready(env, steps)
     failed: dict[str, str] = {}
     store = Store.open(db)
     try:
@@ -257,6 +255,14 @@ def run_steps(env: Environment, steps: list[PlannedStep],
     finally:
         store.close()
     return failed
+
+
+def ready(env: Environment, steps: list[PlannedStep]) -> None:
+    """Every component the steps start is installed, the engine is built and the lab
+    root is usable: refused in one line before anything is measured."""
+    check_installed(sorted({c for ps in steps for c in ps.plan.components(STACKS)}),
+                    engine=True)
+    lab.check_root(env.lab_root)
 
 
 def attempt(env: Environment, name: str, failed: dict[str, str],

@@ -277,8 +277,8 @@ def _finding(t: _Table) -> Finding:
     if ne is not None:
         gone = NotExpressible(ne.choice("reason", REASONS), ne.text("detail"))
         ne.done()
-    quote = " ".join(t.text("quote", empty=True).split()) if "quote" in t.data else ""
-    seeds = " ".join(t.text("seeds").split()) if not quote or "seeds" in t.data else ""
+    quote = _plain(t.text("quote", empty=True)) if "quote" in t.data else ""
+    seeds = _plain(t.text("seeds")) if not quote or "seeds" in t.data else ""
     demonstration = t.text("demonstration") if "demonstration" in t.data else ""
     finding = Finding(fid, t.text("title"), t.text("section"), seeds, tuple(figures), claim,
                       gone, quote, demonstration)

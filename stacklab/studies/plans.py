@@ -129,14 +129,17 @@ class Check:
         return {**selector, self.mean_over[0]: level} if self.mean_over else selector
 
     def then_ratio(self, levels: tuple[Any, ...]) -> float | None:
-        """The study's ratio like with like: at the levels compared (mean_over's that
-        were measured, or the one level a plain check names), when `then` gives them."""
+        """The study's ratio like with like, at the levels compared (mean_over's that
+        were measured, or the one level of a plain check's trials), when `then` gives
+        them (prepare refuses a `then` that lacks a level a mode compares)."""
         if self.then is None:
             return None
-        if not levels:
-            level = self.a.get("concurrency") if isinstance(self.a, dict) else None
-            levels = (level,) if level in self.then.levels else self.then.levels[:1]
         return self.then.ratio(levels)
+
+    def selectors(self, side: str, levels: tuple[Any, ...]) -> list[tuple[int, dict[str, Any]]]:
+        """The side's selectors with their signs, one per level under mean_over."""
+        return [(sign, one) for sign, selector in self.terms(side)
+                for one in ([self.at(selector, v) for v in levels] or [selector])]
 
 
 @dataclass(frozen=True)
@@ -289,7 +292,6 @@ def _breakdown(raw: Mapping[str, Any], file: str, where: str) -> BreakdownStep:
     return BreakdownStep(**raw)
 
 
-
 def _check(raw: Mapping[str, Any], file: str, where: str) -> Check:
     for key in ("finding", "metric", "a", "b"):
         if key not in raw:
@@ -305,6 +307,9 @@ def _check(raw: Mapping[str, Any], file: str, where: str) -> Check:
     a, b = _side(raw["a"], file, f"{where}.a"), _side(raw["b"], file, f"{where}.b")
     mean_over = _mean_over(raw.get("mean_over"), (a, b), file, f"{where}.mean_over")
     then = _then(raw.get("then"), mean_over, file, f"{where}.then")
+    if then is not None and (isinstance(a, Sum) or isinstance(b, Sum)):
+        raise SpecError(file, f"{where}.then", raw["then"], "a sum of trials has no one "
+                        "level to set the study's values at")
     return Check(raw["finding"], raw["metric"], a, b, raw.get("note", ""), mean_over, then,
                  _per(raw.get("per"), file, f"{where}.per"))
 
@@ -415,13 +420,17 @@ def prepare(plan: StudyPlan, quick: bool, registry: KnobRegistry, stacks,
                 raise SpecError(file, f"check[{j}].mean_over", dict([check.mean_over]),
                                 f"none of these levels is planned in {step.name}")
             for side in ("a", "b"):
-                for _, selector in check.terms(side):
-                    for one in ([check.at(selector, v) for v in levels] or [selector]):
-                        found = [t for t in made.trials if matches(one, t, registry)]
-                        if len(found) != 1:
-                            raise SpecError(file, f"check[{j}].{side}", one,
-                                            f"matches {len(found)} trials of {step.name}; "
-                                            "a selector must match exactly one")
+                for _, one in check.selectors(side, levels):
+                    found = [t for t in made.trials if matches(one, t, registry)]
+                    if len(found) != 1:
+                        raise SpecError(file, f"check[{j}].{side}", one,
+                                        f"matches {len(found)} trials of {step.name}; a "
+                                        "selector must match exactly one")
+                    compared = levels or (found[0].concurrency,)
+                    if check.then and side == "a" and set(compared) - set(check.then.levels):
+                        raise SpecError(file, f"check[{j}].then.levels",
+                                        list(check.then.levels), "lacks the level compared: "
+                                        f"concurrency {', '.join(map(str, compared))}")
         out.append(PlannedStep(step, spec, made))
     return out
 

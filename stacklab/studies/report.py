@@ -29,7 +29,13 @@ _env = jinja2.Environment(loader=jinja2.FileSystemLoader(Path(__file__).parent),
 
 # The study JSON (study_document; written beside the HTML, printed by `study --json`).
 # 1: each finding's verdict (better, worse, same, no-verdict) with its reason code.
-DOCUMENT_VERSION = 1
+# 2: counts.measured leaves out the demonstrations (counts.demonstrations, holds_by_size);
+#    same_band; per finding `demonstration`, and in `now` the unit, the medians, the best
+#    runs, `per` and the study's ratio at the levels compared (then_ratio, then_source).
+DOCUMENT_VERSION = 2
+# The report over the five (all_document, `study all`): its own kind and version.
+# 1: counts per study and overall, and each study's document whole.
+ALL_DOCUMENT_VERSION = 1
 
 
 @dataclass(frozen=True)
@@ -134,7 +140,8 @@ class StudyReport:
 
     def sized(self, direction: str = "holds") -> dict[str, int]:
         """Of the findings with `direction`, how many have each size (SIZES' order, then
-        "no size" for a finding the study gave no ratio for)."""
+        "no size": the study gave no ratio, or today's interval is open on the side that
+        would say it)."""
         mine = [r for r in self.tested() if r.direction == direction]
         out = {z: sum(r.size == z for r in mine) for z in SIZES}
         out["no size"] = sum(not r.size for r in mine)
@@ -157,7 +164,8 @@ def counts_text(report: StudyReport) -> str:
     demos = report.demonstrations()
     shown = sum(r.direction == "holds" for r in demos)
     return (f"{len(report.rows)} findings: {len(report.tested())} measured "
-            f"({', '.join(parts) or 'none'}), {len(demos)} demonstrations ({shown} shown), "
+            f"({', '.join(parts) or 'none'}), {len(demos)} "
+            f"demonstration{'' if len(demos) == 1 else 's'} ({shown} shown), "
             f"{report.count('not expressible')} not expressible, "
             f"{report.count('not measured')} not measured")
 
@@ -211,7 +219,11 @@ def sides_text(r: Row) -> str:
         text += f"; {how} / {m.per.count:g} = {q:.4g} {unit.split(' (')[0]} per {m.per.what}"
     if None not in m.best:
         n = min(m.comparison.n)
-        text += (f"; best of {n} as the studies took it: A {m.best[0]:.4g}, B {m.best[1]:.4g}"
+        # a side over several trials (a mean over levels, a sum) has a best repetition,
+        # not the study's best run at each level
+        what = (f"best of {n} repetitions" if "+" in m.a.trial_id + m.b.trial_id
+                else f"best of {n} runs, as the studies took it")
+        text += (f"; {what}: A {m.best[0]:.4g}, B {m.best[1]:.4g}"
                  + (f" ({times(m.best[1] / m.best[0])})" if m.best[0] else ""))
     return text
 
@@ -285,6 +297,7 @@ def finding_document(r: Row) -> dict:
                    "slowdown_a": _finite(m.reach.a), "slowdown_b": _finite(m.reach.b),
                    "why": m.reach.why},
                "versions": m.versions,
+               "unit": metric_label(m.metric),    # of the medians, best runs and per
                "median_a": m.medians[0], "median_b": m.medians[1],
                # the best run a side, the seeds' statistic: shown, never judged
                "best_a": m.best[0], "best_b": m.best[1],
@@ -327,6 +340,14 @@ def study_document(report: StudyReport) -> dict:
 
 # --- the forest plot --------------------------------------------------------------------
 
+def study_ratio(r: Row) -> float | None:
+    """The study's ratio a finding's size is judged against: its own values at the levels
+    compared where the check gives them (verdict.Measured.then), else the claim's."""
+    if r.measured is not None and r.measured.then is not None:
+        return r.measured.then
+    return r.finding.claim.ratio
+
+
 def forest_plot(report: StudyReport) -> Drawn:
     """One row per finding: today's ratio B/A with its 95% CI as a horizontal bar on a
     log axis (a symbol for a bound), coloured by its direction; the study's own ratio as
@@ -345,8 +366,8 @@ def forest_plot(report: StudyReport) -> Drawn:
                       "reach": m.interval if m.reach else None, "text": now_text(r),
                       "said": r.direction_text})
         xs += [c.ratio, lo, hi]
-    then = [(r.finding.id, r.finding.claim.ratio) for r in report.rows
-            if r.finding.claim.ratio is not None]
+    then = [(r.finding.id, study_ratio(r)) for r in report.rows
+            if study_ratio(r) is not None]
     xs += [t for _, t in then]
     reach = [(mk["id"], *mk["reach"]) for mk in marks if mk["reach"]]
     xs += [x for _, lo, hi in reach for x in (lo, hi) if 0 < x < math.inf]
@@ -536,8 +557,8 @@ def all_document(reports: list[StudyReport]) -> dict:
     """The five studies as data: the counts per study and overall, and each study's
     document (study_document) whole."""
     key = {c: c.replace(": ", "_").replace(" ", "_") for c in COUNT_COLUMNS}
-    return {"schema_version": DOCUMENT_VERSION, "stacklab": __version__,
-            "quick": all(r.quick for r in reports),
+    return {"kind": "studies", "schema_version": ALL_DOCUMENT_VERSION,
+            "stacklab": __version__, "quick": all(r.quick for r in reports),
             "counts": {"all": {key[c]: n for c, n in overall_counts(reports).items()},
                        **{r.study.id: {key[c]: n for c, n in study_counts(r).items()}
                           for r in reports}},

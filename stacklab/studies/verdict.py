@@ -11,6 +11,7 @@ ratio beyond that keeps its verdict."""
 from __future__ import annotations
 
 import math
+import re
 import statistics
 from dataclasses import dataclass, field, replace
 from typing import Callable, Sequence
@@ -129,12 +130,11 @@ def measure_check(check: Check, view: ExperimentView,
     sides: dict[str, tuple[TrialSummary, list[float]]] = {}
     for side in ("a", "b"):
         terms = []
-        for sign, selector in check.terms(side):
-            for one in ([check.at(selector, v) for v in levels] or [selector]):
-                found = one_trial(view, one, side, registry)
-                if isinstance(found, str):
-                    return found
-                terms.append((sign, found))
+        for sign, one in check.selectors(side, levels):
+            found = one_trial(view, one, side, registry)
+            if isinstance(found, str):
+                return found
+            terms.append((sign, found))
         sides[side] = (averaged(terms, check.metric, check.mean_over[0], levels) if levels
                        else combined(terms, check.metric))
     (a, a_values), (b, b_values) = sides["a"], sides["b"]
@@ -150,7 +150,7 @@ def measure_check(check: Check, view: ExperimentView,
         within = host_reach(a, b, check.metric)
     return Measured(view.name, a, b, check.metric, c, limit, dict(sorted(versions.items())),
                     within, medians=(median(a_values), median(b_values)),
-                    then=check.then_ratio(levels),
+                    then=check.then_ratio(levels or (a.concurrency,)),
                     then_source=check.then.source if check.then else "",
                     best=(best(a_values, check.metric), best(b_values, check.metric)),
                     per=check.per)
@@ -189,8 +189,10 @@ def averaged(trials: list[tuple[int, TrialSummary]], metric: str, axis: str,
     values = [math.exp(sum(math.log(v) for v in run) / len(run)) for run in zip(*columns)
               if all(v > 0 for v in run)]
     first = trials[0][1]
-    label = (f"{first.label.replace(f'c={first.concurrency}', f'c={levels[0]}…{levels[-1]}')}"
-             f" (geometric mean over {axis} {', '.join(map(str, levels))})")
+    # the first level's "c=N" (a whole word) stands for the levels
+    label = (re.sub(rf"(?<!\S)c={first.concurrency}(?!\S)", f"c={levels[0]}…{levels[-1]}",
+                    first.label, count=1)
+             + f" (geometric mean over {axis} {', '.join(map(str, levels))})")
     return replace(first, trial_id="+".join(s.trial_id for _, s in trials), label=label,
                    flagged=tuple(dict.fromkeys(f for _, s in trials for f in s.flagged)),
                    runs_ok=len(values), disturbance=max(s.disturbance for _, s in trials),
@@ -297,6 +299,18 @@ def same_band(findings: Sequence) -> tuple[float, float]:
     return (1 / edge, edge)
 
 
+def claim_band(band: tuple[float, float], *own: float | None) -> tuple[float, float]:
+    """A claim of no difference's band: the study's (same_band), widened to the claim's
+    own figures where the study called more than that "no difference" (S2's 1 Gbit link
+    with keep-alive: 1.08, beside a 1.05 it reports as real elsewhere) — the study's
+    words decide what it meant, and its own figure must be able to hold."""
+    edge = band[1]
+    for ratio in own:
+        if ratio is not None and ratio > 0:
+            edge = max(edge, math.exp(abs(math.log(ratio))))
+    return (1 / edge, edge)
+
+
 def direction_verdict(direction: str, m: Measured,
                       band: tuple[float, float] = SAME_BAND) -> str:
     """Whether today's measurement shows the study's direction (one of DIRECTIONS), read
@@ -336,7 +350,7 @@ def size_verdict(then: float | None, m: Measured, direction: str = "") -> str:
     has no size beyond its band."""
     if then is None or then == 1 or direction == "b=a" or m.interval is None:
         return ""
-    if m.decision.kind == "no-verdict":
+    if m.decision.kind == "no-verdict" or reversed_(then, m):
         return ""
     toward = 1 if then > 1 else -1             # the study's side of 1, as +log distance
     ends = sorted(toward * _log(x) for x in m.interval)
@@ -346,6 +360,13 @@ def size_verdict(then: float | None, m: Measured, direction: str = "") -> str:
     if ends[1] < size:
         return "weaker now"
     return "same size" if all(math.isfinite(e) for e in ends) else ""
+
+
+def reversed_(then: float, m: Measured) -> bool:
+    """Whether today's interval lies wholly on the other side of 1 from the study's
+    ratio: a reversal has no size to compare ("weaker" would say nothing)."""
+    lo, hi = m.interval
+    return hi < 1 if then > 1 else lo > 1
 
 
 def _log(x: float) -> float:
@@ -373,11 +394,6 @@ class Row:
     def demonstration(self) -> str:
         """Why the finding holds by construction ("" when it could have failed)."""
         return self.finding.demonstration
-
-    @property
-    def outcome(self) -> str:
-        """Direction and size together, as the summary counts them ("holds, weaker now")."""
-        return ", ".join(w for w in (self.direction, self.size) if w)
 
     @property
     def direction_text(self) -> str:
@@ -421,7 +437,8 @@ def rows(findings: Sequence, checks: dict, views: Callable[[str], ExperimentView
         claim = f.claim
         then = m.then if m.then is not None else claim.ratio
         out.append(Row(f, "measured", measured=m,
-                       direction=direction_verdict(claim.direction, m, band),
+                       direction=direction_verdict(claim.direction, m,
+                                                   claim_band(band, claim.ratio, m.then)),
                        size=size_verdict(then, m, claim.direction), note=check.note))
     return out
 
@@ -433,7 +450,8 @@ def breakdown_row(f, step, records: Sequence | str,
         return Row(f, "not measured", m, note=step.note)
     note = f"{step.note}; now: {shares_text(step, records)}".removeprefix("; ")
     return Row(f, "measured", measured=m,
-               direction=direction_verdict(f.claim.direction, m, band),
+               direction=direction_verdict(f.claim.direction, m,
+                                           claim_band(band, f.claim.ratio)),
                size=size_verdict(f.claim.ratio, m, f.claim.direction), note=note)
 
 
