@@ -21,6 +21,7 @@ from typer.testing import CliRunner
 
 import stacklab.store as store_module
 from stacklab.host import hostinfo, lab
+from stacklab.netlab.sweep import SWEEPS
 from stacklab.run import measurement, runner
 from stacklab.cli import cli
 from stacklab.stacks import COMPONENTS
@@ -201,7 +202,6 @@ def test_a_full_results_disk_stores_the_run_without_its_logs(tmp_path, tmpfs, fr
 def lab_on(tmpfs, monkeypatch):
     """lab_on(size) → the lab directory (/tmp/stacklab-<uid>) on a tmpfs of that size."""
     from stacklab.host import lab
-from stacklab.netlab.sweep import SWEEPS
 
     def on(size: str) -> Path:
         root = tmpfs("lab", size)
