@@ -49,6 +49,32 @@ def duration(text: str) -> float:
     return float(m[1]) * _UNIT_S[m[2]]
 
 
+def positive_duration(text: str) -> float:
+    """A duration above 0 (-d, --timeout), as the engine's positive_duration."""
+    value = duration(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"{text} must be greater than 0")
+    return value
+
+
+def fraction(text: str) -> float:
+    """0..1 (--max-error-rate), as the engine's fraction."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a fraction like 0.01") from None
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"{text} must be between 0 and 1")
+    return value
+
+
+def method(text: str) -> str:
+    """An upper-case token (-m), as the engine's parse_method."""
+    if not re.fullmatch(r"[A-Z_-]+", text):
+        raise argparse.ArgumentTypeError("expected an upper-case method token like GET")
+    return text
+
+
 def positive(kind):
     def parse(text: str):
         value = kind(text)
@@ -58,11 +84,15 @@ def positive(kind):
     return parse
 
 
+_TOKEN = re.compile(r"[A-Za-z0-9!#$%&'*+.^_`|~-]+")
+
+
 def header(text: str) -> str:
+    """'Name: value' with a token name and no line break, as the engine's parse_header."""
     name, colon, value = text.partition(":")
-    if not colon or not name.strip():
+    if not colon or not _TOKEN.fullmatch(name.strip()) or "\r" in value or "\n" in value:
         raise argparse.ArgumentTypeError(f"invalid header {text!r} (expected 'Name: value')")
-    return f"{name}: {value.strip()}"
+    return f"{name.strip()}: {value.strip()}"
 
 
 class Parser(argparse.ArgumentParser):
@@ -78,23 +108,23 @@ def parser() -> Parser:
     p.add_argument("-c", "--connections", type=positive(int), default=10)
     stop = p.add_mutually_exclusive_group()
     stop.add_argument("-n", "--requests", type=positive(int))
-    stop.add_argument("-d", "--duration", type=duration)
+    stop.add_argument("-d", "--duration", type=positive_duration)
     p.add_argument("--threads", type=positive(int))
     p.add_argument("--rate", type=positive(float))
     p.add_argument("--warmup", type=duration, default=0.0)
     p.add_argument("--no-keepalive", action="store_true")
     p.add_argument("-H", "--header", dest="headers", type=header, action="append",
                    default=[])
-    p.add_argument("-m", "--method", default="GET")
+    p.add_argument("-m", "--method", type=method, default="GET")
     p.add_argument("--compressed", action="store_true")
     p.add_argument("--decode", action="store_true")
-    p.add_argument("--timeout", type=duration, default=30.0)
+    p.add_argument("--timeout", type=positive_duration, default=30.0)
     p.add_argument("--insecure", action="store_true")
     p.add_argument("--tls-resume", action="store_true")
     p.add_argument("--no-tls-resume", action="store_true")
     p.add_argument("--urls", dest="url_file", type=Path)
     p.add_argument("--seed", type=int, default=1)
-    p.add_argument("--max-error-rate", type=float)
+    p.add_argument("--max-error-rate", type=fraction)
     p.add_argument("--allow-remote", action="store_true")
     p.add_argument("--lab-netns")
     p.add_argument("--json", action="store_true")
@@ -118,6 +148,9 @@ def url_list(args) -> list[dict]:
                              else 1, "varies": words[2:] == ["varies"]})
     if not urls:
         raise SystemExit(_usage("URL: no URL given (pass URL... or --urls FILE)"))
+    for u in urls:
+        if not re.match(r"(?i)https?://", u["url"]):
+            raise SystemExit(_usage(f"URL {u['url']}: unsupported scheme (use http or https)"))
     return urls
 
 
@@ -192,6 +225,8 @@ def log(argv: list[str], doc: dict | None, kind: str = "run") -> None:
 def main(argv: list[str]) -> int:
     stopped = stop_on_signals()
     args = parser().parse_args(argv)
+    if args.decode and not args.compressed:
+        return _usage("--decode: requires --compressed")
     if args.version:
         print(f"stacklab-load {VERSION}")
         return EXIT_OK
