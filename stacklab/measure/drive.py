@@ -411,6 +411,12 @@ def run_load(plan: LoadPlan, work_dir: Path) -> LoadReport:
 
 
 def engine_version() -> str:
-    out = subprocess.run([str(engine_path()), "--version"], capture_output=True, text=True,
+    """The engine's version as each run stores it; an engine chosen by STACKLAB_ENGINE
+    says so beside its version, so a run measured by another build (a fake, a local one
+    reporting the same version) is never stored as the release engine's."""
+    path = engine_path()
+    out = subprocess.run([str(path), "--version"], capture_output=True, text=True,
                          timeout=10).stdout.strip()
-    return out.split()[-1] if out else "unknown"
+    version = out.split()[-1] if out else "unknown"
+    chosen = os.environ.get(ENGINE_VARIABLE)
+    return f"{version} ({ENGINE_VARIABLE}={chosen})" if chosen else version
