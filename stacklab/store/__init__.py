@@ -47,8 +47,12 @@ STATX_ATTR_IMMUTABLE, STATX_ATTR_APPEND = 0x10, 0x20
 STATX_SIZE, STATX_ATTRIBUTES_AT = 256, 8      # struct statx, and stx_attributes in it
 AT_FDCWD, AT_SYMLINK_NOFOLLOW = -100, 0x100
 _LIBC = ctypes.CDLL(None, use_errno=True)
-_LIBC.statx.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_uint,
-                        ctypes.c_char_p]
+# statx(2) is in glibc since 2.28 (Debian 12 has 2.36); without it no attribute can be
+# read and every file counts as writable, as on a filesystem that keeps none
+_STATX = getattr(_LIBC, "statx", None)
+if _STATX is not None:
+    _STATX.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_uint,
+                       ctypes.c_char_p]
 
 
 class AlreadyStored(StoreError):
@@ -564,7 +568,7 @@ def _attributes(name: str) -> int:
     process's reader, seeing no other connection, deletes the WAL under the writer (a
     `stacklab show` during a run lost every run it stored)."""
     buf = ctypes.create_string_buffer(STATX_SIZE)
-    if _LIBC.statx(AT_FDCWD, os.fsencode(name), AT_SYMLINK_NOFOLLOW, 0, buf) != 0:
+    if _STATX is None or _STATX(AT_FDCWD, os.fsencode(name), AT_SYMLINK_NOFOLLOW, 0, buf) != 0:
         return 0
     attributes, = struct.unpack_from("Q", buf, STATX_ATTRIBUTES_AT)
     return attributes

@@ -129,61 +129,44 @@ class Resources:
         component was not in it, or the monitor could not read that figure)."""
         return self.components.get(component, {}).get(key)
 
-    def _part(self, name: str) -> dict[str, Any]:
+    def part(self, name: str) -> dict[str, Any]:
+        """A lab part by name, {} where the run has none (a run that failed early, a
+        layer not used); the parts a reader needs often have a property below."""
         return self.lab.get(name) or {}
 
-    # each part, {} where the run has none (a run that failed early, a layer not used)
     @property
     def host(self) -> dict[str, Any]:
         """The monitor's summary of the host over the measured window (and the lab's
         writeback settled before it)."""
-        return self._part("host")
+        return self.part("host")
 
     @property
     def machine(self) -> dict[str, Any]:
         """The machine profile's knobs and its group's usage (only with a profile)."""
-        return self._part("machine")
+        return self.part("machine")
 
     @property
     def fs(self) -> dict[str, Any]:
         """The filesystem layer's knobs and the cold cache's figures."""
-        return self._part("fs")
+        return self.part("fs")
 
     @property
     def layers(self) -> dict[str, Any]:
         """Each front layer's figures of the measured window (layercheck)."""
-        return self._part("layers")
-
-    @property
-    def accounting(self) -> dict[str, Any]:
-        return self._part("accounting")
+        return self.part("layers")
 
     @property
     def pageview(self) -> dict[str, Any]:
         """A page's first and repeat view by a client with a cache (pageview.py)."""
-        return self._part("pageview")
+        return self.part("pageview")
 
     @property
     def net(self) -> dict[str, Any]:
-        return self._part("net")
-
-    @property
-    def system(self) -> dict[str, Any]:
-        return self._part("system")
-
-    @property
-    def counters(self) -> dict[str, Any]:
-        """Each server's own counters over warm-up and load."""
-        return self._part("counters")
+        return self.part("net")
 
     @property
     def logs(self) -> dict[str, Any]:
-        return self._part("logs")
-
-    @property
-    def monitor(self) -> dict[str, Any]:
-        """What the monitor itself cost."""
-        return self._part("monitor")
+        return self.part("logs")
 
 
 @dataclass(frozen=True, kw_only=True)
