@@ -21,7 +21,7 @@ from stacklab.inventory import Feature, features
 from stacklab.netlab import fs, net
 from stacklab.report.listings import features_table
 from stacklab.stacks import REGISTRY
-from stacklab.run.validate import fs_problem
+from stacklab.netlab.layers import fs_problem
 
 from helpers import require_engine, require_root
 

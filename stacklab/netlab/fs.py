@@ -28,7 +28,7 @@ from typing import Iterable
 
 from ..errors import StacklabError
 from .fscheck import (FILESYSTEMS, RUN_ID, FilesystemUnavailable, _check_dirs, _check_path,
-                      _tool, available, check_args)
+                      _tool, available, check_args, why_not)
 
 # Quiet, never ask, and for ext3/4 initialise inode tables and journal now: lazy init
 # would have a kernel thread writing to the disk during the first runs' measurements.
@@ -132,7 +132,7 @@ def mount_fs(run_id: str, state_dir: Path, mount_point: Path, fs: str, size_mb: 
     had here; MountError names a failed command (what was made is removed again)."""
     check_args(run_id, fs, size_mb, options)
     state_dir, mount_point = _check_dirs(state_dir, mount_point, lab_dir)
-    reason = available()[fs]
+    reason = why_not(fs)
     if reason:
         raise FilesystemUnavailable(f"{fs} cannot be mounted here: {reason}")
     state_file = state_dir / STATE.format(run_id=run_id)

@@ -50,6 +50,12 @@ def available() -> dict[str, str | None]:
     return {fs: _why_not(fs, kernel) for fs in FILESYSTEMS}
 
 
+def why_not(fs: str) -> str | None:
+    """One filesystem's availability (available()'s entry for it), probing only it: a
+    plan checks each trial's type, not all seven each time."""
+    return _why_not(fs, _kernel_filesystems())
+
+
 def _kernel_filesystems() -> set[str]:
     return {line.split()[-1] for line in Path("/proc/filesystems").read_text().splitlines()
             if line.strip()}

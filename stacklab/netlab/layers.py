@@ -15,7 +15,7 @@ from ..errors import StacklabError
 from ..layer import Place, Running
 from ..measure.verify import Verdict
 from ..workloads import Deployed
-from . import cgroups, fs
+from . import cgroups, fs, net
 from .knobs import sysctls
 from .run import (Machine, Network, cool, cool_verdicts, filesystem, fs_verdicts, machine,
                   machine_verdicts, network)
@@ -174,7 +174,6 @@ def net_problem(knobs: dict) -> str | None:
     change the host's."""
     if knobs["mode"] != "veth":
         return None
-    from . import net
     if os.geteuid() != 0:
         return "net.mode = \"veth\" creates network namespaces, which needs root"
     if knobs["rtt_ms"]:
@@ -195,7 +194,7 @@ def fs_problem(knobs: dict) -> str | None:
     on a ramdisk (its files are only in memory)."""
     if knobs["type"] == "none":
         return None
-    if why := fs.available()[knobs["type"]]:
+    if why := fs.why_not(knobs["type"]):
         return f"fs.type = {knobs['type']!r} cannot be had here: {why}"
     if knobs["cold_cache"] and knobs["type"] == "tmpfs":
         return "fs.cold_cache on tmpfs: a ramdisk holds its files only in memory"
@@ -218,8 +217,9 @@ def machine_problem(knobs: dict) -> str | None:
                                   knobs["memory_mb"] or None)
     except ValueError as e:
         return f"machine.{e}"
-    found = cgroups.detect()
-    missing = [c for c in profile.controllers() if c not in found]
+    needed = profile.controllers()
+    found = cgroups.detect() if needed else {}      # mountinfo read only for a profile
+    missing = [c for c in needed if c not in found]
     if missing:
         return (f"machine profile needs the {', '.join(missing)} cgroup controller(s), "
                 "which this machine has neither as v1 nor v2")

@@ -10,7 +10,6 @@ from typing import Any, Iterable, Literal, Protocol
 from ..measure.drive import engine_path
 from ..errors import SpecError, StacklabError
 from .layers import problems
-from ..netlab.layers import fs_problem  # noqa: F401  (imported from here before)
 from ..experiment.plan import Plan, Trial, effective_knobs
 from ..host.procs import connections_problem
 from ..experiment.spec import ExperimentSpec

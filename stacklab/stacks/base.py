@@ -233,6 +233,12 @@ class Component(ABC):
         generic code names none)."""
         return {self.name: self.version()}
 
+    def versions_depend_on(self, knobs: dict[str, Any]) -> tuple:
+        """The knob values `versions` depends on: none for a component whose versions
+        are its binary's alone, so a run asks each binary once however many knob sets
+        its trials have."""
+        return ()
+
     def version(self) -> str:
         """The installed version, or raise StackError if it is missing."""
         try:
@@ -377,12 +383,13 @@ def _chown_tree(root: Path, user: str) -> None:
 def versions_of(used: Iterable[tuple[Component, dict[str, Any]]]) -> dict[str, str]:
     """The versions of the components used, each with the knobs it runs with (a component
     may appear once per trial): each component's own first, in the order given, then the
-    runtimes their knobs load, by name; each asked once per distinct set of knobs."""
+    runtimes their knobs load, by name; each asked once per distinct value of the knobs
+    its versions depend on (Component.versions_depend_on)."""
     own: dict[str, str] = {}
     loaded: dict[str, str] = {}
     asked: set[tuple[str, str]] = set()
     for component, knobs in used:
-        key = (component.name, repr(sorted(knobs.items())))
+        key = (component.name, repr(component.versions_depend_on(knobs)))
         if key in asked:
             continue
         asked.add(key)

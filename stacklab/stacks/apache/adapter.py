@@ -74,6 +74,9 @@ class Apache(Component):
         handler = php_install.handler_versions({knobs["php_handler"]})
         return {**super().versions(knobs), **handler}
 
+    def versions_depend_on(self, knobs: dict[str, Any]) -> tuple:
+        return (knobs["php_handler"],)
+
     def check(self, knobs: dict[str, Any]) -> str | None:
         if knobs["php_handler"] != "none" and knobs["perl_handler"] != "none":
             return "one stack runs either PHP or Perl pages, not both"
