@@ -57,6 +57,8 @@ def study(env: Environment, name: str, quick: bool, db: Path | None, output: Pat
         print_steps(env, one.steps, one.breakdowns)
         return ExitStatus.OK
     path = report_path(output, sid.lower(), quick)
+    if not report_only:
+        ready(env, one.steps)
     failed = ({} if report_only else
               one.measure(env, db, wait_quiet, study_command(sid, quick, db), as_json))
     report = one.report(env, env.database(db), failed)
@@ -231,8 +233,8 @@ def run_steps(env: Environment, steps: list[PlannedStep],
     """Each step's experiment, resumed when one of its name was planned the same way,
     then each breakdown's series unless one planned the same is stored whole; a step
     that fails is reported and the study goes on (Ctrl-C stops it: run the study again
-    to resume: `again` is the command that does, as an interrupted step says it)."""
-    ready(env, steps)
+    to resume: `again` is the command that does, as an interrupted step says it). The
+    caller has checked the components first (ready)."""
     failed: dict[str, str] = {}
     store = Store.open(db)
     try:

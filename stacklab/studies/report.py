@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 import os
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 
 import jinja2
@@ -147,7 +148,7 @@ class StudyReport:
         out["no size"] = sum(not r.size for r in mine)
         return {z: n for z, n in out.items() if n}
 
-    @property
+    @cached_property
     def band(self) -> tuple[float, float]:
         """The band a claim of no difference must lie in (verdict.same_band)."""
         return same_band(self.study.findings)
@@ -158,7 +159,7 @@ def counts_text(report: StudyReport) -> str:
     demonstrations apart, the rest."""
     parts = []
     for v, n in report.held().items():
-        sized = report.sized(v) if v in ("holds", "reversed") else {}
+        sized = report.sized(v) if v == "holds" else {}
         parts.append(f"{n} {v}" + (f" ({', '.join(f'{k} {z}' for z, k in sized.items())})"
                                    if sized else ""))
     demos = report.demonstrations()
@@ -176,13 +177,17 @@ def band_text(report: StudyReport) -> str:
 
 # What the report's words mean (the README's study section says the same).
 MEANINGS = ('"holds": today\'s interval lies wholly on the study\'s side of 1; "reversed": '
-            'wholly on the other; "not shown": it holds 1; a claim of no difference holds '
+            'wholly on the other; "not shown": it holds 1. A claim of no difference holds '
             'when the whole interval lies within {band} (no wider than the smallest effect '
-            'the study calls real). Size, by distance from 1 on the study\'s side: "stronger '
-            'now" or "weaker now" when the study\'s ratio lies outside today\'s interval, '
-            '"same size" when inside. A demonstration holds by construction (the run was '
-            'verified to do what the claim says) and is counted apart; "not expressible": '
-            'the condition cannot be built here, for the reason given.')
+            'the study calls real, widened only to the claim\'s own figure where the study '
+            'called that much no difference) and "does not hold" when it lies wholly '
+            'outside. Size, by distance from 1 on the study\'s side: "stronger now" or '
+            '"weaker now" when the study\'s ratio lies outside today\'s interval, "same size" '
+            'when inside; none for a reversal or where the direction has no verdict. A '
+            'demonstration holds by construction (the run was verified to do what the claim '
+            'says) and is counted apart; one not shown points at the measurement, not at the '
+            'study. "not expressible": the condition cannot be built here, for the reason '
+            'given.')
 
 
 def claim_text(f) -> str:
@@ -340,14 +345,6 @@ def study_document(report: StudyReport) -> dict:
 
 # --- the forest plot --------------------------------------------------------------------
 
-def study_ratio(r: Row) -> float | None:
-    """The study's ratio a finding's size is judged against: its own values at the levels
-    compared where the check gives them (verdict.Measured.then), else the claim's."""
-    if r.measured is not None and r.measured.then is not None:
-        return r.measured.then
-    return r.finding.claim.ratio
-
-
 def forest_plot(report: StudyReport) -> Drawn:
     """One row per finding: today's ratio B/A with its 95% CI as a horizontal bar on a
     log axis (a symbol for a bound), coloured by its direction; the study's own ratio as
@@ -366,8 +363,11 @@ def forest_plot(report: StudyReport) -> Drawn:
                       "reach": m.interval if m.reach else None, "text": now_text(r),
                       "said": r.direction_text})
         xs += [c.ratio, lo, hi]
-    then = [(r.finding.id, study_ratio(r)) for r in report.rows
-            if study_ratio(r) is not None]
+    # the ratio each size was judged against: the study's at the levels compared where
+    # its tables give them (Row.then), else its claim's
+    then = [(r.finding.id, r.then if r.measured else r.finding.claim.ratio)
+            for r in report.rows]
+    then = [(i, t) for i, t in then if t is not None]
     xs += [t for _, t in then]
     reach = [(mk["id"], *mk["reach"]) for mk in marks if mk["reach"]]
     xs += [x for _, lo, hi in reach for x in (lo, hi) if 0 < x < math.inf]
@@ -522,46 +522,48 @@ def write_study_html(report: StudyReport, path: Path) -> Path:
 # The columns of the report over the five, in order: what study_counts gives.
 COUNT_COLUMNS = ("findings", "measured", "holds", "holds: stronger now", "holds: same size",
                  "holds: weaker now", "holds: no size", "not shown", "reversed",
-                 "does not hold", "no verdict", "demonstrations", "not expressible",
-                 "not measured")
+                 "does not hold", "no verdict", "demonstrations",
+                 "demonstrations not shown", "not expressible", "not measured")
 
 
 def study_counts(report: StudyReport) -> dict[str, int]:
     """A study's findings counted as the report over the five shows them (COUNT_COLUMNS):
     the verdicts of those that could have failed, "holds" split by size, the
-    demonstrations, the findings not expressible and those not measured."""
+    demonstrations (and those not shown), the findings not expressible and those not
+    measured."""
     held, sized = report.held(), report.sized("holds")
-    counts = {"findings": len(report.rows), "measured": len(report.tested())}
-    for column in COUNT_COLUMNS[2:]:
-        if column.startswith("holds: "):
-            counts[column] = sized.get(column.removeprefix("holds: "), 0)
-        elif column in DIRECTIONS:
-            counts[column] = held.get(column, 0)
-    counts["demonstrations"] = len(report.demonstrations())
-    counts["not expressible"] = report.count("not expressible")
-    counts["not measured"] = report.count("not measured")
-    return {c: counts[c] for c in COUNT_COLUMNS}
+    demos = report.demonstrations()
+    return {"findings": len(report.rows), "measured": len(report.tested()),
+            "holds": held.get("holds", 0),
+            **{f"holds: {z}": sized.get(z, 0) for z in (*SIZES, "no size")},
+            **{d: held.get(d, 0) for d in DIRECTIONS if d != "holds"},
+            "demonstrations": len(demos),
+            "demonstrations not shown": sum(r.direction != "holds" for r in demos),
+            "not expressible": report.count("not expressible"),
+            "not measured": report.count("not measured")}
 
 
-def overall_counts(reports: list[StudyReport]) -> dict[str, int]:
-    return {c: sum(study_counts(r)[c] for r in reports) for c in COUNT_COLUMNS}
+def overall_counts(per: list[dict[str, int]]) -> dict[str, int]:
+    return {c: sum(counts[c] for counts in per) for c in COUNT_COLUMNS}
 
 
 def counts_table(reports: list[StudyReport]) -> list[tuple[str, list[int]]]:
-    """One row per study and one for all five."""
-    rows = [(r.study.id, list(study_counts(r).values())) for r in reports]
-    return rows + [("all five", list(overall_counts(reports).values()))]
+    """One row per study and one for all five, in COUNT_COLUMNS' order."""
+    per = [study_counts(r) for r in reports]
+    rows = [(r.study.id, [c[k] for k in COUNT_COLUMNS]) for r, c in zip(reports, per)]
+    return rows + [("all five", [overall_counts(per)[k] for k in COUNT_COLUMNS])]
 
 
 def all_document(reports: list[StudyReport]) -> dict:
     """The five studies as data: the counts per study and overall, and each study's
     document (study_document) whole."""
     key = {c: c.replace(": ", "_").replace(" ", "_") for c in COUNT_COLUMNS}
+    per = [study_counts(r) for r in reports]
     return {"kind": "studies", "schema_version": ALL_DOCUMENT_VERSION,
             "stacklab": __version__, "quick": all(r.quick for r in reports),
-            "counts": {"all": {key[c]: n for c, n in overall_counts(reports).items()},
-                       **{r.study.id: {key[c]: n for c, n in study_counts(r).items()}
-                          for r in reports}},
+            "counts": {"all": {key[c]: n for c, n in overall_counts(per).items()},
+                       **{r.study.id: {key[c]: counts[c] for c in COUNT_COLUMNS}
+                          for r, counts in zip(reports, per)}},
             "studies": [study_document(r) for r in reports]}
 
 

@@ -384,6 +384,7 @@ class Row:
     direction: str = ""                # direction_verdict: one of DIRECTIONS
     size: str = ""                     # size_verdict
     note: str = ""                     # the check's note: how the condition was built
+    then: float | None = None          # the study's ratio the size was judged against
 
     @property
     def decision(self) -> Decision:
@@ -439,7 +440,8 @@ def rows(findings: Sequence, checks: dict, views: Callable[[str], ExperimentView
         out.append(Row(f, "measured", measured=m,
                        direction=direction_verdict(claim.direction, m,
                                                    claim_band(band, claim.ratio, m.then)),
-                       size=size_verdict(then, m, claim.direction), note=check.note))
+                       size=size_verdict(then, m, claim.direction), note=check.note,
+                       then=then))
     return out
 
 
@@ -452,7 +454,8 @@ def breakdown_row(f, step, records: Sequence | str,
     return Row(f, "measured", measured=m,
                direction=direction_verdict(f.claim.direction, m,
                                            claim_band(band, f.claim.ratio)),
-               size=size_verdict(f.claim.ratio, m, f.claim.direction), note=note)
+               size=size_verdict(f.claim.ratio, m, f.claim.direction), note=note,
+               then=f.claim.ratio)
 
 
 def metric_label(metric: str) -> str:
