@@ -2,11 +2,14 @@ import ctypes
 
 import pytest
 
-from stacklab.host import lab
+from stacklab.host import lab, procs
 from stacklab.netlab.sweep import SWEEPS
 
-from stacklab.stacks import REGISTRY, STACKS
+from stacklab.stacks import COMPONENTS, REGISTRY, STACKS, StackDef, build_registry
 from stacklab.workloads import WORKLOADS
+
+from dummy_component import PyHttp
+from fakes import FakeProcesses
 
 
 PR_SET_CHILD_SUBREAPER = 36
@@ -33,3 +36,27 @@ def session():
     s = lab.open_session(sweeps=SWEEPS)
     yield s
     s.close()
+
+
+@pytest.fixture
+def registered(monkeypatch):
+    """The dummy component (tests/dummy_component: python3 -m http.server) registered by
+    the one registry line, as stacks/__init__.py has it: the component in COMPONENTS and
+    its stack as a StackDef; REGISTRY is then built from them by the registry's own
+    build_registry (in place: the modules that imported it see the same object)."""
+    component = PyHttp()
+    monkeypatch.setitem(COMPONENTS, component.name, component)
+    monkeypatch.setitem(STACKS, "py-http", StackDef(
+        "py-http", ("py-http",), "Python's http.server serving files itself"))
+    monkeypatch.setattr(REGISTRY, "knobs", build_registry().knobs)
+    return component
+
+
+@pytest.fixture
+def fake_processes():
+    """Servers started in this test are FakeProcesses' placeholders (tests/fakes.py)."""
+    with procs.started_by(FakeProcesses()) as fake:
+        yield fake
+    for started in fake.started:          # a test that failed midway leaves none running
+        if started.pid is not None and procs.group_members(started.pid):
+            procs.stop_group(started.pid, grace_s=1.0)

@@ -2,7 +2,7 @@
 tests that must not depend on a noisy machine. Every fake engine report is checked
 against the engine's schema (engine/schema/report.schema.json) before a test uses it;
 the fake engine (tests/fake_engine, use_fake_engine) prints them for the orchestrator.
-The fake process runner (FakeProcesses, the fake_processes fixture) stands placeholders
+The fake process runner (FakeProcesses; the fake_processes fixture is conftest.py's) stands placeholders
 in for servers at procs.spawn's one seam."""
 
 import base64
@@ -20,7 +20,6 @@ from functools import cache
 from pathlib import Path
 
 import jsonschema
-import pytest
 from hdrh.histogram import HdrHistogram
 
 from stacklab.host import procs
@@ -256,17 +255,6 @@ class FakeProcesses:
         proc = subprocess.Popen(argv if fate == REAL else fate, cwd=cwd, env=env, **popen)
         self.started.append(Started(name, list(argv), Path(cwd), dict(env), proc.pid))
         return proc
-
-
-@pytest.fixture
-def fake_processes():
-    """Servers started in this test are FakeProcesses' placeholders (import the fixture
-    into the test module: `from fakes import fake_processes`)."""
-    with procs.started_by(FakeProcesses()) as fake:
-        yield fake
-    for started in fake.started:          # a test that failed midway leaves none running
-        if started.pid is not None and procs.group_members(started.pid):
-            procs.stop_group(started.pid, grace_s=1.0)
 
 
 def fake_resources(component: str, cpu_s: float, rss: float) -> dict:

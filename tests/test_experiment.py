@@ -13,7 +13,6 @@ from typer.testing import CliRunner
 
 from stacklab.cli import cli
 
-from fakes import fake_processes  # noqa: F401 (a fixture)
 from helpers import ROOT, require_engine, server_processes, wait_for
 
 pytestmark = pytest.mark.integration
@@ -96,7 +95,7 @@ def test_tiny_experiment_end_to_end(tmp_path):
 
 
 def test_a_server_that_fails_is_a_recorded_failed_run_and_the_rest_goes_on(
-        tmp_path, fake_processes):  # noqa: F811
+        tmp_path, fake_processes):
     fake_processes.fail("nginx", code=1)    # as a binary that refuses to run: exit 1
     fake_processes.real("apache")
     spec = tmp_path / "tiny.toml"

@@ -16,7 +16,7 @@ from stacklab.host.net import free_port
 from stacklab.stacks.base import RenderContext
 
 from dummy_component import PyHttp
-from fakes import FakeProcesses, fake_processes  # noqa: F401 (fake_processes: a fixture)
+from fakes import FakeProcesses
 from helpers import wait_for
 
 KNOBS = {"keepalive": True, "cpus": ""}
@@ -42,7 +42,7 @@ def start(tmp_path, argv=("/usr/sbin/nginx", "-c", "nginx.conf"), name="nginx"):
 
 
 def test_what_would_run_is_recorded_and_a_placeholder_runs_in_its_place(
-        tmp_path, fake_processes):  # noqa: F811
+        tmp_path, fake_processes):
     proc = start(tmp_path)
     [started] = fake_processes.started
     assert (started.name, started.argv) == ("nginx", ["/usr/sbin/nginx", "-c", "nginx.conf"])
@@ -55,7 +55,7 @@ def test_what_would_run_is_recorded_and_a_placeholder_runs_in_its_place(
     assert not proc.alive() and procs.group_members(proc.pgid) == []
 
 
-def test_a_placeholder_left_by_a_crash_is_found_and_stopped(tmp_path, fake_processes):  # noqa: F811
+def test_a_placeholder_left_by_a_crash_is_found_and_stopped(tmp_path, fake_processes):
     """cleanup_leftovers stops it as it would a server: what runs is what the pgids file
     names, and the run's mark is in its environment."""
     proc = start(tmp_path)
@@ -65,7 +65,7 @@ def test_a_placeholder_left_by_a_crash_is_found_and_stopped(tmp_path, fake_proce
 
 
 def test_a_start_it_fails_is_the_one_line_a_real_failing_binary_gives(tmp_path,
-                                                                     fake_processes):  # noqa: F811
+                                                                     fake_processes):
     fake_processes.real("py-http")
     with pytest.raises(StackError) as real:
         FalsePy().start(context(tmp_path, "real"), KNOBS, ready_timeout_s=5)
@@ -78,14 +78,14 @@ def test_a_start_it_fails_is_the_one_line_a_real_failing_binary_gives(tmp_path,
     assert fake_processes.started[0].argv == ["/bin/false"]
 
 
-def test_what_a_failing_start_says_is_in_its_log_tail(tmp_path, fake_processes):  # noqa: F811
+def test_what_a_failing_start_says_is_in_its_log_tail(tmp_path, fake_processes):
     fake_processes.fail("py-http", code=1, says="py-http: [emerg] bind() failed")
     with pytest.raises(StackError) as e:
         PyHttp().start(context(tmp_path), KNOBS, ready_timeout_s=5)
     assert "[server.out] py-http: [emerg] bind() failed" in e.value.log_tail
 
 
-def test_a_missing_binary_raises_what_popen_raises(tmp_path, fake_processes):  # noqa: F811
+def test_a_missing_binary_raises_what_popen_raises(tmp_path, fake_processes):
     fake_processes.missing("nginx")
     fake_processes.real("real")
     with pytest.raises(FileNotFoundError) as fake:
@@ -98,7 +98,7 @@ def test_a_missing_binary_raises_what_popen_raises(tmp_path, fake_processes):  #
     assert fake_processes.started[0].pid is None
 
 
-def test_a_process_made_to_die_dies_by_its_signal(tmp_path, fake_processes):  # noqa: F811
+def test_a_process_made_to_die_dies_by_its_signal(tmp_path, fake_processes):
     fake_processes.die("nginx", after_s=0.2)
     proc = start(tmp_path)
     assert proc.alive()
@@ -106,7 +106,7 @@ def test_a_process_made_to_die_dies_by_its_signal(tmp_path, fake_processes):  # 
     assert proc.popen.returncode == -signal.SIGKILL
 
 
-def test_a_component_let_run_for_real_serves(tmp_path, fake_processes):  # noqa: F811
+def test_a_component_let_run_for_real_serves(tmp_path, fake_processes):
     """A real start goes through the same seam, recorded like the others."""
     fake_processes.real("py-http")
     component = PyHttp()
@@ -118,7 +118,7 @@ def test_a_component_let_run_for_real_serves(tmp_path, fake_processes):  # noqa:
         component.stop(started)
 
 
-def test_a_fake_that_holds_never_becomes_ready(tmp_path, fake_processes):  # noqa: F811
+def test_a_fake_that_holds_never_becomes_ready(tmp_path, fake_processes):
     """A placeholder answers no request: a start that waits for its server to be ready
     times out, with how many processes were there, and leaves none."""
     began = time.monotonic()

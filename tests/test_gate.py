@@ -79,6 +79,7 @@ def test_every_metric_a_threshold_names_can_be_judged():
     (analysis/gate.py) live apart: a metric added to one only is found here."""
     assert set(VALUES) == set(LIMITED_IS_LOW) == set(METRICS)
 
+
 def judged(output: str) -> list[str]:
     """The gate's lines about one threshold each (not its result line)."""
     return [line for line in gate_lines(output) if not line.startswith("gate result")]

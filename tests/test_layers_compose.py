@@ -16,10 +16,8 @@ from stacklab.run import runner
 from stacklab.cli import cli
 from stacklab.errors import VerificationFailed
 from stacklab.run.layers import Composition
-from stacklab.stacks import COMPONENTS, REGISTRY, STACKS, StackDef, build_registry
 from stacklab.measure.verify import Status, Verdict
 
-from dummy_component import PyHttp
 from helpers import require_engine, server_processes
 
 
@@ -119,17 +117,6 @@ workload = ["static-page"]
 concurrency = [2]
 """
 
-
-@pytest.fixture
-def registered(monkeypatch):
-    """The dummy component registered as stacks/__init__.py registers one (as
-    test_new_component does)."""
-    component = PyHttp()
-    monkeypatch.setitem(COMPONENTS, component.name, component)
-    monkeypatch.setitem(STACKS, "py-http", StackDef(
-        "py-http", ("py-http",), "Python's http.server serving files itself"))
-    monkeypatch.setattr(REGISTRY, "knobs", build_registry().knobs)
-    return component
 
 
 def layered(monkeypatch, events, inner_status=Status.PASS):

@@ -11,6 +11,8 @@ from __future__ import annotations
 import importlib
 import os
 import pkgutil
+import re
+from pathlib import Path
 
 import pytest
 
@@ -43,7 +45,6 @@ def test_a_session_opened_as_the_commands_open_it_sweeps_a_dead_sessions_layers(
     os.close(dead._entry_fd)                             # locks are free
     try:
         with lab.session_scope(sweeps=sweep.SWEEPS) as fresh:   # as runner, breakdown, dbbench
-            assert fresh.sweeps == sweep.SWEEPS
             assert not lab_namespaces(rid)
             assert not mounted(mount_point)
             assert not dead.dir.exists() and not dead.entry.exists()
@@ -61,3 +62,15 @@ def test_every_netlab_layer_that_leaves_records_is_swept():
         if found is not None and found.__module__ == module.__name__:
             sweepers.add(found)
     assert sweepers and sweepers == set(sweep.SWEEPS)
+
+
+def test_every_session_the_commands_open_names_the_lab_layers_sweeps():
+    """`sweeps` is a required keyword, so a call without it fails at once; what it must
+    name in stacklab's own code is SWEEPS, all of them (a subset would leave a dead
+    session's other layers behind for good)."""
+    package = Path(__file__).resolve().parent.parent / "stacklab"
+    calls = [(p.relative_to(package), line.strip()) for p in package.rglob("*.py")
+             if p.name != "lab.py" for line in p.read_text().splitlines()
+             if re.search(r"\b(session_scope|open_session)\(", line)]
+    assert calls, "no session is opened in the package"
+    assert [c for c in calls if "sweeps=SWEEPS" not in c[1]] == []

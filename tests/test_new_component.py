@@ -13,9 +13,8 @@ from typer.testing import CliRunner
 
 from stacklab import stacks
 from stacklab.cli import cli
-from stacklab.stacks import COMPONENTS, REGISTRY, STACKS, StackDef, build_registry
+from stacklab.stacks import STACKS
 
-from dummy_component import PyHttp
 from helpers import require_engine, server_binaries, server_processes
 
 pytestmark = pytest.mark.integration
@@ -35,18 +34,6 @@ concurrency = [2]
 py-http.keepalive = [true, false]
 """
 
-
-@pytest.fixture
-def registered(monkeypatch):
-    """The one registry line, as stacks/__init__.py has it: the component in COMPONENTS
-    and its stack as a StackDef; REGISTRY is then built from them by the registry's own
-    build_registry (in place: the modules that imported it see the same object)."""
-    component = PyHttp()
-    monkeypatch.setitem(COMPONENTS, component.name, component)
-    monkeypatch.setitem(STACKS, "py-http", StackDef(
-        "py-http", ("py-http",), "Python's http.server serving files itself"))
-    monkeypatch.setattr(REGISTRY, "knobs", build_registry().knobs)
-    return component
 
 
 def invoke(*args):

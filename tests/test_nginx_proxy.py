@@ -295,7 +295,7 @@ def test_check_refuses_what_cannot_run(knobs, reason):
 
 @pytest.mark.parametrize("got, towards_even, fits", [
     ([20, 40, 20], False, True), ([22, 38, 20], True, True),
-    ([26, 29, 25], True, True),      # least_conn, sequential requests, 1 of 20 quiet runs
+    ([26, 29, 25], True, True),      # least_conn, sequential: 1 of 20 quiet runs (534510b)
     ([26, 29, 25], False, False),    # round_robin must follow the weights
     ([40, 20, 20], True, False),     # a weight turned round is no spread least_conn makes
     ([0, 40, 40], True, False)])

@@ -18,7 +18,7 @@ from stacklab.errors import StoreError
 from stacklab.store import Store
 
 from fakes import use_fake_engine
-from helpers import require_engine, require_root, server_processes
+from helpers import require_root, server_processes
 from test_store import new_exp, record
 
 
