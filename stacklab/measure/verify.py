@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from email.utils import parsedate_to_datetime
 from enum import StrEnum
+from pathlib import Path
 
 from .drive import CONDITIONAL_HEADERS, MAX_HEADER_CHARS, parse_header
 from ..host.net import Endpoint, check_reachable
@@ -52,6 +53,8 @@ class Expect:
     length: int | None = None
     contains: bytes | None = None
     content_type: str | None = None
+    # Request headers of the check (a logged-in page's session cookie).
+    headers: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -101,11 +104,15 @@ def fetch(ep: Endpoint, path: str, headers: dict[str, str] | None = None,
         conn.close()
 
 
-def check_content(front: Endpoint, expected: dict[str, Expect]) -> list[Verdict]:
-    """Every URL of the workload returns what it should (status, length, content hash)."""
+def check_content(front: Endpoint, expected: dict[str, Expect],
+                  php_log: Path | None = None) -> list[Verdict]:
+    """Every URL of the workload returns what it should (status, length, content hash),
+    and, for an application that logs PHP's errors to `php_log`, none of them logged a
+    warning or worse."""
     verdicts = []
+    seen = php_log.stat().st_size if php_log and php_log.exists() else 0
     for path, want in expected.items():
-        resp = fetch(front, path)
+        resp = fetch(front, path, dict(want.headers) or None)
         body, check = resp.decoded(), f"content {path}"
         problem = None
         if resp.status != 200:
@@ -122,7 +129,24 @@ def check_content(front: Endpoint, expected: dict[str, Expect]) -> list[Verdict]
         what = f"sha256 {want.sha256[:12]}" if want.sha256 else "marker found"
         data = {"path": path, "bytes": len(body), **_compressed_size(front, path, resp)}
         verdicts.append(Verdict("stack", check, Status.PASS, f"200, {len(body)} B, {what}", data))
+    if php_log is not None:
+        verdicts.append(check_php_log(php_log, seen))
     return verdicts
+
+
+# What PHP writes to its error log for a problem a page's content may not show (production
+# settings: display_errors off). Deprecations and notices are not problems of the run.
+PHP_PROBLEMS = ("PHP Warning:", "PHP Fatal error:", "PHP Parse error:")
+
+
+def check_php_log(php_log: Path, offset: int = 0) -> Verdict:
+    """The application's PHP error log got no warning or error from offset on."""
+    text = php_log.read_bytes()[offset:].decode(errors="replace") if php_log.exists() else ""
+    bad = [line for line in text.splitlines() if any(p in line for p in PHP_PROBLEMS)]
+    if bad:
+        return Verdict("stack", "php errors", Status.FAIL,
+                       f"{len(bad)} in {php_log.name}, first: {bad[0].strip()[:200]}")
+    return Verdict("stack", "php errors", Status.PASS, f"no warning or error in {php_log.name}")
 
 
 _TEXT_TYPES = ("text/", "application/json", "application/javascript", "image/svg")

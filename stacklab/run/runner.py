@@ -494,7 +494,8 @@ class Measurement:
                          s.composition.verdicts)
         plan = replace(_load_plan(ctx.spec, s.run.trial, s.knobs["load"], deployed,
                                   s.running.front),
-                       netns=net.client_ns, headers=s.layer(RequestChecks).requests.headers)
+                       netns=net.client_ns, headers=(*deployed.headers,
+                                                     *s.layer(RequestChecks).requests.headers))
         self.load, resources = measure(plan, s.running, s.knobs, s.run_dir, net.server_ns,
                                        counters, landed)
         others = {o["dir"]: o for o in ctx.other_labs + lab.other_labs(ctx.session)}

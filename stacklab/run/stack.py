@@ -156,7 +156,7 @@ def verify_stack(running: RunningStack, deployed: Deployed) -> list[Verdict]:
     """Content through the front, then each component's own claims and process limits,
     then each capability the stack provides, by its own verifier — those through the
     stack's own front, behind any cache (a cached page would not reach the database)."""
-    verdicts = check_content(running.front.endpoint, deployed.expected)
+    verdicts = check_content(running.front.endpoint, deployed.expected, deployed.php_log)
     for s in reversed(running.started):
         verdicts += _named(s, COMPONENTS[s.name].verify(s, running.own_front(s)))
         verdicts += verify_limits(s.label, s.proc.pgid, s.knobs)

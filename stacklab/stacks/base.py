@@ -81,12 +81,18 @@ class Database(Protocol):
     name: str                # the database, and the application's account
     user: str
     password: str
-    tables: dict[str, int]   # rows each table must hold
-    cacheable_page: str      # a page sending the same statements every time
+    grants: str              # what the account may do: "SELECT", "ALL PRIVILEGES"
+    tables: dict[str, int]   # rows each table must hold (at least, unless exact)
+    exact: bool              # the counts are exact (generated rows), not a floor
+    cacheable_page: str | None   # a page sending the same statements every time, if any
 
     def schema(self, engine: str) -> str: ...            # CREATE TABLE statements
     def write_rows(self, directory: Path) -> dict[str, Path]: ...   # table -> rows file
-    def page_queries(self) -> dict[str, int]: ...        # URL -> statements it sends
+    # URL -> statements it sends (None: some, a number the application does not fix)
+    def page_queries(self) -> dict[str, int | None]: ...
+    # The application's own installer, run once against the seeding server's socket
+    # after the schema and rows (a real application makes its tables itself).
+    def install(self, socket: Path, engine: str, log_dir: Path) -> None: ...
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from typing import Any, Callable
 
 from ..measure.verify import CHECK_PATH, Expect
 from . import app, editor, media, pages
-from .files import File, Url
+from .files import File, Tree, Url
 from .params import KIB, MIB, Param, split
 from .perl import perl_page
 from .php import CPU_ITERATIONS, php_cpu, php_page
@@ -35,6 +35,8 @@ class Deployed:
     # a length check like ab's "Failed requests: Length" must not count them as failures.
     varying_length: frozenset[str] = frozenset()
     cacheable: float | None = None             # see Workload.cacheable
+    php_log: Path | None = None                # see Workload.php_log
+    headers: tuple[tuple[str, str], ...] = ()  # see Workload.headers
 
 
 @dataclass(frozen=True)
@@ -60,6 +62,11 @@ class Workload:
     # A parameter that sets the load rather than the files (php-cache-mix): value -> the
     # URLs with weights and the cacheable share at that value.
     mix: Callable[[int], tuple[tuple[tuple[str, int], ...], float | None]] | None = None
+    # A real application whose configuration (written by build) logs PHP's errors to
+    # PHP_LOG beside the docroot: verification fails on a warning or worse there.
+    php_log: bool = False
+    # Request headers every request of the load sends (a logged-in user's cookie).
+    headers: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self) -> None:
         if self.cacheable is not None and not 0 <= self.cacheable <= 1:
@@ -272,9 +279,13 @@ def deploy(name: str, docroot: Path, seed: int = 1) -> Deployed:
     docroot.chmod(0o755)
     manifest_path = docroot / MANIFEST
     manifest = json.loads(manifest_path.read_text()) if manifest_path.exists() else {}
+    for tree in (f for f in files if isinstance(f, Tree)):
+        _copy_tree(tree, docroot, manifest)
     urls = {path for path, _ in workload.urls}
     expected = {}
     for f in files:
+        if isinstance(f, Tree):
+            continue
         if isinstance(f, Url):
             if f.path in urls:
                 expected[f.path] = f.expect
@@ -287,8 +298,50 @@ def deploy(name: str, docroot: Path, seed: int = 1) -> Deployed:
     for rel in workload.writable:
         _writable_dir(docroot / rel.strip("/"))
     database = workload.database(seed) if workload.database else None
+    php_log = _php_log(docroot) if workload.php_log else None
     return Deployed(name, docroot, workload.urls, expected, database,
-                    workload.varying_length, workload.cacheable)
+                    workload.varying_length, workload.cacheable, php_log, workload.headers)
+
+
+def php_log_path(docroot: Path) -> Path:
+    """Where a real application's configuration sends PHP's error log: beside the
+    docroot (never served), named after it (`docroot-wordpress.php.log`)."""
+    return docroot.with_name(docroot.name + ".php.log")
+
+
+def _php_log(docroot: Path) -> Path:
+    """The log, emptied and writable by whichever user the PHP handler runs as."""
+    path = php_log_path(docroot)
+    path.write_bytes(b"")
+    path.chmod(0o666)
+    return path
+
+
+def _copy_tree(tree: Tree, docroot: Path, manifest: dict) -> None:
+    """The package's files under the docroot, once per package version: hard links
+    where the filesystem allows (no bytes copied, the package's own mtimes), copies
+    otherwise; symlinks followed (Debian links configuration and data directories
+    out of /usr/share), the tree's own configuration skipped."""
+    key, stamp = f"tree:{tree.source}", f"{tree.version}"
+    if manifest.get(key) == stamp:
+        return
+    skip = {tree.source / rel for rel in tree.skip}
+
+    def ignore(directory: str, names: list[str]) -> set[str]:
+        return {n for n in names if Path(directory, n) in skip}
+
+    shutil.copytree(tree.source, docroot, symlinks=False, ignore=ignore,
+                    copy_function=_link_or_copy, dirs_exist_ok=True)
+    manifest[key] = stamp
+
+
+def _link_or_copy(src: str, dst: str) -> None:
+    target = Path(dst)
+    target.unlink(missing_ok=True)
+    try:
+        os.link(Path(src).resolve(), target)
+    except OSError:        # another filesystem (a netlab profile), or links refused
+        shutil.copy2(src, target)
 
 
 def _write(docroot: Path, f: File, key: str, manifest: dict) -> tuple[str, int]:
@@ -306,6 +359,8 @@ def _write(docroot: Path, f: File, key: str, manifest: dict) -> tuple[str, int]:
         content = f.content()
     else:
         content = f.content
+    if target.is_file() and target.stat().st_nlink > 1:
+        target.unlink()     # a link into a package's tree: never write through it
     target.write_bytes(content)
     target.chmod(f.mode)
     os.utime(target, (MTIME, MTIME))
@@ -324,6 +379,8 @@ def place(docroot: Path, path: str, content: bytes, mode: int = 0o644) -> Path:
     deploy writes its own: readable by any server user, with the fixed MTIME."""
     target = docroot / path.lstrip("/")
     target.parent.mkdir(parents=True, exist_ok=True)
+    if target.is_file() and target.stat().st_nlink > 1:
+        target.unlink()     # a link into a package's tree: never write through it
     target.write_bytes(content)
     target.chmod(mode)
     os.utime(target, (MTIME, MTIME))
@@ -354,5 +411,5 @@ def _writable_dir(path: Path) -> None:
     path.chmod(0o1777)
 
 
-__all__ = ["Deployed", "File", "Param", "Registry", "Url", "WORKLOADS", "Workload",
-           "canonical", "deploy", "place"]
+__all__ = ["Deployed", "File", "Param", "Registry", "Tree", "Url", "WORKLOADS", "Workload",
+           "canonical", "deploy", "php_log_path", "place"]

@@ -9,6 +9,7 @@ below both, the generators never import their own package back.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Callable
 
 from ..measure.verify import Expect
@@ -31,3 +32,15 @@ class Url:
 
     path: str
     expect: Expect
+
+
+@dataclass(frozen=True)
+class Tree:
+    """A real application's files, deployed from its Debian package's directory: copied
+    (hard-linked where the docroot is on the same filesystem) once per docroot and
+    package version, symlinks followed, `skip` (paths relative to the source: its own
+    configuration, which the workload writes as Files) left out."""
+
+    source: Path
+    version: str                 # the package's: a new version is deployed again
+    skip: tuple[str, ...] = ()

@@ -27,7 +27,7 @@ STAMP = ".stacklab-seeded"
 ACCOUNT = """
 CREATE DATABASE `{db}` CHARACTER SET utf8mb4;
 CREATE USER '{user}'@'localhost' IDENTIFIED BY '{password}';
-GRANT SELECT ON `{db}`.* TO '{user}'@'localhost';
+GRANT {grants} ON `{db}`.* TO '{user}'@'localhost';
 USE `{db}`;
 """
 
@@ -83,11 +83,13 @@ def _load(work: Path, db: Database, engine: str, log_dir: Path, binary: str,
             f"--pid-file={work / 'seed.pid'}", f"--log-error={log_dir / 'seed-error.log'}",
             "--skip-networking", "--skip-log-bin", "--innodb-flush-log-at-trx-commit=0",
             "--innodb-buffer-pool-size=256M", "--local-infile=1",
-            "--innodb-buffer-pool-dump-at-shutdown=0", *_root_args()]
+            "--innodb-buffer-pool-dump-at-shutdown=0", f"--default-storage-engine={engine}",
+            *_root_args()]
     proc = procs.spawn("mariadb-seed", argv, log_dir, log_dir / "seed.out")
     try:
         _wait_socket(proc, socket, timeout_s)
-        sql = (ACCOUNT.format(db=db.name, user=db.user, password=db.password)
+        sql = (ACCOUNT.format(db=db.name, user=db.user, password=db.password,
+                              grants=db.grants)
                + db.schema(engine)
                + "".join(f"LOAD DATA LOCAL INFILE {quote(path, 'sql')} INTO TABLE {table};\n"
                          for table, path in files.items()))
@@ -95,6 +97,7 @@ def _load(work: Path, db: Database, engine: str, log_dir: Path, binary: str,
                               capture_output=True, text=True, timeout=timeout_s)
         if done.returncode != 0:
             raise StackError(f"mariadb: seeding failed: {done.stderr.strip()}")
+        db.install(socket, engine, log_dir)     # an application's own installer, if any
     finally:
         procs.stop(proc, grace_s=60.0)
     shutil.rmtree(rows)

@@ -63,10 +63,11 @@ def _data(socket, db: Database, engine: str) -> Verdict:
     got = dict(zip(want, (int(n) for n in rows[0][2:]))) if rows else dict.fromkeys(want, 0)
     if engines != {engine}:
         return Verdict(MARIADB, "data", Status.FAIL, f"tables use {sorted(engines)}, not {engine}")
-    if got != want or not all(got.values()):
+    short = (got != want if db.exact else any(got[t] < n for t, n in want.items()))
+    if short or not all(got.values()):
         return Verdict(MARIADB, "data", Status.FAIL, "holds " + " and ".join(
             f"{n} {table}" for table, n in got.items()) + "; the workload needs "
-            + " and ".join(map(str, want.values())))
+            + ("" if db.exact else "at least ") + " and ".join(map(str, want.values())))
     return Verdict(MARIADB, "data", Status.PASS,
                    ", ".join(f"{n} {table}" for table, n in got.items()) + f", {engine}")
 
@@ -86,9 +87,9 @@ def _pages(socket, db: Database, front: RunningComponent) -> list[Verdict]:
         check = f"queries {path}"
         if resp.status != 200:
             verdicts.append(Verdict(MARIADB, check, Status.FAIL, f"status {resp.status}"))
-        elif asked != queries:
+        elif asked != queries and (queries is not None or asked < 1):
             verdicts.append(Verdict(MARIADB, check, Status.FAIL, f"{asked} statements reached the "
-                                    f"database, expected {queries}"))
+                                    f"database, expected {queries or 'some'}"))
         elif read <= 0 and not delta["Qcache_hits"]:
             verdicts.append(Verdict(MARIADB, check, Status.FAIL,
                                     f"{asked} statements read no rows (an empty database?)"))
@@ -102,6 +103,10 @@ def _pages(socket, db: Database, front: RunningComponent) -> list[Verdict]:
 def _query_cache(socket, k, db: Database, front: RunningComponent) -> Verdict:
     on = k["query_cache_type"] == "on" and k["query_cache_size_mb"] > 0
     path = db.cacheable_page
+    if path is None:     # a real application: no page is known to repeat its statements
+        return Verdict(MARIADB, "query cache", Status.PASS if not on else Status.WARN,
+                       "off" if not on else "on, but no page of this application is known "
+                       "to send the same statements twice: its hits are not checked")
     fetch(front.endpoint, path)
     before = status(socket, ("Qcache_hits",))["Qcache_hits"]
     fetch(front.endpoint, path)
