@@ -13,9 +13,10 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ..measure.verify import CHECK_PATH, Expect
-from . import app, editor, media, pages
+from . import app, editor, media, mediawiki, pages, phpmyadmin, wordpress
 from .files import File, Tree, Url
 from .params import KIB, MIB, Param, split
+from .realapp import RealApp
 from .perl import perl_page
 from .php import CPU_ITERATIONS, php_cpu, php_page
 from .site import SITE_PATH, portal_site
@@ -154,7 +155,17 @@ CACHE_MIX_URLS, CACHE_MIX_SHARE = pages.cache_mix(CACHE_PERCENT.default)
 # proxy_cache stores nothing without proxy_cache_valid, mod_cache nothing without
 # validators or an expiry. What a cache does with them is that cache's to declare.
 
+def _real(real: RealApp) -> tuple[Workload, ...]:
+    """A real application's pages as workloads: PHP on a MySQL database, its errors
+    logged beside the docroot and checked."""
+    return tuple(Workload(p.name, p.description, real.files, p.urls, needs=APP,
+                          database=real.database, varying_length=p.varying,
+                          cacheable=p.cacheable, php_log=True, headers=p.headers)
+                 for p in real.pages)
+
+
 WORKLOADS: Registry = Registry({w.name: w for w in (
+    *_real(wordpress.APP), *_real(mediawiki.APP), *_real(phpmyadmin.APP),
     Workload("static-page", _usage("a few KB of lorem-ipsum HTML (index.html, as in S5)",
                                    "static-page", SIZED_PAGE), static_page,
              _one("/index.html"), param=SIZED_PAGE),

@@ -86,3 +86,26 @@ def run_php(script: str, work: Path, log_dir: Path, name: str, timeout_s: float 
         raise StackError(f"{name}: the application's installer failed ({done.returncode})",
                          out[-2000:])
     return done.stdout
+
+
+@dataclass(frozen=True)
+class AppPage:
+    """One workload of a real application: a named page (or a URL mix) as users ask it."""
+
+    name: str                                  # the workload's name: "wordpress-post"
+    description: str
+    urls: tuple[tuple[str, int], ...]          # (path, weight)
+    headers: tuple[tuple[str, str], ...] = ()  # sent with every request (a login cookie)
+    cacheable: float | None = None             # see workloads.Workload.cacheable
+    varying: frozenset[str] = frozenset()      # URLs whose length varies by design
+
+
+@dataclass(frozen=True)
+class RealApp:
+    """A real application as the workload registry takes it: its pages, and, for a seed,
+    its files (a Tree of the package, its configuration, Urls with what each returns)
+    and its database."""
+
+    pages: tuple[AppPage, ...]
+    files: Callable[[int], list]
+    database: Callable[[int], AppDatabase]
