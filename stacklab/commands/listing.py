@@ -72,6 +72,7 @@ def workloads_doc(workloads) -> dict:
         {"name": w.name, "description": w.description, "needs": list(w.needs),
          "urls": [{"path": path, "weight": weight} for path, weight in w.urls],
          "database": w.database is not None, "cacheable": w.cacheable,
-         "parameter": w.param.kind if w.param else None,     # name:VALUE, size or count
+         # name:VALUE: a size, a count, or a path (dir:PATH)
+         "parameter": w.param.kind if w.param else "path" if w.own else None,
          "stacks": [name for name, stack in STACKS.items() if not stack.unmet(w.needs)]}
         for w in workloads]}

@@ -388,7 +388,7 @@ def _workloads(names: tuple, file: str, workloads: set[str]) -> tuple:
             raise SpecError(file, "matrix.workload", v,
                             f"unknown workload (known: {', '.join(sorted(workloads))})")
         try:
-            out.append(canonical(v))
+            out.append(canonical(v, Path(file).parent))    # dir:PATH from the file's own
         except (KeyError, ValueError) as e:
             raise SpecError(file, "matrix.workload", v, str(e).strip("'\"")) from None
     if len(set(out)) != len(out):

@@ -134,7 +134,11 @@ class Session:
         return path
 
     def docroot(self, workload: str) -> Path:
-        """Where `workload` is deployed, once for all of the session's runs."""
+        """Where `workload` is deployed, once for all of the session's runs (a name with
+        a path in it, dir:/home/me/site, gives a flat name: its tail and a digest)."""
+        if not re.fullmatch(r"[\w.:+-]+", workload):
+            digest = hashlib.sha256(workload.encode()).hexdigest()[:8]
+            workload = re.sub(r"[^\w.+-]+", "_", workload)[-40:].strip("_") + "-" + digest
         return self.run_dir(name(DOCROOT, workload=workload))
 
     def cache(self) -> Path:

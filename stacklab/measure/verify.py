@@ -126,7 +126,8 @@ def check_content(front: Endpoint, expected: dict[str, Expect],
         if problem:
             verdicts.append(Verdict("stack", check, Status.FAIL, problem))
             continue
-        what = f"sha256 {want.sha256[:12]}" if want.sha256 else "marker found"
+        what = (f"sha256 {want.sha256[:12]}" if want.sha256 else
+                "marker found" if want.contains else "status only")
         data = {"path": path, "bytes": len(body), **_compressed_size(front, path, resp)}
         verdicts.append(Verdict("stack", check, Status.PASS, f"200, {len(body)} B, {what}", data))
     if php_log is not None:

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ..measure.verify import CHECK_PATH, Expect
-from . import app, editor, media, mediawiki, pages, phpmyadmin, wordpress
+from . import app, editor, media, mediawiki, owndir, pages, phpmyadmin, wordpress
 from .files import File, Tree, Url
 from .params import KIB, MIB, Param, split
 from .realapp import RealApp
@@ -69,12 +69,18 @@ class Workload:
     # Request headers every request of the load sends (a logged-in user's cookie).
     headers: tuple[tuple[str, str], ...] = ()
 
+    # A workload whose value names something of the user's (dir:PATH): value -> the
+    # whole workload it makes (its files, URLs and needs all follow from the value).
+    own: Callable[[str], Workload] | None = None
+
     def __post_init__(self) -> None:
         if self.cacheable is not None and not 0 <= self.cacheable <= 1:
             raise ValueError(f"{self.name}: cacheable is a share 0..1, not {self.cacheable}")
 
     def at(self, value: str) -> Workload:
         """This workload with its parameter set: `static-page`.at("600")."""
+        if self.own is not None:
+            return self.own(value)
         if self.param is None:
             raise ValueError(f"{self.name} takes no parameter (only the bare name)")
         n = self.param.parse(value)
@@ -109,12 +115,23 @@ class Registry(dict):
         return True
 
 
-def canonical(name: str) -> str:
+def canonical(name: str, base_dir: Path | None = None) -> str:
     """The one spelling of a workload name (raises KeyError if the workload is unknown,
-    ValueError if its parameter is not valid): 'portal-page:26624' -> 'portal-page:26k'."""
+    ValueError if its parameter is not valid): 'portal-page:26624' -> 'portal-page:26k';
+    'dir:site' -> 'dir:/abs/site' (relative to base_dir, the experiment file's)."""
     base, value = split(name)
     workload = dict.__getitem__(WORKLOADS, base)
+    if value is not None and workload.own is not None:
+        value = str(owndir.resolve(value, base_dir))
     return name if value is None else workload.at(value).name
+
+
+def own_dir(text: str) -> Workload:
+    """`dir:PATH`: the user's directory (see owndir.py)."""
+    root = owndir.resolve(text)
+    return Workload(f"dir:{root}", f"your own directory {root}, copied into the run",
+                    lambda seed: owndir.build(root), owndir.urls(root),
+                    needs=owndir.needs(root))
 
 
 def _usage(description: str, name: str, param: Param) -> str:
@@ -267,6 +284,9 @@ WORKLOADS: Registry = Registry({w.name: w for w in (
     Workload("app-mix", "the model application's four URLs, equally likely (S1 tests 1-4)",
              app.app_files, app.URLS, needs=APP, database=app.database,
              varying_length=app.VARYING),
+    Workload("dir", "your own site: dir:PATH copies the directory PATH (relative to the "
+             "experiment file) into the run; every file is a URL, static files checked by "
+             "their bytes, PHP scripts by their status", lambda seed: [], (), own=own_dir),
 )})
 
 # Every deployed file gets this mtime: the same ETag/Last-Modified on every deployment, and

@@ -1,0 +1,89 @@
+"""The user's own site as a workload: `dir:PATH`, a directory of static files or a PHP
+application, copied into the run's docroot (never served from where it lives).
+
+Every servable file is a URL of the load, equally likely, and is checked through the
+server before measuring: a static file by its exact bytes (sha256 and length, as the
+generated corpora are), a PHP script by its status (200) — its output is the user's and
+may change from request to request. Hidden files and directories (.git, .env) are never
+copied; `.htaccess` files are, but not requested. A URL mix of one's own comes from an
+access log (load.replay). A missing, unreadable or empty directory, or one past the
+limits below, is refused with one line naming the path.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from ..measure.verify import Expect
+from .files import File
+
+MAX_FILES = 10_000
+MAX_BYTES = 1024 ** 3          # copied into the run's docroot: at most 1 GiB
+KEEP_HIDDEN = (".htaccess",)   # copied (Apache reads them), never requested
+PHP_SUFFIXES = (".php",)
+
+
+def resolve(text: str, base: Path | None = None) -> Path:
+    """The directory `text` names (relative to base, else to the working directory),
+    absolute; ValueError naming it when it is not a readable directory."""
+    path = Path(text).expanduser()
+    if not path.is_absolute():
+        path = (base or Path.cwd()) / path
+    path = Path(os.path.normpath(path))
+    if not path.exists():
+        raise ValueError(f"{path}: no such directory")
+    if not path.is_dir():
+        raise ValueError(f"{path}: not a directory")
+    if not os.access(path, os.R_OK | os.X_OK):
+        raise ValueError(f"{path}: not readable")
+    files(path)       # refused here, at the spec, rather than at deployment
+    return path
+
+
+def files(root: Path) -> list[tuple[str, Path]]:
+    """(URL path, file) for every file to copy, in a stable order."""
+    found, total = [], 0
+    for directory, dirs, names in os.walk(root, followlinks=False):
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        for name in sorted(names):
+            if name.startswith(".") and name not in KEEP_HIDDEN:
+                continue
+            path = Path(directory, name)
+            if not path.is_file():          # a broken link, a socket, a device
+                continue
+            if not os.access(path, os.R_OK):
+                raise ValueError(f"{path}: not readable")
+            total += path.stat().st_size
+            found.append(("/" + path.relative_to(root).as_posix(), path))
+            if len(found) > MAX_FILES or total > MAX_BYTES:
+                raise ValueError(f"{root}: more than {MAX_FILES} files or "
+                                 f"{MAX_BYTES >> 30} GiB (the run copies them)")
+    if not any(not _hidden(url) for url, _ in found):
+        raise ValueError(f"{root}: holds no file to serve")
+    return found
+
+
+def _hidden(url: str) -> bool:
+    return url.rsplit("/", 1)[-1].startswith(".")
+
+
+def is_php(url: str) -> bool:
+    return url.endswith(PHP_SUFFIXES)
+
+
+def urls(root: Path) -> tuple[tuple[str, int], ...]:
+    """Every servable file, equally likely."""
+    return tuple((url, 1) for url, _ in files(root) if not _hidden(url))
+
+
+def build(root: Path) -> list[File]:
+    """The directory's files, read now: what the run serves is what was there when it
+    was deployed. A PHP script is checked by its status only."""
+    return [File(url, path.read_bytes(), Expect() if is_php(url) else None,
+                 mode=0o644, check=not _hidden(url))
+            for url, path in files(root)]
+
+
+def needs(root: Path) -> tuple[str, ...]:
+    return ("php",) if any(is_php(url) for url, _ in files(root)) else ()
