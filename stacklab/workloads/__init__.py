@@ -176,7 +176,8 @@ def _real(real: RealApp) -> tuple[Workload, ...]:
     """A real application's pages as workloads: PHP on a MySQL database, its errors
     logged beside the docroot and checked."""
     return tuple(Workload(p.name, p.description, real.files, p.urls, needs=APP,
-                          database=real.database, varying_length=p.varying,
+                          database=real.database, writable=real.writable,
+                          varying_length=p.varying,
                           cacheable=p.cacheable, php_log=True, headers=p.headers)
                  for p in real.pages)
 

@@ -109,3 +109,6 @@ class RealApp:
     pages: tuple[AppPage, ...]
     files: Callable[[int], list]
     database: Callable[[int], AppDatabase]
+    # Directories (URL paths) the server's user writes into (a template cache), emptied
+    # on every deployment.
+    writable: tuple[str, ...] = ()
