@@ -31,13 +31,22 @@ ENGINE_SCHEMA = Path(__file__).resolve().parent.parent / "engine/schema/report.s
 
 
 @cache
-def engine_schema(version: int = 2) -> dict:
-    """The engine's report schema: version 2 is the file; version 1 is derived from it by
-    the changelog (engine/README.md): no `connections`, `in_flight`, timeseries
-    `width_s` or `config.max_error_rate`."""
+def engine_schema(version: int = 3) -> dict:
+    """The engine's report schema: version 3 is the file; versions 2 and 1 are derived
+    from it by the changelog (engine/README.md): 2 has no `config.schedule` nor a
+    `method` per URL; 1 neither, and no `connections`, `in_flight`, timeseries `width_s`
+    or `config.max_error_rate`."""
     schema = json.loads(ENGINE_SCHEMA.read_text())
-    if version == 1:
+    if version <= 2:
         schema = copy.deepcopy(schema)
+        props = schema["properties"]
+        props["schema_version"] = {"const": 2}
+        config = props["config"]
+        config["required"].remove("schedule")
+        del config["properties"]["schedule"]
+        config["properties"]["urls"]["items"]["required"].remove("method")
+        del config["properties"]["urls"]["items"]["properties"]["method"]
+    if version == 1:
         props = schema["properties"]
         props["schema_version"] = {"const": 1}
         for key in ("connections", "in_flight"):
@@ -95,7 +104,7 @@ ERROR_CLASSES = ("connect", "read", "write", "timeout", "tls", "bad_response",
 
 def fake_load(rps: float, latency_us: float, seed: int, duration_s: float = 2.0,
               engine_cpu_s: float = 0.5, threads: int = 2, warmup_s: float = 0.0,
-              schema: int = 2, *, completed: int | None = None,
+              schema: int = 3, *, completed: int | None = None,
               config: dict | None = None, interrupted: bool = False) -> dict:
     """An engine report. Connections follow Little's law (latency × rate), every one
     served evenly. The uncorrected latency is lower than the corrected one, as in an
@@ -118,6 +127,9 @@ def fake_load(rps: float, latency_us: float, seed: int, duration_s: float = 2.0,
     timed = s if completed else []        # nothing completed: no latency was timed
     if schema >= 2:
         config.setdefault("max_error_rate", None)
+    if schema >= 3:       # a replay's schedule (null unless given), each URL's method
+        config.setdefault("schedule", None)
+        config["urls"] = [{"method": config["method"], **u} for u in config["urls"]]
     doc = {"schema_version": schema, "config": config,
            "duration_s": duration_s, "rps": rps,
            "requests": {"completed": completed, "failed": 0,

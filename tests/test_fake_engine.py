@@ -34,7 +34,7 @@ def fake(*args: str, **kw) -> subprocess.CompletedProcess:
 
 
 def follows_the_engine_contract(doc: dict) -> None:
-    jsonschema.Draft202012Validator(engine_schema(2)).validate(doc)
+    jsonschema.Draft202012Validator(engine_schema(3)).validate(doc)
     assert decode_histogram(doc["histogram"]).get_total_count() == \
         doc["requests"]["completed"] == doc["latency_us"]["count"]
 
@@ -54,8 +54,8 @@ def test_the_orchestrator_runs_it_through_stacklab_engine(tmp_path, monkeypatch)
     assert (report.exit_status, report.completed, report.failed) == (0, 300, 0)
     config = report.raw["config"]
     assert (config["connections"], config["requests"], config["seed"]) == (4, 300, 7)
-    assert config["urls"] == [{"url": u, "weight": w, "varies": u == URLS[1][0]}
-                              for u, w in URLS]
+    assert config["urls"] == [{"url": u, "weight": w, "varies": u == URLS[1][0],
+                               "method": "GET"} for u, w in URLS]
     assert config["headers"] == ["X-Trial: 1"] and report.raw["engine"]["version"] == \
         "0.0.0-fake"
     [run] = engine.runs()

@@ -7,8 +7,9 @@ use std::time::Duration;
 use clap::{ColorChoice, Parser};
 
 use crate::error::SetupError;
-use crate::options::{Options, Output, StopAfter, WeightedUrl, parse_duration};
+use crate::options::{Options, Output, StopAfter, WeightedUrl, is_method, parse_duration};
 use crate::pick::parse_url_list;
+use crate::schedule::Schedule;
 use crate::target::Url;
 
 /// How parsing ended when it did not produce options.
@@ -89,6 +90,10 @@ struct Cli {
     /// File of URLs: one per line, optional integer weight, '#' comments.
     #[arg(long = "urls", value_name = "FILE")]
     url_file: Option<PathBuf>,
+    /// Replay: "OFFSET_US URL_INDEX" per line (into the URL list), each request sent once
+    /// at its offset from the start, in order, open loop; the run ends after the last.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["requests", "duration", "rate", "warmup"])]
+    schedule: Option<PathBuf>,
     /// Seed of the random URL choice.
     #[arg(long, default_value_t = 1)]
     seed: u64,
@@ -131,7 +136,7 @@ impl Cli {
         let mut urls = Vec::new();
         for text in &self.urls {
             let url = Url::parse(text).map_err(|e| SetupError::new("URL", text, e))?;
-            urls.push(WeightedUrl { url, weight: 1, varies: false });
+            urls.push(WeightedUrl { url, weight: 1, varies: false, method: None });
         }
         if let Some(path) = &self.url_file {
             let shown = path.display().to_string();
@@ -141,6 +146,15 @@ impl Cli {
         if urls.is_empty() {
             return Err(SetupError::new("URL", "", "no URL given (pass URL... or --urls FILE)"));
         }
+        let schedule = match &self.schedule {
+            None => None,
+            Some(path) => {
+                let shown = path.display().to_string();
+                let text =
+                    std::fs::read_to_string(path).map_err(|e| SetupError::new("--schedule", &shown, e.to_string()))?;
+                Some(Schedule::parse(&text, urls.len()).map_err(|e| SetupError::new("--schedule", &shown, e))?)
+            }
+        };
         let body = match &self.body {
             None => None,
             Some(p) => {
@@ -151,6 +165,7 @@ impl Cli {
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
         let threads = self.threads.map_or(cores, |t| t as usize).min(connections);
         let stop = match (self.requests, self.duration) {
+            _ if schedule.is_some() => StopAfter::Requests(schedule.as_ref().map_or(0, |s| s.len() as u64)),
             (Some(n), _) => StopAfter::Requests(n),
             (None, Some(d)) => StopAfter::Duration(d),
             (None, None) => StopAfter::Duration(Duration::from_secs(10)),
@@ -176,6 +191,7 @@ impl Cli {
             lab_netns: self.lab_netns,
             max_error_rate: self.max_error_rate,
             output: if self.json { Output::Json } else { Output::Human },
+            schedule,
         })
     }
 }
@@ -209,11 +225,7 @@ fn parse_header(text: &str) -> Result<(String, String), String> {
 }
 
 fn parse_method(text: &str) -> Result<String, String> {
-    if !text.is_empty() && text.chars().all(|c| c.is_ascii_uppercase() || c == '-' || c == '_') {
-        Ok(text.to_string())
-    } else {
-        Err("expected an upper-case method token like GET".to_string())
-    }
+    if is_method(text) { Ok(text.to_string()) } else { Err("expected an upper-case method token like GET".to_string()) }
 }
 
 #[cfg(test)]
@@ -242,6 +254,9 @@ mod tests {
             (&["-d", "10parsecs", "http://127.0.0.1/"], "--duration"),
             (&["--max-error-rate", "5%", "http://127.0.0.1/"], "--max-error-rate"),
             (&["--max-error-rate", "1.5", "http://127.0.0.1/"], "--max-error-rate"),
+            (&["--schedule", "/nonexistent", "http://127.0.0.1/"], "--schedule"),
+            (&["--schedule", "/nonexistent", "-d", "1s", "http://127.0.0.1/"], "--schedule"),
+            (&["--schedule", "/nonexistent", "--rate", "5", "http://127.0.0.1/"], "--rate"),
             (&[], "URL"),
         ];
         for (args, flag) in table {

@@ -13,6 +13,7 @@ pub mod outcome;
 pub mod pick;
 pub mod record;
 pub mod report;
+pub mod schedule;
 pub mod target;
 
 use std::sync::atomic::AtomicBool;

@@ -5,8 +5,9 @@ use std::time::Duration;
 // `WeightedUrl` lives with `Url` in target.rs (which needs it to resolve a run's
 // host); it is re-exported here because it is part of what `Options` holds.
 // The dependency goes one way: options → target.
-pub use crate::target::WeightedUrl;
+use crate::schedule::Schedule;
 use crate::target::Url;
+pub use crate::target::WeightedUrl;
 
 /// When a run ends (besides Ctrl-C).
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -51,13 +52,16 @@ pub struct Options {
     /// Exit non-zero when more than this share of measured requests failed.
     pub max_error_rate: Option<f64>,
     pub output: Output,
+    /// Replay: intended send offsets, each with its URL, played once in order (open loop).
+    pub schedule: Option<Schedule>,
 }
 
 impl Options {
     /// Options for one URL with the command line's defaults (handy in tests).
     pub fn for_url(url: Url) -> Options {
         Options {
-            urls: vec![WeightedUrl { url, weight: 1, varies: false }],
+            urls: vec![WeightedUrl { url, weight: 1, varies: false, method: None }],
+            schedule: None,
             connections: 10,
             threads: 1,
             stop: StopAfter::Duration(Duration::from_secs(10)),
@@ -79,6 +83,11 @@ impl Options {
             output: Output::Human,
         }
     }
+}
+
+/// A request method as the engine sends it: an upper-case token (GET, HEAD, PURGE).
+pub fn is_method(text: &str) -> bool {
+    !text.is_empty() && text.chars().all(|c| c.is_ascii_uppercase() || c == '-' || c == '_')
 }
 
 /// Parse a duration like `500ms`, `10s`, `2m`, `1h`, `250us` or a bare number of seconds.

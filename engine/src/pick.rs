@@ -1,6 +1,6 @@
 //! Weighted random choice of URLs, repeatable from a seed, and the URL list file.
 
-use crate::options::WeightedUrl;
+use crate::options::{WeightedUrl, is_method};
 use crate::target::Url;
 
 /// A small, fast, seedable generator (SplitMix64).
@@ -50,10 +50,11 @@ impl Chooser {
     }
 }
 
-/// Parse a URL list: one URL per line, an optional integer weight after
-/// whitespace, then optionally the word `varies` (the body length changes by design, so
-/// it is not checked against the first response); `#` starts a comment. Errors name
-/// the line.
+/// Parse a URL list: one URL per line, optionally after its own method (`HEAD
+/// http://…`: an upper-case token; without one, the run's `-m`), an optional integer
+/// weight after whitespace, then optionally the word `varies` (the body length changes
+/// by design, so it is not checked against the first response); `#` starts a comment.
+/// Errors name the line.
 pub fn parse_url_list(text: &str) -> Result<Vec<WeightedUrl>, String> {
     let mut urls = Vec::new();
     for (i, line) in text.lines().enumerate() {
@@ -61,7 +62,17 @@ pub fn parse_url_list(text: &str) -> Result<Vec<WeightedUrl>, String> {
         if line.is_empty() {
             continue;
         }
-        let mut parts = line.split_whitespace();
+        let mut parts = line.split_whitespace().peekable();
+        let method = match parts.peek() {
+            Some(first) if !first.contains("://") => {
+                let m = parts.next().unwrap_or("");
+                if !is_method(m) {
+                    return Err(format!("line {}: bad method '{m}' (an upper-case token like HEAD)", i + 1));
+                }
+                Some(m.to_string())
+            }
+            _ => None,
+        };
         let url_text = parts.next().unwrap_or("");
         let url = Url::parse(url_text).map_err(|e| format!("line {}: {e}", i + 1))?;
         let weight = match parts.next() {
@@ -76,7 +87,7 @@ pub fn parse_url_list(text: &str) -> Result<Vec<WeightedUrl>, String> {
         if let Some(extra) = parts.next() {
             return Err(format!("line {}: unexpected '{extra}'", i + 1));
         }
-        urls.push(WeightedUrl { url, weight, varies });
+        urls.push(WeightedUrl { url, weight, varies, method });
     }
     if urls.is_empty() {
         return Err("no URLs in file".to_string());
@@ -130,5 +141,16 @@ mod tests {
         assert!(parse_url_list("http://127.0.0.1/a 2 sometimes").unwrap_err().contains("only 'varies'"));
         assert!(parse_url_list("# nothing\n").is_err());
         assert!(parse_url_list("gopher://x/").unwrap_err().contains("line 1"));
+    }
+
+    #[test]
+    fn url_list_methods() {
+        let urls =
+            parse_url_list("HEAD http://127.0.0.1/a 2\nhttp://127.0.0.1/b\nGET http://127.0.0.1/c 1 varies\n").unwrap();
+        let methods: Vec<_> = urls.iter().map(|u| u.method.as_deref()).collect();
+        assert_eq!(methods, [Some("HEAD"), None, Some("GET")]);
+        assert_eq!((urls[0].weight, urls[2].varies), (2, true));
+        assert!(parse_url_list("head http://127.0.0.1/a").unwrap_err().contains("bad method"));
+        assert!(parse_url_list("HEAD").unwrap_err().contains("line 1"));
     }
 }

@@ -67,6 +67,8 @@ pub struct WeightedUrl {
     pub weight: u32,
     /// The body length varies by design (random rows, phpinfo): no length check.
     pub varies: bool,
+    /// This URL's own method (a URL list line "HEAD http://…"); None: the run's `-m`.
+    pub method: Option<String>,
 }
 
 fn split_host_port(authority: &str, default_port: u16) -> Result<(String, u16), String> {
@@ -197,8 +199,7 @@ fn is_benchmarking(ip: IpAddr) -> bool {
 /// as /proc/self/ns/net. Anything else is an error naming the flag.
 fn inside_lab_netns(name: &str) -> Result<bool, SetupError> {
     use std::os::unix::fs::MetadataExt;
-    let named = name.starts_with("stacklab-")
-        && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-');
+    let named = name.starts_with("stacklab-") && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-');
     if !named {
         return Err(SetupError::new("--lab-netns", name, "not a lab namespace (stacklab-…)"));
     }
@@ -252,7 +253,7 @@ mod tests {
     }
 
     fn weighted(text: &str) -> WeightedUrl {
-        WeightedUrl { url: Url::parse(text).unwrap(), weight: 1, varies: false }
+        WeightedUrl { url: Url::parse(text).unwrap(), weight: 1, varies: false, method: None }
     }
 
     #[test]

@@ -49,17 +49,23 @@ fn json_report_matches_the_schema() {
     let validator = jsonschema::validator_for(&schema).expect("schema compiles");
     let server = start(Behavior::Length(600));
     let refused = format!("http://127.0.0.1:{}/", common::closed_port());
+    let base = std::env::temp_dir().join(format!("stacklab-load-schema-{}", std::process::id()));
+    let (urls, schedule) =
+        (base.with_extension("urls").display().to_string(), base.with_extension("schedule").display().to_string());
+    std::fs::write(&urls, format!("GET {}\nHEAD {} 0\n", server.url("/"), server.url("/h"))).unwrap();
+    std::fs::write(&schedule, "0 0\n1000 0\n2000 0\n").unwrap();
     for (args, code) in [
         (vec!["-c", "4", "-n", "500", "-H", "X-Test: 1", &server.url("/")], 0),
         (vec!["-c", "2", "-d", "1s", "--rate", "200", "--warmup", "200ms", &server.url("/")], 0),
         (vec!["-n", "5", &refused], 3),
         (vec!["-c", "2", "-d", "5s", &refused], 3), // ends early: the optional key
+        (vec!["-c", "2", "--urls", &urls, "--schedule", &schedule], 0),
     ] {
         let report = run_json_exit(&args, code);
         let errors: Vec<String> =
             validator.iter_errors(&report).map(|e| format!("{} at {}", e, e.instance_path())).collect();
         assert!(errors.is_empty(), "{args:?}: {errors:#?}");
-        assert_eq!(report["schema_version"], 2);
+        assert_eq!(report["schema_version"], 3);
     }
 }
 

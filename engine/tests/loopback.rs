@@ -321,3 +321,36 @@ fn a_second_answer_to_an_idle_connection_fails_its_next_request() {
     // one read, all) of the requests are bad.
     assert!(bad >= 45, "{}", r["requests"]);
 }
+
+#[test]
+fn a_schedule_is_played_once_in_order() {
+    let server = start(Behavior::Length(10));
+    let base = std::env::temp_dir().join(format!("stacklab-load-schedule-{}", std::process::id()));
+    let (urls, schedule) = (base.with_extension("urls"), base.with_extension("schedule"));
+    std::fs::write(&urls, format!("{}\nGET {} 1\nHEAD {} 0\n", server.url("/a"), server.url("/b"), server.url("/c")))
+        .unwrap();
+    // 40 entries over 0.39 s, none to the HEAD URL (the test server always sends a body).
+    let entries: String = (0..40).map(|k| format!("{} {}\n", k * 10_000, k % 2)).collect();
+    std::fs::write(&schedule, entries).unwrap();
+    let r = run_json(&[
+        "-c",
+        "3",
+        "--threads",
+        "2",
+        "--urls",
+        urls.to_str().unwrap(),
+        "--schedule",
+        schedule.to_str().unwrap(),
+    ]);
+    assert_eq!(u(&r["requests"]["completed"]), 40);
+    assert_eq!(server.seen.requests.load(SeqCst), 40, "each entry sent once, no more");
+    assert_eq!(u(&r["config"]["schedule"]["requests"]), 40);
+    assert_eq!(r["config"]["requests"], 40);
+    assert!(r["config"]["rate"].is_null() && r["config"]["duration_s"].is_null());
+    let methods: Vec<&str> =
+        r["config"]["urls"].as_array().unwrap().iter().map(|u| u["method"].as_str().unwrap()).collect();
+    assert_eq!(methods, ["GET", "GET", "HEAD"]);
+    // The last entry is not sent before its offset: the run lasts at least the span.
+    assert!(r["duration_s"].as_f64().unwrap() >= 0.39, "{}", r["duration_s"]);
+    let _ = (std::fs::remove_file(&urls), std::fs::remove_file(&schedule));
+}

@@ -20,9 +20,10 @@ from ..host.placement import pin
 ENGINE_NAME = "stacklab-load"
 REPO_ENGINE = Path(__file__).resolve().parents[2] / "engine/target/release" / ENGINE_NAME
 ENGINE_VARIABLE = "STACKLAB_ENGINE"   # another engine: for tests and tools (engine_path)
-# Report versions this side reads: the engine prints 2; stored runs hold 1. Keys new in 2
-# (connections, in_flight, ended_early, timeseries width_s) are read with .get.
-SUPPORTED_SCHEMAS = (1, 2)
+# Report versions this side reads: the engine prints 3; stored runs hold 1 and 2. Keys new
+# in 2 (connections, in_flight, ended_early, timeseries width_s) and in 3
+# (config.schedule, each URL's method) are read with .get.
+SUPPORTED_SCHEMAS = (1, 2, 3)
 # Exit statuses after which the engine has printed its full report (engine/README.md,
 # "Exit status"): a run that completed nothing or was interrupted is data, not a crash.
 REPORT_EXITS = {0: "ok", 3: "no request completed", 4: "error share above --max-error-rate",
@@ -90,6 +91,17 @@ def conditional_conflict(headers: list[str], conditional: str) -> str | None:
             if clash else None)
 
 
+def replay_problem(value: str) -> str | None:
+    """Why `value` cannot be load.replay's path, or None ("" is no replay); whether the
+    file is there and reads as a log is checked with the experiment file
+    (workloads.accesslog.resolve_replay), where a relative path has its directory."""
+    if any(c in value for c in "\0\n\r"):
+        return "a path may not hold NUL or a line break"
+    if len(value) > 4096:
+        return "longer than 4096 characters"
+    return None
+
+
 LOAD_KNOBS = [
     Knob("load", "keepalive", bool, True, "Reuse connections (HTTP/1.1 keep-alive); off opens "
          "a new connection per request, like ab without -k.", source="S1, S5"),
@@ -111,6 +123,16 @@ LOAD_KNOBS = [
          "the load, its validator sent back with every request (etag: If-None-Match; "
          "last-modified: If-Modified-Since); verified to be answered 304 without a body.",
          choices=CONDITIONS, source="S4"),
+    Knob("load", "replay", str, "", "Replay an access log (Common or Combined Log Format, "
+         "nginx's and Apache's default; a path relative to the experiment file): its GET "
+         "and HEAD requests answered 2xx/3xx, with their frequencies, replace the "
+         "workload's URL list on its docroot; unreadable lines, other methods and "
+         "statuses are counted and stored with each run (resources _replay), URLs the "
+         "deployed site does not serve are dropped, and past 1% of the requests the run "
+         "is refused (\"\" = the workload's own URLs).", validate=replay_problem),
+    Knob("load", "replay_times", bool, False, "With load.replay: send each request at its "
+         "logged arrival time, the log scaled to load.rate requests per second on average "
+         "and played once (open loop; experiment.duration and warm-up are not used)."),
 ]
 
 
@@ -149,6 +171,11 @@ class LoadPlan:
     # The condition load.conditional resolved to (verify.verify_requests): the validators
     # are the server's, read once it runs; load.headers are sent as written.
     headers: tuple[tuple[str, str], ...] = ()
+    # Each URL's own method, in the order of `urls` (a replay's HEAD lines); () : GET.
+    methods: tuple[str, ...] = ()
+    # A replay's arrival times: (send offset in s, index into `urls`), in order, each
+    # sent once (open loop); the run then has no duration, request count or warm-up.
+    schedule: tuple[tuple[float, int], ...] = ()
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -275,7 +302,8 @@ class LoadReport:
             raw=doc, completed=req["completed"], failed=req["failed"],
             errors=req.get("errors") or {}, rps=doc["rps"], duration_s=doc["duration_s"],
             warmup_s=config.get("warmup_s") or 0.0, threads=config.get("threads") or 1,
-            connections=config.get("connections"), rate=config.get("rate") or None,
+            connections=config.get("connections"),
+            rate=config.get("rate") or _average_rate(config.get("schedule")),
             bytes_total=doc["bytes"]["total"], latency_us=Latency.from_json(doc["latency_us"]),
             ttfb_us=Latency.from_json(doc["ttfb_us"]),
             connect_us=Latency.from_json(doc["connect_us"]),
@@ -316,6 +344,14 @@ class LoadReport:
         return self.engine_cpu_s * self.duration_s / self.wall_s
 
 
+def _average_rate(schedule: dict | None) -> float | None:
+    """A replay's average rate (schema 3 on): its requests over its span; None when there
+    is no schedule (a closed loop unless config.rate says otherwise)."""
+    if not schedule:
+        return None
+    return schedule["requests"] / max(schedule["span_s"], 1e-6)
+
+
 # Beyond the planned load and one per-request timeout: start-up and the last responses.
 ENGINE_MARGIN_S = 60.0
 # A closed-loop `requests` run has no planned length: it may take this long.
@@ -324,7 +360,9 @@ UNPACED_REQUESTS_S = 600.0
 
 def planned_s(plan: LoadPlan) -> float:
     """How long the engine should run: warm-up plus the duration, or plus requests / rate
-    for a paced `requests` run."""
+    for a paced `requests` run; a replay's schedule, its last send offset."""
+    if plan.schedule:
+        return plan.schedule[-1][0]
     if plan.requests is None:
         return plan.warmup_s + (plan.duration_s or 0.0)
     rate = plan.load.get("rate")
@@ -339,19 +377,22 @@ def engine_timeout_s(plan: LoadPlan) -> float:
 
 
 def engine_argv(plan: LoadPlan, urls_file: Path) -> list[str]:
+    """The engine's command line; a replay's schedule is `schedule_file(urls_file)`."""
     load = plan.load
     argv = [str(engine_path()), "--json", "-c", str(plan.connections),
             "--urls", str(urls_file), "--seed", str(plan.seed),
             "--timeout", f"{load['timeout_s']}s"]
-    if plan.requests is not None:
+    if plan.schedule:         # played once at its own times: no count, duration or rate
+        argv += ["--schedule", str(schedule_file(urls_file))]
+    elif plan.requests is not None:
         argv += ["-n", str(plan.requests)]
     else:
         argv += ["-d", f"{plan.duration_s}s"]
-    if plan.warmup_s > 0:
+    if plan.warmup_s > 0 and not plan.schedule:
         argv += ["--warmup", f"{plan.warmup_s}s"]
     if load["threads"]:
         argv += ["--threads", str(load["threads"])]
-    if load["rate"]:
+    if load["rate"] and not plan.schedule:
         argv += ["--rate", str(load["rate"])]
     if not load["keepalive"]:
         argv.append("--no-keepalive")
@@ -373,11 +414,28 @@ def engine_argv(plan: LoadPlan, urls_file: Path) -> list[str]:
     return argv
 
 
+def schedule_file(urls_file: Path) -> Path:
+    return urls_file.with_name("schedule.txt")
+
+
+def url_lines(plan: LoadPlan) -> str:
+    """The engine's URL list: "[METHOD] URL weight [varies]" per line."""
+    methods = plan.methods or ("",) * len(plan.urls)
+    return "".join(f"{m + ' ' if m else ''}{u} {w}{' varies' if u in plan.varies else ''}\n"
+                   for (u, w), m in zip(plan.urls, methods, strict=True))
+
+
+def schedule_lines(plan: LoadPlan) -> str:
+    """The engine's schedule: "OFFSET_US URL_INDEX" per line."""
+    return "".join(f"{round(at * 1e6)} {url}\n" for at, url in plan.schedule)
+
+
 def run_load(plan: LoadPlan, work_dir: Path) -> LoadReport:
     """Run the engine to completion; a Ctrl-C reaching us stops it and is re-raised."""
     urls_file = work_dir / "urls.txt"
-    urls_file.write_text("".join(f"{u} {w}{' varies' if u in plan.varies else ''}\n"
-                                 for u, w in plan.urls))
+    urls_file.write_text(url_lines(plan))
+    if plan.schedule:
+        schedule_file(urls_file).write_text(schedule_lines(plan))
     argv = engine_argv(plan, urls_file)
     limit = engine_timeout_s(plan)
     proc = None

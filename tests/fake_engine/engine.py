@@ -8,7 +8,11 @@ What it keeps of the real engine, because the orchestrator relies on it:
   ("error: …") and exit 2, nothing run;
 - the report follows the engine's schema (fakes.fake_load checks it), and its histogram
   holds as many values as the requests it claims; `-n N` completes exactly N;
-- it takes the planned time (warm-up, then `-d`, or `-n` at `--rate`), and SIGINT,
+- a URL list line's own method ("HEAD http://…") and a replay's `--schedule FILE`
+  ("OFFSET_US URL_INDEX" per line, in order; without -n, -d, --rate or --warmup), read
+  and refused as the engine reads them; a schedule completes each of its entries;
+- it takes the planned time (warm-up, then `-d`, or `-n` at `--rate`, or a schedule's
+  last offset), and SIGINT,
   SIGTERM or SIGHUP end it early with `"interrupted": true` and exit 130.
 
 What a test may ask of it, by environment (it inherits the orchestrator's):
@@ -123,6 +127,7 @@ def parser() -> Parser:
     p.add_argument("--tls-resume", action="store_true")
     p.add_argument("--no-tls-resume", action="store_true")
     p.add_argument("--urls", dest="url_file", type=Path)
+    p.add_argument("--schedule", type=Path)
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--max-error-rate", type=fraction)
     p.add_argument("--allow-remote", action="store_true")
@@ -134,8 +139,9 @@ def parser() -> Parser:
 
 def url_list(args) -> list[dict]:
     """The URLs as the report's config lists them: the arguments, then the file's lines
-    ("URL [weight] [varies]", '#' comments)."""
-    urls = [{"url": u, "weight": 1, "varies": False} for u in args.urls]
+    ("[METHOD] URL [weight] [varies]", '#' comments)."""
+    urls = [{"url": u, "weight": 1, "varies": False, "method": args.method}
+            for u in args.urls]
     if args.url_file is not None:
         try:
             lines = args.url_file.read_text().splitlines()
@@ -143,9 +149,15 @@ def url_list(args) -> list[dict]:
             raise SystemExit(_usage(f"--urls {args.url_file}: {e.strerror}"))
         for line in lines:
             words = line.split("#", 1)[0].split()
+            own = words[0] if words and "://" not in words[0] else None
+            if own is not None:
+                if not re.fullmatch(r"[A-Z_-]+", own):
+                    raise SystemExit(_usage(f"--urls {args.url_file}: bad method '{own}'"))
+                words = words[1:]
             if words:
                 urls.append({"url": words[0], "weight": int(words[1]) if len(words) > 1
-                             else 1, "varies": words[2:] == ["varies"]})
+                             else 1, "varies": words[2:] == ["varies"],
+                             "method": own or args.method})
     if not urls:
         raise SystemExit(_usage("URL: no URL given (pass URL... or --urls FILE)"))
     for u in urls:
@@ -157,6 +169,32 @@ def url_list(args) -> list[dict]:
 def _usage(line: str) -> int:
     print(f"error: {line}", file=sys.stderr)
     return EXIT_USAGE
+
+
+def schedule(args, urls: list[dict]) -> list[float] | None:
+    """A replay's offsets in seconds, read and refused as the engine's Schedule::parse
+    (an index into the URL list, offsets never going back); None without --schedule."""
+    if args.schedule is None:
+        return None
+    if args.requests is not None or args.duration is not None or args.rate or args.warmup:
+        raise SystemExit(_usage("--schedule: cannot be used with -n, -d, --rate or --warmup"))
+    try:
+        lines = args.schedule.read_text().splitlines()
+    except OSError as e:
+        raise SystemExit(_usage(f"--schedule {args.schedule}: {e.strerror}"))
+    offsets: list[float] = []
+    for number, line in enumerate(lines, 1):
+        words = line.split("#", 1)[0].split()
+        if not words:
+            continue
+        if (len(words) != 2 or not all(w.isdigit() for w in words)
+                or int(words[1]) >= len(urls)
+                or (offsets and int(words[0]) / 1e6 < offsets[-1])):
+            raise SystemExit(_usage(f"--schedule {args.schedule}: line {number}: bad entry"))
+        offsets.append(int(words[0]) / 1e6)
+    if not offsets:
+        raise SystemExit(_usage(f"--schedule {args.schedule}: no entries in file"))
+    return offsets
 
 
 def planned_s(args) -> tuple[float, float]:
@@ -181,7 +219,8 @@ def during() -> None:
             raise SystemExit(_usage(f"FAKE_ENGINE_DURING exited {status}: {command}"))
 
 
-def report(args, urls: list[dict], measured_s: float, interrupted: bool) -> dict:
+def report(args, urls: list[dict], measured_s: float, interrupted: bool,
+           offsets: list[float] | None = None) -> dict:
     """The report of the run asked for, checked against the engine's schema."""
     from fakes import checked, fake_load     # after --version: a quick answer
     duration_s = max(measured_s, 0.001)
@@ -197,7 +236,9 @@ def report(args, urls: list[dict], measured_s: float, interrupted: bool) -> dict
               "compressed": args.compressed, "decode": args.decode,
               "timeout_s": args.timeout, "insecure": args.insecure,
               "tls_resume": not args.no_tls_resume, "seed": args.seed,
-              "allow_remote": args.allow_remote, "max_error_rate": args.max_error_rate}
+              "allow_remote": args.allow_remote, "max_error_rate": args.max_error_rate,
+              "schedule": offsets and {"requests": len(offsets),
+                                       "span_s": offsets[-1] - offsets[0]}}
     rps = completed / duration_s
     doc = fake_load(rps or RPS, args.connections * 1e6 / (rps or RPS), args.seed,
                     duration_s=duration_s, threads=threads, warmup_s=args.warmup,
@@ -234,13 +275,16 @@ def main(argv: list[str]) -> int:
         log(argv, None, "refused")
         return _usage(refusal)
     urls = url_list(args)
-    warmup_s, measured_s = planned_s(args)
+    offsets = schedule(args, urls)
+    if offsets:                   # a replay: each entry once, over its span
+        args.requests = len(offsets)
+    warmup_s, measured_s = ((0.0, max(offsets[-1], 0.001)) if offsets else planned_s(args))
     began = time.monotonic()
     interrupted = stopped.wait(warmup_s + measured_s)
     during()
     if interrupted:
         measured_s = max(0.0, time.monotonic() - began - warmup_s)
-    doc = report(args, urls, measured_s, interrupted)
+    doc = report(args, urls, measured_s, interrupted, offsets)
     log(argv, doc)
     print(json.dumps(doc))
     if interrupted:

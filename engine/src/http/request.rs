@@ -3,10 +3,16 @@
 use crate::options::Options;
 use crate::target::Url;
 
-/// The complete request (head and body) for one URL.
+/// The complete request (head and body) for one URL, with the run's method.
 pub fn build_request(url: &Url, options: &Options) -> Vec<u8> {
+    build_request_as(&options.method, url, options)
+}
+
+/// The complete request (head and body) for one URL with this method (a URL list line's
+/// own, `HEAD http://…`).
+pub fn build_request_as(method: &str, url: &Url, options: &Options) -> Vec<u8> {
     let has = |name: &str| options.headers.iter().any(|(n, _)| n.eq_ignore_ascii_case(name));
-    let mut head = format!("{} {} HTTP/1.1\r\n", options.method, url.path);
+    let mut head = format!("{method} {} HTTP/1.1\r\n", url.path);
     if !has("host") {
         head += &format!("Host: {}\r\n", url.host_header());
     }

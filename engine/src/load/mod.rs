@@ -13,10 +13,11 @@ use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::time::{Duration, Instant};
 
 use crate::error::SetupError;
-use crate::http::build_request;
+use crate::http::build_request_as;
 use crate::options::{Options, StopAfter};
 use crate::pick::Chooser;
 use crate::record::Recorder;
+use crate::schedule::Schedule;
 use crate::target::{self, Scheme, Target};
 use stop::{Stop, split_budget};
 pub use tls::TlsPlan;
@@ -35,7 +36,10 @@ pub struct Plan<'a> {
     pub connections: usize,
     pub rate: Option<f64>,
     pub keepalive: bool,
-    pub no_body: bool,
+    /// Per URL: its method is HEAD, so its response has no body.
+    pub no_body: Vec<bool>,
+    /// Replay: each request's intended time and URL, instead of the chooser and pacer.
+    pub schedule: Option<Schedule>,
     pub decode: bool,
     pub timeout: Duration,
     pub interrupt: &'a AtomicBool,
@@ -53,7 +57,9 @@ impl<'a> Plan<'a> {
             Scheme::Http => None,
         };
         Ok(Plan {
-            requests: options.urls.iter().map(|u| build_request(&u.url, options)).collect(),
+            requests: options.urls.iter().map(|u| build_request_as(method(u, options), &u.url, options)).collect(),
+            no_body: options.urls.iter().map(|u| method(u, options) == "HEAD").collect(),
+            schedule: options.schedule.clone(),
             chooser: Chooser::new(options.urls.iter().map(|u| u.weight)),
             first_lengths: options.urls.iter().map(|_| AtomicU64::new(u64::MAX)).collect(),
             varies: options.urls.iter().map(|u| u.varies).collect(),
@@ -62,12 +68,16 @@ impl<'a> Plan<'a> {
             connections: options.connections,
             rate: options.rate,
             keepalive: options.keepalive,
-            no_body: options.method == "HEAD",
             decode: options.decode,
             timeout: options.timeout,
             interrupt,
         })
     }
+}
+
+/// A URL's method: its own (a URL list line's), else the run's.
+fn method<'o>(url: &'o crate::options::WeightedUrl, options: &'o Options) -> &'o str {
+    url.method.as_deref().unwrap_or(&options.method)
 }
 
 /// What a run measured, merged over workers.
@@ -96,18 +106,18 @@ pub fn run(options: &Options, interrupt: &AtomicBool) -> Result<Measurement, Set
     let start = Instant::now();
     let measure_from = start + options.warmup;
     let warmup_end = (!options.warmup.is_zero()).then_some(measure_from);
-    let stops: Vec<Stop> = match options.stop {
-        StopAfter::Requests(n) => split_budget(n, &sizes).into_iter().map(Stop::Requests).collect(),
-        StopAfter::Duration(d) => vec![Stop::Deadline(measure_from + d); threads],
+    let stops: Vec<Stop> = match (options.stop, &options.schedule) {
+        // A schedule's requests go to the slots in turn: each worker's share is its slots'.
+        (_, Some(schedule)) => slot_ranges(&sizes)
+            .map(|slots| Stop::Requests(slots.map(|k| schedule.per_slot(k, options.connections)).sum()))
+            .collect(),
+        (StopAfter::Requests(n), None) => split_budget(n, &sizes).into_iter().map(Stop::Requests).collect(),
+        (StopAfter::Duration(d), None) => vec![Stop::Deadline(measure_from + d); threads],
     };
-    let mut first_slot = 0;
-    let plans: Vec<WorkerPlan> = sizes
-        .iter()
+    let plans: Vec<WorkerPlan> = slot_ranges(&sizes)
         .zip(stops)
         .enumerate()
-        .map(|(t, (&size, stop))| {
-            let slots = first_slot..first_slot + size;
-            first_slot += size;
+        .map(|(t, (slots, stop))| {
             let seed = options.seed.wrapping_add((t as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15));
             WorkerPlan { slots, stop, start, warmup_end, seed }
         })
@@ -136,6 +146,15 @@ pub fn run(options: &Options, interrupt: &AtomicBool) -> Result<Measurement, Set
         duration: end.saturating_duration_since(measure_from),
         interrupted: interrupt.load(std::sync::atomic::Ordering::Relaxed),
         all_refused,
+    })
+}
+
+/// The global slot indices of each worker, in order.
+fn slot_ranges(sizes: &[usize]) -> impl Iterator<Item = std::ops::Range<usize>> + '_ {
+    sizes.iter().scan(0, |first, &size| {
+        let slots = *first..*first + size;
+        *first += size;
+        Some(slots)
     })
 }
 

@@ -39,6 +39,8 @@ pub(super) enum Phase {
 /// One connection slot: its socket (when open) and the request in flight.
 pub(super) struct Conn {
     pub pacer: Pacer,
+    /// Its global index (a schedule's entries are dealt by it).
+    pub slot: usize,
     pub sent: u64,
     pub transport: Option<Transport>,
     pub phase: Phase,
@@ -118,6 +120,7 @@ impl<'a> Worker<'a> {
             .clone()
             .map(|k| Conn {
                 pacer: Pacer::for_connection(plan.rate, k, plan.connections),
+                slot: k,
                 sent: 0,
                 transport: None,
                 phase: Phase::Idle,
@@ -137,10 +140,8 @@ impl<'a> Worker<'a> {
             })
             .collect();
         let poll = Poll::new()?;
-        let alarm = match plan.rate {
-            Some(_) => Some(Alarm::new(poll.registry(), ALARM)?),
-            None => None,
-        };
+        let paced = plan.rate.is_some() || plan.schedule.is_some();
+        let alarm = if paced { Some(Alarm::new(poll.registry(), ALARM)?) } else { None };
         let sweep_every = (plan.timeout / 10).clamp(Duration::from_millis(1), Duration::from_millis(100));
         Ok(Worker {
             plan,
@@ -230,7 +231,7 @@ impl<'a> Worker<'a> {
     /// The slot is free: start its next request now or when its pacer (and
     /// its back-off after a failed connect) says.
     pub(super) fn next(&mut self, i: usize, now: Instant) {
-        if !self.may_start(now) {
+        if !self.may_start(now) || self.slot_done(i) {
             return;
         }
         let intended = self.intended(i, now);
@@ -242,9 +243,23 @@ impl<'a> Worker<'a> {
         }
     }
 
+    /// The slot has sent every request a schedule dealt it.
+    fn slot_done(&self, i: usize) -> bool {
+        self.scheduled(i).is_none() && self.plan.schedule.is_some()
+    }
+
+    /// Slot `i`'s next entry of the schedule, when the run replays one.
+    fn scheduled(&self, i: usize) -> Option<crate::schedule::Entry> {
+        let c = &self.conns[i];
+        self.plan.schedule.as_ref()?.entry(c.slot, self.plan.connections, c.sent)
+    }
+
     /// When slot `i`'s next request should go: now in closed loop, its
-    /// scheduled time in open loop (latency counts from there).
+    /// scheduled time in open loop or replay (latency counts from there).
     fn intended(&self, i: usize, now: Instant) -> Instant {
+        if let Some(entry) = self.scheduled(i) {
+            return self.start + entry.at;
+        }
         let conn = &self.conns[i];
         self.start + conn.pacer.pace(now.saturating_duration_since(self.start), conn.sent).intended
     }
@@ -255,7 +270,7 @@ impl<'a> Worker<'a> {
                 break;
             }
             self.timers.pop();
-            if self.may_start(now) {
+            if self.may_start(now) && !self.slot_done(i) {
                 let intended = self.intended(i, now).min(at);
                 self.begin(i, now, intended);
             }
@@ -265,7 +280,10 @@ impl<'a> Worker<'a> {
     fn begin(&mut self, i: usize, now: Instant, intended: Instant) {
         self.started += 1;
         self.in_flight += 1;
-        let url = self.plan.chooser.pick(&mut self.rng);
+        let url = match self.scheduled(i) {
+            Some(entry) => entry.url,
+            None => self.plan.chooser.pick(&mut self.rng),
+        };
         let c = &mut self.conns[i];
         c.sent += 1;
         c.url = url;
@@ -274,7 +292,7 @@ impl<'a> Worker<'a> {
         c.deadline = now + self.plan.timeout;
         c.written = 0;
         c.readable_early = false;
-        c.parser.reset(self.plan.no_body);
+        c.parser.reset(self.plan.no_body[url]);
         if std::mem::take(&mut c.unasked) {
             // The connection it would have used sent bytes nobody asked for (closed then).
             self.fail(i, ErrorClass::BadResponse, now);

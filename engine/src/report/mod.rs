@@ -17,7 +17,7 @@ pub use human::render as render_human;
 pub use json::render as render_json;
 
 /// Version of the JSON contract; bump on any incompatible change (changelog in README.md).
-pub const SCHEMA_VERSION: u32 = 2;
+pub const SCHEMA_VERSION: u32 = 3;
 /// The `ended_early` reason when every connect was refused.
 pub const ALL_REFUSED: &str = "all connections refused";
 /// Percentiles listed in `latency_percentiles_us` and the human table.
@@ -73,6 +73,8 @@ pub struct Config {
     pub seed: u64,
     pub allow_remote: bool,
     pub max_error_rate: Option<f64>,
+    /// Replay (`--schedule`): null unless given.
+    pub schedule: Option<ScheduleEcho>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -80,6 +82,15 @@ pub struct UrlEntry {
     pub url: String,
     pub weight: u32,
     pub varies: bool,
+    /// The method sent to this URL: its own from the URL list, else the run's.
+    pub method: String,
+}
+
+/// What a replay schedule held: its requests and the time from its first to its last.
+#[derive(Debug, Clone, Serialize)]
+pub struct ScheduleEcho {
+    pub requests: usize,
+    pub span_s: f64,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -250,7 +261,16 @@ pub fn print(report: &Report, output: Output) {
 
 fn config(o: &Options) -> Config {
     Config {
-        urls: o.urls.iter().map(|u| UrlEntry { url: u.url.text.clone(), weight: u.weight, varies: u.varies }).collect(),
+        urls: o
+            .urls
+            .iter()
+            .map(|u| UrlEntry {
+                url: u.url.text.clone(),
+                weight: u.weight,
+                varies: u.varies,
+                method: u.method.clone().unwrap_or_else(|| o.method.clone()),
+            })
+            .collect(),
         connections: o.connections,
         threads: o.threads.clamp(1, o.connections.max(1)),
         requests: match o.stop {
@@ -275,6 +295,7 @@ fn config(o: &Options) -> Config {
         seed: o.seed,
         allow_remote: o.allow_remote,
         max_error_rate: o.max_error_rate,
+        schedule: o.schedule.as_ref().map(|s| ScheduleEcho { requests: s.len(), span_s: s.span().as_secs_f64() }),
     }
 }
 
