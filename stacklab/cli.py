@@ -144,9 +144,13 @@ def run(ctx: typer.Context,
         resume: bool = typer.Option(False, "--resume", help="Complete the newest experiment "
                                     "of this name without redoing finished runs."),
         dry_run: bool = typer.Option(False, "--dry-run", help="Print the plan, start nothing."),
-        wait_quiet: bool = WaitQuietOpt) -> ExitStatus:
+        wait_quiet: bool = WaitQuietOpt,
+        allow_remote: bool = typer.Option(
+            False, "--allow-remote", help="Let an [external] server's url be a host that is "
+            "not loopback (its host is not checked; the report says so). Only here, never "
+            "in an experiment file.")) -> ExitStatus:
     """Run an experiment: plan, start real stacks, verify, load, store each run."""
-    return running.run(ctx.obj, spec, db, resume, dry_run, wait_quiet)
+    return running.run(ctx.obj, spec, db, resume, dry_run, wait_quiet, allow_remote)
 
 
 @cli.command("list")

@@ -38,6 +38,7 @@ PROVIDES = {
     "apache+mod_php+mariadb": ("php:apache2handler", "database:mysql"),
     "apache+php-fpm+mariadb": ("php:fpm-fcgi", "database:mysql"),
     "nginx+php-fpm+memcached": ("php:fpm-fcgi", "sessions:memcached"),
+    "external": (),        # a server the user runs: what it provides is not known
 }
 
 

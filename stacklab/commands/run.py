@@ -19,6 +19,7 @@ from ..report.text import print_summary
 from ..run.runner import run_experiment
 from ..experiment.spec import ExperimentSpec, load_spec
 from ..stacks import REGISTRY, STACKS
+from ..stacks.external.preflight import check_targets, verify_targets
 from ..store import Store
 from ..host.systune import CpuAwake
 from ..workloads import WORKLOADS
@@ -38,13 +39,15 @@ def load(spec_path: Path) -> tuple[ExperimentSpec, Plan]:
 
 
 def run(env: Environment, spec_path: Path, db: Path | None, resume: bool,
-        dry_run: bool, wait_quiet: bool = False) -> ExitStatus:
+        dry_run: bool, wait_quiet: bool = False, allow_remote: bool = False) -> ExitStatus:
     spec, plan = load(spec_path)
+    check_targets(spec, allow_remote)    # a remote server only with the user's flag
     print_notes(plan.notes, env.stdout)     # knobs set where they cannot act in some trials
     if dry_run:
         print_plan(spec, plan, env.stdout)
         return ExitStatus.OK
     check_installed(plan.components(STACKS), engine=True)
+    verify_targets(spec)     # a server stacklab did not start answers each path, or FAIL
     lab.check_root(env.lab_root)     # before the database holds an experiment
     if spec.experiment.keep_cpus_awake and not CpuAwake().available():
         print_notes([CPU_AWAKE_NOTE], env.stdout)
@@ -55,7 +58,7 @@ def run(env: Environment, spec_path: Path, db: Path | None, resume: bool,
         exp_id = run_experiment(env, spec, plan, REGISTRY, store, logs_dir(db), resume,
                                 RichProgress(env.stdout),
                                 wait_quiet_s=QUIET_MAX_S if wait_quiet else 0.0,
-                                resume_command=again)
+                                resume_command=again, allow_remote=allow_remote)
         view = load_view(store, exp_id)
         print_summary(view, env.stdout)
     finally:

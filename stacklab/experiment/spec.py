@@ -19,6 +19,15 @@ from ..knobs import ItemError, KnobRegistry
 from ..workloads import canonical
 
 AXES = ("stack", "workload", "concurrency")
+# [external]: a server the user runs (stacks/external). Its keys are the external
+# component's knobs; `watch` is written as a table ({ pid = N }, { cgroup = "..." },
+# { unit = "..." }) and kept as the knob's "kind:value".
+EXTERNAL = "external"
+EXTERNAL_KEYS = ("url", "paths", "weights", "watch")
+WATCH_KINDS = {"pid": int, "cgroup": str, "unit": str}
+# The lab's conditions act on servers it starts (their namespace, docroot, cgroup): none
+# can act on a server it did not start.
+LAB_CONDITIONS = ("net.", "fs.", "machine.")
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
 _UNIT_S = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
 # The shortest load the lab can measure: the monitor samples every 100 ms (monitor.py),
@@ -203,9 +212,9 @@ _KINDS = {stat.S_IFDIR: "a directory", stat.S_IFIFO: "a FIFO", stat.S_IFCHR:
 def parse_spec(doc: dict, file: str, registry: KnobRegistry, stacks: StackNames,
                workloads: set[str]) -> ExperimentSpec:
     for key in doc:
-        if key not in ("experiment", "load", "knobs", "matrix", "thresholds"):
+        if key not in ("experiment", "load", "knobs", "matrix", "thresholds", EXTERNAL):
             raise SpecError(file, key, doc[key], "unknown section (expected experiment, "
-                            "load, knobs, matrix, thresholds)")
+                            "load, knobs, matrix, thresholds, external)")
     if "experiment" not in doc:
         raise SpecError(file, "experiment", None, "missing section")
     experiment = _model(Experiment, doc["experiment"], file, "experiment")
@@ -223,9 +232,20 @@ def parse_spec(doc: dict, file: str, registry: KnobRegistry, stacks: StackNames,
         for name, value in _table(table, file, f"knobs.{component}").items():
             fixed[_knob(registry, file, f"knobs.{component}.{name}", component, name,
                         value)] = value
+    external = EXTERNAL in doc
+    if external:
+        fixed.update(_external(_table(doc[EXTERNAL], file, EXTERNAL), file, registry))
 
     matrix = _table(doc.get("matrix", {}), file, "matrix")
-    axes = _axes(matrix, file, registry, stacks, workloads)
+    if external:
+        matrix = _external_matrix(matrix, file)
+    axes = _axes(matrix, file, registry, stacks, workloads,
+                 {"stack": (EXTERNAL,), "workload": (EXTERNAL,)} if external else {})
+    if EXTERNAL in axes["stack"] and not external:
+        raise SpecError(file, "matrix.stack", EXTERNAL, "needs an [external] section "
+                        "naming the server, e.g. url = \"http://127.0.0.1:8080/\"")
+    if external:
+        _external_alone(fixed, axes, file)
     _bound(axes, file)
     per = experiment.requests_per_connection
     if per is not None and per * max(axes["concurrency"]) > MAX_REQUESTS:
@@ -331,9 +351,78 @@ def _knob(registry: KnobRegistry, file: str, where: str, component: str, name: s
     return knob.key
 
 
+def _external(table: dict, file: str, registry: KnobRegistry) -> dict[str, Any]:
+    """[external] as the external component's fixed knobs (knob key -> value), each
+    refused with its key: url (required), paths, weights, watch."""
+    for key, value in table.items():
+        if key not in EXTERNAL_KEYS:
+            raise SpecError(file, f"{EXTERNAL}.{key}", value, "unknown key (expected "
+                            f"{', '.join(EXTERNAL_KEYS)})")
+    if "url" not in table:
+        raise SpecError(file, f"{EXTERNAL}.url", None, "missing: the server's origin, "
+                        "e.g. \"http://127.0.0.1:8080/\" (start your server first)")
+    out = {}
+    for key, value in table.items():
+        if key == "watch":
+            value = _watch(value, file)
+        out[_knob(registry, file, f"{EXTERNAL}.{key}", EXTERNAL, key, value)] = value
+    paths, weights = table.get("paths", ["/"]), table.get("weights")
+    if weights is not None and len(weights) != len(paths):
+        raise SpecError(file, f"{EXTERNAL}.weights", weights, f"{len(weights)} weights for "
+                        f"{len(paths)} paths: give one weight per path, or none")
+    return out
+
+
+def _watch(value: Any, file: str) -> str:
+    """{ pid = 1234 } -> "pid:1234" (the knob's spelling); one kind, of its type."""
+    where = f"{EXTERNAL}.watch"
+    if not isinstance(value, dict) or len(value) != 1:
+        raise SpecError(file, where, value, "expected one of { pid = N }, "
+                        "{ cgroup = \"/sys/fs/cgroup/...\" }, { unit = \"NAME.service\" }")
+    (kind, what), = value.items()
+    want = WATCH_KINDS.get(kind)
+    if want is None:
+        raise SpecError(file, f"{where}.{kind}", what, "unknown kind (expected pid, cgroup "
+                        "or unit)")
+    if isinstance(what, bool) or not isinstance(what, want):
+        raise SpecError(file, f"{where}.{kind}", what,
+                        "expected an integer" if want is int else "expected a string")
+    return f"{kind}:{what}"
+
+
+def _external_matrix(matrix: dict, file: str) -> dict:
+    """The matrix of an experiment on an external server: its stack and workload are the
+    server itself (given or not: no other value); concurrency and knob axes as usual."""
+    for axis in ("stack", "workload"):
+        value = matrix.get(axis, EXTERNAL)
+        if value not in (EXTERNAL, [EXTERNAL]):
+            raise SpecError(file, f"matrix.{axis}", value, "with an [external] section the "
+                            f"{axis} is the server itself: leave it out, or give "
+                            f"\"{EXTERNAL}\"")
+    return {k: v for k, v in matrix.items() if k not in ("stack", "workload")}
+
+
+def _external_alone(fixed: dict[str, Any], axes: dict[str, tuple], file: str) -> None:
+    """Refuse what cannot act on a server stacklab did not start: the lab's conditions
+    (net.*, fs.*, machine.*) and other components' knobs."""
+    given = [(f"knobs.{k}", k, v) for k, v in fixed.items()] + [
+        (f"matrix.{k}", k, list(v)) for k, v in axes.items() if k not in AXES]
+    for where, key, value in given:
+        owner = key.split(".", 1)[0]
+        if key.startswith(LAB_CONDITIONS):
+            raise SpecError(file, where, value, "the lab's conditions act on servers it "
+                            "starts; an [external] server runs as you started it")
+        if owner not in (EXTERNAL, "load"):
+            raise SpecError(file, where, value, f"a knob of {owner}, which an [external] "
+                            "experiment does not start")
+
+
 def _axes(matrix: dict, file: str, registry: KnobRegistry, stacks: StackNames,
-          workloads: set[str]) -> dict[str, tuple]:
-    axes: dict[str, tuple] = {}
+          workloads: set[str], given: dict[str, tuple] | None = None) -> dict[str, tuple]:
+    """The matrix's axes; `given` are axes already decided (an external server's stack
+    and workload), not looked up."""
+    given = given or {}
+    axes: dict[str, tuple] = dict(given)
     for key, value in matrix.items():
         if key == "exclude":
             continue
@@ -357,8 +446,10 @@ def _axes(matrix: dict, file: str, registry: KnobRegistry, stacks: StackNames,
         for v in axes[axis]:
             if not isinstance(v, str):
                 raise SpecError(file, f"matrix.{axis}", v, "expected a name (a string)")
-    axes["stack"] = _stacks(axes["stack"], file, stacks)
-    axes["workload"] = _workloads(axes["workload"], file, workloads)
+    if "stack" not in given:
+        axes["stack"] = _stacks(axes["stack"], file, stacks)
+    if "workload" not in given:
+        axes["workload"] = _workloads(axes["workload"], file, workloads)
     for v in axes["concurrency"]:
         if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= 100_000:
             raise SpecError(file, "matrix.concurrency", v, "expected an integer 1..100000")

@@ -176,6 +176,7 @@ class LoadPlan:
     # A replay's arrival times: (send offset in s, index into `urls`), in order, each
     # sent once (open loop); the run then has no duration, request count or warm-up.
     schedule: tuple[tuple[float, int], ...] = ()
+    allow_remote: bool = False          # the user's --allow-remote (command line only)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -409,6 +410,8 @@ def engine_argv(plan: LoadPlan, urls_file: Path) -> list[str]:
         argv.append("--insecure")        # the lab's own self-signed certificate
         if not load["tls_resume"]:
             argv.append("--no-tls-resume")
+    if plan.allow_remote:   # the user's flag on stacklab's command line, never a file's
+        argv.append("--allow-remote")
     if plan.netns:      # inside the lab's client namespace, where its targets are allowed
         argv = ["ip", "netns", "exec", plan.netns, *argv, "--lab-netns", plan.netns]
     return argv

@@ -36,7 +36,10 @@ def measure(plan: LoadPlan, running: RunningStack, knobs: dict[str, dict],
     # thread at the boundary, not by the monitor.
     at_warm = _Later(plan.warmup_s, partial(_counters_in, netns, running))
     try:
-        with Monitor({s.label: s.proc.pgid for s in running.started},
+        # a component with no process group to sample (a server stacklab did not start
+        # and nothing of which is watched) has no figures: unknown, not zero
+        with Monitor({s.label: s.proc.pgid for s in running.started
+                      if s.proc.pgid is not None},
                      counters=counters) as monitor:
             began = monitor.now_s()
             at_warm.start()

@@ -122,6 +122,9 @@ class RunContext:
     busy_streak: int = 0          # runs made again that were disturbed too, in a row
     resume_command: str = ""      # what completes the experiment, as an error says it
     landed: Callable[[RunRecord], None] | None = None   # the current run's (_kept)
+    # The user's --allow-remote (the command line only): the engine may load a host that
+    # is not loopback, a server stacklab did not start (its own rule, target.rs)
+    allow_remote: bool = False
 
 
 def plan_hash(plan: Plan) -> str:
@@ -132,13 +135,15 @@ def plan_hash(plan: Plan) -> str:
 def run_experiment(env: Environment, spec: ExperimentSpec, plan: Plan,
                    registry: KnobRegistry, store: Store, results_dir: Path, resume: bool,
                    progress: Progress, anew_if_changed: bool = False,
-                   wait_quiet_s: float = 0.0, resume_command: str | None = None) -> int:
+                   wait_quiet_s: float = 0.0, resume_command: str | None = None,
+                   allow_remote: bool = False) -> int:
     """Run every planned run not yet stored, in a lab session under env's lab root with
     env's clock; return the experiment id. A resume is refused when the stored runs ran
     otherwise than the rest would (changed_since), or, with `anew_if_changed` (a study
     resuming its steps by itself), becomes a new experiment, saying why.
     `resume_command`: the command an interrupted run's error tells the user to complete
-    it with, as they gave it (their --db) [default: `stacklab run SPEC --resume`]."""
+    it with, as they gave it (their --db) [default: `stacklab run SPEC --resume`].
+    `allow_remote`: the user's --allow-remote, handed to the engine."""
     name = spec.experiment.name
     resume_command = resume_command or f"stacklab run {spec.path} --resume"
     with (store.experiment_lock(name),
@@ -159,7 +164,8 @@ def run_experiment(env: Environment, spec: ExperimentSpec, plan: Plan,
             progress.note(f"{name}: not resumed, started anew: {change}")
             exp_id = _experiment_for(spec, plan, store, False, system, env.clock)
         _run_all(env, spec, plan, registry, store, results_dir, progress, exp_id, system,
-                 versions, Remeasure(spec.experiment.remeasure, wait_quiet_s), resume_command)
+                 versions, Remeasure(spec.experiment.remeasure, wait_quiet_s), resume_command,
+                 allow_remote)
     return exp_id
 
 
@@ -205,7 +211,7 @@ def changed_since(store: Store, exp_id: int, plan: Plan, registry: KnobRegistry,
 def _run_all(env: Environment, spec: ExperimentSpec, plan: Plan, registry: KnobRegistry,
              store: Store, results_dir: Path, progress: Progress, exp_id: int,
              system: dict, versions: dict[str, str], remeasure: Remeasure,
-             resume_command: str) -> None:
+             resume_command: str, allow_remote: bool = False) -> None:
     done = store.done(exp_id)
     todo = [r for r in plan.runs if (r.trial.id, r.repetition) not in done]
     try:
@@ -215,7 +221,7 @@ def _run_all(env: Environment, spec: ExperimentSpec, plan: Plan, registry: KnobR
                              env.clock, remeasure=remeasure,
                              taken=done | {(r.trial.id, r.repetition) for r in plan.runs},
                              remeasured=_made_again(store, exp_id),
-                             resume_command=resume_command)
+                             resume_command=resume_command, allow_remote=allow_remote)
             progress.begin(len(plan.runs), len(plan.runs) - len(todo))
             try:
                 for run in todo:
@@ -488,14 +494,15 @@ class Measurement:
         s, ctx = self.scope, self.scope.ctx
         net = s.layer(NetworkLayer).network
         deployed = s.layer(FilesystemLayer).deployed
-        counters = s.layer(MachineLayer).counters()
+        counters = {**s.layer(MachineLayer).counters(), **_own_counters(s.running)}
         settled = settle()     # the previous run's writeback is not this run's
         landed = partial(_landed, ctx, s.run, s.started_at, s.knobs, s.running,
                          s.composition.verdicts)
         plan = replace(_load_plan(ctx.spec, s.run.trial, s.knobs["load"], deployed,
                                   s.running.front),
                        netns=net.client_ns, headers=(*deployed.headers,
-                                                     *s.layer(RequestChecks).requests.headers))
+                                                     *s.layer(RequestChecks).requests.headers),
+                       allow_remote=ctx.allow_remote)
         self.load, resources = measure(plan, s.running, s.knobs, s.run_dir, net.server_ns,
                                        counters, landed)
         others = {o["dir"]: o for o in ctx.other_labs + lab.other_labs(ctx.session)}
@@ -514,6 +521,13 @@ class Measurement:
         return self.resources
 
 
+def _own_counters(running: RunningStack) -> dict[str, Callable[[], float | None]]:
+    """CPU-time readers of the components whose processes count their own (a server
+    stacklab did not start, watched by its cgroup: its `proc.cpu_s`), by label."""
+    return {s.label: s.proc.cpu_s for s in running.started
+            if callable(getattr(s.proc, "cpu_s", None))}
+
+
 @makes(NetworkLayer)
 def _network(s: RunScope) -> Layer:
     return NetworkLayer(s.knobs["net"], s.place)
@@ -526,8 +540,7 @@ def _machine(s: RunScope) -> Layer:
 
 @makes(FilesystemLayer)
 def _filesystem(s: RunScope) -> Layer:
-    return FilesystemLayer(s.knobs["fs"], _deployed(s.ctx, s.run.trial.workload), s.place,
-                           s.running)
+    return FilesystemLayer(s.knobs["fs"], _served(s), s.place, s.running)
 
 
 @makes(StackLayer)
@@ -660,6 +673,16 @@ def _given(scope: RunScope) -> tuple[Verdict, ...]:
 def _load(scope: RunScope) -> LoadReport | None:
     """The run's load, once its measurement returned (whatever broke after it)."""
     return next((m.load for m in scope.made if isinstance(m, Measurement)), None)
+
+
+def _served(s: RunScope) -> Deployed:
+    """What the run's load asks: the trial's workload as deployed, or — for a stack whose
+    component serves its own content, a server stacklab did not start (its `target`) —
+    the URLs that component names, with an empty docroot (nothing is deployed)."""
+    for name in s.running.stack.components:
+        if target := getattr(COMPONENTS[name], "target", None):
+            return target(s.knobs[name], s.ctx.session.docroot(s.run.trial.workload))
+    return _deployed(s.ctx, s.run.trial.workload)
 
 
 def _deployed(ctx: RunContext, workload: str) -> Deployed:

@@ -55,7 +55,10 @@ def validate_plan(plan: Plan, origin: Origin) -> None:
     rules = plan_rules()          # which layers have a rule: the same for every trial
     for trial in plan.trials:
         stack = STACKS[trial.stack]
-        if problem := needs_problem(trial.stack, WORKLOADS[trial.workload].needs):
+        # a stack that serves its own content (a server stacklab did not start) runs
+        # no deployed workload, so it needs nothing of one
+        needs = WORKLOADS[trial.workload].needs if trial.workload in WORKLOADS else ()
+        if problem := needs_problem(trial.stack, needs):
             raise origin.refuse(trial, "workload", trial.workload, problem)
         if problem := connections_problem(trial.concurrency):
             raise origin.refuse(trial, "concurrency", trial.concurrency, problem)

@@ -29,10 +29,11 @@ from .varnish import Varnish
 from .nginx_proxy import NginxProxy
 from .apache_proxy import ApacheProxy
 from .squid import Squid
+from .external import External
 
 COMPONENTS: dict[str, Component] = {c.name: c for c in (
     Nginx(), Apache(), PhpFpm(), Lighttpd(), MiniHttpd(), Webfs(), MariaDB(), Memcached(),
-    HAProxy(), Varnish(), NginxProxy(), ApacheProxy(), Squid())}
+    HAProxy(), Varnish(), NginxProxy(), ApacheProxy(), Squid(), External())}
 
 # Knob groups: shared settings that are not processes (rendered by the components above).
 GROUPS = {"php": php.KNOBS}
@@ -203,6 +204,8 @@ STACKS = StackCatalog({s.name: s for s in (
     StackDef("nginx+php-fpm+memcached", ("nginx", "php-fpm", "memcached"), "nginx and "
              "PHP-FPM with sessions in memcached (S3)",
              {"nginx.php": "fpm", "php.session_handler": "memcached"}),
+    StackDef("external", ("external",), "a server you run yourself, at [external] url: "
+             "stacklab starts nothing, verifies its paths, measures it, leaves it running"),
 )})
 
 

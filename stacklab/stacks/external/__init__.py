@@ -1,0 +1,3 @@
+from .adapter import External
+
+__all__ = ["External"]
