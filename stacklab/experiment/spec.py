@@ -17,6 +17,7 @@ from ..errors import SpecError, plain_text
 from .gate import KEYS as GATE_KEYS, Gate, parse_limit
 from ..knobs import ItemError, KnobRegistry
 from ..workloads import canonical
+from ..workloads.accesslog import resolve_replay
 
 AXES = ("stack", "workload", "concurrency")
 # [external]: a server the user runs (stacks/external). Its keys are the external
@@ -257,6 +258,7 @@ def parse_spec(doc: dict, file: str, registry: KnobRegistry, stacks: StackNames,
         if key in fixed:
             raise SpecError(file, f"matrix.{key}", list(axes[key]),
                             "also set as a fixed value; set it in one place")
+    resolve_replay(file, fixed, axes)      # load.replay: beside this file, read now
     thresholds = (_thresholds(_table(doc["thresholds"], file, "thresholds"), file, axes,
                               stacks) if "thresholds" in doc else None)
     return ExperimentSpec(path=file, experiment=experiment, axes=axes, exclude=exclude,
