@@ -37,6 +37,9 @@ class Knob:
     # What each choice stands for to a verifier ("1d" -> 86400 seconds).
     means: Mapping[Any, Any] = field(default_factory=dict, hash=False)
     caution: str = ""   # what a non-default value costs whatever a measurement says
+    # A file the user gives (nginx.include): named relative to the experiment file's
+    # directory, which spec.py resolves to an absolute path before `validate` reads it.
+    path: bool = False
 
     @property
     def key(self) -> str:

@@ -17,7 +17,6 @@ from ..errors import SpecError, plain_text
 from .gate import KEYS as GATE_KEYS, Gate, parse_limit
 from ..knobs import ItemError, KnobRegistry
 from ..workloads import canonical
-from ..workloads.accesslog import resolve_replay
 
 AXES = ("stack", "workload", "concurrency")
 # [external]: a server the user runs (stacks/external). Its keys are the external
@@ -231,6 +230,7 @@ def parse_spec(doc: dict, file: str, registry: KnobRegistry, stacks: StackNames,
         fixed[_knob(registry, file, f"load.{key}", "load", key, value)] = value
     for component, table in _table(doc.get("knobs", {}), file, "knobs").items():
         for name, value in _table(table, file, f"knobs.{component}").items():
+            value = _file_value(registry, f"{component}.{name}", value, file)
             fixed[_knob(registry, file, f"knobs.{component}.{name}", component, name,
                         value)] = value
     external = EXTERNAL in doc
@@ -258,7 +258,6 @@ def parse_spec(doc: dict, file: str, registry: KnobRegistry, stacks: StackNames,
         if key in fixed:
             raise SpecError(file, f"matrix.{key}", list(axes[key]),
                             "also set as a fixed value; set it in one place")
-    resolve_replay(file, fixed, axes)      # load.replay: beside this file, read now
     thresholds = (_thresholds(_table(doc["thresholds"], file, "thresholds"), file, axes,
                               stacks) if "thresholds" in doc else None)
     return ExperimentSpec(path=file, experiment=experiment, axes=axes, exclude=exclude,
@@ -419,6 +418,16 @@ def _external_alone(fixed: dict[str, Any], axes: dict[str, tuple], file: str) ->
                             "experiment does not start")
 
 
+def _file_value(registry: KnobRegistry, key: str, value: Any, file: str) -> Any:
+    """A knob that names a file (Knob.path: nginx.include) names it relative to the
+    experiment file's directory: checked, planned and stored as that absolute path, so
+    the run reads what the file meant wherever stacklab is started from."""
+    knob = registry.get(key)
+    if knob is None or not knob.path or not isinstance(value, str) or not value:
+        return value
+    return os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(file)), value))
+
+
 def _axes(matrix: dict, file: str, registry: KnobRegistry, stacks: StackNames,
           workloads: set[str], given: dict[str, tuple] | None = None) -> dict[str, tuple]:
     """The matrix's axes; `given` are axes already decided (an external server's stack
@@ -433,7 +442,8 @@ def _axes(matrix: dict, file: str, registry: KnobRegistry, stacks: StackNames,
         elif isinstance(value, dict):
             for name, values in value.items():
                 where = f"matrix.{key}.{name}"
-                values = _axis_values(values, file, where)
+                values = tuple(_file_value(registry, f"{key}.{name}", v, file)
+                               for v in _axis_values(values, file, where))
                 for v in values:
                     knob_key = _knob(registry, file, where, key, name, v)
                 axes[knob_key] = values

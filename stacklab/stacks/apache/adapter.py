@@ -19,6 +19,9 @@ from ..precompressed_verify import check_precompressed
 from ..templates import quote, render_template
 from ..tlsrules import tls_inert
 from ..tlsverify import check_tls
+from .. import userconf
+from . import configtest
+from .configtest import BASE_MODULES, DEBIAN_MODULES
 from .knobs import KNOBS
 
 HERE = Path(__file__).parent
@@ -40,12 +43,8 @@ PERL_CAPABILITY = {mode: perl.CAPABILITIES[f"perl:{mode}"]
                    for mode in ("cgi", "registry", "perlrun")}
 HTACCESS = b"# stacklab: parsed per request under AllowOverride All\n"
 
-# Always needed by our config.
-BASE_MODULES = ("authz_core", "authz_host", "dir", "mime", "status")
-# Debian's default enabled set (a2enmod state of a fresh apache2 package), besides.
-DEBIAN_MODULES = ("access_compat", "alias", "auth_basic", "authn_core", "authn_file",
-                  "authz_user", "autoindex", "deflate", "env", "filter", "negotiation",
-                  "reqtimeout", "setenvif")
+# BASE_MODULES (always needed by our config) and DEBIAN_MODULES (Debian's default
+# enabled set) are configtest's: its test of apache.include loads them too.
 HANDLER_MODULES = {"none": (), "mod_php": (), "fpm": ("proxy", "proxy_fcgi"),
                    "fcgid": ("fcgid",), "cgi": ("alias", "actions")}
 # The MPM name mod_status reports for each knob value (ITK runs on top of prefork).
@@ -72,10 +71,11 @@ class Apache(Component):
         """Apache's own, and the PHP its handler runs inside it (mod_php, php-cgi: known
         by their Debian packages; PHP-FPM tells its own)."""
         handler = php_install.handler_versions({knobs["php_handler"]})
-        return {**super().versions(knobs), **handler}
+        return {**super().versions(knobs), **handler,
+                **userconf.versions(self.knob("include").key, knobs.get("include", ""))}
 
     def versions_depend_on(self, knobs: dict[str, Any]) -> tuple:
-        return (knobs["php_handler"],)
+        return (knobs["php_handler"], *([knobs["include"]] if knobs.get("include") else []))
 
     def check(self, knobs: dict[str, Any]) -> str | None:
         if knobs["php_handler"] != "none" and knobs["perl_handler"] != "none":
@@ -130,13 +130,18 @@ class Apache(Component):
     def render(self, ctx: RenderContext, knobs: dict[str, Any]) -> dict[str, str]:
         ctx.run_dir.chmod(0o755)
         sockets = self._sockets(ctx, knobs)
+        user = self._include(knobs)
         files = {"httpd.conf": render_template(HERE / "httpd.conf.j2", ctx, knobs,
                                                modules=MODULES,
                                                load_modules=self.modules(knobs),
                                                start_servers=start_servers(knobs),
                                                php_module=php_install.APACHE_MODULE,
                                                php_cgi=php_install.CGI_BINARY,
+                                               include=user,
+                                               included=configtest.INCLUDED,
                                                **sockets)}
+        if user:
+            files[configtest.INCLUDED] = user.text
         if knobs["php_handler"] != "none":
             files.update(render_php_config(ctx.run_dir, ctx.groups["php"], ctx.upstreams))
         if knobs["php_handler"] == "fcgid":
@@ -152,6 +157,21 @@ class Apache(Component):
                 f"PHP_INI_SCAN_DIR={quote(ctx.run_dir / 'conf.d', 'sh')} "
                 f"exec {php_install.CGI_BINARY}\n")
         return files
+
+    def start(self, ctx: RenderContext, knobs: dict[str, Any], ready_timeout_s: float = 15.0,
+              run_as: str | None = None) -> RunningComponent:
+        """With the user's include, `apache2 -t` on the run's config first (its MPM, its
+        handler's modules): what Apache refuses there is one line naming the knob and
+        the file, not a dead start."""
+        if user := self._include(knobs):
+            ctx.run_dir.mkdir(parents=True, exist_ok=True)
+            userconf.write_rendered(ctx.run_dir, self.render(ctx, knobs))
+            configtest.check_run(user, ctx.run_dir, self.env(ctx, knobs))
+        return super().start(ctx, knobs, ready_timeout_s, run_as)
+
+    def _include(self, knobs: dict[str, Any]) -> userconf.UserFile | None:
+        return userconf.read(self.knob("include").key, knobs["include"]) \
+            if knobs["include"] else None
 
     def _sockets(self, ctx: RenderContext, knobs: dict[str, Any]) -> dict[str, Path | None]:
         """mod_cgid's socket and mod_fcgid's socket directory, where lab.socket_path puts

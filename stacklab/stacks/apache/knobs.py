@@ -5,6 +5,8 @@ from ..expires import expires_knob
 from ..limits import nofile_knob
 from ..tls import tls_knobs
 from ..tlsrules import described
+from ..userconf import include_knob
+from .configtest import check_file
 
 COMPONENT = "apache"
 knob = partial(Knob, COMPONENT)   # every knob below is one of this component
@@ -85,4 +87,9 @@ KNOBS = [
          "(ModPerl::PerlRun: compiled every request); set by the stack.",
          choices=("none", "cgi", "registry", "perlrun"), source="S2"),
     *map(described, tls_knobs(COMPONENT)),
+    include_knob(COMPONENT, "include", "A file of your own Apache directives (relative to "
+                 "the experiment file), included verbatim at the end of httpd.conf, after "
+                 "stacklab's, under every MPM and handler; \"\" = none. A later directive "
+                 "wins in Apache's main config; LoadModule the modules it needs.",
+                 check_file),
 ]

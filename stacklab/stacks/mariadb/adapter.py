@@ -10,8 +10,10 @@ from typing import Any
 
 from ...host import lab
 from ...host.net import Endpoint, socket_ready
+from .. import userconf
 from ..base import Capability, Component, RenderContext, RunningComponent, SqlClient
 from ..templates import render_template
+from . import configtest
 from .client import Client, client_error_line, status
 from .knobs import KNOBS
 from .seed import datadir_for, ensure_datadir
@@ -53,10 +55,24 @@ class MariaDB(Component):
         (ctx.run_dir / "tmp").mkdir(exist_ok=True)
         datadir = self.datadir(ctx, knobs)
         ensure_datadir(datadir, ctx.database, knobs["engine"], ctx.run_dir, self.binary)
-        return {"my.cnf": render_template(
+        user = (userconf.read(self.knob("cnf_extra").key, knobs["cnf_extra"])
+                if knobs["cnf_extra"] else None)
+        files = {"my.cnf": render_template(
             HERE / "my.cnf.j2", ctx, knobs, datadir=datadir,
             socket=self.endpoint(ctx, knobs).unix,
-            server_user="root" if os.getuid() == 0 else None)}
+            server_user="root" if os.getuid() == 0 else None,
+            include=user, include_line=configtest.include_line(ctx.run_dir) if user else "")}
+        if user:
+            files[configtest.INCLUDED] = configtest.included(user)
+        return files
+
+    def versions(self, knobs: dict[str, Any]) -> dict[str, str]:
+        """MariaDB's own, and the hash of the user's options (mariadb.cnf_extra), if any."""
+        return {**super().versions(knobs),
+                **userconf.versions(self.knob("cnf_extra").key, knobs.get("cnf_extra", ""))}
+
+    def versions_depend_on(self, knobs: dict[str, Any]) -> tuple:
+        return (knobs["cnf_extra"],) if knobs.get("cnf_extra") else ()
 
     def command(self, ctx: RenderContext, knobs: dict[str, Any]) -> list[str]:
         return [self.binary, f"--defaults-file={ctx.run_dir / 'my.cnf'}"]

@@ -1,6 +1,8 @@
 from functools import partial
 
 from ...knobs import Knob
+from ..userconf import include_knob
+from .configtest import check_file
 
 COMPONENT = "mariadb"
 knob = partial(Knob, COMPONENT)   # every knob below is one of this component
@@ -34,4 +36,8 @@ KNOBS = [
          max=2, source="S1"),
     knob("skip_name_resolve", bool, True, "Never resolve client host names.",
          source="S1"),
+    include_knob(COMPONENT, "cnf_extra", "A file of your own server options (relative to "
+                 "the experiment file), read after stacklab's my.cnf in the [mariadbd] "
+                 "group unless it opens another; a later option wins; \"\" = none.",
+                 check_file),
 ]

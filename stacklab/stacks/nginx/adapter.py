@@ -15,6 +15,8 @@ from ..templates import render_template
 from ..precompressed_verify import check_precompressed
 from ..tlsrules import tls_inert
 from ..tlsverify import check_tls
+from .. import userconf
+from . import configtest
 from .knobs import KNOBS
 
 HERE = Path(__file__).parent
@@ -67,12 +69,39 @@ class Nginx(Component):
     def endpoint(self, ctx: RenderContext, knobs: dict[str, Any]) -> Endpoint:
         return Endpoint(ctx.host, ctx.port, scheme="https" if knobs["tls"] else "http")
 
+    def versions(self, knobs: dict[str, Any]) -> dict[str, str]:
+        """nginx's own, and the hash of the user's include (nginx.include), if any."""
+        return {**super().versions(knobs), **userconf.versions(self.knob("include").key,
+                                                               knobs.get("include", ""))}
+
+    def versions_depend_on(self, knobs: dict[str, Any]) -> tuple:
+        return (knobs["include"],) if knobs.get("include") else ()
+
     def render(self, ctx: RenderContext, knobs: dict[str, Any]) -> dict[str, str]:
         (ctx.run_dir / "tmp").mkdir(exist_ok=True)
-        files = {"nginx.conf": render_template(HERE / "nginx.conf.j2", ctx, knobs)}
+        user = self._include(knobs)
+        files = {"nginx.conf": render_template(HERE / "nginx.conf.j2", ctx, knobs,
+                                               include=user,
+                                               included=configtest.INCLUDED)}
         if knobs["php"] == "fpm":
             files["fastcgi_params"] = FASTCGI_PARAMS
+        if user:
+            files[configtest.INCLUDED] = user.text
         return files
+
+    def start(self, ctx: RenderContext, knobs: dict[str, Any], ready_timeout_s: float = 15.0,
+              run_as: str | None = None) -> RunningComponent:
+        """With the user's include, `nginx -t` on the run's config first: a directive
+        the include repeats is one line naming the knob and the file, not a dead start."""
+        if user := self._include(knobs):
+            ctx.run_dir.mkdir(parents=True, exist_ok=True)
+            userconf.write_rendered(ctx.run_dir, self.render(ctx, knobs))
+            configtest.check_run(user, ctx.run_dir)
+        return super().start(ctx, knobs, ready_timeout_s, run_as)
+
+    def _include(self, knobs: dict[str, Any]) -> userconf.UserFile | None:
+        return userconf.read(self.knob("include").key, knobs["include"]) \
+            if knobs["include"] else None
 
     def processes(self, knobs: dict[str, Any]) -> int:
         """The master and its workers (auto: one per core)."""

@@ -5,6 +5,8 @@ from ..expires import expires_knob
 from ..limits import nofile_knob
 from ..tls import tls_knobs
 from ..tlsrules import described
+from ..userconf import include_knob
+from .configtest import check_file
 
 COMPONENT = "nginx"
 knob = partial(Knob, COMPONENT)   # every knob below is one of this component
@@ -49,4 +51,8 @@ KNOBS = [
     knob("php", str, "none", "Where .php goes: none (served as files) or fpm (FastCGI to "
          "PHP-FPM); set by the stack.", choices=("none", "fpm")),
     *map(described, tls_knobs(COMPONENT)),
+    include_knob(COMPONENT, "include", "A file of your own nginx directives (relative to "
+                 "the experiment file), included verbatim at the end of the server block, "
+                 "after stacklab's; \"\" = none. nginx refuses a directive the block "
+                 "already has (root, listen…): no later-one-wins.", check_file),
 ]

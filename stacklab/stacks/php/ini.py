@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Iterable
 
 from ...errors import StackError
+from .. import userconf
 from ..base import Upstream, find_upstream
 from ..templates import quote
 from .debian import PRODUCTION
@@ -16,6 +18,10 @@ from .debian import PRODUCTION
 _FIRST = ("opcache", "pdo", "mysqlnd", "xml", "igbinary", "msgpack")  # memcached needs both
 _ZEND = ("opcache", "xdebug")
 _OPT_IN = ("opcache", "apcu")    # loaded only when their knob says so
+# The user's php.ini_extra, copied into conf.d, which every SAPI scans after php.ini (the
+# handlers set PHP_INI_SCAN_DIR to it): read last, its values win; "zz-" sorts it last.
+EXTRA = "conf.d/zz-ini_extra.ini"
+EXTRA_KNOB = "php.ini_extra"
 
 
 @lru_cache(maxsize=1)
@@ -76,9 +82,20 @@ def _backend_values(knobs: dict[str, Any], upstreams: tuple[Upstream, ...]) -> d
 def knob_values(knobs: dict[str, Any]) -> dict[str, str]:
     """php.ini as directive -> value: Debian's production file, then what the knobs say
     (without the paths and backends of one run: what a running PHP must report)."""
+    return dict(PRODUCTION) | knob_directives(knobs)
+
+
+def expected_values(knobs: dict[str, Any]) -> dict[str, str]:
+    """What a running PHP must report: Debian's production values, then what the user's
+    php.ini_extra sets, then the knobs — a user's line that changes what a knob sets is
+    not what the knob says, and the verifier FAILs it (set that with the knob)."""
+    return dict(PRODUCTION) | extra_values(knobs["ini_extra"]) | knob_directives(knobs)
+
+
+def knob_directives(knobs: dict[str, Any]) -> dict[str, str]:
+    """The directives the php.* knobs set, as php.ini writes them."""
     on = lambda v: "On" if v else "Off"  # noqa: E731
-    values = dict(PRODUCTION)
-    values.update({
+    return {
         "expose_php": on(knobs["expose_php"]),
         "register_argc_argv": on(knobs["register_argc_argv"]),
         "realpath_cache_size": f"{knobs['realpath_cache_size_kb']}K",
@@ -91,8 +108,7 @@ def knob_values(knobs: dict[str, Any]) -> dict[str, str]:
         "opcache.validate_timestamps": "1" if knobs["opcache_validate_timestamps"] else "0",
         "opcache.revalidate_freq": "2",
         "apc.enabled": "1" if knobs["apcu"] else "0",
-    })
-    return values
+    }
 
 
 def ini_values(knobs: dict[str, Any], sessions: Path,
@@ -120,8 +136,45 @@ def render_php_config(run_dir: Path, knobs: dict[str, Any],
            "values,\n; then the php.* knobs (stacklab/stacks/php/debian.py, ini.py).\n" +
            "".join(f"{key} = {value}\n"
                    for key, value in ini_values(knobs, sessions, upstreams).items()))
-    return {"php.ini": ini,
-            "conf.d/extensions.ini": "\n".join(_extension_lines(knobs, upstreams)) + "\n"}
+    files = {"php.ini": ini,
+             "conf.d/extensions.ini": "\n".join(_extension_lines(knobs, upstreams)) + "\n"}
+    if knobs["ini_extra"]:
+        user = userconf.read(EXTRA_KNOB, knobs["ini_extra"])
+        files[EXTRA] = user.header(";") + user.text
+    return files
+
+
+def check_extra(user: Path, scratch: Path) -> str | None:
+    """PHP's own parse of the user's ini (`php -n -c FILE`): the first thing it says (a
+    syntax error, an extension it cannot load), or None. PHP takes a directive it does
+    not know without a word, so a misspelled name passes here and acts nowhere."""
+    try:
+        out = subprocess.run(["php", "-n", "-c", str(user), "-d", "display_startup_errors=1",
+                              "-d", "display_errors=stderr", "-r", ""], capture_output=True,
+                             text=True, timeout=userconf.TEST_TIMEOUT_S, cwd=scratch,
+                             stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.SubprocessError) as e:
+        return f"cannot run php: {e}"
+    said = [line.strip() for line in (out.stderr + out.stdout).splitlines() if line.strip()]
+    if said:
+        return said[0]
+    return None if out.returncode == 0 else f"php exited with {out.returncode}"
+
+
+def extra_values(value: str) -> dict[str, str]:
+    """What the user's ini sets (directive -> value as written), read by PHP's own parser
+    (parse_ini_file, raw), for the verifier: those values are what a running PHP must
+    report, not the knobs' ({} without one)."""
+    if not value:
+        return {}
+    user = userconf.read(EXTRA_KNOB, value)
+    out = subprocess.run(["php", "-n", "-r", "echo json_encode(parse_ini_file($argv[1], "
+                          "false, INI_SCANNER_RAW));", str(user.path)], capture_output=True,
+                         text=True, timeout=userconf.TEST_TIMEOUT_S, stdin=subprocess.DEVNULL)
+    parsed = json.loads(out.stdout or "false")
+    if not isinstance(parsed, dict):
+        raise StackError(f"{EXTRA_KNOB}: {user.path}: PHP cannot parse it")
+    return {str(k): str(v) for k, v in parsed.items() if not isinstance(v, (dict, list))}
 
 
 def php_env(run_dir: Path) -> dict[str, str]:

@@ -1,6 +1,8 @@
 from functools import partial
 
 from ...knobs import Knob
+from ..userconf import include_knob
+from .ini import check_extra
 
 COMPONENT = "php"
 knob = partial(Knob, COMPONENT)   # every knob below is one of this component
@@ -52,5 +54,9 @@ KNOBS = [
          "/var/lib/php/sessions): S3 moved the session files to another path.",
          choices=("run", "nested"), source="S3", acts_with={"session_handler": "files"},
          inert_why="sessions are in memcached (php.session_handler = {value!r})"),
+    include_knob(COMPONENT, "ini_extra", "A file of your own php.ini directives (relative "
+                 "to the experiment file), read after stacklab's php.ini by every handler "
+                 "(mod_php, PHP-FPM, FastCGI, CGI: conf.d, scanned last); its values win; "
+                 "\"\" = none.", check_extra),
 ]
 

@@ -8,7 +8,7 @@ from typing import Any
 
 from ...host.net import Endpoint
 from ...measure.verify import Status, Verdict, fetch
-from .ini import SESSION_DIRS, knob_values
+from .ini import SESSION_DIRS, expected_values, extra_values
 from .probe import PROBE_PATH
 
 
@@ -41,13 +41,16 @@ def verify_php(front: Endpoint, knobs: dict[str, Any], sapi: str,
     if second["apcu_enabled"] != knobs["apcu"]:
         out.append(Verdict("php", "apcu", Status.FAIL,
                            f"apcu_enabled is {second['apcu_enabled']}, knob says {knobs['apcu']}"))
-    ini, want = second["ini"], knob_values(knobs)
+    extra = extra_values(knobs["ini_extra"])
+    ini, want = second["ini"], expected_values(knobs)
     wrong = [f"{k}={got!r} (rendered {want[k]})" for k, got in ini.items()
              if k in want and got is not False and not _same(got, want[k])]
     out.append(Verdict("php", "php.ini", Status.FAIL if wrong else Status.PASS,
                        ("not as rendered: " + ", ".join(wrong)) if wrong else
                        f"{len(second['extensions'])} extensions; {len(ini)} directives as "
-                       "rendered (Debian's production values, then the knobs)",
+                       "rendered (Debian's production values, "
+                       + (f"{len(extra)} of php.ini_extra, " if extra else "")
+                       + "then the knobs)",
                        {k: v for k, v in ini.items() if k.startswith("session.gc")}))
     if knobs["session_handler"] == "files" and "session.save_path" in ini:
         out.append(_check_session_dir(knobs, ini["session.save_path"]))
