@@ -17,6 +17,7 @@ from ..errors import SpecError, plain_text
 from .gate import KEYS as GATE_KEYS, Gate, parse_limit
 from ..knobs import ItemError, KnobRegistry
 from ..workloads import canonical
+from ..workloads.accesslog import resolve_replay
 
 AXES = ("stack", "workload", "concurrency")
 # [external]: a server the user runs (stacks/external). Its keys are the external
@@ -258,6 +259,7 @@ def parse_spec(doc: dict, file: str, registry: KnobRegistry, stacks: StackNames,
         if key in fixed:
             raise SpecError(file, f"matrix.{key}", list(axes[key]),
                             "also set as a fixed value; set it in one place")
+    resolve_replay(file, fixed, axes)      # load.replay: beside this file, read now
     thresholds = (_thresholds(_table(doc["thresholds"], file, "thresholds"), file, axes,
                               stacks) if "thresholds" in doc else None)
     return ExperimentSpec(path=file, experiment=experiment, axes=axes, exclude=exclude,
@@ -352,6 +354,16 @@ def _knob(registry: KnobRegistry, file: str, where: str, component: str, name: s
     return knob.key
 
 
+def _file_value(registry: KnobRegistry, key: str, value: Any, file: str) -> Any:
+    """A knob that names a file (Knob.path: nginx.include) names it relative to the
+    experiment file's directory: checked, planned and stored as that absolute path, so
+    the run reads what the file meant wherever stacklab is started from."""
+    knob = registry.get(key)
+    if knob is None or not knob.path or not isinstance(value, str) or not value:
+        return value
+    return os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(file)), value))
+
+
 def _external(table: dict, file: str, registry: KnobRegistry) -> dict[str, Any]:
     """[external] as the external component's fixed knobs (knob key -> value), each
     refused with its key: url (required), paths, weights, watch."""
@@ -416,16 +428,6 @@ def _external_alone(fixed: dict[str, Any], axes: dict[str, tuple], file: str) ->
         if owner not in (EXTERNAL, "load"):
             raise SpecError(file, where, value, f"a knob of {owner}, which an [external] "
                             "experiment does not start")
-
-
-def _file_value(registry: KnobRegistry, key: str, value: Any, file: str) -> Any:
-    """A knob that names a file (Knob.path: nginx.include) names it relative to the
-    experiment file's directory: checked, planned and stored as that absolute path, so
-    the run reads what the file meant wherever stacklab is started from."""
-    knob = registry.get(key)
-    if knob is None or not knob.path or not isinstance(value, str) or not value:
-        return value
-    return os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(file)), value))
 
 
 def _axes(matrix: dict, file: str, registry: KnobRegistry, stacks: StackNames,

@@ -14,6 +14,7 @@ from typing import Callable
 
 from ..measure.drive import LoadPlan, LoadReport, run_load
 from .layercheck import layer_figures
+from .replay import replay_plan
 from ..measure.monitor import Monitor
 from ..netlab.thread import in_netns
 from .stack import RunningStack, counters_delta, stack_counters
@@ -30,7 +31,14 @@ def measure(plan: LoadPlan, running: RunningStack, knobs: dict[str, dict],
     """The engine's report and the resources of the measured window (`netns`: the
     servers' namespace, where their status pages are reached; `counters`: the CPU-time
     readers of the components' cgroups, by label, where they have one; `landed`: given
-    the report the moment the load returns, before anything else is read)."""
+    the report the moment the load returns, before anything else is read). With
+    load.replay, the log's requests are the load (replay.replay_plan: its URLs fetched
+    first, from the servers' namespace) and what the log held is stored as `_replay`."""
+    replay = None
+    if plan.load.get("replay"):
+        with in_netns(netns):
+            replay = replay_plan(plan, running.front.endpoint)
+        plan = replay.plan if replay else plan
     # What each server counted itself over the measured window: read when the warm-up
     # ends (one engine process runs both) and after the load. They cost: read on a timer
     # thread at the boundary, not by the monitor.
@@ -57,6 +65,8 @@ def measure(plan: LoadPlan, running: RunningStack, knobs: dict[str, dict],
         resources["_layers"] = figures
     resources["_logs"] = {"child_signals": child_signals(run_dir, [
         (COMPONENTS[s.name], s.ctx.run_dir) for s in running.started])}
+    if replay is not None:
+        resources["_replay"] = replay.record
     return load, resources
 
 
