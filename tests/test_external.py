@@ -17,12 +17,17 @@ import pwd
 import signal
 import socket
 import subprocess
+import tomllib
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
 from stacklab.cli import cli
+from stacklab.experiment.plan import make_plan
+from stacklab.experiment.spec import parse_spec
+from stacklab.run.runner import observed, unobserved
+from stacklab.stacks import STACKS
 from stacklab.host.net import free_port
 from stacklab.measure.drive import LOAD_KNOBS, LoadPlan, engine_argv
 from stacklab.measure.verify import Status
@@ -235,6 +240,24 @@ def test_the_stack_is_the_server_itself(tmp_path):
 def test_origin_is_parsed_once():
     assert origin("http://localhost:8080/").base_url == "http://localhost:8080"
     assert origin("https://127.0.0.1/").port == 443
+
+
+def test_what_is_watched_is_not_part_of_a_trials_definition(tmp_path, spec_args):
+    """A server restarted under a new pid is the same trial (--resume, compare): the
+    watch is applied to each run and recorded with it, outside the trial's id."""
+    def planned(pid: int):
+        doc = tomllib.loads(write_spec(tmp_path, "http://127.0.0.1:8080/",
+                                       external=f"watch = {{ pid = {pid} }}").read_text())
+        spec = parse_spec(doc, "ext.toml", *spec_args)
+        return spec, make_plan(spec, STACKS)
+    (a, plan_a), (b, plan_b) = planned(1234), planned(5678)
+    assert [t.id for t in plan_a.trials] == [t.id for t in plan_b.trials]
+    assert "pid" not in plan_a.trials[0].label()
+    assert a.observe == {"external.watch": "pid:1234"} and b.observe != a.observe
+    knobs = {"external": {"url": "u", "watch": ""}, "load": {"rate": 0}}
+    assert observed(knobs, a.observe)["external"]["watch"] == "pid:1234"
+    assert unobserved(observed(knobs, a.observe), a.observe) == {
+        "external": {"url": "u"}, "load": {"rate": 0}}
 
 
 # --- verification before measuring ------------------------------------------------------

@@ -74,5 +74,12 @@ def workloads_doc(workloads) -> dict:
          "database": w.database is not None, "cacheable": w.cacheable,
          # name:VALUE: a size, a count, or a path (dir:PATH)
          "parameter": w.param.kind if w.param else "path" if w.own else None,
-         "stacks": [name for name, stack in STACKS.items() if not stack.unmet(w.needs)]}
+         "stacks": [name for name, stack in STACKS.items()
+                    if not stack.unmet(w.needs) and not _own_content(stack)]}
         for w in workloads]}
+
+
+def _own_content(stack) -> bool:
+    """A stack whose component serves its own content (a server stacklab did not start:
+    its `target`) runs no workload the lab deploys, whatever that workload needs."""
+    return any(getattr(COMPONENTS[name], "target", None) for name in stack.components)

@@ -26,6 +26,7 @@ AXES = ("stack", "workload", "concurrency")
 EXTERNAL = "external"
 EXTERNAL_KEYS = ("url", "paths", "weights", "watch")
 WATCH_KINDS = {"pid": int, "cgroup": str, "unit": str}
+OBSERVED = (f"{EXTERNAL}.watch",)      # ExperimentSpec.observe: outside trial ids
 # The lab's conditions act on servers it starts (their namespace, docroot, cgroup): none
 # can act on a server it did not start.
 LAB_CONDITIONS = ("net.", "fs.", "machine.")
@@ -151,6 +152,11 @@ class ExperimentSpec(_Strict):
     # [thresholds]: the CI gate `run` applies after storing everything (gate.py); not
     # part of the stored spec, so a gate added later leaves trials and --resume alone
     thresholds: Gate | None = Field(None, exclude=True)
+    # Knob values that say what to watch, not what is measured ([external] watch: a
+    # pid, a cgroup, a unit): applied to every run and recorded with it, never part of
+    # a trial's definition, so a server restarted under a new pid is the same trial
+    # (--resume, compare)
+    observe: dict[str, Any] = Field(default_factory=dict)
 
     @property
     def measure(self) -> dict[str, Any]:
@@ -235,8 +241,10 @@ def parse_spec(doc: dict, file: str, registry: KnobRegistry, stacks: StackNames,
             fixed[_knob(registry, file, f"knobs.{component}.{name}", component, name,
                         value)] = value
     external = EXTERNAL in doc
+    observe: dict[str, Any] = {}
     if external:
         fixed.update(_external(_table(doc[EXTERNAL], file, EXTERNAL), file, registry))
+        observe = {k: fixed.pop(k) for k in OBSERVED if k in fixed}
 
     matrix = _table(doc.get("matrix", {}), file, "matrix")
     if external:
@@ -263,7 +271,7 @@ def parse_spec(doc: dict, file: str, registry: KnobRegistry, stacks: StackNames,
     thresholds = (_thresholds(_table(doc["thresholds"], file, "thresholds"), file, axes,
                               stacks) if "thresholds" in doc else None)
     return ExperimentSpec(path=file, experiment=experiment, axes=axes, exclude=exclude,
-                          fixed_knobs=fixed, thresholds=thresholds)
+                          fixed_knobs=fixed, thresholds=thresholds, observe=observe)
 
 
 def _bound(axes: dict[str, tuple], file: str) -> None:

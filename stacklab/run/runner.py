@@ -21,7 +21,7 @@ from contextlib import ExitStack, contextmanager, nullcontext
 from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
-from typing import Callable, Iterator, Protocol, TypeVar
+from typing import Callable, Iterable, Iterator, Protocol, TypeVar
 
 from .. import __version__
 from ..host import lab
@@ -154,7 +154,8 @@ def run_experiment(env: Environment, spec: ExperimentSpec, plan: Plan,
         exp_id = _experiment_for(spec, plan, store, resume, system, env.clock)
         store.replay_journal(exp_id)       # runs measured before the database refused them
         if resume and _more_to_run(spec, plan, store, exp_id) and (
-                change := changed_since(store, exp_id, plan, registry, versions)):
+                change := changed_since(store, exp_id, plan, registry, versions,
+                                        spec.observe)):
             store.set_status(exp_id, status or "interrupted")     # as it was
             if not anew_if_changed:
                 raise StoreError(f"--resume: experiment {name!r} (id {exp_id}): {change}, so "
@@ -167,6 +168,23 @@ def run_experiment(env: Environment, spec: ExperimentSpec, plan: Plan,
                  versions, Remeasure(spec.experiment.remeasure, wait_quiet_s), resume_command,
                  allow_remote)
     return exp_id
+
+
+def observed(knobs: dict[str, dict], observe: dict[str, object]) -> dict[str, dict]:
+    """A run's effective knobs with what it watches (ExperimentSpec.observe, knob key ->
+    value) applied: recorded with the run, outside its trial's definition."""
+    out = {owner: dict(values) for owner, values in knobs.items()}
+    for key, value in observe.items():
+        owner, name = key.split(".", 1)
+        out.setdefault(owner, {})[name] = value
+    return out
+
+
+def unobserved(knobs: dict[str, dict], observe: Iterable[str]) -> dict[str, dict]:
+    """The knobs without the watched ones (`observe`: knob keys)."""
+    drop = {tuple(key.split(".", 1)) for key in observe}
+    return {owner: {n: v for n, v in values.items() if (owner, n) not in drop}
+            for owner, values in knobs.items()}
 
 
 def _status(store: Store, name: str) -> str | None:
@@ -185,11 +203,13 @@ def _more_to_run(spec: ExperimentSpec, plan: Plan, store: Store, exp_id: int) ->
 
 
 def changed_since(store: Store, exp_id: int, plan: Plan, registry: KnobRegistry,
-                  versions: dict[str, str]) -> str | None:
+                  versions: dict[str, str], observe: Iterable[str] = ()) -> str | None:
     """How the experiment's stored runs differ from the ones its plan would run now — a
     trial's effective settings (a default changed between stacklab versions), or a
     component's version (a package upgraded) — or None. Trial ids come from the spec,
-    so neither changes them: a resume would pool both kinds in one trial."""
+    so neither changes them: a resume would pool both kinds in one trial. What the runs
+    watch (`observe`: ExperimentSpec.observe's keys, a restarted server's new pid) is
+    not a setting, and is not compared."""
     trials = {t.id: t for t in plan.trials}
     now: dict[str, dict] = {}
     for run in store.runs(exp_id):
@@ -199,7 +219,8 @@ def changed_since(store: Store, exp_id: int, plan: Plan, registry: KnobRegistry,
         if trial.id not in now:     # as stored: JSON, so tuples compare as lists
             now[trial.id] = json.loads(json.dumps(
                 effective_knobs(registry, STACKS[trial.stack], trial)))
-        if differ := setting_differences(run.knobs, now[trial.id]):
+        if differ := setting_differences(unobserved(run.knobs, observe),
+                                         unobserved(now[trial.id], observe)):
             return f"{trial.label()}: {differ[0].said()}"
         for name, then in sorted(run.versions.items()):
             if name in versions and versions[name] != then:
@@ -602,7 +623,8 @@ def execute_run(ctx: RunContext, run: PlannedRun) -> RunRecord:
     a FAIL is an invalid run, a server or engine that breaks (or a stack that does not
     stop cleanly) a failed one."""
     trial = run.trial
-    knobs = effective_knobs(ctx.registry, STACKS[trial.stack], trial)
+    knobs = observed(effective_knobs(ctx.registry, STACKS[trial.stack], trial),
+                     ctx.spec.observe)
     name = lab.run_name(trial.id, run.repetition)
     run_dir = ctx.session.run_dir(name)
     kept = kept_dir(ctx.results_dir / str(ctx.exp_id), name, ctx.clock)
