@@ -313,3 +313,10 @@ def test_a_log_of_urls_the_site_lacks_refuses_the_run(tmp_path):
     assert outcome == "invalid", result.output
     assert f"load.replay {log}" in reason and "/wp-login.php (404)" in reason
     assert server_processes() == []
+
+
+def test_what_the_log_holds_besides_is_said_before_anything_runs():
+    result = invoke("run", ROOT / "presets" / "replay.toml", "--dry-run")
+    assert result.exit_code == 0, result.output
+    note = next(line for line in result.output.splitlines() if "load.replay" in line)
+    assert "sample-access.log" in note and "unreadable" in note and "POST" in note

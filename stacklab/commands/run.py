@@ -23,6 +23,7 @@ from ..stacks.external.preflight import check_targets, verify_targets
 from ..store import Store
 from ..host.systune import CpuAwake
 from ..workloads import WORKLOADS
+from ..workloads.accesslog import read_log
 from .results import gate_status
 
 CPU_AWAKE_NOTE = ("cannot hold /dev/cpu_dma_latency (needs root): idle CPUs may sleep "
@@ -38,11 +39,19 @@ def load(spec_path: Path) -> tuple[ExperimentSpec, Plan]:
     return spec, plan
 
 
+def replay_notes(spec: ExperimentSpec) -> list[str]:
+    """What the replayed log holds besides what is replayed (unreadable lines, other
+    methods and statuses), said before anything runs: never dropped silently."""
+    log = spec.fixed_knobs.get("load.replay")
+    return [f"load.replay {log}: {read_log(Path(log)).report.said()}"] if log else []
+
+
 def run(env: Environment, spec_path: Path, db: Path | None, resume: bool,
         dry_run: bool, wait_quiet: bool = False, allow_remote: bool = False) -> ExitStatus:
     spec, plan = load(spec_path)
     check_targets(spec, allow_remote)    # a remote server only with the user's flag
     print_notes(plan.notes, env.stdout)     # knobs set where they cannot act in some trials
+    print_notes(replay_notes(spec), env.stdout)
     if dry_run:
         print_plan(spec, plan, env.stdout)
         return ExitStatus.OK
