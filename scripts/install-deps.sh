@@ -17,7 +17,7 @@ APT_PACKAGES=(
   xfsprogs btrfs-progs iproute2
   fonts-noto-cjk   # the study report's Chinese section titles (S3) render, not as boxes
   # the real applications, deployed from these packages' files (never their system config)
-  wordpress mediawiki phpmyadmin php8.2-mbstring php8.2-xml php8.2-intl php8.2-gd
+  wordpress wordpress-theme-twentytwentythree mediawiki phpmyadmin php8.2-mbstring php8.2-xml php8.2-intl php8.2-gd
 )
 APT_TEST_PACKAGES=(chromium)
 if [ "${1:-}" = "--test" ]; then
