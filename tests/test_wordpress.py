@@ -5,7 +5,6 @@ PHP fatal error."""
 
 import json
 import sqlite3
-from dataclasses import replace
 
 import pytest
 from typer.testing import CliRunner
