@@ -93,6 +93,26 @@ def test_seeded_wiki_renders_every_page_under_nginx_php_fpm(session, deployed):
         [[n]] = query(db.endpoint.unix, "SELECT COUNT(*) FROM stacklab_app.page "
                       "WHERE page_namespace = 0")
         assert int(n) == mw.ARTICLES + 1                  # and the main page
+        # Without APCu the parsed articles are kept in MariaDB's objectcache table.
+        assert _parsed(db) >= len(mw._shown())
+
+
+def _parsed(db) -> int:
+    """Parser cache entries MariaDB holds (objectcache rows keyed …:pcache:…)."""
+    [[n]] = query(db.endpoint.unix, "SELECT COUNT(*) FROM stacklab_app.objectcache "
+                  "WHERE keyname LIKE '%pcache%'")
+    return int(n)
+
+
+@pytest.mark.integration
+def test_apache_mod_php_with_apcu_keeps_the_parser_cache_out_of_mariadb(session, deployed):
+    """APCu on (and OPcache off): every page verified, the parsed articles in APCu."""
+    with running(session, "apache+mod_php+mariadb", deployed, php__apcu=True,
+                 php__opcache=False) as stack:
+        db = next(s for s in stack.started if s.name == "mariadb")
+        before = _parsed(db)
+        assert_all_pass(verify_stack(stack, deployed))
+        assert _parsed(db) == before
 
 
 RUN = """
@@ -100,6 +120,7 @@ RUN = """
 name = "mediawiki-short"
 description = "one short run of the MediaWiki mix"
 repetitions = 1
+remeasure = 0
 duration = "1s"
 warmup = "1s"
 
