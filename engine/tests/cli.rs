@@ -67,6 +67,9 @@ fn json_report_matches_the_schema() {
         assert!(errors.is_empty(), "{args:?}: {errors:#?}");
         assert_eq!(report["schema_version"], 3);
     }
+    for file in [&urls, &schedule] {
+        std::fs::remove_file(file).unwrap(); // nothing left behind in the temporary directory
+    }
 }
 
 #[test]
