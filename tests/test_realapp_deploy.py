@@ -6,7 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from stacklab.measure.verify import Status, check_php_log
-from stacklab.workloads import File, Tree, _copy_tree, _write, php_log_path
+from stacklab.workloads import File, Tree, php_log_path
+from stacklab.workloads.deploy import _copy_tree, _write
 
 
 def _package(root: Path) -> Path:
