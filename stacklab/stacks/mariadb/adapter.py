@@ -16,7 +16,7 @@ from ..templates import render_template
 from . import configtest
 from .client import Client, client_error_line, status
 from .knobs import KNOBS
-from .seed import datadir_for, ensure_datadir
+from .seed import datadir_for, ensure_datadir, run_datadir
 from .verify import verify_database, verify_mariadb
 
 HERE = Path(__file__).parent
@@ -53,8 +53,9 @@ class MariaDB(Component):
     def render(self, ctx: RenderContext, knobs: dict[str, Any]) -> dict[str, str]:
         ctx.run_dir.chmod(0o755)     # the PHP user reaches the socket through it
         (ctx.run_dir / "tmp").mkdir(exist_ok=True)
-        datadir = self.datadir(ctx, knobs)
-        ensure_datadir(datadir, ctx.database, knobs["engine"], ctx.run_dir, self.binary)
+        seeded = self.datadir(ctx, knobs)
+        ensure_datadir(seeded, ctx.database, knobs["engine"], ctx.run_dir, self.binary)
+        datadir = run_datadir(seeded, ctx.run_dir, ctx.database)
         user = (userconf.read(self.knob("cnf_extra").key, knobs["cnf_extra"])
                 if knobs["cnf_extra"] else None)
         files = {"my.cnf": render_template(

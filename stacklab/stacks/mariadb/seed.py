@@ -57,6 +57,21 @@ def ensure_datadir(datadir: Path, database: Database | None, engine: str, log_di
         return True
 
 
+def run_datadir(seeded: Path, run_dir: Path, database: Database | None) -> Path:
+    """The datadir a run's server uses: the seeded one itself for a database the
+    application only reads (its rows are the same whatever runs first), a copy of its own
+    in the run directory for one it writes (a real application's options, transients,
+    parser cache and sessions), so no run starts from what an earlier run or trial left
+    and a run that breaks the data breaks only itself. The copy goes with the run
+    directory; the run's sync before the load writes it back, not the measured window."""
+    if database is None or database.grants.upper() == "SELECT":
+        return seeded
+    target = run_dir / "datadir"
+    shutil.rmtree(target, ignore_errors=True)
+    shutil.copytree(seeded, target, symlinks=True, ignore=shutil.ignore_patterns(STAMP))
+    return target
+
+
 def _root_args() -> list[str]:
     return ["--user=root"] if os.getuid() == 0 else []
 
