@@ -8,6 +8,8 @@ what the server said, not a failed start halfway through an experiment. Each run
 the file into its run directory (what ran is what is stored, in the run's configs and in
 export-config) with its sha256 beside it, and a component records that hash with its
 versions, so that a resume refuses to pool runs of an edited file with the stored ones.
+A server whose config includes the file and whose own test can check the run's whole
+config (nginx, Apache) is an IncludingServer: it runs that test before every start.
 """
 
 from __future__ import annotations
@@ -18,14 +20,17 @@ import re
 import stat
 import subprocess
 import tempfile
+from abc import abstractmethod
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 from ..errors import StackError, printable
 from ..knobs import Knob
+from .base import Component, RenderContext, RunningComponent
 
+INCLUDE = "include"           # an IncludingServer's knob naming the user's file
 MAX_BYTES = 1 << 20          # a file of directives, not a data set
 TEST_TIMEOUT_S = 30
 
@@ -95,7 +100,7 @@ def first_error(argv: list[str], lines: int = 1, env: dict[str, str] | None = No
     return " ".join(said[:lines]) or f"{argv[0]} exited with {out.returncode}"
 
 
-def write_rendered(run_dir: Path, files: dict[str, str]) -> None:
+def _write_rendered(run_dir: Path, files: dict[str, str]) -> None:
     """The run's configs written where Component.start writes them, for the server's
     test of the whole config before it starts (start writes the same texts again)."""
     for rel, text in files.items():
@@ -112,6 +117,42 @@ def rendered_test(user: UserFile, copy: Path, argv: list[str], lines: int = 1,
         raise StackError(f"{user.knob}: {user.path}: the run's config test "
                          f"({' '.join(argv[:2])}) refuses it: "
                          f"{error.replace(str(copy), str(user.path))}")
+
+
+class IncludingServer(Component):
+    """A server whose config includes a file of the user's directives named by its knob
+    `include` (nginx.include, apache.include): its versions carry the file's hash, and
+    before it starts its own config test runs on the run's rendered config, so that what
+    the user's lines meet there (a directive nginx refuses as a duplicate) is one line
+    naming the knob and the file, not a dead start."""
+
+    def included(self, knobs: dict[str, Any]) -> UserFile | None:
+        """The user's file its knob names, read (None: no file)."""
+        value = knobs.get(INCLUDE, "")
+        return read(self.knob(INCLUDE).key, value) if value else None
+
+    @abstractmethod
+    def test_run(self, user: UserFile, ctx: RenderContext, knobs: dict[str, Any]) -> None:
+        """The server's own test of the run's rendered config in ctx.run_dir, with the
+        user's file (rendered_test: a StackError naming the knob and the file)."""
+
+    def versions(self, knobs: dict[str, Any]) -> dict[str, str]:
+        """The server's own, and the hash of the user's file, if any."""
+        return {**super().versions(knobs),
+                **versions(self.knob(INCLUDE).key, knobs.get(INCLUDE, ""))}
+
+    def versions_depend_on(self, knobs: dict[str, Any]) -> tuple:
+        return (knobs[INCLUDE],) if knobs.get(INCLUDE) else ()
+
+    def start(self, ctx: RenderContext, knobs: dict[str, Any], ready_timeout_s: float = 15.0,
+              run_as: str | None = None) -> RunningComponent:
+        """With the user's file, the run's config written and tested first (Component.start
+        writes the same texts again)."""
+        if user := self.included(knobs):
+            ctx.run_dir.mkdir(parents=True, exist_ok=True)
+            _write_rendered(ctx.run_dir, self.render(ctx, knobs))
+            self.test_run(user, ctx, knobs)
+        return super().start(ctx, knobs, ready_timeout_s, run_as)
 
 
 def _problem(knob: str, test: Tester, value: str) -> str | None:

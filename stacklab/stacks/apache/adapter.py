@@ -12,7 +12,7 @@ from ...host.net import Endpoint
 from ...measure.verify import (CHECK_PATH, Status, Verdict, check_expires, check_gzip, check_keepalive,
                        fetch)
 from .. import perl, php
-from ..base import Capability, Component, RenderContext, RunningComponent
+from ..base import Capability, RenderContext, RunningComponent
 from ..php import install as php_install
 from ..php import php_env, render_php_config
 from ..precompressed_verify import check_precompressed
@@ -57,7 +57,7 @@ def start_servers(knobs: dict[str, Any]) -> int:
     return knobs["start_servers"] or DEBIAN_START_SERVERS[knobs["mpm"]]
 
 
-class Apache(Component):
+class Apache(userconf.IncludingServer):
     name = "apache"
     package = "apache2"
     binary = "/usr/sbin/apache2"
@@ -71,11 +71,10 @@ class Apache(Component):
         """Apache's own, and the PHP its handler runs inside it (mod_php, php-cgi: known
         by their Debian packages; PHP-FPM tells its own)."""
         handler = php_install.handler_versions({knobs["php_handler"]})
-        return {**super().versions(knobs), **handler,
-                **userconf.versions(self.knob("include").key, knobs.get("include", ""))}
+        return {**super().versions(knobs), **handler}
 
     def versions_depend_on(self, knobs: dict[str, Any]) -> tuple:
-        return (knobs["php_handler"], *([knobs["include"]] if knobs.get("include") else []))
+        return (knobs["php_handler"], *super().versions_depend_on(knobs))
 
     def check(self, knobs: dict[str, Any]) -> str | None:
         if knobs["php_handler"] != "none" and knobs["perl_handler"] != "none":
@@ -130,7 +129,7 @@ class Apache(Component):
     def render(self, ctx: RenderContext, knobs: dict[str, Any]) -> dict[str, str]:
         ctx.run_dir.chmod(0o755)
         sockets = self._sockets(ctx, knobs)
-        user = self._include(knobs)
+        user = self.included(knobs)
         files = {"httpd.conf": render_template(HERE / "httpd.conf.j2", ctx, knobs,
                                                modules=MODULES,
                                                load_modules=self.modules(knobs),
@@ -158,20 +157,10 @@ class Apache(Component):
                 f"exec {php_install.CGI_BINARY}\n")
         return files
 
-    def start(self, ctx: RenderContext, knobs: dict[str, Any], ready_timeout_s: float = 15.0,
-              run_as: str | None = None) -> RunningComponent:
-        """With the user's include, `apache2 -t` on the run's config first (its MPM, its
-        handler's modules): what Apache refuses there is one line naming the knob and
-        the file, not a dead start."""
-        if user := self._include(knobs):
-            ctx.run_dir.mkdir(parents=True, exist_ok=True)
-            userconf.write_rendered(ctx.run_dir, self.render(ctx, knobs))
-            configtest.check_run(user, ctx.run_dir, self.env(ctx, knobs))
-        return super().start(ctx, knobs, ready_timeout_s, run_as)
-
-    def _include(self, knobs: dict[str, Any]) -> userconf.UserFile | None:
-        return userconf.read(self.knob("include").key, knobs["include"]) \
-            if knobs["include"] else None
+    def test_run(self, user: userconf.UserFile, ctx: RenderContext,
+                 knobs: dict[str, Any]) -> None:
+        """`apache2 -t` on the run's config (its MPM, its handler's modules)."""
+        configtest.check_run(user, ctx.run_dir, self.env(ctx, knobs))
 
     def _sockets(self, ctx: RenderContext, knobs: dict[str, Any]) -> dict[str, Path | None]:
         """mod_cgid's socket and mod_fcgid's socket directory, where lab.socket_path puts

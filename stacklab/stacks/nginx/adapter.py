@@ -10,7 +10,7 @@ from typing import Any
 from ...host.net import Endpoint
 from ...measure.verify import (CHECK_PATH, Status, Verdict, check_expires, check_gzip,
                        check_keepalive, fetch)
-from ..base import Component, RenderContext, RunningComponent
+from ..base import RenderContext, RunningComponent
 from ..templates import render_template
 from ..precompressed_verify import check_precompressed
 from ..tlsrules import tls_inert
@@ -49,7 +49,7 @@ fastcgi_param REDIRECT_STATUS 200;
 """
 
 
-class Nginx(Component):
+class Nginx(userconf.IncludingServer):
     name = "nginx"
     package = "nginx"
     binary = "/usr/sbin/nginx"
@@ -69,17 +69,9 @@ class Nginx(Component):
     def endpoint(self, ctx: RenderContext, knobs: dict[str, Any]) -> Endpoint:
         return Endpoint(ctx.host, ctx.port, scheme="https" if knobs["tls"] else "http")
 
-    def versions(self, knobs: dict[str, Any]) -> dict[str, str]:
-        """nginx's own, and the hash of the user's include (nginx.include), if any."""
-        return {**super().versions(knobs), **userconf.versions(self.knob("include").key,
-                                                               knobs.get("include", ""))}
-
-    def versions_depend_on(self, knobs: dict[str, Any]) -> tuple:
-        return (knobs["include"],) if knobs.get("include") else ()
-
     def render(self, ctx: RenderContext, knobs: dict[str, Any]) -> dict[str, str]:
         (ctx.run_dir / "tmp").mkdir(exist_ok=True)
-        user = self._include(knobs)
+        user = self.included(knobs)
         files = {"nginx.conf": render_template(HERE / "nginx.conf.j2", ctx, knobs,
                                                include=user,
                                                included=configtest.INCLUDED)}
@@ -89,19 +81,10 @@ class Nginx(Component):
             files[configtest.INCLUDED] = user.text
         return files
 
-    def start(self, ctx: RenderContext, knobs: dict[str, Any], ready_timeout_s: float = 15.0,
-              run_as: str | None = None) -> RunningComponent:
-        """With the user's include, `nginx -t` on the run's config first: a directive
-        the include repeats is one line naming the knob and the file, not a dead start."""
-        if user := self._include(knobs):
-            ctx.run_dir.mkdir(parents=True, exist_ok=True)
-            userconf.write_rendered(ctx.run_dir, self.render(ctx, knobs))
-            configtest.check_run(user, ctx.run_dir)
-        return super().start(ctx, knobs, ready_timeout_s, run_as)
-
-    def _include(self, knobs: dict[str, Any]) -> userconf.UserFile | None:
-        return userconf.read(self.knob("include").key, knobs["include"]) \
-            if knobs["include"] else None
+    def test_run(self, user: userconf.UserFile, ctx: RenderContext,
+                 knobs: dict[str, Any]) -> None:
+        """`nginx -t` on the run's config."""
+        configtest.check_run(user, ctx.run_dir)
 
     def processes(self, knobs: dict[str, Any]) -> int:
         """The master and its workers (auto: one per core)."""
