@@ -87,6 +87,24 @@ def test_a_missing_file_is_one_line_naming_the_knob_and_the_path(tmp_path, spec_
     assert "\n" not in str(e.value)
 
 
+def test_exclude_and_baseline_name_a_file_as_the_matrix_does(tmp_path, spec_args):
+    """A relative path in matrix.exclude and thresholds.baseline is the experiment
+    file's, as in the matrix: it matches the axis value it names."""
+    for name in ("a.conf", "b.conf"):
+        write(tmp_path / "conf" / name, "add_header X-Mine yes;\n")
+    doc = {"experiment": {"name": "own", "duration": "2s"},
+           "matrix": {"stack": ["nginx"], "workload": ["static-page"],
+                      "concurrency": [1, 2],
+                      "nginx": {"include": ["conf/a.conf", "conf/b.conf"]},
+                      "exclude": [{"concurrency": 2, "nginx": {"include": "conf/b.conf"}}]},
+           "thresholds": {"rps": "<-5%", "baseline": {"nginx": {"include": "conf/a.conf"}}}}
+    parsed = parse_spec(doc, str(tmp_path / "e.toml"), *spec_args)
+    a, b = str(tmp_path / "conf" / "a.conf"), str(tmp_path / "conf" / "b.conf")
+    assert parsed.axes["nginx.include"] == (a, b)
+    assert parsed.exclude == ({"concurrency": 2, "nginx.include": b},)
+    assert parsed.thresholds.baseline == (("nginx.include", a),)
+
+
 def test_a_directory_is_refused_not_read(tmp_path, spec_args):
     (tmp_path / "d").mkdir()
     with pytest.raises(SpecError, match="nginx.include: .*/d: not a regular file"):

@@ -262,14 +262,14 @@ def parse_spec(doc: dict, file: str, registry: KnobRegistry, stacks: StackNames,
         raise SpecError(file, "experiment.requests_per_connection", per,
                         f"× concurrency {max(axes['concurrency'])} is more than the "
                         f"{MAX_REQUESTS:,} requests a run may make")
-    exclude = _exclude(matrix.get("exclude", []), file, axes, stacks)
+    exclude = _exclude(matrix.get("exclude", []), file, axes, registry, stacks)
     for key in axes:
         if key in fixed:
             raise SpecError(file, f"matrix.{key}", list(axes[key]),
                             "also set as a fixed value; set it in one place")
     resolve_replay(file, fixed, axes)      # load.replay: beside this file, read now
     thresholds = (_thresholds(_table(doc["thresholds"], file, "thresholds"), file, axes,
-                              stacks) if "thresholds" in doc else None)
+                              registry, stacks) if "thresholds" in doc else None)
     return ExperimentSpec(path=file, experiment=experiment, axes=axes, exclude=exclude,
                           fixed_knobs=fixed, thresholds=thresholds, observe=observe)
 
@@ -284,7 +284,8 @@ def _bound(axes: dict[str, tuple], file: str) -> None:
                         "or give the axes fewer values")
 
 
-def _thresholds(table: dict, file: str, axes: dict[str, tuple], stacks: StackNames) -> Gate:
+def _thresholds(table: dict, file: str, axes: dict[str, tuple], registry: KnobRegistry,
+                stacks: StackNames) -> Gate:
     """[thresholds]: limits such as rps = "<-5%", strict = true, and the baseline
     variant every other trial is judged against, e.g. baseline = { stack = "nginx" }."""
     limits = []
@@ -309,15 +310,9 @@ def _thresholds(table: dict, file: str, axes: dict[str, tuple], stacks: StackNam
     baseline = flatten(_table(table["baseline"], file, "thresholds.baseline"))
     if not baseline:
         raise SpecError(file, "thresholds.baseline", baseline, "names no variant")
+    baseline = _spelled(baseline, file, registry, stacks)
     for key, value in baseline.items():
         where = f"thresholds.baseline.{key}"
-        try:             # spelled as the axes are; a bad name is reported below
-            if key == "stack" and isinstance(value, str):
-                value = baseline[key] = stacks.canonical(value)
-            elif key == "workload" and isinstance(value, str):
-                value = baseline[key] = canonical(value)
-        except (KeyError, ValueError):
-            pass
         if key not in axes:
             raise SpecError(file, where, value, "not an axis of this matrix")
         if value not in axes[key]:
@@ -387,10 +382,6 @@ def _external(table: dict, file: str, registry: KnobRegistry) -> dict[str, Any]:
         if key == "watch":
             value = _watch(value, file)
         out[_knob(registry, file, f"{EXTERNAL}.{key}", EXTERNAL, key, value)] = value
-    paths, weights = table.get("paths", ["/"]), table.get("weights")
-    if weights is not None and len(weights) != len(paths):
-        raise SpecError(file, f"{EXTERNAL}.weights", weights, f"{len(weights)} weights for "
-                        f"{len(paths)} paths: give one weight per path, or none")
     return out
 
 
@@ -524,8 +515,8 @@ def _axis_values(value: Any, file: str, where: str) -> tuple:
     return tuple(value)
 
 
-def _exclude(rules: Any, file: str, axes: dict[str, tuple], stacks: StackNames
-             ) -> tuple[dict, ...]:
+def _exclude(rules: Any, file: str, axes: dict[str, tuple], registry: KnobRegistry,
+             stacks: StackNames) -> tuple[dict, ...]:
     if not isinstance(rules, list):
         raise SpecError(file, "matrix.exclude", rules, "expected a list of tables")
     out = []
@@ -534,16 +525,7 @@ def _exclude(rules: Any, file: str, axes: dict[str, tuple], stacks: StackNames
         rule = flatten(_table(rule, file, where))
         if not rule:
             raise SpecError(file, where, rule, "an empty rule would exclude everything")
-        if isinstance(rule.get("stack"), str):
-            try:
-                rule["stack"] = stacks.canonical(rule["stack"])
-            except ValueError:
-                pass             # reported below: not a value of that axis
-        if isinstance(rule.get("workload"), str):
-            try:
-                rule["workload"] = canonical(rule["workload"])
-            except (KeyError, ValueError):
-                pass             # reported below: not a value of that axis
+        rule = _spelled(rule, file, registry, stacks)
         for key, value in rule.items():
             if key not in axes:
                 raise SpecError(file, f"{where}.{key}", value, "not an axis of this matrix")
@@ -551,6 +533,28 @@ def _exclude(rules: Any, file: str, axes: dict[str, tuple], stacks: StackNames
                 raise SpecError(file, f"{where}.{key}", value, "not a value of that axis")
         out.append(rule)
     return tuple(out)
+
+
+def _spelled(rule: dict[str, Any], file: str, registry: KnobRegistry, stacks: StackNames
+             ) -> dict[str, Any]:
+    """A rule's values (matrix.exclude, thresholds.baseline) spelled as the axes spell
+    theirs, so that a rule matches the value it names however it is written: a stack as
+    its expression ('varnish>nginx'), a workload with its parameter ('dir:site' beside
+    the experiment file), a file knob's path absolute (_file_value). A value that cannot
+    be spelled stays as written: the caller reports it as not a value of its axis."""
+    out = {}
+    for key, value in rule.items():
+        try:
+            if key == "stack" and isinstance(value, str):
+                value = stacks.canonical(value)
+            elif key == "workload" and isinstance(value, str):
+                value = canonical(value, Path(file).parent)
+            else:
+                value = _file_value(registry, key, value, file)
+        except (KeyError, ValueError):
+            pass
+        out[key] = value
+    return out
 
 
 def flatten(rule: dict, prefix: str = "") -> dict:
