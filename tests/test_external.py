@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 import os
 import pwd
 import signal
@@ -27,12 +28,14 @@ from stacklab.cli import cli
 from stacklab.experiment.plan import make_plan
 from stacklab.experiment.spec import parse_spec
 from stacklab.run.runner import observed, unobserved
-from stacklab.stacks import STACKS
+from stacklab.stacks import COMPONENTS, STACKS
+from stacklab.stacks.base import RunningComponent
 from stacklab.host.net import free_port
 from stacklab.measure.drive import LOAD_KNOBS, LoadPlan, engine_argv
 from stacklab.measure.verify import Status
 from stacklab.store import Outcome, RunRecord, Store
 from stacklab.stacks.external.target import is_remote, origin, remote_problem
+from stacklab.stacks.external.watch import Watched
 
 from helpers import require_engine, wait_for
 
@@ -235,6 +238,20 @@ def test_the_stack_is_the_server_itself(tmp_path):
                     '["external"]\nworkload = ["static-page"]\nconcurrency = [1]\n')
     code, line = invoke("run", bare, "--db", tmp_path / "r.db", "--dry-run")
     assert code == 2 and "matrix.stack" in line and "[external]" in line, line
+
+
+def test_only_a_server_stacklab_did_not_start_counts_its_own_cpu(tmp_path):
+    """Component.cpu_counter: a component stacklab starts is counted by the monitor in its
+    own process group (None); the external one by the cgroup it watches."""
+    cgroup = tmp_path / "group"
+    cgroup.mkdir()
+    (cgroup / "cpu.stat").write_text("usage_usec 2500000\nuser_usec 2000000\n")
+    proc = Watched("external", f"cgroup:{cgroup}", cgroup=cgroup)
+    started = RunningComponent("external", None, proc, {}, None)  # type: ignore[arg-type]
+    assert COMPONENTS["external"].cpu_counter(started)() == 2.5
+    assert COMPONENTS["nginx"].cpu_counter(started) is None
+    unwatched = replace(started, proc=Watched("external", ""))
+    assert COMPONENTS["external"].cpu_counter(unwatched)() is None
 
 
 def test_origin_is_parsed_once():

@@ -21,7 +21,7 @@ from ..errors import VerificationFailed
 from ..host.net import Endpoint
 from ..measure.drive import LoadPlan
 from ..measure.verify import Status, Verdict, connection
-from ..workloads.accesslog import AccessLog, arrival_offsets, read_log
+from ..workloads.accesslog import AccessLog, arrival_offsets, log_sha256, read_log
 
 MISSING_SHARE = 0.01     # of the replayable requests, at most, on URLs the site lacks
 SHOWN_MISSING = 5        # the refusal names this many missing URLs, most requested first
@@ -69,12 +69,19 @@ def replay_plan(plan: LoadPlan, front: Endpoint, probe: Probe | None = None) -> 
     replayed = replace(plan, urls=tuple((base + p, n) for (_, p), n in mix),
                        methods=tuple(m for (m, _), _ in mix), schedule=schedule,
                        warmup_s=0.0 if times else plan.warmup_s)
-    record = {"log": path, **log.report.to_json(), "urls": len(mix),
+    record = {"log": path, "sha256": log.sha256, **log.report.to_json(), "urls": len(mix),
               "missing": dict(sorted(missing.items())[:STORED_MISSING]),
               "missing_urls": len(missing), "missing_requests": lost,
               "replayed": len(kept), "times": times,
               "span_s": schedule[-1][0] if schedule else None}
     return Replay(replayed, record)
+
+
+def replay_versions(path: str) -> dict[str, str]:
+    """What a run records with the versions of the log it replays (load.replay's path):
+    its sha256, so that a resume refuses to pool runs of an edited log with the stored
+    ones, as of an edited include file."""
+    return {f"load.replay {path}": f"sha256:{log_sha256(Path(path))}"}
 
 
 def missing_urls(log: AccessLog, probe: Probe) -> dict[str, str]:

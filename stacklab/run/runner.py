@@ -47,16 +47,17 @@ from ..netlab.sweep import SWEEPS
 from ..host.placement import parse_cpus
 from ..experiment.plan import Plan, PlannedRun, Trial, effective_knobs
 from .quiet import settle, wait_quiet
+from .replay import replay_versions
 from ..experiment.spec import ExperimentSpec
 from .stack import RunningStack, Site, StackLayer
-from ..stacks import COMPONENTS, STACKS
+from ..stacks import COMPONENTS, STACKS, StackDef
 from ..stacks.base import RunningComponent, versions_of
 from ..stacks.tls import make_certificate
 from ..store import Outcome, RunRecord, Store
 from ..store.records import Resources
 from ..host.systune import CpuAwake
 from ..measure.verify import RequestChecks, Verdict
-from ..workloads import Deployed, deploy
+from ..workloads import WORKLOADS, Deployed, deploy
 
 # A run needs room in the lab directory for its servers' logs: on a full filesystem they
 # are cut silently (an access log stops growing; the error log saying so is cut too).
@@ -442,14 +443,28 @@ def _experiment_for(spec: ExperimentSpec, plan: Plan, store: Store, resume: bool
 
 def _versions(plan: Plan, registry: KnobRegistry) -> dict[str, str]:
     """Every component's versions as its trials' knobs have it (Component.versions: its
-    own, and the runtimes those knobs load), the engine's and stacklab's."""
-    used = sorted(((COMPONENTS[name], knobs[name]) for t in plan.trials
-                   for knobs in (effective_knobs(registry, STACKS[t.stack], t),)
+    own, and the runtimes those knobs load); what their workloads serve and their loads
+    replay (_content_versions); the engine's and stacklab's."""
+    knobs = {t.id: effective_knobs(registry, STACKS[t.stack], t) for t in plan.trials}
+    used = sorted(((COMPONENTS[name], knobs[t.id][name]) for t in plan.trials
                    for name in STACKS[t.stack].components), key=lambda pair: pair[0].name)
-    versions = versions_of(used)
+    versions = versions_of(used) | _content_versions(plan, knobs)
     versions["stacklab-load"] = engine_version()
     versions["stacklab"] = __version__
     return versions
+
+
+def _content_versions(plan: Plan, knobs: dict[str, dict[str, dict]]) -> dict[str, str]:
+    """What the trials' workloads serve (Workload.versions: a real application's packages,
+    the hash of a dir:'s files) and the hash of the log their loads replay, each asked
+    once: a resume refuses to pool runs of other content (changed_since), as of an
+    upgraded server. A stack that serves its own content (_target) deploys none."""
+    out: dict[str, str] = {}
+    for name in sorted({t.workload for t in plan.trials if _target(STACKS[t.stack]) is None}):
+        out |= WORKLOADS[name].versions()
+    for log in {knobs[t.id]["load"].get("replay") or "" for t in plan.trials} - {""}:
+        out |= replay_versions(log)
+    return dict(sorted(out.items()))
 
 
 @dataclass(eq=False)
@@ -543,10 +558,10 @@ class Measurement:
 
 
 def _own_counters(running: RunningStack) -> dict[str, Callable[[], float | None]]:
-    """CPU-time readers of the components whose processes count their own (a server
-    stacklab did not start, watched by its cgroup: its `proc.cpu_s`), by label."""
-    return {s.label: s.proc.cpu_s for s in running.started
-            if callable(getattr(s.proc, "cpu_s", None))}
+    """CPU-time readers of the components that count their own (Component.cpu_counter:
+    a server stacklab did not start, watched by its cgroup), by label."""
+    return {s.label: reader for s in running.started
+            if (reader := COMPONENTS[s.name].cpu_counter(s)) is not None}
 
 
 @makes(NetworkLayer)
@@ -701,10 +716,18 @@ def _served(s: RunScope) -> Deployed:
     """What the run's load asks: the trial's workload as deployed, or — for a stack whose
     component serves its own content, a server stacklab did not start (its `target`) —
     the URLs that component names, with an empty docroot (nothing is deployed)."""
-    for name in s.running.stack.components:
-        if target := getattr(COMPONENTS[name], "target", None):
-            return target(s.knobs[name], s.ctx.session.docroot(s.run.trial.workload))
+    if found := _target(s.running.stack):
+        name, target = found
+        return target(s.knobs[name], s.ctx.session.docroot(s.run.trial.workload))
     return _deployed(s.ctx, s.run.trial.workload)
+
+
+def _target(stack: StackDef) -> tuple[str, Callable[[dict, Path], Deployed]] | None:
+    """The component of the stack that serves its own content (its `target`), if any."""
+    for name in stack.components:
+        if target := getattr(COMPONENTS[name], "target", None):
+            return name, target
+    return None
 
 
 def _deployed(ctx: RunContext, workload: str) -> Deployed:

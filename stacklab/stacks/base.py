@@ -199,6 +199,12 @@ class Component(ABC):
         backend answered), from which the runner computes each run's hit ratio."""
         return {}
 
+    def cpu_counter(self, started: RunningComponent) -> Callable[[], float | None] | None:
+        """A reader of its processes' CPU seconds so far, for a component whose CPU the
+        monitor cannot count by the process group it started (a server stacklab did not
+        start, counted by its cgroup); None: the monitor counts its group."""
+        return None
+
     def caches(self, knobs: dict[str, Any]) -> bool:
         """Whether it stores responses with these knobs (a proxy may or may not): only
         then is its hit ratio measured and judged."""

@@ -49,6 +49,10 @@ class Workload:
     # A workload whose value names something of the user's (dir:PATH): value -> the
     # whole workload it makes (its files, URLs and needs all follow from the value).
     own: Callable[[str], Workload] | None = None
+    # What a run records with the components' versions of what this workload serves that
+    # is not generated from the seed (a package's version, the user's files' hash): a
+    # resume refuses to pool runs of other content, as of an upgraded server.
+    versions: Callable[[], dict[str, str]] = dict
 
     def __post_init__(self) -> None:
         if self.cacheable is not None and not 0 <= self.cacheable <= 1:
@@ -108,7 +112,7 @@ def own_dir(text: str) -> Workload:
     root = owndir.resolve(text)
     return Workload(f"dir:{root}", f"your own directory {root}, copied into the run",
                     lambda seed: owndir.build(root), owndir.urls(root),
-                    needs=owndir.needs(root))
+                    needs=owndir.needs(root), versions=lambda: owndir.versions(root))
 
 
 def _usage(description: str, name: str, param: Param) -> str:
@@ -151,11 +155,12 @@ CACHE_MIX_URLS, CACHE_MIX_SHARE = pages.cache_mix(CACHE_PERCENT.default)
 
 def _real(real: RealApp) -> tuple[Workload, ...]:
     """A real application's pages as workloads: PHP on a MySQL database, its errors
-    logged beside the docroot and checked."""
+    logged beside the docroot and checked, its packages' versions recorded."""
     return tuple(Workload(p.name, p.description, real.files, p.urls, needs=APP,
                           database=real.database, writable=real.writable,
                           varying_length=p.varying,
-                          cacheable=p.cacheable, php_log=True, headers=p.headers)
+                          cacheable=p.cacheable, php_log=True, headers=p.headers,
+                          versions=real.versions)
                  for p in real.pages)
 
 

@@ -9,10 +9,12 @@ Nothing a log holds is dropped unsaid: `LogReport` is stored with every run of a
 
 from __future__ import annotations
 
+import hashlib
+import io
 import math
 import re
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
 
@@ -90,6 +92,7 @@ class AccessLog:
 
     requests: tuple[Request, ...]
     report: LogReport
+    sha256: str = ""     # the file's, as read (read_log): stored with each run's replay
 
     def mix(self) -> list[tuple[tuple[str, str], int]]:
         """Each (method, path) with how many times it was requested, most frequent first
@@ -143,15 +146,40 @@ def parse_log(lines: list[str]) -> AccessLog:
 
 def read_log(path: Path) -> AccessLog:
     """The log at `path` parsed (latin-1: any byte is a character, so no line is lost
-    to decoding; a non-ASCII path is then refused by reason). OSError when unreadable,
-    ValueError when past MAX_LOG_LINES."""
-    with open(path, encoding="latin-1", newline=None) as f:
+    to decoding; a non-ASCII path is then refused by reason), with its sha256. OSError
+    when unreadable, ValueError when past MAX_LOG_LINES."""
+    with open(path, "rb") as raw:
+        digest = hashlib.sha256()
+        text = io.TextIOWrapper(io.BufferedReader(_Hashed(raw, digest)), encoding="latin-1",
+                                newline=None)
         lines = []
-        for text in f:
-            lines.append(text.rstrip("\n"))
+        for line in text:
+            lines.append(line.rstrip("\n"))
             if len(lines) > MAX_LOG_LINES:
                 raise ValueError(f"more than {MAX_LOG_LINES:,} lines")
-    return parse_log(lines)
+    return replace(parse_log(lines), sha256=digest.hexdigest())
+
+
+def log_sha256(path: Path) -> str:
+    """The file's sha256, without parsing it (what a run's versions record of its log)."""
+    with open(path, "rb") as f:
+        return hashlib.file_digest(f, "sha256").hexdigest()
+
+
+class _Hashed(io.RawIOBase):
+    """A binary file whose bytes are hashed as they are read: the log is hashed in the
+    same pass that reads it, so the hash is of the lines replayed."""
+
+    def __init__(self, raw: io.BufferedReader, digest: hashlib._Hash):
+        self.raw, self.digest = raw, digest
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        n = self.raw.readinto(buffer)
+        self.digest.update(memoryview(buffer)[:n])
+        return n
 
 
 def arrival_offsets(times_s: list[float], rate: float) -> list[float]:

@@ -98,4 +98,5 @@ def _pages() -> tuple[AppPage, ...]:
     )
 
 
-APP = RealApp(pages=_pages(), files=files, database=database, writable=(CACHE_DIR,))
+APP = RealApp(pages=_pages(), files=files, database=database, writable=(CACHE_DIR,),
+              packages=(PACKAGE,))

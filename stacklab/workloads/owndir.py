@@ -12,7 +12,9 @@ limits below, is refused with one line naming the path.
 
 from __future__ import annotations
 
+import hashlib
 import os
+from functools import lru_cache
 from pathlib import Path
 
 from ..measure.verify import Expect
@@ -83,6 +85,30 @@ def build(root: Path) -> list[File]:
     return [File(url, path.read_bytes(), Expect() if is_php(url) else None,
                  mode=0o644, check=not _hidden(url))
             for url, path in files(root)]
+
+
+def versions(root: Path) -> dict[str, str]:
+    """What a run records of the directory with the versions (a resume refuses to pool
+    runs of an edited site with the stored ones, as of an edited include file)."""
+    return {f"dir {root}": f"sha256:{digest(root)}"}
+
+
+def digest(root: Path) -> str:
+    """sha256 over the copied files' URL paths and contents, in files()'s order. Hashed
+    once per process for the same files, sizes and modification times (a listing is
+    cheap, reading 1 GiB is not); an edit changes a time, so it is hashed again."""
+    stats = [(url, path.stat()) for url, path in files(root)]
+    return _digest(root, tuple((url, s.st_size, s.st_mtime_ns) for url, s in stats))
+
+
+@lru_cache(maxsize=64)
+def _digest(root: Path, stamp: tuple[tuple[str, int, int], ...]) -> str:
+    total = hashlib.sha256()
+    for url, *_ in stamp:
+        with open(root / url.lstrip("/"), "rb") as f:
+            data = hashlib.file_digest(f, "sha256").digest()
+        total.update(url.encode() + b"\0" + data)
+    return total.hexdigest()
 
 
 def needs(root: Path) -> tuple[str, ...]:

@@ -150,4 +150,4 @@ APP = RealApp(
                                                   (AUTHORS, 1)),
                 cacheable=0.0, varying=VARYING),
     ),
-    files=files, database=database, writable=(TEMP_DIR,))
+    files=files, database=database, writable=(TEMP_DIR,), packages=(PACKAGE,))

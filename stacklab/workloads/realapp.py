@@ -112,3 +112,9 @@ class RealApp:
     # Directories (URL paths) the server's user writes into (a template cache), emptied
     # on every deployment.
     writable: tuple[str, ...] = ()
+    # The Debian packages it is deployed from (WordPress and its theme): their versions
+    # are recorded with each run's (versions).
+    packages: tuple[str, ...] = ()
+
+    def versions(self) -> dict[str, str]:
+        return {p: package_version(p) for p in self.packages}

@@ -97,4 +97,4 @@ APP = RealApp(pages=(
             _one(ADMIN), headers=COOKIE, cacheable=0.0),
     AppPage("wordpress", "WordPress 6.1: the anonymous pages as visitors ask them (front "
             "30%, five posts 40%, three searches 15%, REST 15%)", MIX),
-), files=files, database=database)
+), files=files, database=database, packages=PACKAGES)

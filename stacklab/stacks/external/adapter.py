@@ -12,7 +12,7 @@ from __future__ import annotations
 import http.client
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from ...errors import StackError
 from ...measure.verify import Status, Verdict, fetch
@@ -101,6 +101,11 @@ class External(Component):
                                "host (--allow-remote): its CPU, its other work and the "
                                "network between were not checked"))
         return out
+
+    def cpu_counter(self, started: RunningComponent) -> Callable[[], float | None] | None:
+        """Its watched cgroup's CPU seconds (watch.Watched.cpu_s): the server's processes
+        are not a group stacklab started, and a cgroup counts every one that ran there."""
+        return started.proc.cpu_s  # type: ignore[attr-defined]
 
     def stop(self, started: RunningComponent) -> None:
         """The server is the user's: it is left as it was."""
