@@ -99,3 +99,26 @@ def test_served_from_a_copy_and_every_file_checked(tmp_path):
     assert checks["content /index.html"]["status"] == "PASS"
     assert not any(".env" in c or ".git" in c for c in checks)
     assert json.loads(row[2])["status"] == {"200": 200}
+
+
+def test_dir_without_a_path_is_refused(tmp_path):
+    spec = tmp_path / "own.toml"
+    spec.write_text(SPEC.format(site="", stack="nginx").replace('"dir:"', '"dir"'))
+    with pytest.raises(SpecError) as e:
+        load_spec(spec, REGISTRY, STACKS, set(WORKLOADS))
+    assert "matrix.workload" in str(e.value) and "dir:PATH" in str(e.value)
+
+
+def test_a_name_a_url_must_encode_is_refused_with_its_path(tmp_path):
+    site = _site(tmp_path)
+    (site / "my page.html").write_text("x")
+    with pytest.raises(SpecError) as e:
+        load_spec(_spec(tmp_path), REGISTRY, STACKS, set(WORKLOADS))
+    assert "my page.html" in str(e.value) and "rename" in str(e.value)
+
+
+def test_a_php_script_may_change_its_length_a_static_file_may_not(tmp_path):
+    site = _site(tmp_path)
+    (site / "now.php").write_text("<?php echo time();")
+    w = WORKLOADS[f"dir:{site}"]
+    assert w.varying_length == frozenset({"/now.php"})

@@ -209,7 +209,7 @@ def test_the_mix_replaces_the_workloads_urls(tmp_path):
     assert plan.schedule == () and plan.warmup_s == 1.0 and plan.duration_s == 2.0
     assert url_lines(plan).splitlines() == ["GET http://127.0.0.1:8080/a 3",
                                             "HEAD http://127.0.0.1:8080/a 2",
-                                            "GET http://127.0.0.1:8080/b?q=1 1"]
+                                            "GET http://127.0.0.1:8080/b?q=1 1 varies"]
     assert replay.record["replayed"] == 6 and replay.record["urls"] == 3
     assert replay.record["missing"] == {} and replay.record["times"] is False
 
@@ -320,3 +320,11 @@ def test_what_the_log_holds_besides_is_said_before_anything_runs():
     assert result.exit_code == 0, result.output
     note = next(line for line in result.output.splitlines() if "load.replay" in line)
     assert "sample-access.log" in note and "unreadable" in note and "POST" in note
+
+
+@pytest.mark.parametrize("path, varies", [
+    ("/portal.html", False), ("/img/a.png", False), ("/", True), ("/blog/", True),
+    ("/index.php", True), ("/?p=5", True), ("/a.html?x=1", True)])
+def test_a_replayed_url_may_vary_where_the_site_may_compute_it(path, varies):
+    from stacklab.run.replay import may_vary
+    assert may_vary(path) is varies

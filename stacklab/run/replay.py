@@ -66,9 +66,11 @@ def replay_plan(plan: LoadPlan, front: Endpoint, probe: Probe | None = None) -> 
     if times:
         offsets = arrival_offsets([r.time_s for r in kept], float(plan.load["rate"]))
         schedule = tuple((at, index[(r.method, r.path)]) for at, r in zip(offsets, kept))
-    replayed = replace(plan, urls=tuple((base + p, n) for (_, p), n in mix),
-                       methods=tuple(m for (m, _), _ in mix), schedule=schedule,
-                       warmup_s=0.0 if times else plan.warmup_s)
+    urls = tuple((base + p, n) for (_, p), n in mix)
+    replayed = replace(plan, urls=urls, methods=tuple(m for (m, _), _ in mix),
+                       schedule=schedule, warmup_s=0.0 if times else plan.warmup_s,
+                       varies=frozenset(u for u, _ in urls
+                                        if u in plan.varies or may_vary(u[len(base):])))
     record = {"log": path, "sha256": log.sha256, **log.report.to_json(), "urls": len(mix),
               "missing": dict(sorted(missing.items())[:STORED_MISSING]),
               "missing_urls": len(missing), "missing_requests": lost,
@@ -82,6 +84,14 @@ def replay_versions(path: str) -> dict[str, str]:
     its sha256, so that a resume refuses to pool runs of an edited log with the stored
     ones, as of an edited include file."""
     return {f"load.replay {path}": f"sha256:{log_sha256(Path(path))}"}
+
+
+def may_vary(path: str) -> bool:
+    """Whether a replayed URL may answer with another length each time, so the engine
+    must not count a length change as a failure: a query string, a PHP script, or a
+    directory (its index may be a script). A static file's length is its own."""
+    plain = path.partition("?")[0]
+    return "?" in path or plain.endswith("/") or plain.endswith(".php")
 
 
 def missing_urls(log: AccessLog, probe: Probe) -> dict[str, str]:

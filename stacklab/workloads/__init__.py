@@ -102,7 +102,9 @@ def canonical(name: str, base_dir: Path | None = None) -> str:
     'dir:site' -> 'dir:/abs/site' (relative to base_dir, the experiment file's)."""
     base, value = split(name)
     workload = dict.__getitem__(WORKLOADS, base)
-    if value is not None and workload.own is not None:
+    if workload.own is not None:
+        if value is None:
+            raise ValueError(f"{base} needs a directory: {base}:PATH")
         value = str(owndir.resolve(value, base_dir))
     return name if value is None else workload.at(value).name
 
@@ -110,9 +112,11 @@ def canonical(name: str, base_dir: Path | None = None) -> str:
 def own_dir(text: str) -> Workload:
     """`dir:PATH`: the user's directory (see owndir.py)."""
     root = owndir.resolve(text)
+    urls = owndir.urls(root)
     return Workload(f"dir:{root}", f"your own directory {root}, copied into the run",
-                    lambda seed: owndir.build(root), owndir.urls(root),
-                    needs=owndir.needs(root), versions=lambda: owndir.versions(root))
+                    lambda seed: owndir.build(root), urls, needs=owndir.needs(root),
+                    versions=lambda: owndir.versions(root),
+                    varying_length=frozenset(u for u, _ in urls if owndir.is_php(u)))
 
 
 def _usage(description: str, name: str, param: Param) -> str:

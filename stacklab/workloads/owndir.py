@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 from functools import lru_cache
 from pathlib import Path
 
@@ -24,6 +25,9 @@ MAX_FILES = 10_000
 MAX_BYTES = 1024 ** 3          # copied into the run's docroot: at most 1 GiB
 KEEP_HIDDEN = (".htaccess",)   # copied (Apache reads them), never requested
 PHP_SUFFIXES = (".php",)
+# A path that is its own URL: the file's path is the URL's, written as is into the
+# engine's URL list and every server's request line.
+URL_SAFE = re.compile(r"[A-Za-z0-9._~/!$&'()*+,;=:@-]+")
 
 
 def resolve(text: str, base: Path | None = None) -> Path:
@@ -56,8 +60,12 @@ def files(root: Path) -> list[tuple[str, Path]]:
                 continue
             if not os.access(path, os.R_OK):
                 raise ValueError(f"{path}: not readable")
+            url = "/" + path.relative_to(root).as_posix()
+            if not URL_SAFE.fullmatch(url):
+                raise ValueError(f"{path}: a name a URL must encode (space, %, ?, #, …): "
+                                 "rename it or leave it out of the directory")
             total += path.stat().st_size
-            found.append(("/" + path.relative_to(root).as_posix(), path))
+            found.append((url, path))
             if len(found) > MAX_FILES or total > MAX_BYTES:
                 raise ValueError(f"{root}: more than {MAX_FILES} files or "
                                  f"{MAX_BYTES >> 30} GiB (the run copies them)")
