@@ -278,15 +278,19 @@ def test_probes_are_placed_where_a_capability_asks_and_taken_back_at_stop(sessio
 def test_apache_gets_its_htaccess_files_only_with_allow_override_all(session):
     deployed = deploy("photos", session.run_dir("docroot"))
     directories = [deployed.docroot, *(p for p in deployed.docroot.rglob("*") if p.is_dir())]
+    own = directories[-1] / ".htaccess"       # a site's own: kept, never taken back
+    own.write_text("# the site's own\n")
     running = RunningStack(STACKS["apache"])
     try:
         start_stack(running, knobs_for("apache", apache__allow_override="all"), deployed,
                     session.run_dir("run"), make_certificate(session.dir))
         assert all((d / ".htaccess").is_file() for d in directories)
+        assert own.read_text() == "# the site's own\n"
         assert_all_pass(verify_stack(running, deployed))
     finally:
         assert stop_stack(running) == []
-    assert not any((d / ".htaccess").exists() for d in directories)
+    assert [d for d in directories if (d / ".htaccess").exists()] == [own.parent]
+    own.unlink()
 
 
 @pytest.mark.integration

@@ -96,11 +96,14 @@ class Apache(userconf.IncludingServer):
 
     def docroot_files(self, docroot: Path, knobs: dict[str, Any]) -> dict[str, bytes]:
         """With AllowOverride All, a .htaccess in every directory: what Apache then reads
-        on every request (the cost apache.allow_override measures)."""
+        on every request (the cost apache.allow_override measures). A directory that has
+        its own (a user's site, an application's `Require all denied`) keeps it: it is
+        read all the same, and the stack takes back only what it placed."""
         if knobs["allow_override"] != "all":
             return {}
         return {"/" + str((d / ".htaccess").relative_to(docroot)): HTACCESS
-                for d in [docroot, *sorted(p for p in docroot.rglob("*") if p.is_dir())]}
+                for d in [docroot, *sorted(p for p in docroot.rglob("*") if p.is_dir())]
+                if not (d / ".htaccess").exists()}
 
     def modules(self, knobs: dict[str, Any]) -> list[str]:
         mods = list(BASE_MODULES)
