@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from dataclasses import replace
 
 import pytest
 from typer.testing import CliRunner
@@ -41,14 +42,25 @@ def test_articles_are_the_seeds_and_use_every_template():
 
 
 def test_settings_follow_the_host_and_the_php_knobs():
-    text = local_settings(3)
+    text = local_settings(mw.database(3))
     key, upgrade = secrets(3)
     assert f"$wgSecretKey = '{key}';" in text and f"$wgUpgradeKey = '{upgrade}';" in text
     assert len(key) == 64 and secrets(3) != secrets(4)
     assert "$wgServer = WebRequest::detectServer();" in text
     assert "$wgMainCacheType = $stacklabApcu ? CACHE_ACCEL : CACHE_NONE;" in text
-    assert "basename( __DIR__ ) . '.php.log'" in text
-    assert "ini_set( 'error_log'" not in local_settings(3, cache_dir="/tmp/x", error_log="")
+    assert "basename(__DIR__) . '.php.log'" in text
+    assert "$wgDBname = 'stacklab_app';" in text and "$wgDBuser = 'stacklab';" in text
+    seeding = local_settings(mw.database(3), cache_dir="'/tmp/x'", error_log=None)
+    assert "ini_set('error_log'" not in seeding and "$wgCacheDirectory = '/tmp/x';" in seeding
+
+
+def test_settings_quote_as_php_quotes():
+    """The database's name, user and password are the AppDatabase's, as PHP single-quoted
+    literals: a $ in a password is not interpolated, a quote does not end it."""
+    db = replace(mw.database(3), user="wiki", password="pa$s'word\\")
+    text = local_settings(db)
+    assert "$wgDBuser = 'wiki';" in text
+    assert "$wgDBpassword = 'pa$s\\'word\\\\';" in text
 
 
 def test_every_page_url_has_a_marker():
@@ -150,13 +162,13 @@ def test_a_short_real_run_of_the_mix(tmp_path):
 
 @pytest.mark.integration
 def test_a_php_fatal_error_fails_verification(session, deployed):
-    settings = local_settings(1) + "stacklab_no_such_function();\n"
+    settings = local_settings(mw.database(1)) + "stacklab_no_such_function();\n"
     place(deployed.docroot, "/LocalSettings.php", settings.encode())
     try:
         with running(session, "nginx+php-fpm+mariadb", deployed) as stack:
             verdicts = verify_stack(stack, deployed)
     finally:
-        place(deployed.docroot, "/LocalSettings.php", local_settings(1).encode())
+        place(deployed.docroot, "/LocalSettings.php", local_settings(mw.database(1)).encode())
     got = statuses(verdicts)
     assert got["stack:php errors"] == "FAIL"
     assert "stacklab_no_such_function" in next(v.detail for v in verdicts

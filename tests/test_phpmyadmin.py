@@ -73,6 +73,7 @@ def test_deployed_with_its_own_configuration_not_debians(deployed):
     assert "/etc/phpmyadmin" not in vendor + config and "/var/lib" not in vendor + config
     assert "ROOT_PATH . 'config.inc.php'" in vendor
     assert "'auth_type'] = 'config'" in config and "mysqli.default_socket" in config
+    assert "$cfg['Servers'][1]['user'] = 'stacklab';" in config
     assert (root / "index.php").is_file() and not (root / "doc").exists()
     assert oct((root / pma.TEMP_DIR.strip("/")).stat().st_mode & 0o7777) == "0o1777"
     # the package's own file is untouched where ours replaced its link
@@ -136,6 +137,24 @@ def test_a_php_fatal_error_fails_verification(stack, deployed):
     php = next(v for v in verdicts if v.check == "php errors")
     assert php.status is Status.FAIL and "PHP Fatal error" in php.detail
     assert "stacklab_no_such_function" in php.detail
+
+
+def test_a_php_warning_fails_verification(stack, deployed):
+    """phpMyAdmin's own error handler keeps a warning for its error-report form and PHP
+    never logs it; the handler our configuration chains in front lets PHP log it too, so
+    a warning in a file every page includes FAILs even where every page looks whole.
+    (The custom header, not the footer: OPcache may still hold the fatal error's footer.)"""
+    header = place(deployed.docroot, "/config.header.inc.php",
+                   b"<?php echo $stacklab_undefined_variable;\n")
+    try:
+        verdicts = verify_stack(stack, deployed)
+    finally:
+        header.unlink()
+    got = statuses(verdicts)
+    assert got[f"stack:content {pma.BROWSE}"] == "PASS"
+    php = next(v for v in verdicts if v.check == "php errors")
+    assert php.status is Status.FAIL and "PHP Warning" in php.detail
+    assert "stacklab_undefined_variable" in php.detail
 
 
 SPEC = """[experiment]

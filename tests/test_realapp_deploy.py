@@ -3,11 +3,18 @@ version, symlinks followed, its own configuration skipped, never written through
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
+import pytest
+
+from stacklab.errors import StackError
+from stacklab.host.hostinfo import debian_version
 from stacklab.measure.verify import Status, check_php_log
 from stacklab.workloads import File, Tree, php_log_path
 from stacklab.workloads.deploy import _copy_tree, _write
+from stacklab.workloads.realapp import (PHP_CLI, SERVED_PHP_LOG, package_version,
+                                        php_error_log_lines, php_string)
 
 
 def _package(root: Path) -> Path:
@@ -62,3 +69,40 @@ def test_php_log_check(tmp_path):
     assert verdict.status is Status.FAIL and "Undefined variable" in verdict.detail
     assert check_php_log(log, offset=log.stat().st_size).status is Status.PASS
     assert check_php_log(log, offset=size).status is Status.FAIL
+
+
+def test_a_recoverable_fatal_error_is_a_php_problem(tmp_path):
+    log = tmp_path / "docroot.php.log"
+    log.write_text("[28-Nov-2026] PHP Recoverable fatal error:  Object of class X could "
+                   "not be converted to string in /d/index.php on line 3\n")
+    verdict = check_php_log(log)
+    assert verdict.status is Status.FAIL and "could not be converted" in verdict.detail
+
+
+@pytest.mark.parametrize("text", ["plain", "it's", "a\\b", "trailing\\", "$HOME {$x}",
+                                  "\\'", "new\nline"])
+def test_php_string_reads_back_as_written(text):
+    """Every configuration writer quotes with php_string: PHP itself reads the literal
+    back unchanged (no $ interpolated, no quote ending it early)."""
+    done = subprocess.run([PHP_CLI, "-n", "-r", f"echo {php_string(text)};"],
+                          capture_output=True, text=True, timeout=30, check=True)
+    assert done.stdout == text
+
+
+def test_the_error_log_lines_name_the_log_beside_the_docroot(tmp_path):
+    """The PHP expression every served configuration uses gives php_log_path()."""
+    docroot = tmp_path / "docroot"
+    docroot.mkdir()
+    script = docroot / "where.php"
+    script.write_text(f"<?php\n{php_error_log_lines()}echo ini_get('error_log');\n")
+    done = subprocess.run([PHP_CLI, "-n", str(script)], capture_output=True, text=True,
+                          timeout=30, check=True)
+    assert done.stdout == str(php_log_path(docroot))
+    assert SERVED_PHP_LOG in php_error_log_lines()
+
+
+def test_a_package_not_installed_has_no_version():
+    assert debian_version("stacklab-no-such-package") is None
+    assert debian_version("dpkg")
+    with pytest.raises(StackError, match="stacklab-no-such-package"):
+        package_version("stacklab-no-such-package")

@@ -90,6 +90,9 @@ def test_every_page_verifies_with_its_content(session, stack):
             ep = stack_run.front.endpoint
             if name == "wordpress-admin":
                 assert "stack:content /wp-admin/edit.php" in statuses(verdicts)
+                # the compression figure is the logged-in page's, not the login redirect's
+                admin = next(v for v in verdicts if v.check == f"content {ADMIN}")
+                assert admin.data["encoded_bytes"] > 1000, admin.data
                 anonymous = fetch(ep, ADMIN)
                 assert anonymous.status == 302 and "wp-login.php" in anonymous.headers[
                     "location"]

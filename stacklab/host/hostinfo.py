@@ -1,4 +1,5 @@
-"""Provenance: host facts and stacklab's own commit, recorded with every run."""
+"""Provenance: host facts (the installed Debian packages' versions among them) and
+stacklab's own commit, recorded with every run."""
 
 from __future__ import annotations
 
@@ -39,6 +40,21 @@ def python_libraries() -> dict[str, str | None]:
         except metadata.PackageNotFoundError:
             found[name] = None
     return found
+
+
+def debian_version(package: str) -> str | None:
+    """An installed Debian package's whole version ("8.2.36-1~deb12u1"), or None when it
+    is not installed: a package removed with its configuration kept is still listed by
+    dpkg-query, with a status that does not end in "installed"."""
+    try:
+        out = subprocess.run(["dpkg-query", "-W", "-f=${Status}\t${Version}", package],
+                             capture_output=True, text=True, timeout=10)
+    except OSError:
+        return None
+    status, _, version = out.stdout.partition("\t")
+    if out.returncode != 0 or not status.endswith(" installed") or not version:
+        return None
+    return version
 
 
 def _cpu_model() -> str:

@@ -128,7 +128,8 @@ def check_content(front: Endpoint, expected: dict[str, Expect],
             continue
         what = (f"sha256 {want.sha256[:12]}" if want.sha256 else
                 "marker found" if want.contains else "status only")
-        data = {"path": path, "bytes": len(body), **_compressed_size(front, path, resp)}
+        data = {"path": path, "bytes": len(body),
+                **_compressed_size(front, path, resp, dict(want.headers))}
         verdicts.append(Verdict("stack", check, Status.PASS, f"200, {len(body)} B, {what}", data))
     if php_log is not None:
         verdicts.append(check_php_log(php_log, seen))
@@ -137,7 +138,8 @@ def check_content(front: Endpoint, expected: dict[str, Expect],
 
 # What PHP writes to its error log for a problem a page's content may not show (production
 # settings: display_errors off). Deprecations and notices are not problems of the run.
-PHP_PROBLEMS = ("PHP Warning:", "PHP Fatal error:", "PHP Parse error:")
+PHP_PROBLEMS = ("PHP Warning:", "PHP Fatal error:", "PHP Parse error:",
+                "PHP Recoverable fatal error:")
 
 
 def check_php_log(php_log: Path, offset: int = 0) -> Verdict:
@@ -153,12 +155,15 @@ def check_php_log(php_log: Path, offset: int = 0) -> Verdict:
 _TEXT_TYPES = ("text/", "application/json", "application/javascript", "image/svg")
 
 
-def _compressed_size(front: Endpoint, path: str, plain: Response) -> dict:
+def _compressed_size(front: Endpoint, path: str, plain: Response,
+                     headers: dict[str, str]) -> dict:
     """For text responses: what the stack sends to a client that accepts gzip (the
-    reports' compression table). Binary responses are not asked twice."""
+    reports' compression table), asked with the check's own headers (a logged-in page's
+    cookie: without it the figure would be the login redirect's). Binary responses are
+    not asked twice."""
     if not plain.headers.get("content-type", "").startswith(_TEXT_TYPES):
         return {}
-    asked = fetch(front, path, {"Accept-Encoding": "gzip"})
+    asked = fetch(front, path, {**headers, "Accept-Encoding": "gzip"})
     return {"encoded_bytes": len(asked.body),
             "content_encoding": asked.headers.get("content-encoding")}
 

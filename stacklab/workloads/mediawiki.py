@@ -56,7 +56,7 @@ def files(seed: int) -> list:
     first = _shown()[0]
     return [
         Tree(SOURCE, package_version(PACKAGE), skip=SKIP),
-        File("/LocalSettings.php", local_settings(seed).encode(), check=False),
+        File("/LocalSettings.php", local_settings(database(seed)).encode(), check=False),
         *(Url(article_url(t), Expect(contains=article_mark(t))) for t in _shown()),
         Url(SEARCH, Expect(contains=SEARCH_MARK)),
         Url(ALLPAGES, Expect(contains=f">{first}</a>".encode())),

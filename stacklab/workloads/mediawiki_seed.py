@@ -15,16 +15,13 @@ makes InnoDB tables and a MyISAM `searchindex`, so every other table is altered 
 from __future__ import annotations
 
 import random
-import subprocess
 import tempfile
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from xml.sax.saxutils import escape
 
-from ..errors import StackError
 from .mediawiki_settings import SITENAME, local_settings
-from .realapp import PHP_CLI, AppDatabase
+from .realapp import AppDatabase, php_string, run_php
 
 SOURCE = Path("/usr/share/mediawiki")
 ADMIN = "Admin"
@@ -115,27 +112,11 @@ def all_pages(seed: int, count: int) -> list[tuple[str, str]]:
             + [(a.title, a.text) for a in articles(seed, count)])
 
 
-def _php(socket: Path, work: Path, log_dir: Path, name: str, argv: list[str],
-         timeout_s: float = 300) -> None:
-    """One MediaWiki maintenance script with PHP's command line, its mysqli pointed at
-    the seeding server's socket (the settings' 'localhost')."""
-    cmd = [PHP_CLI, "-d", f"mysqli.default_socket={socket}", "-d", "memory_limit=512M",
-           *argv]
-    started = time.monotonic()
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, cwd=work)
-    out = done.stdout + done.stderr
-    with (log_dir / "mediawiki-seed.log").open("a") as log:
-        log.write(f"== {name} ({time.monotonic() - started:.1f} s, exit {done.returncode})\n"
-                  f"{out}\n")
-    if done.returncode != 0 or "PHP Fatal error" in out:
-        raise StackError(f"mediawiki: seeding: {name} failed ({done.returncode})", out[-2000:])
-
-
 _ENGINES = """<?php
-$db = new mysqli('localhost', '{user}', '{password}', '{name}');
-$want = '{engine}';
+$db = new mysqli('localhost', {user}, {password}, {name});
+$want = {engine};
 $res = $db->query("SELECT TABLE_NAME, ENGINE FROM information_schema.TABLES WHERE "
-                  . "TABLE_SCHEMA = '{name}'");
+                  . "TABLE_SCHEMA = DATABASE()");
 foreach ($res->fetch_all() as [$table, $engine]) {{
     if (strcasecmp($engine, $want) != 0) {{
         $db->query("ALTER TABLE `$table` ENGINE=$want") or die($db->error . "\\n");
@@ -147,24 +128,30 @@ foreach ($res->fetch_all() as [$table, $engine]) {{
 def install(db: AppDatabase, socket: Path, engine: str, log_dir: Path) -> None:
     """MediaWiki's schema, its administrator, the seeded pages and their indexes."""
     count = dict(db.sizes)["articles"]
+    log = log_dir / "mediawiki-seed.log"
     with tempfile.TemporaryDirectory(prefix="stacklab-mediawiki-") as tmp:
         work = Path(tmp)
         (work / "cache").mkdir()
         maint = SOURCE / "maintenance"
-        _php(socket, work, log_dir, "install.php", [
+
+        def php(script: str, argv: list[str]) -> None:
+            run_php(argv, work, socket, log, f"mediawiki seeding: {script}", timeout_s=300)
+
+        php("install.php", [
             str(maint / "install.php"), "--dbtype=mysql", "--dbserver=localhost",
             f"--dbname={db.name}", f"--dbuser={db.user}", f"--dbpass={db.password}",
             f"--installdbuser={db.user}", f"--installdbpass={db.password}",
             "--server=http://localhost", "--scriptpath=", "--lang=en", "--skins=Vector",
             f"--pass=stacklab-admin-{db.seed}", f"--confpath={work}", SITENAME, ADMIN])
         (work / "engines.php").write_text(_ENGINES.format(
-            user=db.user, password=db.password, name=db.name, engine=engine))
-        _php(socket, work, log_dir, "engines", [str(work / "engines.php")])
+            user=php_string(db.user), password=php_string(db.password),
+            name=php_string(db.name), engine=php_string(engine)))
+        php("engines", [str(work / "engines.php")])
         conf = work / "LocalSettings.php"
-        conf.write_text(local_settings(db.seed, cache_dir=str(work / "cache"), error_log=""))
+        conf.write_text(local_settings(db, cache_dir=php_string(str(work / "cache")),
+                                       error_log=None))
         (work / "dump.xml").write_text(dump_xml(all_pages(db.seed, count)))
         for script, args in (("importDump.php", [str(work / "dump.xml")]),
                              ("rebuildtextindex.php", []),
                              ("initSiteStats.php", ["--update"])):
-            _php(socket, work, log_dir, script, [str(maint / script), f"--conf={conf}",
-                                                 *args])
+            php(script, [str(maint / script), f"--conf={conf}", *args])

@@ -26,11 +26,12 @@ from __future__ import annotations
 
 import hashlib
 
+from .realapp import SERVED_PHP_LOG, AppDatabase, php_error_log_lines, php_string
+
 SITENAME = "Stacklab Wiki"
 
-# PHP expressions, evaluated in LocalSettings.php (__DIR__ is the docroot).
+# A PHP expression, evaluated in LocalSettings.php (__DIR__ is the docroot).
 SERVED_CACHE = "__DIR__ . '/cache'"
-SERVED_LOG = "dirname( __DIR__ ) . '/' . basename( __DIR__ ) . '.php.log'"
 
 
 def secrets(seed: int) -> tuple[str, str]:
@@ -39,22 +40,20 @@ def secrets(seed: int) -> tuple[str, str]:
     return key, hashlib.sha256(key.encode()).hexdigest()[:16]
 
 
-def local_settings(seed: int, cache_dir: str = SERVED_CACHE, error_log: str = SERVED_LOG,
-                   name: str = "stacklab_app", user: str = "stacklab",
-                   password: str = "stacklab") -> str:
-    """LocalSettings.php. cache_dir: a PHP expression (or a path, quoted here when it is
-    one); error_log: a PHP expression, or "" to leave PHP's logging alone (the CLI)."""
-    secret, upgrade = secrets(seed)
-    cache = cache_dir if "__DIR__" in cache_dir else repr(cache_dir)
-    log = (f"ini_set( 'log_errors', '1' );\nini_set( 'error_log', {error_log} );\n"
-           if error_log else "")
+def local_settings(db: AppDatabase, cache_dir: str = SERVED_CACHE,
+                   error_log: str | None = SERVED_PHP_LOG) -> str:
+    """LocalSettings.php for the database `db` (its seed makes the secrets). cache_dir
+    and error_log: PHP expressions; error_log None leaves PHP's logging alone (the
+    seeding's command line)."""
+    secret, upgrade = secrets(db.seed)
+    log = php_error_log_lines(error_log) if error_log is not None else ""
     return f"""<?php
 # Written by stacklab (stacklab/workloads/mediawiki_settings.py): see its docstring.
 if ( !defined( 'MEDIAWIKI' ) ) {{
 	exit;
 }}
 {log}
-$wgSitename = '{SITENAME}';
+$wgSitename = {php_string(SITENAME)};
 $wgMetaNamespace = 'Project';
 $wgScriptPath = '';
 $wgResourceBasePath = $wgScriptPath;
@@ -64,9 +63,9 @@ $wgLocaltimezone = 'UTC';
 
 $wgDBtype = 'mysql';
 $wgDBserver = 'localhost';
-$wgDBname = '{name}';
-$wgDBuser = '{user}';
-$wgDBpassword = '{password}';
+$wgDBname = {php_string(db.name)};
+$wgDBuser = {php_string(db.user)};
+$wgDBpassword = {php_string(db.password)};
 $wgDBprefix = '';
 $wgDBTableOptions = 'ENGINE=InnoDB, DEFAULT CHARSET=binary';
 
@@ -75,7 +74,7 @@ $wgMainCacheType = $stacklabApcu ? CACHE_ACCEL : CACHE_NONE;
 $wgParserCacheType = CACHE_ANYTHING;
 $wgMessageCacheType = CACHE_ANYTHING;
 $wgSessionCacheType = CACHE_ANYTHING;
-$wgCacheDirectory = {cache};
+$wgCacheDirectory = {cache_dir};
 $wgLocalisationCacheConf['store'] = 'files';
 
 $wgSecretKey = '{secret}';

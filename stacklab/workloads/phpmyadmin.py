@@ -27,7 +27,7 @@ from pathlib import Path
 from ..measure.verify import Expect
 from . import appdata
 from .files import File, Tree, Url
-from .realapp import AppPage, RealApp, package_version
+from .realapp import AppPage, RealApp, package_version, php_error_log_lines, php_string
 
 PACKAGE = "phpmyadmin"
 SOURCE = Path("/usr/share/phpmyadmin")
@@ -96,22 +96,40 @@ return [
 """
 
 
+# phpMyAdmin's own error handler keeps PHP's warnings in a list for its error-report
+# form (which SendErrorReports 'never' does not even show) and returns true, so PHP never
+# logs them: a warning would leave no trace verification sees. Ours runs phpMyAdmin's,
+# then returns false, so PHP logs it as it logs any other application's. Set once: the
+# configuration may be read twice in a request.
+CHAINED_HANDLER = """if (! defined('STACKLAB_PHP_ERRORS_LOGGED')) {
+    define('STACKLAB_PHP_ERRORS_LOGGED', true);
+    $stacklabPmaHandler = set_error_handler(null);
+    set_error_handler(static function (int $no, string $text, string $file, int $line)
+            use ($stacklabPmaHandler): bool {
+        if ($stacklabPmaHandler !== null) {
+            $stacklabPmaHandler($no, $text, $file, $line);
+        }
+        return false;
+    });
+}
+"""
+
+
 def config(db: appdata.AppDatabase, secret: str) -> bytes:
     """config.inc.php: logged in as the application's account over the socket php.ini
     names (the running mariadb's), no version check, no configuration-storage lookups
-    or warnings, PHP's errors to the log beside the docroot."""
+    or warnings, PHP's errors (phpMyAdmin's handler's too) to the log beside the
+    docroot."""
     return f"""<?php
 // Written by stacklab for one docroot; do not edit.
-ini_set('log_errors', '1');
-ini_set('error_log', dirname(__DIR__) . '/' . basename(__DIR__) . '.php.log');
-$cfg['blowfish_secret'] = '{secret}';
+{php_error_log_lines()}{CHAINED_HANDLER}$cfg['blowfish_secret'] = {php_string(secret)};
 $cfg['Servers'][1]['auth_type'] = 'config';
 $cfg['Servers'][1]['host'] = 'localhost';
 $cfg['Servers'][1]['socket'] = (string) ini_get('mysqli.default_socket');
-$cfg['Servers'][1]['user'] = '{db.user}';
-$cfg['Servers'][1]['password'] = '{db.password}';
+$cfg['Servers'][1]['user'] = {php_string(db.user)};
+$cfg['Servers'][1]['password'] = {php_string(db.password)};
 $cfg['ServerDefault'] = 1;
-$cfg['TempDir'] = __DIR__ . '{TEMP_DIR}';
+$cfg['TempDir'] = __DIR__ . {php_string(TEMP_DIR)};
 $cfg['VersionCheck'] = false;
 $cfg['SendErrorReports'] = 'never';
 $cfg['ZeroConf'] = false;

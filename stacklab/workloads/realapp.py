@@ -14,25 +14,45 @@ from __future__ import annotations
 
 import hashlib
 import subprocess
+import time
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import Callable
 
 from ..errors import StackError
+from ..host.hostinfo import debian_version
 
-PHP_CLI = "/usr/bin/php8.2"
+# The command-line PHP: the `php` alternative, the very link stacks/php/install.py reads
+# the PHP version from, so the installers run the PHP the stacks serve (its module
+# imports the stacks' registry, which imports the workloads: not importable from here).
+PHP_CLI = "/usr/bin/php"
+
+# Where a served application's configuration sends PHP's errors, as a PHP expression
+# evaluated in a file at the docroot's top (__DIR__): beside the docroot, named
+# <docroot name>.php.log (workloads.php_log_path), where verification reads them.
+SERVED_PHP_LOG = "dirname(__DIR__) . '/' . basename(__DIR__) . '.php.log'"
+
+
+def php_string(value: str) -> str:
+    """A PHP single-quoted literal of `value` (nothing in it is interpolated)."""
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def php_error_log_lines(log: str = SERVED_PHP_LOG) -> str:
+    """The lines of an application's configuration that send PHP's errors to `log` (a
+    PHP expression): stacklab's php.ini leaves the application to say where."""
+    return f"ini_set('log_errors', '1');\nini_set('error_log', {log});\n"
 
 
 @lru_cache(maxsize=None)
 def package_version(package: str) -> str:
-    """The installed Debian package's version; one clear error when it is missing."""
-    done = subprocess.run(["dpkg-query", "-W", "-f=${Version}", package],
-                          capture_output=True, text=True, timeout=30)
-    if done.returncode != 0 or not done.stdout.strip():
+    """The installed Debian package's version; one clear error when it is not installed."""
+    version = debian_version(package)
+    if version is None:
         raise StackError(f"{package}: the Debian package is not installed (run "
                          "scripts/install-deps.sh)")
-    return done.stdout.strip()
+    return version
 
 
 @dataclass(frozen=True)
@@ -71,20 +91,29 @@ class AppDatabase:
         self.installer(self, socket, engine, log_dir)
 
 
-def run_php(script: str, work: Path, log_dir: Path, name: str, timeout_s: float = 600,
-            args: tuple[str, ...] = ()) -> str:
-    """Run a PHP script (written to work/<name>.php) with the command-line PHP and the
-    system's CLI ini (it only needs mysqli); its output is logged to log_dir. One clear
-    error with the output's tail when it fails."""
-    path = work / f"{name}.php"
-    path.write_text(script)
-    done = subprocess.run([PHP_CLI, str(path), *args], capture_output=True, text=True,
-                          timeout=timeout_s, cwd=work)
+def run_php(argv: list[str], work: Path, socket: Path, log: Path, name: str,
+            timeout_s: float = 600) -> str:
+    """One run of an application's installer with the command-line PHP (argv: the script
+    and its arguments) in `work`, with the system's CLI ini and mysqli's default socket
+    the seeding server's (so the application's 'localhost' is it). Its output is appended
+    to `log` under a heading with its time; one clear error with the output's tail when it
+    fails or PHP reports a fatal error. Returns its standard output."""
+    cmd = [PHP_CLI, "-d", f"mysqli.default_socket={socket}", "-d", "memory_limit=512M",
+           *argv]
+    started = time.monotonic()
+    try:
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s,
+                              cwd=work)
+    except FileNotFoundError:
+        raise StackError(f"{name}: {PHP_CLI} is missing (php-cli: run "
+                         "scripts/install-deps.sh)") from None
     out = done.stdout + done.stderr
-    (log_dir / f"{name}.log").write_text(out)
-    if done.returncode != 0:
-        raise StackError(f"{name}: the application's installer failed ({done.returncode})",
-                         out[-2000:])
+    with log.open("a") as f:
+        f.write(f"== {name} ({time.monotonic() - started:.1f} s, exit {done.returncode})\n"
+                f"{out}\n")
+    if done.returncode != 0 or "PHP Fatal error" in out:
+        raise StackError(f"{name}: the application's installer failed ({done.returncode}; "
+                         f"see {log})", out[-2000:])
     return done.stdout
 
 

@@ -21,10 +21,9 @@ from ..measure.verify import Expect
 from .files import File, Tree, Url
 from .realapp import AppDatabase, AppPage, RealApp, package_version
 from .wordpress_seed import FIRST_POST_ID, SEARCH_WORDS, Content, install, make_content
-from .wordpress_site import SITE_CONFIG, login_cookie
+from .wordpress_site import SOURCE, login_cookie, site_config
 
 PACKAGES = ("wordpress", "wordpress-theme-twentytwentythree")
-SOURCE = "/usr/share/wordpress"
 SIZES = (("posts", 200), ("pages", 10), ("comments_max", 8))
 N_POSTS = dict(SIZES)["posts"]
 POSTS = tuple(FIRST_POST_ID + i for i in (N_POSTS // 2, N_POSTS // 3, N_POSTS - 7,
@@ -67,7 +66,7 @@ def files(seed: int) -> list:
     for word, path in zip(SEARCH_WORDS, SEARCHES):
         urls.append(Url(path, Expect(contains=site.post(site.search[word][0]).title.encode())))
     return [Tree(Path(SOURCE), _version(), skip=("wp-config.php", ".htaccess")),
-            File("/wp-config.php", SITE_CONFIG), *urls]
+            File("/wp-config.php", site_config(database(seed))), *urls]
 
 
 def database(seed: int) -> AppDatabase:

@@ -18,9 +18,8 @@ from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from .realapp import AppDatabase, run_php
-from .wordpress_site import (EXPIRATION, PASSWORD_HASH, SESSION_VERIFIER, USER, config,
-                             php_string)
+from .realapp import AppDatabase, php_string, run_php
+from .wordpress_site import EXPIRATION, PASSWORD_HASH, SESSION_VERIFIER, SOURCE, USER, config
 
 FIRST_POST_ID = 1000
 FIRST_PAGE_ID = 100
@@ -106,6 +105,11 @@ define('WP_INSTALLING', true);
 require_once ABSPATH . 'wp-settings.php';
 require_once ABSPATH . 'wp-admin/includes/upgrade.php';
 $content = json_decode(file_get_contents($argv[1]), true, 512, JSON_THROW_ON_ERROR);
+// Nothing leaves the seeding: wp_install() asks http://localhost/ (port 80, whatever
+// answers there, a 5 s timeout) whether pretty permalinks work, and mails the new site's
+// owner through sendmail. Every HTTP request is refused and every mail dropped here.
+add_filter('pre_http_request', fn() => new WP_Error('stacklab_seeding', 'no HTTP while seeding'));
+add_filter('pre_wp_mail', '__return_false');
 $done = wp_install('stacklab WordPress', USER, 'stacklab@example.invalid', true, '',
                    'stacklab-unused-password');
 $uid = $done['user_id'];
@@ -157,9 +161,12 @@ def install(db: AppDatabase, socket: Path, engine: str, log_dir: Path) -> None:
     data.write_text(json.dumps({"posts": [asdict(p) for p in content.posts],
                                 "pages": [asdict(p) for p in content.pages],
                                 "categories": CATEGORIES}))
-    head = config(php_string(f"localhost:{socket}"), "'/usr/share/wordpress/'",
+    head = config(db, php_string(f"{SOURCE}/"),
                   php_string(str(log_dir / "wordpress-seed.php.log")), "")
     consts = "".join(f"define('{n}', {v});\n" for n, v in (
         ("USER", php_string(USER)), ("PASSWORD_HASH", php_string(PASSWORD_HASH)),
         ("SESSION_VERIFIER", php_string(SESSION_VERIFIER)), ("EXPIRATION", EXPIRATION)))
-    run_php(head + consts + SEEDER, log_dir, log_dir, "wordpress-seed", args=(str(data),))
+    script = log_dir / "wordpress-seed.php"
+    script.write_text(head + consts + SEEDER)
+    run_php([str(script), str(data)], log_dir, socket, log_dir / "wordpress-seed.log",
+            "wordpress-seed")

@@ -14,6 +14,10 @@ from __future__ import annotations
 import hashlib
 import hmac
 
+from .realapp import SERVED_PHP_LOG, AppDatabase, php_error_log_lines, php_string
+
+SOURCE = "/usr/share/wordpress"  # Debian's package: the docroot's tree, the seeding's ABSPATH
+
 SALT_NAMES = ("AUTH_KEY", "SECURE_AUTH_KEY", "LOGGED_IN_KEY", "NONCE_KEY", "AUTH_SALT",
               "SECURE_AUTH_SALT", "LOGGED_IN_SALT", "NONCE_SALT")
 COOKIEHASH = "stacklab"          # the cookies' names do not follow the site URL's port
@@ -50,20 +54,13 @@ def login_cookie() -> str:
             f"wordpress_logged_in_{COOKIEHASH}={_cookie('logged_in')}")
 
 
-def php_string(value: str) -> str:
-    """A PHP single-quoted literal."""
-    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
-
-
 CONFIG = """<?php
 // stacklab's WordPress configuration (Debian's wp-config.php reads /etc/wordpress).
-// PHP's errors go beside the docroot, where stacklab's verification reads them.
-ini_set('log_errors', '1');
-ini_set('error_log', {log});
-define('DB_NAME', 'stacklab_app');
-define('DB_USER', 'stacklab');
-define('DB_PASSWORD', 'stacklab');
-define('DB_HOST', {db_host});      // 'localhost': php.ini's mysqli.default_socket
+// PHP's errors go where stacklab reads them (beside the docroot, for the site).
+{log}define('DB_NAME', {db_name});
+define('DB_USER', {db_user});
+define('DB_PASSWORD', {db_password});
+define('DB_HOST', 'localhost');    // php.ini's mysqli.default_socket
 define('DB_CHARSET', 'utf8mb4');
 define('DB_COLLATE', '');
 {salts}
@@ -74,7 +71,7 @@ define('WP_HOME', 'http://' . $stacklab_host);
 define('WP_SITEURL', 'http://' . $stacklab_host);
 define('WP_CONTENT_DIR', {abspath} . 'wp-content');
 define('WP_CONTENT_URL', WP_HOME . '/wp-content');
-define('COOKIEHASH', '{cookiehash}');
+define('COOKIEHASH', {cookiehash});
 define('DISABLE_WP_CRON', true);            // no cron run inside a measured request
 define('AUTOMATIC_UPDATER_DISABLED', true);
 define('WP_AUTO_UPDATE_CORE', false);
@@ -86,15 +83,18 @@ if (!defined('ABSPATH')) {{
 {tail}"""
 
 
-def config(db_host_php: str, abspath_php: str, log_php: str, tail: str) -> str:
-    """wp-config.php: for the site (DB_HOST 'localhost', ABSPATH its docroot, then
-    wp-settings.php) or for the seeding (the seeding server's socket, the package's
-    directory, no wp-settings.php: the seeder loads it after WP_INSTALLING)."""
+def config(db: AppDatabase, abspath_php: str, log_php: str, tail: str) -> str:
+    """wp-config.php: for the site (ABSPATH its docroot, then wp-settings.php) or for the
+    seeding (the package's directory, no wp-settings.php: the seeder loads it after
+    WP_INSTALLING); 'localhost' is the running server's socket or the seeding one's."""
     salts = "\n".join(f"define('{n}', {php_string(salt(n))});" for n in SALT_NAMES)
-    return CONFIG.format(log=log_php, db_host=db_host_php, salts=salts,
-                         abspath=abspath_php, cookiehash=COOKIEHASH, tail=tail)
+    return CONFIG.format(log=php_error_log_lines(log_php), db_name=php_string(db.name),
+                         db_user=php_string(db.user), db_password=php_string(db.password),
+                         salts=salts, abspath=abspath_php, cookiehash=php_string(COOKIEHASH),
+                         tail=tail)
 
 
-SITE_CONFIG = config("'localhost'", "__DIR__ . '/'",
-                     "dirname(__DIR__) . '/' . basename(__DIR__) . '.php.log'",
-                     "require_once ABSPATH . 'wp-settings.php';\n").encode()
+def site_config(db: AppDatabase) -> bytes:
+    """The served site's wp-config.php (in the docroot)."""
+    return config(db, "__DIR__ . '/'", SERVED_PHP_LOG,
+                  "require_once ABSPATH . 'wp-settings.php';\n").encode()

@@ -1,13 +1,15 @@
 """Where Debian's PHP is, found once: its version (the `php` alternative, else the
 PHP-FPM installed, else Debian 12's 8.2 so that `doctor` can name the package to install),
-and the binaries, Apache module and packages named from it. Adapters and templates take
-these; none writes a version of its own."""
+and the binaries, Apache module and packages named from it; and a Debian package's
+upstream version (the handlers'). Adapters and templates take these; none writes a
+version of its own."""
 
 from __future__ import annotations
 
 import re
-import subprocess
 from pathlib import Path
+
+from ...host.hostinfo import debian_version
 
 DEBIAN_DEFAULT = "8.2"      # Debian 12 (bookworm)
 
@@ -39,15 +41,8 @@ HANDLER_PACKAGES = {"mod_php": ("mod_php", f"libapache2-mod-php{VERSION}"),
 def package_version(package: str) -> str | None:
     """The upstream version of an installed Debian package ("8.2.36" of
     "8.2.36-1~deb12u1"), or None when it is not installed."""
-    try:
-        out = subprocess.run(["dpkg-query", "-W", "-f=${Status}\t${Version}", package],
-                             capture_output=True, text=True, timeout=10)
-    except OSError:
-        return None
-    status, _, version = out.stdout.partition("\t")
-    if out.returncode != 0 or not status.endswith(" installed") or not version:
-        return None
-    return re.sub(r"^\d+:", "", version).split("-")[0]
+    version = debian_version(package)
+    return re.sub(r"^\d+:", "", version).split("-")[0] if version else None
 
 
 def handler_versions(handlers: set[str]) -> dict[str, str]:
