@@ -37,6 +37,9 @@ PROVIDES = {
     "nginx+php-fpm+mariadb": ("php:fpm-fcgi", "database:mysql"),
     "apache+mod_php+mariadb": ("php:apache2handler", "database:mysql"),
     "apache+php-fpm+mariadb": ("php:fpm-fcgi", "database:mysql"),
+    "apache+fcgid+mariadb": ("php:cgi-fcgi", "database:mysql"),
+    "apache+cgi+mariadb": ("php:cgi", "database:mysql"),
+    "lighttpd+php-fpm+mariadb": ("php:fpm-fcgi", "database:mysql"),
     "nginx+php-fpm+memcached": ("php:fpm-fcgi", "sessions:memcached"),
     "external": (),        # a server the user runs: what it provides is not known
 }
@@ -66,7 +69,8 @@ def test_every_workload_can_be_served_by_some_stack_and_says_why_not_elsewhere()
     assert needs_problem("nginx+php-fpm+mariadb", WORKLOADS["app-show"].needs) is None
     assert needs_problem("nginx+php-fpm", WORKLOADS["app-show"].needs) == (
         "needs database:mysql, which stack 'nginx+php-fpm' does not provide (stacks that "
-        "do: nginx+php-fpm+mariadb, apache+mod_php+mariadb, apache+php-fpm+mariadb)")
+        "do: nginx+php-fpm+mariadb, apache+mod_php+mariadb, apache+php-fpm+mariadb, "
+        "apache+fcgid+mariadb, apache+cgi+mariadb, lighttpd+php-fpm+mariadb)")
     assert needs_problem("nginx", WORKLOADS["perl-page"].needs).startswith(
         "needs perl, which stack 'nginx' does not provide (stacks that do: apache+perl-cgi")
 

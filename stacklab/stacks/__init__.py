@@ -201,6 +201,12 @@ STACKS = StackCatalog({s.name: s for s in (
              {"apache.mpm": "prefork"}),
     StackDef("apache+php-fpm+mariadb", ("apache", "php-fpm", "mariadb"), "Apache, PHP-FPM "
              "and MariaDB", {"apache.php_handler": "fpm"}),
+    StackDef("apache+fcgid+mariadb", ("apache", "mariadb"), "Apache, .php by mod_fcgid to "
+             "php-cgi processes, and MariaDB", {"apache.php_handler": "fcgid"}),
+    StackDef("apache+cgi+mariadb", ("apache", "mariadb"), "Apache, .php by plain CGI "
+             "(php-cgi per request), and MariaDB", {"apache.php_handler": "cgi"}),
+    StackDef("lighttpd+php-fpm+mariadb", ("lighttpd", "php-fpm", "mariadb"), "lighttpd, "
+             ".php by mod_fastcgi to PHP-FPM, and MariaDB", {"lighttpd.php": "fpm"}),
     StackDef("nginx+php-fpm+memcached", ("nginx", "php-fpm", "memcached"), "nginx and "
              "PHP-FPM with sessions in memcached (S3)",
              {"nginx.php": "fpm", "php.session_handler": "memcached"}),
