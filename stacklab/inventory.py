@@ -14,10 +14,12 @@ from typing import Callable
 
 from .measure.drive import engine_version
 from .errors import StacklabError
+from .host.hostinfo import debian_version
 from .knobs import Knob
 from .netlab import cgroups, fs, net
 from .measure.monitor import host_io_stall_us, host_memory_stall_us
 from .stacks import COMPONENTS, GROUPS, REGISTRY
+from .workloads import APPLICATIONS
 
 DEFAULT_COMPONENTS = ("nginx", "apache")     # what presets/quick.toml needs
 OPTIONAL_TOOLS = (("wrk", "wrk"), ("ab", "apache2-utils"))
@@ -32,7 +34,8 @@ class Tool:
     version: str | None      # None: not found
     install: str             # how to get it
     needed: bool             # the default experiment cannot run without it
-    optional: bool = False   # a cross-check tool: missing is a note, not a problem
+    optional: bool = False   # missing is a note, not a problem
+    role: str = ""           # what an optional tool is for ("cross-checks")
 
     @property
     def found(self) -> bool:
@@ -76,7 +79,12 @@ def tools() -> list[Tool]:
     found.append(Tool("stacklab-load", engine, ENGINE_BUILD, needed=True))
     for tool, package in OPTIONAL_TOOLS:
         found.append(Tool(tool, "" if shutil.which(tool) else None,
-                          f"apt-get install {package}", needed=False, optional=True))
+                          f"apt-get install {package}", needed=False, optional=True,
+                          role="optional, cross-checks"))
+    for name, app in APPLICATIONS.items():       # only their workloads need them
+        found += [Tool(package, debian_version(package), f"apt-get install {package}",
+                       needed=False, optional=True, role=f"{name}'s workloads")
+                  for package in app.packages]
     return found
 
 

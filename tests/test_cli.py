@@ -44,6 +44,24 @@ def test_doctor_names_the_package_of_a_missing_default_component(monkeypatch):
     assert "cannot run" in result.output
 
 
+def test_doctor_names_each_real_applications_package_and_whose_workloads_need_it(
+        monkeypatch):
+    require_engine()
+    from stacklab import inventory
+    versions = {"mediawiki": None}      # as if MediaWiki's package were not installed
+    real = inventory.debian_version
+    monkeypatch.setattr(inventory, "debian_version",
+                        lambda p: versions[p] if p in versions else real(p))
+    result = invoke("doctor")
+    assert result.exit_code == 0, result.output     # the default experiment needs none
+    rows = {line.split("│")[1].strip(): line for line in result.output.splitlines()
+            if line.startswith("│")}
+    wordpress = rows["wordpress (WordPress's workloads)"]
+    assert "found" in wordpress and real("wordpress") in wordpress
+    assert "missing" in rows["mediawiki (MediaWiki's workloads)"]
+    assert "apt-get install mediawiki" in rows["mediawiki (MediaWiki's workloads)"]
+
+
 def test_stacks_lists_every_stack_and_every_knob_in_full():
     result = invoke("stacks")
     assert result.exit_code == 0, result.output

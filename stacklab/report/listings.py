@@ -21,7 +21,7 @@ def doctor_table(tools: list[Tool]) -> Table:
     for t in tools:
         status = ("[green]found[/green]" if t.found else
                   "[yellow]missing[/yellow]" if t.optional else "[red]missing[/red]")
-        table.add_row(f"{t.name} (optional, cross-checks)" if t.optional else t.name, status,
+        table.add_row(f"{t.name} ({t.role})" if t.role else t.name, status,
                       escape(t.version or ""), "" if t.found else t.install)
     return table
 

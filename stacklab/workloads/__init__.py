@@ -168,8 +168,12 @@ def _real(real: RealApp) -> tuple[Workload, ...]:
                  for p in real.pages)
 
 
+# The real applications, deployed from Debian's packages (doctor lists the packages).
+APPLICATIONS = {"WordPress": wordpress.APP, "MediaWiki": mediawiki.APP,
+                "phpMyAdmin": phpmyadmin.APP}
+
 WORKLOADS: Registry = Registry({w.name: w for w in (
-    *_real(wordpress.APP), *_real(mediawiki.APP), *_real(phpmyadmin.APP),
+    *(w for app in APPLICATIONS.values() for w in _real(app)),
     Workload("static-page", _usage("a few KB of lorem-ipsum HTML (index.html, as in S5)",
                                    "static-page", SIZED_PAGE), static_page,
              _one("/index.html"), param=SIZED_PAGE),
