@@ -170,14 +170,14 @@ class _Hashed(io.RawIOBase):
     """A binary file whose bytes are hashed as they are read: the log is hashed in the
     same pass that reads it, so the hash is of the lines replayed."""
 
-    def __init__(self, raw: io.BufferedReader, digest: hashlib._Hash):
-        self.raw, self.digest = raw, digest
+    def __init__(self, source: io.BufferedReader, digest: hashlib._Hash):
+        self.source, self.digest = source, digest
 
     def readable(self) -> bool:
         return True
 
     def readinto(self, buffer) -> int:
-        n = self.raw.readinto(buffer)
+        n = self.source.readinto(buffer)
         self.digest.update(memoryview(buffer)[:n])
         return n
 
