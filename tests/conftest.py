@@ -30,12 +30,24 @@ def spec_args():
     return REGISTRY, STACKS, set(WORKLOADS)
 
 
-@pytest.fixture
-def session():
-    """A lab session (run directories under /tmp/stacklab-<uid>), closed afterwards."""
+def _lab_session():
     s = lab.open_session(sweeps=SWEEPS)
     yield s
     s.close()
+
+
+@pytest.fixture
+def session():
+    """A lab session (run directories under /tmp/stacklab-<uid>), closed afterwards."""
+    yield from _lab_session()
+
+
+@pytest.fixture(scope="module")
+def module_session():
+    """One lab session for a module's tests: what its cache holds (a seeded datadir, a
+    deployed application) is made once. A module takes it as its `session` with
+    `session = shared_session()` (helpers.py)."""
+    yield from _lab_session()
 
 
 @pytest.fixture

@@ -190,3 +190,12 @@ def watched_page(browser, width: int = 1200):
     page.on("pageerror", lambda e: errors.append(str(e)))
     page.on("request", lambda r: requests.append(r.url))
     return page, errors, requests
+
+
+def shared_session():
+    """A module's `session` fixture that is the module's one session (conftest's
+    module_session): `session = shared_session()`."""
+    @pytest.fixture(scope="module")
+    def session(module_session):
+        return module_session
+    return session

@@ -5,8 +5,6 @@ from dataclasses import replace
 
 import pytest
 
-from stacklab.host import lab
-from stacklab.netlab.sweep import SWEEPS
 from stacklab.run.stack import verify_stack
 from stacklab.stacks import COMPONENTS
 from stacklab.stacks.mariadb.client import query
@@ -17,16 +15,13 @@ from stacklab.workloads.appdata import AppDatabase, root, subtree
 
 from test_stacks import assert_all_pass, statuses
 from test_workloads import running
+from helpers import shared_session
 
 pytestmark = pytest.mark.integration
 ARTICLES = 1000   # the study's 10,000 take ~10 s to seed; the pages do the same work
 
 
-@pytest.fixture(scope="module")
-def session():
-    s = lab.open_session(sweeps=SWEEPS)
-    yield s
-    s.close()
+session = shared_session()
 
 
 def app(session, database=None):

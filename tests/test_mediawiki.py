@@ -12,9 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from stacklab.cli import cli
-from stacklab.host import lab
 from stacklab.measure.verify import Status, fetch
-from stacklab.netlab.sweep import SWEEPS
 from stacklab.run.stack import verify_stack
 from stacklab.stacks.mariadb.client import query
 from stacklab.workloads import WORKLOADS, deploy, place
@@ -22,7 +20,7 @@ from stacklab.workloads import mediawiki as mw
 from stacklab.workloads.mediawiki_seed import SEARCH_WORD, all_pages, articles, dump_xml
 from stacklab.workloads.mediawiki_settings import local_settings, secrets
 
-from helpers import require_engine, server_processes
+from helpers import require_engine, server_processes, shared_session
 from test_stacks import assert_all_pass, statuses
 from test_workloads import running
 
@@ -74,11 +72,7 @@ def test_every_page_url_has_a_marker():
 
 # integration: one seeded wiki for the module ------------------------------------------
 
-@pytest.fixture(scope="module")
-def session():
-    s = lab.open_session(sweeps=SWEEPS)
-    yield s
-    s.close()
+session = shared_session()
 
 
 @pytest.fixture(scope="module")

@@ -13,15 +13,13 @@ import pytest
 from typer.testing import CliRunner
 
 from stacklab.cli import cli
-from stacklab.host import lab
 from stacklab.measure.verify import Status, fetch
-from stacklab.netlab.sweep import SWEEPS
 from stacklab.run.stack import verify_stack
 from stacklab.stacks.mariadb.client import query
 from stacklab.workloads import WORKLOADS, deploy, place
 from stacklab.workloads import appdata, phpmyadmin as pma
 
-from helpers import require_engine
+from helpers import require_engine, shared_session
 from test_stacks import assert_all_pass, statuses
 from test_workloads import running
 
@@ -30,11 +28,7 @@ ARTICLES = 1000    # the workload's 10,000 take ~10 s to seed; the pages show 25
 SEED = 5
 
 
-@pytest.fixture(scope="module")
-def session():
-    s = lab.open_session(sweeps=SWEEPS)
-    yield s
-    s.close()
+session = shared_session()
 
 
 @pytest.fixture(scope="module")

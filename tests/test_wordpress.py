@@ -10,9 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from stacklab.cli import cli
-from stacklab.host import lab
 from stacklab.measure.verify import Status, fetch
-from stacklab.netlab.sweep import SWEEPS
 from stacklab.run.layercheck import layer_verdicts
 from stacklab.run.stack import verify_stack
 from stacklab.stacks import REGISTRY, STACKS
@@ -22,7 +20,7 @@ from stacklab.workloads.wordpress import ADMIN, FRONT, POSTS, REST, SEARCHES, co
 from stacklab.workloads.wordpress_seed import SEARCH_WORDS, make_content
 from stacklab.workloads.wordpress_site import login_cookie
 
-from helpers import require_engine, server_processes
+from helpers import require_engine, server_processes, shared_session
 from test_stacks import assert_all_pass, statuses
 from test_workloads import running
 
@@ -31,12 +29,7 @@ PAGES = ("wordpress-front", "wordpress-post", "wordpress-search", "wordpress-res
 DB_STACK = "nginx+php-fpm+mariadb"
 
 
-@pytest.fixture(scope="module")
-def session():
-    """One session: its cache holds the datadir WordPress's installer seeds once."""
-    s = lab.open_session(sweeps=SWEEPS)
-    yield s
-    s.close()
+session = shared_session()
 
 
 def deployed(session, name, seed=1):

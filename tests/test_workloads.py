@@ -8,8 +8,6 @@ from pathlib import Path
 
 import pytest
 
-from stacklab.host import lab
-from stacklab.netlab.sweep import SWEEPS
 from stacklab.errors import StackError
 from stacklab.host.net import Endpoint
 from stacklab.stacks.base import Upstream
@@ -23,6 +21,7 @@ from stacklab.workloads.appdata import AppDatabase, articles, authors, root, sub
 from stacklab.workloads.static import PORTAL_BYTES
 
 from test_stacks import assert_all_pass, knobs_for, run_stack
+from helpers import shared_session
 
 KB = 1000
 
@@ -203,11 +202,7 @@ PHP_PAGES = ["php-index", "php-blank", "php-simple", "php-session", "php-cacheab
              "php-output-cache", "php-output-uncached"]
 
 
-@pytest.fixture(scope="module")
-def session():
-    s = lab.open_session(sweeps=SWEEPS)
-    yield s
-    s.close()
+session = shared_session()
 
 
 @contextlib.contextmanager

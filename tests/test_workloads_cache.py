@@ -7,8 +7,6 @@ from dataclasses import replace
 
 import pytest
 
-from stacklab.host import lab
-from stacklab.netlab.sweep import SWEEPS
 from stacklab.run.stack import verify_stack
 from stacklab.measure.verify import fetch
 from stacklab.workloads import WORKLOADS, Workload, app, canonical, deploy, pages
@@ -16,6 +14,7 @@ from stacklab.workloads.appdata import AppDatabase
 
 from test_stacks import assert_all_pass
 from test_workloads import deploy_together, running
+from helpers import shared_session
 
 NO_STORE = "no-store, no-cache, must-revalidate"   # session.cache_limiter = nocache
 
@@ -138,11 +137,7 @@ def test_the_application_sends_cache_control_only_when_asked_and_only_on_success
 
 # --- real nginx + PHP-FPM (and MariaDB) on loopback ------------------------------------
 
-@pytest.fixture(scope="module")
-def session():
-    s = lab.open_session(sweeps=SWEEPS)
-    yield s
-    s.close()
+session = shared_session()
 
 
 @pytest.mark.integration
