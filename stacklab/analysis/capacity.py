@@ -1,0 +1,262 @@
+"""Capacity: the highest offered rate whose latency percentile meets an SLO.
+
+The pure core of `stacklab capacity` (issue 25): the SLO as written ("p99<50ms"), the
+decision on one step from its latency histogram, and the search over rates. No clock,
+no engine, no server: the search calls `measure(rate, duration_s)` and is tested
+against synthetic servers whose capacity is known by construction.
+
+A step is decided on the percentile's distribution-free confidence interval, not on a
+point value: a p99 read off 2,000 requests is 20 requests deep into the tail, and a
+point value one bucket either side of the limit would decide by noise. Undecided steps
+are lengthened, so the search spends time only where the answer is close.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from enum import Enum
+from typing import Callable, Sequence
+
+from stacklab.analysis.stats import decode_histogram
+
+LEVEL = 0.95            # the interval's coverage
+MIN_KEPT = 0.99         # a step whose achieved rate is under 99% of the offered one failed
+
+_UNITS_US = {"us": 1, "µs": 1, "ms": 1_000, "s": 1_000_000}
+_SLO = re.compile(r"p(\d+(?:\.\d+)?)\s*<\s*(\d+(?:\.\d+)?)\s*(us|µs|ms|s)")
+_RATE = re.compile(r"(\d+(?:\.\d+)?)\s*%")
+
+
+@dataclass(frozen=True)
+class Slo:
+    """A latency goal: the `percentile` (50..99.99) of latency stays under `limit_us`."""
+
+    percentile: float
+    limit_us: float
+
+
+def parse_slo(text: str) -> Slo:
+    """"p99<50ms" → Slo(99.0, 50000). Percentiles p50..p99.99, units us, µs, ms, s."""
+    expected = 'expected pNN<LIMIT with a unit, e.g. "p99<50ms" (p50..p99.99; us, ms, s)'
+    m = _SLO.fullmatch(text.strip())
+    if not m:
+        raise ValueError(f"SLO {text!r}: {expected}")
+    percentile, limit = float(m.group(1)), float(m.group(2))
+    if not 50 <= percentile <= 99.99:
+        raise ValueError(f"SLO {text!r}: percentile p{m.group(1)} is out of range; "
+                         f"{expected}")
+    if limit <= 0:
+        raise ValueError(f"SLO {text!r}: the limit must be above zero; {expected}")
+    return Slo(percentile=percentile, limit_us=limit * _UNITS_US[m.group(3)])
+
+
+def parse_error_rate(text: str) -> float:
+    """"0.1%" → 0.001: the share of failed requests a passing step may have (0..100%)."""
+    m = _RATE.fullmatch(text.strip())
+    if not m or float(m.group(1)) > 100:
+        raise ValueError(f"error rate {text!r}: expected a percentage from 0% to 100%, "
+                         'e.g. "0.1%"')
+    return float(m.group(1)) / 100
+
+
+@dataclass(frozen=True)
+class Bin:
+    """Latency histogram bin: `count` requests whose latency lies in [low_us, high_us]."""
+
+    low_us: float
+    high_us: float
+    count: int
+
+
+def bins_from_histogram(b64: str) -> tuple[Bin, ...]:
+    """The engine's histogram (LoadReport.histogram, base64 HdrHistogram) as bins, each
+    spanning the values HdrHistogram cannot tell apart."""
+    h = decode_histogram(b64)
+    return tuple(Bin(h.get_lowest_equivalent_value(it.value_iterated_to),
+                     h.get_highest_equivalent_value(it.value_iterated_to),
+                     it.count_added_in_this_iter_step)
+                 for it in h.get_recorded_iterator() if it.count_added_in_this_iter_step)
+
+
+def quantile_ranks(n: int, q: float, level: float = LEVEL) -> tuple[int, int]:
+    """1-based ranks (l, u) with P(x(l) ≤ true q-quantile ≤ x(u)) ≥ level, any continuous
+    distribution: B, the count of n values under the quantile, is Binomial(n, q), and the
+    interval covers it when l ≤ B < u. Each tail gets at most (1 - level)/2. l may be 0
+    (no lower bound) and u may be n + 1 (no upper bound) when n is too small."""
+    tail = (1 - level) / 2
+    mean, sd = n * q, math.sqrt(n * q * (1 - q))
+    start = max(0, int(mean - 12 * sd) - 2)
+    stop = min(n, int(mean + 12 * sd) + 2)
+    cdf, low, high = _binom_cdf_below(n, q, start), 0, n + 1
+    for k in range(start, stop + 1):
+        # cdf = P(B < k) on entry
+        if cdf <= tail:
+            low = k
+        cdf += _binom_pmf(n, q, k)
+        if high == n + 1 and 1 - cdf <= tail:   # P(B ≥ k + 1) ≤ tail
+            high = k + 1
+    return low, high
+
+
+def _binom_pmf(n: int, q: float, k: int) -> float:
+    if q <= 0 or q >= 1:
+        return float(k == round(n * q))
+    return math.exp(math.lgamma(n + 1) - math.lgamma(k + 1) - math.lgamma(n - k + 1)
+                    + k * math.log(q) + (n - k) * math.log1p(-q))
+
+
+def _binom_cdf_below(n: int, q: float, k: int) -> float:
+    """P(B < k); the window starts 12 sd below the mean, where it is negligible, so
+    only small windows starting at 0 are summed."""
+    return sum(_binom_pmf(n, q, i) for i in range(k)) if k <= 64 else 0.0
+
+
+def percentile_interval(bins: Sequence[Bin], percentile: float,
+                        level: float = LEVEL) -> tuple[float, float]:
+    """The percentile's confidence interval in µs: its order-statistic ranks mapped to
+    the bins that hold them (lower edge of the lower rank's bin, upper edge of the upper
+    rank's), so the interval is wide by a bin at most. (0, inf) bounds when the ranks
+    fall outside the sample."""
+    ordered = sorted((b for b in bins if b.count), key=lambda b: b.low_us)
+    n = sum(b.count for b in ordered)
+    if n == 0:
+        return 0.0, math.inf
+    low_rank, high_rank = quantile_ranks(n, percentile / 100, level)
+    return (_edge(ordered, low_rank, lower=True) if low_rank >= 1 else 0.0,
+            _edge(ordered, high_rank, lower=False) if high_rank <= n else math.inf)
+
+
+def _edge(ordered: Sequence[Bin], rank: int, lower: bool) -> float:
+    seen = 0
+    for b in ordered:
+        seen += b.count
+        if seen >= rank:
+            return b.low_us if lower else b.high_us
+    return ordered[-1].high_us
+
+
+class StepDecision(Enum):
+    """A step's outcome; not analyze.Decision, which compares two trials."""
+
+    PASS = "pass"
+    FAIL = "fail"
+    LONGER = "longer"      # undecided: lengthen the step
+
+
+@dataclass(frozen=True)
+class StepOutcome:
+    """What one step at a fixed offered rate measured."""
+
+    offered_rate: float
+    achieved_rate: float
+    completed: int
+    errors: int
+    bins: tuple[Bin, ...]
+
+
+@dataclass(frozen=True)
+class Verdict:
+    decision: StepDecision
+    interval_us: tuple[float, float]
+    reason: str            # why, in words a report can print
+
+
+def decide(outcome: StepOutcome, slo: Slo, max_error_rate: float = 0.0) -> Verdict:
+    """PASS when the percentile's upper bound is under the limit, FAIL when its lower
+    bound is over it, LONGER otherwise. A step that did not keep its rate (achieved
+    under 99% of offered) or had too many errors fails whatever its latency: a server
+    that sheds or stalls load is past its capacity however fast its answers are."""
+    interval = percentile_interval(outcome.bins, slo.percentile)
+    if outcome.achieved_rate < MIN_KEPT * outcome.offered_rate:
+        return Verdict(StepDecision.FAIL, interval,
+                       f"rate-not-kept: {outcome.achieved_rate:.6g}/s of "
+                       f"{outcome.offered_rate:.6g}/s offered")
+    total = outcome.completed + outcome.errors
+    if total and outcome.errors / total > max_error_rate:
+        return Verdict(StepDecision.FAIL, interval,
+                       f"errors: {outcome.errors / total:.3%} over the "
+                       f"{max_error_rate:.3%} cap")
+    p = f"p{slo.percentile:g}"
+    if interval[1] < slo.limit_us:
+        return Verdict(StepDecision.PASS, interval, f"{p} under {slo.limit_us:g} us")
+    if interval[0] > slo.limit_us:
+        return Verdict(StepDecision.FAIL, interval, f"{p} over {slo.limit_us:g} us")
+    return Verdict(StepDecision.LONGER, interval, f"{p} interval holds {slo.limit_us:g} us")
+
+
+@dataclass(frozen=True)
+class SearchPlan:
+    start_rate: float
+    step_s: float = 5.0
+    max_step_s: float = 40.0       # LONGER steps double their duration up to this
+    resolution: float = 0.02       # stop when (fail - pass) ≤ resolution × pass
+    max_steps: int = 10            # measurements, repeated (longer) steps included
+    max_rate: float = 1e9
+    min_rate: float = 1.0
+
+
+@dataclass(frozen=True)
+class Step:
+    rate: float
+    duration_s: float
+    decision: StepDecision
+    interval_us: tuple[float, float]
+    reason: str
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    capacity: float | None         # the highest rate that passed; None if none did
+    steps: tuple[Step, ...]
+    stopped: str                   # resolved, step-limit, no-pass, no-fail
+
+
+def search(measure: Callable[[float, float], StepOutcome], slo: Slo, plan: SearchPlan,
+           max_error_rate: float = 0.0) -> SearchResult:
+    """Double from the start rate until a step fails (halve if the start fails), then
+    bisect between the highest pass and the lowest fail. A step still undecided at
+    max_step_s counts as a fail: it was not shown to meet the SLO."""
+    steps: list[Step] = []
+    passed: float | None = None
+    failed: float | None = None
+    rate = plan.start_rate
+    while True:
+        if len(steps) >= plan.max_steps:
+            return SearchResult(passed, tuple(steps), "step-limit")
+        ok = _settle(measure, slo, plan, max_error_rate, rate, steps)
+        if ok is None:
+            return SearchResult(passed, tuple(steps), "step-limit")
+        if ok:
+            passed = rate
+        else:
+            failed = rate
+        if passed is not None and failed is not None:
+            if failed - passed <= plan.resolution * passed:
+                return SearchResult(passed, tuple(steps), "resolved")
+            rate = (passed + failed) / 2
+        elif passed is not None:
+            if rate >= plan.max_rate:
+                return SearchResult(passed, tuple(steps), "no-fail")
+            rate = min(rate * 2, plan.max_rate)
+        else:
+            if rate <= plan.min_rate:
+                return SearchResult(None, tuple(steps), "no-pass")
+            rate = max(rate / 2, plan.min_rate)
+
+
+def _settle(measure, slo, plan, max_error_rate, rate, steps) -> bool | None:
+    """Measure one rate, doubling the step while undecided; True on PASS, False on FAIL
+    (or still undecided at max_step_s), None when the step budget ran out first."""
+    duration = plan.step_s
+    while len(steps) < plan.max_steps:
+        verdict = decide(measure(rate, duration), slo, max_error_rate)
+        steps.append(Step(rate, duration, verdict.decision, verdict.interval_us,
+                          verdict.reason))
+        if verdict.decision is not StepDecision.LONGER:
+            return verdict.decision is StepDecision.PASS
+        if duration * 2 > plan.max_step_s:
+            return False
+        duration *= 2
+    return None
