@@ -153,6 +153,43 @@ def run(ctx: typer.Context,
     return running.run(ctx.obj, spec, db, resume, dry_run, wait_quiet, allow_remote)
 
 
+@cli.command()
+def capacity(ctx: typer.Context,
+             spec: Path = typer.Argument(..., help="Experiment file (TOML)."),
+             slo: Optional[str] = typer.Option(
+                 None, "--slo", help='Latency goal, e.g. "p99<50ms" (p50..p99.99; us, ms, '
+                 "s), timed from each request's intended send time."),
+             max_error_rate: Optional[str] = typer.Option(
+                 None, "--max-error-rate", help='Failed requests and 4xx/5xx answers a '
+                 'passing step may have, e.g. "0.1%" [default: 0%].'),
+             step: Optional[str] = typer.Option(
+                 None, "--step", help='Length of a search step, e.g. "5s" [default: 5s]; '
+                 "the confirmation lasts the experiment's duration."),
+             connections: Optional[int] = typer.Option(
+                 None, "--connections", help="Open-loop connections [default: the spec's "
+                 "largest concurrency]."),
+             repetitions: Optional[int] = typer.Option(
+                 None, "--repetitions", help="Searches per trial, each on a fresh stack "
+                 "[default: 3]."),
+             memory: Optional[str] = typer.Option(
+                 None, "--memory", help='RAM budget, e.g. "512M": the worker limits that '
+                 "fit it, measured, then verified under load inside it."),
+             db: Optional[Path] = DbOpt,
+             resume: bool = typer.Option(False, "--resume", help="Complete the newest "
+                                         "capacity experiment of this spec."),
+             dry_run: bool = typer.Option(False, "--dry-run", help="Print the plan, start "
+                                          "nothing."),
+             wait_quiet: bool = WaitQuietOpt,
+             allow_remote: bool = typer.Option(
+                 False, "--allow-remote", help="As for run: an [external] server that is "
+                 "not on loopback.")) -> ExitStatus:
+    """The highest rate each stack sustains under a latency goal, with its interval."""
+    from .commands import capacity as searching
+    return searching.capacity(ctx.obj, spec, db, slo, max_error_rate, step, connections,
+                              repetitions, memory, resume, dry_run, wait_quiet,
+                              allow_remote)
+
+
 @cli.command("list")
 def list_(ctx: typer.Context, db: Optional[Path] = DbOpt,
           json: bool = typer.Option(False, "--json", help="One JSON document.")

@@ -269,8 +269,19 @@ class FakeProcesses:
         return proc
 
 
-def fake_resources(component: str, cpu_s: float, rss: float) -> dict:
-    return {component: {"cpu_user_s": cpu_s / 2, "cpu_sys_s": cpu_s / 2, "cpu_s": cpu_s,
+def fake_resources(component: str, cpu_s: float, rss: float,
+                   capacity: float | None = None) -> dict:
+    """`capacity`: the run was a capacity search that found it (one confirmed step)."""
+    searched = {"_capacity": {
+        "slo": "p99<50ms", "percentile": 99.0, "limit_us": 50_000.0, "max_error_rate": 0.0,
+        "connections": 16, "capacity": capacity, "searched": capacity,
+        "stopped": "resolved", "confirmed": True,
+        "steps": [{"phase": "confirm", "rate": round(capacity), "duration_s": 2.0,
+                   "achieved": capacity, "completed": int(capacity * 2), "errors": 0,
+                   "p50_us": 900.0, "p99_us": 20_000.0, "slo_us": 20_000.0,
+                   "interval_us": [18_000.0, 22_000.0], "decision": "pass",
+                   "reason": "p99 under 50000 us", "flags": []}]}} if capacity else {}
+    return {**searched, component: {"cpu_user_s": cpu_s / 2, "cpu_sys_s": cpu_s / 2, "cpu_s": cpu_s,
                         "rss_mib_peak": rss, "rss_mib_mean": rss, "pss_mib_peak": rss,
                         "uss_mib_peak": rss, "processes_max": 3, "threads_max": 3,
                         "pss_mib_per_worker": rss / 3, "rss_mib_idle_before": rss,
@@ -286,9 +297,11 @@ VERDICTS = (Verdict("stack", "content /index.html", Status.PASS,
 
 
 def fake_experiment(db, name="fixed", speed=None, flag_apache_256=True, reps=3,
-                    rps_of: dict[str, list[float]] | None = None) -> int:
+                    rps_of: dict[str, list[float]] | None = None,
+                    capacity: float | None = None) -> int:
     """nginx vs apache at c = 1 and 16, `reps` repetitions each, deterministic figures.
-    `rps_of`: a trial id's req/s in each repetition, instead of its 1% steps."""
+    `rps_of`: a trial id's req/s in each repetition, instead of its 1% steps;
+    `capacity`: each run a capacity search too, its capacity `capacity` × its req/s."""
     speed = speed or {"nginx": 20000.0, "apache": 10000.0}
     store = Store.open(db)
     trials = []
@@ -317,7 +330,7 @@ def fake_experiment(db, name="fixed", speed=None, flag_apache_256=True, reps=3,
                 verdicts=VERDICTS,
                 load=fake_report(rps, 1e6 * d["concurrency"] / rps, seed=rep),
                 resources=fake_resources(d["stack"], 2.0 * rps * 2e-5,
-                                         10.0 + d["concurrency"]),
+                                         10.0 + d["concurrency"], capacity and rps * capacity),
                 flags=flags, run_dir="/tmp/x"))
     store.close()
     return exp

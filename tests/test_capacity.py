@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 from hdrh.histogram import HdrHistogram
 
-from stacklab.analysis.capacity import (Bin, StepDecision, SearchPlan, Slo, StepOutcome,
-                                        bins_from_histogram, decide, parse_error_rate,
-                                        parse_slo, percentile_interval, quantile_ranks,
-                                        search)
+from stacklab.analysis.capacity import (Bin, StepDecision, SearchPlan, StepOutcome,
+                                        bins_from_histogram, decide, percentile_interval,
+                                        quantile_ranks, search)
+from stacklab.experiment.slo import Slo, parse_error_rate, parse_slo
 
 
 @pytest.mark.parametrize("text, slo", [

@@ -359,3 +359,20 @@ def test_baseline_pairs_match_everything_the_baseline_does_not_name(tmp_path):
     pairs = baseline_pairs(view.summaries, (("concurrency", 1),))
     assert sorted((b.trial_id, n.trial_id) for b, n in pairs) == [
         ("ap0000000001", "ap0000000016"), ("ng0000000001", "ng0000000016")]
+
+
+def test_capacity_is_judged_like_req_s(tmp_path):
+    """`compare --fail-if capacity<-5%` on two capacity trials: the same interval rule;
+    a trial without capacity searches leaves nothing to judge (an error, never a pass)."""
+    db = tmp_path / "r.db"
+    fake_experiment(db, name="fixed", flag_apache_256=False, capacity=0.8,
+                    speed={"nginx": 20000.0, "apache": 10000.0})
+    result = invoke("compare", BASE, NEW, "--db", db, "--fail-if", "capacity<-5%")
+    assert result.exit_code == ExitStatus.GATE, result.output
+    [line] = judged(result.output)
+    assert line.startswith("gate: FAIL capacity<-5%") and "-50.0%" in line, line
+    assert "capacity req/s" in result.output
+    plain = tmp_path / "plain.db"
+    fake_experiment(plain, name="fixed", flag_apache_256=False)
+    nothing = invoke("compare", BASE, NEW, "--db", plain, "--fail-if", "capacity<-5%")
+    assert nothing.exit_code != 0 and "capacity req/s" not in nothing.output, nothing.output

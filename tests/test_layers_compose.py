@@ -132,7 +132,7 @@ def layered(monkeypatch, events, inner_status=Status.PASS):
             return layer
         return make
     layers = list(runner.LAYERS)
-    at = layers.index(runner.Measurement)
+    at = layers.index(runner._measurement)
     layers[at:at] = [seeing("inner", inner_status)]
     monkeypatch.setattr(runner, "LAYERS", (seeing("outer"), *layers))
 

@@ -95,6 +95,9 @@ class TrialSummary:
     # Runs disturbed by the host (flags.DISTURBED) and measured again: stored with their
     # flags, not pooled while enough undisturbed runs of the trial remain.
     runs_set_aside: int = 0
+    # A capacity experiment's ([capacity]): each run's confirmed capacity, req/s offered
+    # under the SLO (a search that found none gives no value)
+    capacity: Estimate = field(default_factory=lambda: Estimate.of([]))
 
     @property
     def latency_distorted(self) -> bool:
@@ -207,7 +210,9 @@ def summarize(definition: dict, label: str, trial_id: str,
         conditions=_conditions(ok), page_views=_page_views(ok),
         disturbance=max((disturbance_factor(r.resources.host) for r in ok),
                         default=1.0),
-        runs_set_aside=len(measured) - len(ok))
+        runs_set_aside=len(measured) - len(ok),
+        capacity=Estimate.of([c for r in ok
+                              if (c := r.resources.part("capacity").get("capacity"))]))
 
 
 def _page_views(ok: list[RunRecord]) -> dict[str, Estimate]:
@@ -494,7 +499,10 @@ def compare_trials(a: TrialSummary, b: TrialSummary, name=None) -> list[MetricCo
         e = s.latency_runs_us.get(p)
         return [v / 1000 for v in e.values] if e else []
 
-    rows = [row("req/s", a.rps.values, b.rps.values, True, True),
+    rows = [row("capacity req/s", a.capacity.values, b.capacity.values, True, True)]
+    if not (a.capacity.values and b.capacity.values):
+        rows = []
+    rows += [row("req/s", a.rps.values, b.rps.values, True, True),
             row("p50 ms", ms(a, "p50"), ms(b, "p50"), False, False),
             row("p99 ms", ms(a, "p99"), ms(b, "p99"), False, False, tail),
             row("MB/s", a.mbps.values, b.mbps.values, True, True),

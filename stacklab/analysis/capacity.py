@@ -1,6 +1,6 @@
 """Capacity: the highest offered rate whose latency percentile meets an SLO.
 
-The pure core of `stacklab capacity` (issue 25): the SLO as written ("p99<50ms"), the
+The pure core of `stacklab capacity`: the SLO (experiment/slo.py), the
 decision on one step from its latency histogram, and the search over rates. No clock,
 no engine, no server: the search calls `measure(rate, duration_s)` and is tested
 against synthetic servers whose capacity is known by construction.
@@ -14,51 +14,15 @@ are lengthened, so the search spends time only where the answer is close.
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass
 from enum import Enum
 from typing import Callable, Sequence
 
-from stacklab.analysis.stats import decode_histogram
+from ..experiment.slo import Slo
+from .stats import decode_histogram
 
 LEVEL = 0.95            # the interval's coverage
 MIN_KEPT = 0.99         # a step whose achieved rate is under 99% of the offered one failed
-
-_UNITS_US = {"us": 1, "µs": 1, "ms": 1_000, "s": 1_000_000}
-_SLO = re.compile(r"p(\d+(?:\.\d+)?)\s*<\s*(\d+(?:\.\d+)?)\s*(us|µs|ms|s)")
-_RATE = re.compile(r"(\d+(?:\.\d+)?)\s*%")
-
-
-@dataclass(frozen=True)
-class Slo:
-    """A latency goal: the `percentile` (50..99.99) of latency stays under `limit_us`."""
-
-    percentile: float
-    limit_us: float
-
-
-def parse_slo(text: str) -> Slo:
-    """"p99<50ms" → Slo(99.0, 50000). Percentiles p50..p99.99, units us, µs, ms, s."""
-    expected = 'expected pNN<LIMIT with a unit, e.g. "p99<50ms" (p50..p99.99; us, ms, s)'
-    m = _SLO.fullmatch(text.strip())
-    if not m:
-        raise ValueError(f"SLO {text!r}: {expected}")
-    percentile, limit = float(m.group(1)), float(m.group(2))
-    if not 50 <= percentile <= 99.99:
-        raise ValueError(f"SLO {text!r}: percentile p{m.group(1)} is out of range; "
-                         f"{expected}")
-    if limit <= 0:
-        raise ValueError(f"SLO {text!r}: the limit must be above zero; {expected}")
-    return Slo(percentile=percentile, limit_us=limit * _UNITS_US[m.group(3)])
-
-
-def parse_error_rate(text: str) -> float:
-    """"0.1%" → 0.001: the share of failed requests a passing step may have (0..100%)."""
-    m = _RATE.fullmatch(text.strip())
-    if not m or float(m.group(1)) > 100:
-        raise ValueError(f"error rate {text!r}: expected a percentage from 0% to 100%, "
-                         'e.g. "0.1%"')
-    return float(m.group(1)) / 100
 
 
 @dataclass(frozen=True)
@@ -195,6 +159,15 @@ class SearchPlan:
     max_steps: int = 10            # measurements, repeated (longer) steps included
     max_rate: float = 1e9
     min_rate: float = 1.0
+    min_requests: int = 0          # a step lasts long enough to send this many (needed)
+
+
+def needed(percentile: float, level: float = LEVEL) -> int:
+    """Requests a step should hold for the percentile's interval to have an upper bound
+    with room to spare: twice the n at which even the largest value bounds it, q^n ≤
+    (1 - level)/2 (p99: 367, so 734; p99.9: 7,376); fewer leave every step undecided."""
+    q = percentile / 100
+    return 2 * math.ceil(math.log((1 - level) / 2) / math.log(q))
 
 
 @dataclass(frozen=True)
@@ -248,15 +221,16 @@ def search(measure: Callable[[float, float], StepOutcome], slo: Slo, plan: Searc
 
 def _settle(measure, slo, plan, max_error_rate, rate, steps) -> bool | None:
     """Measure one rate, doubling the step while undecided; True on PASS, False on FAIL
-    (or still undecided at max_step_s), None when the step budget ran out first."""
-    duration = plan.step_s
+    (or still undecided at max_step_s), None when the step budget ran out first. A step
+    lasts at least long enough for min_requests at that rate."""
+    duration = max(plan.step_s, plan.min_requests / rate)
     while len(steps) < plan.max_steps:
         verdict = decide(measure(rate, duration), slo, max_error_rate)
         steps.append(Step(rate, duration, verdict.decision, verdict.interval_us,
                           verdict.reason))
         if verdict.decision is not StepDecision.LONGER:
             return verdict.decision is StepDecision.PASS
-        if duration * 2 > plan.max_step_s:
+        if duration * 2 > max(plan.max_step_s, plan.min_requests / rate * 2):
             return False
         duration *= 2
     return None

@@ -38,11 +38,13 @@ VALUES: dict[str, Callable[[TrialSummary], Sequence[float]]] = {
     "p50": lambda s: s.latency_runs_us["p50"].values if "p50" in s.latency_runs_us else (),
     "p99": lambda s: s.latency_runs_us["p99"].values if "p99" in s.latency_runs_us else (),
     "mbps": lambda s: s.mbps.values,
+    "capacity": lambda s: s.capacity.values,
 }
 # Which way a limited or disturbed side's true value lies (analyze.bound): a held-back
 # run served less than it could (throughput only higher), answered slower (latency only
 # lower).
-LIMITED_IS_LOW = {"rps": True, "p50": False, "p99": False, "mbps": True}
+LIMITED_IS_LOW = {"rps": True, "p50": False, "p99": False, "mbps": True,
+                  "capacity": True}
 # A busy host delays wake-ups as well as taking CPU: its reach on a tail percentile is
 # not sized (analyze.UNSIZED), so a disturbed side leaves p99 inconclusive.
 UNSIZED_METRICS = frozenset({"p99"})

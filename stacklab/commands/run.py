@@ -33,7 +33,10 @@ CPU_AWAKE_NOTE = ("cannot hold /dev/cpu_dma_latency (needs root): idle CPUs may 
 def load(spec_path: Path) -> tuple[ExperimentSpec, Plan]:
     """The spec and its whole plan, validated (validate.validate_plan: every trial's knob
     combination), before anything starts: what run, run --dry-run and dbbench begin with."""
-    spec = load_spec(spec_path, REGISTRY, STACKS, set(WORKLOADS))
+    return planned(load_spec(spec_path, REGISTRY, STACKS, set(WORKLOADS)))
+
+
+def planned(spec: ExperimentSpec) -> tuple[ExperimentSpec, Plan]:
     plan = make_plan(spec, STACKS)
     validate_plan(plan, SpecOrigin(spec))
     return spec, plan
@@ -49,18 +52,28 @@ def replay_notes(spec: ExperimentSpec) -> list[str]:
 def run(env: Environment, spec_path: Path, db: Path | None, resume: bool,
         dry_run: bool, wait_quiet: bool = False, allow_remote: bool = False) -> ExitStatus:
     spec, plan = load(spec_path)
+    view = measured(env, spec, plan, db, resume, dry_run, wait_quiet, allow_remote,
+                    resume_command(spec_path, db))
+    return ExitStatus.OK if view is None else gate(env, spec, view)
+
+
+def measured(env: Environment, spec: ExperimentSpec, plan: Plan, db: Path | None,
+             resume: bool, dry_run: bool, wait_quiet: bool, allow_remote: bool,
+             again: str) -> ExperimentView | None:
+    """A validated plan measured and stored, its summary printed (None on a dry run, which
+    prints the plan): what `run` and `capacity` share. `again`: the command that resumes
+    it, as an interrupted run's error says it."""
     check_targets(spec, allow_remote)    # a remote server only with the user's flag
     print_notes(plan.notes, env.stdout)     # knobs set where they cannot act in some trials
     print_notes(replay_notes(spec), env.stdout)
     if dry_run:
         print_plan(spec, plan, env.stdout)
-        return ExitStatus.OK
+        return None
     check_installed(plan.components(STACKS), engine=True)
     verify_targets(spec)     # a server stacklab did not start answers each path, or FAIL
     lab.check_root(env.lab_root)     # before the database holds an experiment
     if spec.experiment.keep_cpus_awake and not CpuAwake().available():
         print_notes([CPU_AWAKE_NOTE], env.stdout)
-    again = resume_command(spec_path, db)
     db = env.database(db)
     store = Store.open(db)
     try:
@@ -72,7 +85,7 @@ def run(env: Environment, spec_path: Path, db: Path | None, resume: bool,
         print_summary(view, env.stdout)
     finally:
         store.close()
-    return gate(env, spec, view)
+    return view
 
 
 def resume_command(spec_path: Path, db: Path | None) -> str:

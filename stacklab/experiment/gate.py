@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 # The metrics a threshold may be on; analysis/gate.py says how each is read of a trial.
-METRICS = ("rps", "p50", "p99", "mbps")
+METRICS = ("rps", "p50", "p99", "mbps", "capacity")
 # What `[thresholds]` may hold besides the limits.
 KEYS = (*METRICS, "strict", "baseline")
 _LIMIT = re.compile(r"^\s*([<>])\s*([+-]?\d+(?:\.\d+)?)\s*%\s*$")

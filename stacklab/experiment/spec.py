@@ -15,6 +15,7 @@ from pydantic import (BaseModel, ConfigDict, Field, ValidationError, ValidationI
 
 from ..errors import SpecError, plain_text
 from .gate import KEYS as GATE_KEYS, Gate, parse_limit
+from .slo import Slo, parse_error_rate, parse_slo
 from ..knobs import ItemError, KnobRegistry
 from ..workloads import canonical
 from ..workloads.accesslog import resolve_replay
@@ -141,6 +142,51 @@ class Experiment(_Strict):
         return seconds
 
 
+CAPACITY = "capacity"
+
+
+class Capacity(_Strict):
+    """[capacity] (or `stacklab capacity`'s flags): each run searches the highest open-loop
+    rate whose latency percentile meets the SLO (run/capacity.py), in steps of `step`
+    seconds, at most `max_steps` of them, until the highest pass and the lowest fail are
+    within `resolution` of each other; the experiment's duration is the confirmation's."""
+
+    slo: str
+    max_error_rate: str = "0%"
+    step: float = 5.0
+    max_steps: int = Field(10, ge=3, le=50)
+    resolution: float = Field(0.02, ge=0.005, le=0.5)
+
+    @field_validator("slo")
+    @classmethod
+    def _slo(cls, v: str) -> str:
+        parse_slo(v)
+        return v
+
+    @field_validator("max_error_rate")
+    @classmethod
+    def _error_rate(cls, v: str) -> str:
+        parse_error_rate(v)
+        return v
+
+    @field_validator("step", mode="before")
+    @classmethod
+    def _step(cls, v: Any) -> Any:
+        seconds = parse_duration(v)
+        if not 1.0 <= seconds <= 600:
+            raise ValueError("a step lasts from 1 s (a shorter one holds too few requests "
+                             "to bound a percentile) to 10 minutes")
+        return seconds
+
+    @property
+    def goal(self) -> Slo:
+        return parse_slo(self.slo)
+
+    @property
+    def error_share(self) -> float:
+        return parse_error_rate(self.max_error_rate)
+
+
 class ExperimentSpec(_Strict):
     """A validated experiment: fixed settings plus the matrix axes (never empty)."""
 
@@ -157,6 +203,8 @@ class ExperimentSpec(_Strict):
     # a trial's definition, so a server restarted under a new pid is the same trial
     # (--resume, compare)
     observe: dict[str, Any] = Field(default_factory=dict)
+    # [capacity]: each run is a capacity search under this goal (None: a plain load)
+    capacity: Capacity | None = None
 
     @property
     def measure(self) -> dict[str, Any]:
@@ -167,14 +215,21 @@ class ExperimentSpec(_Strict):
                "seed": e.seed, "keep_cpus_awake": e.keep_cpus_awake}
         if e.requests_per_connection is not None:   # only when set: no trial id changes
             out["requests_per_connection"] = e.requests_per_connection
+        if self.capacity is not None:               # likewise
+            out |= {f"capacity_{k}": v for k, v in self.capacity.model_dump().items()}
         return out
 
 
 def load_spec(path: Path, registry: KnobRegistry, stacks: StackNames,
               workloads: set[str]) -> ExperimentSpec:
+    return parse_file_doc(load_doc(path), path, registry, stacks, workloads)
+
+
+def load_doc(path: Path) -> dict:
+    """The experiment file as TOML reads it, before any checking of what it says."""
     file = str(path)
     try:
-        doc = tomllib.loads(read_text(path))
+        return tomllib.loads(read_text(path))
     except FileNotFoundError:
         raise SpecError(file, "(file)", file, "no such file") from None
     except UnicodeDecodeError:
@@ -185,10 +240,15 @@ def load_spec(path: Path, registry: KnobRegistry, stacks: StackNames,
         raise SpecError(file, "(syntax)", str(e), "not valid TOML") from None
     except RecursionError:
         raise SpecError(file, "(syntax)", "(nesting)", "values nested too deeply") from None
+
+
+def parse_file_doc(doc: dict, path: Path, registry: KnobRegistry, stacks: StackNames,
+                   workloads: set[str]) -> ExperimentSpec:
+    """parse_spec of a file's document (load_doc, perhaps with a command's additions)."""
     try:
-        return parse_spec(doc, file, registry, stacks, workloads)
+        return parse_spec(doc, str(path), registry, stacks, workloads)
     except RecursionError:
-        raise SpecError(file, "(value)", "(nesting)", "a value or exclude nested too "
+        raise SpecError(str(path), "(value)", "(nesting)", "a value or exclude nested too "
                         "deeply: knob values are flat (a number, a string, a list)") from None
 
 
@@ -219,9 +279,10 @@ _KINDS = {stat.S_IFDIR: "a directory", stat.S_IFIFO: "a FIFO", stat.S_IFCHR:
 def parse_spec(doc: dict, file: str, registry: KnobRegistry, stacks: StackNames,
                workloads: set[str]) -> ExperimentSpec:
     for key in doc:
-        if key not in ("experiment", "load", "knobs", "matrix", "thresholds", EXTERNAL):
+        if key not in ("experiment", "load", "knobs", "matrix", "thresholds", EXTERNAL,
+                       CAPACITY):
             raise SpecError(file, key, doc[key], "unknown section (expected experiment, "
-                            "load, knobs, matrix, thresholds, external)")
+                            "load, knobs, matrix, thresholds, external, capacity)")
     if "experiment" not in doc:
         raise SpecError(file, "experiment", None, "missing section")
     experiment = _model(Experiment, doc["experiment"], file, "experiment")
@@ -270,8 +331,29 @@ def parse_spec(doc: dict, file: str, registry: KnobRegistry, stacks: StackNames,
     resolve_replay(file, fixed, axes)      # load.replay: beside this file, read now
     thresholds = (_thresholds(_table(doc["thresholds"], file, "thresholds"), file, axes,
                               registry, stacks) if "thresholds" in doc else None)
+    capacity = (_capacity(doc[CAPACITY], file, experiment, fixed, axes)
+                if CAPACITY in doc else None)
     return ExperimentSpec(path=file, experiment=experiment, axes=axes, exclude=exclude,
-                          fixed_knobs=fixed, thresholds=thresholds, observe=observe)
+                          fixed_knobs=fixed, thresholds=thresholds, observe=observe,
+                          capacity=capacity)
+
+
+def _capacity(table: Any, file: str, experiment: Experiment, fixed: dict[str, Any],
+              axes: dict[str, tuple]) -> Capacity:
+    """[capacity]: the goal, and what a search cannot share with it: the rate is the
+    search's, a replay has its own times, and the confirmation lasts the duration."""
+    capacity = _model(Capacity, table, file, CAPACITY)
+    if experiment.duration is None:
+        given = "requests" if experiment.requests is not None else "requests_per_connection"
+        raise SpecError(file, f"experiment.{given}", getattr(experiment, given),
+                        "a capacity search confirms its result for a duration: give "
+                        "experiment.duration instead")
+    for key in ("load.rate", "load.replay"):
+        if key in fixed or key in axes:
+            raise SpecError(file, key, fixed.get(key, axes.get(key)),
+                            "a capacity search sets the rate itself, step by step: "
+                            "leave it out of a spec with [capacity]")
+    return capacity
 
 
 def _bound(axes: dict[str, tuple], file: str) -> None:

@@ -17,6 +17,7 @@ from ..experiment.gate import Threshold
 from ..store.records import verdict_doc
 from . import common_knobs, series_name
 from .baseline import differences
+from .capacitylines import capacity_lines
 from .fmt import (DASH, Col, Fitted, Footnotes, ci_header, ci_text, change, ms, number,
                   p_cell, p_value, ratio_ci, times, vs)
 from .headline import headlines
@@ -70,6 +71,8 @@ def print_summary(view: ExperimentView, console: Console) -> None:
                           f"{s.tls['resumed']:,} resumed", markup=False)
         for outcome, why in reason_parts(s):
             console.print(f"[red]{outcome}[/red] {s.label}: {why}")
+    for line in capacity_lines(view):
+        console.print(line, markup=False)
 
 
 def reason_parts(s: TrialSummary) -> list[tuple[str, str]]:

@@ -32,6 +32,7 @@ from ..errors import (EngineError, Interrupted, LabError, NotFound, StackError, 
                      VerificationFailed)
 from ..analysis.flags import DISTURBED, flag_names
 from ..host.hostinfo import git_commit, host_facts
+from .capacity import CapacitySearch
 from .keep import keep_logs, kept_dir
 from ..knobs import KnobRegistry, setting_differences
 from .layercheck import layer_verdicts
@@ -46,7 +47,7 @@ from ..netlab.net import NetlabError
 from ..netlab.sweep import SWEEPS
 from ..host.placement import parse_cpus
 from ..experiment.plan import Plan, PlannedRun, Trial, effective_knobs
-from .quiet import settle, wait_quiet
+from .quiet import Settled, settle, wait_quiet
 from .replay import replay_versions
 from ..experiment.spec import ExperimentSpec
 from .stack import RunningStack, Site, StackLayer
@@ -527,28 +528,44 @@ class Measurement:
 
     @contextmanager
     def entered(self) -> Iterator[LoadReport]:
+        settled = settle()     # the previous run's writeback is not this run's
+        self.load, self.resources = self.measured(self.plan(), settled, self.landed())
+        yield self.load
+
+    def plan(self) -> LoadPlan:
+        """The trial's load as the engine is given it: at the front's endpoint, from the
+        client's namespace, with the headers the checks resolved."""
         s, ctx = self.scope, self.scope.ctx
         net = s.layer(NetworkLayer).network
         deployed = s.layer(FilesystemLayer).deployed
-        counters = {**s.layer(MachineLayer).counters(), **_own_counters(s.running)}
-        settled = settle()     # the previous run's writeback is not this run's
-        landed = partial(_landed, ctx, s.run, s.started_at, s.knobs, s.running,
-                         s.composition.verdicts)
-        plan = replace(_load_plan(ctx.spec, s.run.trial, s.knobs["load"], deployed,
+        return replace(_load_plan(ctx.spec, s.run.trial, s.knobs["load"], deployed,
                                   s.running.front),
                        netns=net.client_ns, headers=(*deployed.headers,
                                                      *s.layer(RequestChecks).requests.headers),
                        allow_remote=ctx.allow_remote)
-        self.load, resources = measure(plan, s.running, s.knobs, s.run_dir, net.server_ns,
-                                       counters, landed)
+
+    def landed(self) -> Callable[[LoadReport], None]:
+        """What keeps the run's load the moment it returns (the runner's _kept)."""
+        s = self.scope
+        return partial(_landed, s.ctx, s.run, s.started_at, s.knobs, s.running,
+                       s.composition.verdicts)
+
+    def measured(self, plan: LoadPlan, settled: Settled,
+                 landed: Callable[[LoadReport], None] | None = None
+                 ) -> tuple[LoadReport, dict]:
+        """One load of `plan` under the monitor, and its window's resources with the
+        system settings, the other labs seen meanwhile and the writeback settled before."""
+        s, ctx = self.scope, self.scope.ctx
+        counters = {**s.layer(MachineLayer).counters(), **_own_counters(s.running)}
+        load, resources = measure(plan, s.running, s.knobs, s.run_dir,
+                                  s.layer(NetworkLayer).network.server_ns, counters, landed)
         others = {o["dir"]: o for o in ctx.other_labs + lab.other_labs(ctx.session)}
         resources["_system"] = {**ctx.system, "other_labs": list(others.values())}
         # what the run writes (PHP's file sessions, logs) goes to the lab root's
         # filesystem: on disk a session costs 260-370 µs in the kernel, on tmpfs 13
         resources["_host"] = {**resources.get("_host", {}), **settled.record(),
                               "run_dir_fs": fs_type_of(s.run_dir)}
-        self.resources = resources
-        yield self.load
+        return load, resources
 
     def verdicts(self) -> tuple[Verdict, ...]:
         return ()
@@ -562,6 +579,15 @@ def _own_counters(running: RunningStack) -> dict[str, Callable[[], float | None]
     a server stacklab did not start, watched by its cgroup), by label."""
     return {s.label: reader for s in running.started
             if (reader := COMPONENTS[s.name].cpu_counter(s)) is not None}
+
+
+@makes(Measurement)
+def _measurement(s: RunScope) -> Layer:
+    """The trial's load, or, in an experiment with [capacity], a capacity search made of
+    such loads (capacity.CapacitySearch) under the same plan rule."""
+    if (goal := s.ctx.spec.capacity) is None:
+        return Measurement(s)
+    return CapacitySearch(Measurement(s), goal, s.ctx.spec.experiment.warmup)
 
 
 @makes(NetworkLayer)
@@ -619,7 +645,7 @@ def _page_views(s: RunScope) -> Layer:
 # layer class or names its class (layers.makes): a plan is checked against every one's
 # rule (plan_rules), so a new layer is one factory here.
 LAYERS: tuple[Callable[[RunScope], Layer], ...] = (
-    _network, _machine, _filesystem, _stack, _requests, _cold_cache, Measurement,
+    _network, _machine, _filesystem, _stack, _requests, _cold_cache, _measurement,
     _page_views)
 
 
@@ -709,7 +735,8 @@ def _given(scope: RunScope) -> tuple[Verdict, ...]:
 
 def _load(scope: RunScope) -> LoadReport | None:
     """The run's load, once its measurement returned (whatever broke after it)."""
-    return next((m.load for m in scope.made if isinstance(m, Measurement)), None)
+    return next((m.load for m in scope.made if isinstance(m, (Measurement, CapacitySearch))),
+                None)
 
 
 def _served(s: RunScope) -> Deployed:

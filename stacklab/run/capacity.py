@@ -1,0 +1,236 @@
+"""A run's measurement as a capacity search: the highest open-loop rate whose latency
+percentile meets the experiment's SLO ([capacity], experiment/spec.py), found on the
+run's one stack by the pure search (analysis/capacity.py) over loads of the run's own
+measurement (Measurement: the same plan, monitor and record), then confirmed.
+
+In order, on one stack, its writeback settled once:
+
+1. a probe: a closed-loop step at the trial's connections, whose req/s X bounds what
+   an open loop can reach (each connection sends its next request after its answer);
+2. the search, from X/2, doubling (up to 1.25 X) then bisecting, each step `step`
+   seconds (longer while undecided, and long enough to bound the percentile: needed),
+   decided on the percentile's 95% interval;
+3. the profile: p50 and the percentile at 50, 80 and 90% of the rate found;
+4. the confirmation: the rate found, held for the experiment's duration; if it fails,
+   lower rates at full length (_confirm). Its load is the run's load and record.
+
+A step the host disturbed or whose engine was the bottleneck is measured again (twice
+at most) unless it passed: a disturbance only ever adds latency and takes rate, so a
+pass under it stands; a fail that stays disturbed counts, and the run is flagged
+(host-busy or generator-bound on its steps), its capacity a lower bound.
+
+Every step is kept in the run's record (resources' "capacity" part): rate, duration,
+what was achieved, p50, p99, the percentile's interval, the decision and why, flags.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
+from typing import Any, Protocol
+
+from ..analysis.capacity import (MIN_KEPT, SearchPlan, StepDecision, StepOutcome, Verdict,
+                                 bins_from_histogram, decide, needed, search)
+from ..analysis.flags import DISTURBED, disturbance_factor, flag_names
+from ..analysis.stats import decode_histogram
+from ..experiment.spec import Capacity
+from ..measure.drive import LoadPlan, LoadReport
+from ..measure.verify import Verdict as CheckVerdict
+from ..store.records import Resources
+from .quiet import Settled, settle
+
+PROFILE_SHARES = (0.5, 0.8, 0.9)
+# An open loop at the probe's connections cannot keep a rate far above what they
+# carried closed-loop (each sends its next request once answered): the search's
+# ceiling, with room for the probe's own noise.
+CEILING_ROOM = 1.25
+CONFIRM_STEPS = 4           # full-length steps at most (_confirm)
+STEP_DOWN = 4               # after a fail at full length: this many resolutions lower
+AGAIN = 2                   # a disturbed step that did not pass: measured again
+# A step disturbed by these is measured again (the host's other work, the engine at its
+# own limit): they add latency that is not the server's.
+NOT_THE_SERVER = (*DISTURBED, "generator-bound")
+
+
+class Measures(Protocol):
+    """What the search needs of the run's measurement (runner.Measurement)."""
+
+    def plan(self) -> LoadPlan: ...
+
+    def landed(self) -> Callable[[LoadReport], None]: ...
+
+    def measured(self, plan: LoadPlan, settled: Settled,
+                 landed: Callable[[LoadReport], None] | None = None
+                 ) -> tuple[LoadReport, dict]: ...
+
+
+@dataclass(frozen=True)
+class Measured:
+    """One step's load and its window's resources, as the run's measurement gave them."""
+
+    load: LoadReport
+    resources: dict
+
+    @property
+    def flags(self) -> list[str]:
+        return flag_names(self.load, Resources.from_json(self.resources))
+
+    def explains(self, rate: float) -> bool:
+        """Whether the host's disturbance could account for the rate the step lost
+        (flags.disturbance_factor sizes the slow-down it could cause): a server that
+        kept half the rate offered beside a host 10% busy was past its capacity all the
+        same. A step that kept its rate failed on latency, which a busy host can move by
+        any amount (a tail is not sized)."""
+        lost = min(1.0, self.load.rps / rate) if rate else 1.0
+        return lost * disturbance_factor(self.resources.get("_host", {})) >= MIN_KEPT
+
+    def outcome(self, rate: float) -> StepOutcome:
+        """As the search judges it: a response with a 4xx or 5xx status is an error
+        like a request that failed outright."""
+        answered_badly = sum(n for c, n in self.load.status_classes.items() if c[0] in "45")
+        bins = bins_from_histogram(self.load.histogram) if self.load.histogram else ()
+        return StepOutcome(offered_rate=rate, achieved_rate=self.load.rps,
+                           completed=self.load.completed - answered_badly,
+                           errors=self.load.failed + answered_badly, bins=bins)
+
+
+@dataclass(eq=False)
+class CapacitySearch:
+    """The measurement layer of a capacity experiment (see the module's docstring)."""
+
+    measurement: Measures
+    goal: Capacity
+    warmup_s: float
+    name = "load"
+    waits = False
+    load: LoadReport | None = None
+    resources: dict = field(default_factory=dict)
+    steps: list[dict] = field(default_factory=list)
+
+    @classmethod
+    def problem(cls, knobs: dict[str, dict]) -> str | None:
+        return None     # the plan's rules are the measurement's (runner.Measurement)
+
+    @contextmanager
+    def entered(self) -> Iterator[LoadReport]:
+        settled = settle()     # once: the previous run's writeback is not this run's
+        base = self.measurement.plan()
+        final, record = self._search(base, settled)
+        self.measurement.landed()(final.load)
+        self.load = final.load
+        self.resources = {**final.resources, "_capacity": record}
+        yield self.load
+
+    def verdicts(self) -> tuple[CheckVerdict, ...]:
+        return ()
+
+    def record(self) -> dict:
+        return self.resources
+
+    def _search(self, base: LoadPlan, settled: Settled) -> tuple[Measured, dict]:
+        g = self.goal
+        slo, cap = g.goal, g.error_share
+        probe = self._step(base, settled, "probe", None, g.step)
+        ceiling = probe.load.rps
+        record: dict[str, Any] = {
+            "slo": g.slo, "percentile": slo.percentile, "limit_us": slo.limit_us,
+            "max_error_rate": cap, "connections": base.connections, "capacity": None,
+            "searched": None, "stopped": "no-pass", "confirmed": False,
+            "steps": self.steps}
+        if not probe.load.completed:
+            record["stopped"] = "probe-failed"
+            return probe, record
+        last = [probe]
+
+        def measure(rate: float, duration_s: float) -> StepOutcome:
+            measured, verdict = self._decided(base, settled, "search", rate, duration_s)
+            last[0] = measured
+            return measured.outcome(rate)
+
+        found = search(measure, slo, SearchPlan(
+            start_rate=max(1.0, ceiling / 2), step_s=g.step, max_step_s=g.step * 8,
+            resolution=g.resolution, max_steps=g.max_steps, max_rate=max(2.0, ceiling * CEILING_ROOM),
+            min_requests=needed(slo.percentile)), cap)
+        record.update(searched=found.capacity, stopped=found.stopped)
+        if found.capacity is None:
+            return last[0], record
+        for share in PROFILE_SHARES:
+            self._decided(base, settled, "profile", found.capacity * share, g.step)
+        confirmed, rate = self._confirm(base, settled, found.capacity)
+        record.update(capacity=rate, confirmed=rate is not None)
+        return confirmed, record
+
+    def _confirm(self, base: LoadPlan, settled: Settled, found: float
+                 ) -> tuple[Measured, float | None]:
+        """The rate found, held for the experiment's duration; a short step can pass by
+        luck where a long one does not, so on a fail the search goes on at full length:
+        down by STEP_DOWN resolutions until a rate holds, then bisecting between it and
+        the lowest that failed, CONFIRM_STEPS full-length steps at most. The highest rate
+        that held, with its load (the run's), or None with the last load."""
+        g = self.goal
+        duration = base.duration_s or g.step
+        held: tuple[Measured, float] | None = None
+        failed, rate = None, found
+        for _ in range(CONFIRM_STEPS):
+            measured, verdict = self._decided(base, settled, "confirm", rate, duration)
+            if verdict.decision is StepDecision.PASS:
+                held = (measured, rate)
+                if failed is None or failed - rate <= g.resolution * rate:
+                    break
+                rate = (rate + failed) / 2
+            else:
+                last, failed = measured, rate
+                rate = (rate + held[1]) / 2 if held else rate * (1 - STEP_DOWN * g.resolution)
+        if held is None:
+            return last, None
+        return held
+
+    def _decided(self, base: LoadPlan, settled: Settled, phase: str, rate: float,
+                 duration_s: float) -> tuple[Measured, Verdict]:
+        """One step at `rate`, measured again while the host or the engine disturbed a
+        step that did not pass (AGAIN times at most); each measurement is kept."""
+        for attempt in range(AGAIN + 1):
+            measured = self._step(base, settled, phase, rate, duration_s)
+            verdict = decide(measured.outcome(rate), self.goal.goal, self.goal.error_share)
+            disturbed = [f for f in measured.flags if f in NOT_THE_SERVER]
+            again = (disturbed and verdict.decision is not StepDecision.PASS
+                     and attempt < AGAIN and measured.explains(rate))
+            self.steps[-1].update(decision=verdict.decision.value,
+                                  interval_us=_interval(verdict.interval_us),
+                                  reason=verdict.reason + (
+                                      f"; {', '.join(disturbed)}: measured again"
+                                      if again else ""))
+            if not again:
+                return measured, verdict
+        raise AssertionError("unreachable")
+
+    def _step(self, base: LoadPlan, settled: Settled, phase: str, rate: float | None,
+              duration_s: float) -> Measured:
+        load = {**base.load, "rate": 0 if rate is None else max(1, round(rate))}
+        if rate:    # long enough for the percentile to be bounded (the search's rule)
+            duration_s = max(duration_s, needed(self.goal.goal.percentile) / rate)
+        plan = replace(base, duration_s=duration_s, requests=None,
+                       warmup_s=self.warmup_s, load=load)
+        measured = Measured(*self.measurement.measured(plan, settled))
+        done = measured.load
+        self.steps.append({
+            "phase": phase, "rate": None if rate is None else load["rate"],
+            "duration_s": duration_s, "achieved": done.rps, "completed": done.completed,
+            "errors": measured.outcome(rate or 0.0).errors,
+            "p50_us": done.latency_us.p50, "p99_us": done.latency_us.p99,
+            "slo_us": _point(done, self.goal.goal.percentile),
+            "interval_us": None, "decision": None, "reason": "", "flags": measured.flags})
+        return measured
+
+
+def _interval(interval: tuple[float, float]) -> list[float | None]:
+    """As JSON holds it: an unbounded side is null."""
+    return [v if v not in (float("inf"), float("-inf")) else None for v in interval]
+
+
+def _point(load: LoadReport, percentile: float) -> float | None:
+    """The SLO's percentile read off the step's histogram (the engine reports p50..p999)."""
+    if not load.histogram:
+        return None
+    return float(decode_histogram(load.histogram).get_value_at_percentile(percentile))

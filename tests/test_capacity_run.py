@@ -1,0 +1,189 @@
+"""`stacklab capacity` end to end: calibrated against a server whose capacity is known by
+construction, then on real nginx.
+
+The calibration server has K workers and a fixed service time: each request is given
+the worker free soonest and holds it for SERVICE_S from the moment it is free (on the
+server's clock, so that a late wake-up delays that answer but never the worker's next
+one), so at most K / SERVICE_S requests a second are served, and the engine's evenly
+paced arrivals below that rate never queue. Above it the queue grows by the excess every second, so the latency of a
+step 2% over the limit climbs past the SLO (2 × the service time) within its length:
+the limit is a sharp edge the search must find within ±2%, in at most 10 steps. It is
+reached as the user's own server is: through [external], at a loopback URL."""
+
+from __future__ import annotations
+
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from stacklab.cli import cli
+from stacklab.store import Outcome, Store
+
+from helpers import require_engine
+
+K, SERVICE_S = 8, 0.010
+KNOWN = K / SERVICE_S          # 800 req/s
+BODY = b"k" * 200
+
+
+class KnownServer(ThreadingHTTPServer):
+    daemon_threads = True
+    request_queue_size = 128
+
+    def __init__(self):
+        super().__init__(("127.0.0.1", 0), KnownHandler)
+        self.lock = threading.Lock()
+        self.free_at = [0.0] * K          # when each worker is next free (monotonic s)
+
+    def done_at(self) -> float:
+        """The worker free soonest takes the request; when it will have served it."""
+        with self.lock:
+            worker = min(range(K), key=self.free_at.__getitem__)
+            start = max(time.monotonic(), self.free_at[worker])
+            self.free_at[worker] = start + SERVICE_S
+            return start + SERVICE_S
+
+
+class KnownHandler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True
+
+    def do_GET(self):
+        time.sleep(max(0.0, self.server.done_at() - time.monotonic()))
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(BODY)))
+        self.end_headers()
+        self.wfile.write(BODY)
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def known_server():
+    server = KnownServer()
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def invoke(*args) -> tuple[int, str]:
+    result = CliRunner().invoke(cli, [str(a) for a in args])
+    return result.exit_code, result.output
+
+
+def searches(db: Path, name: str) -> list:
+    store = Store.open(db)
+    try:
+        return list(store.runs(store.experiment(name).id))
+    finally:
+        store.close()
+
+
+def test_the_search_finds_a_known_capacity(tmp_path, known_server):
+    require_engine()
+    spec = tmp_path / "known.toml"
+    spec.write_text(f"""
+[experiment]
+name = "known"
+duration = "3s"
+warmup = "0.5s"
+remeasure = 0
+
+[capacity]
+slo = "p99<20ms"
+step = "1s"
+resolution = 0.01
+
+[external]
+url = "{known_server}"
+paths = ["/"]
+
+[matrix]
+concurrency = [32]
+""")
+    db = tmp_path / "r.db"
+    status, out = invoke("capacity", spec, "--repetitions", "1", "--db", db)
+    assert status == 0, out
+    [run] = searches(db, "known")
+    assert run.outcome is Outcome.OK, run.reason
+    found = run.resources.part("capacity")
+    steps = [s for s in found["steps"] if s["phase"] == "search"]
+    decided = [s for s in steps if "measured again" not in s["reason"]]
+    assert found["confirmed"] and abs(found["capacity"] / KNOWN - 1) <= 0.02, [
+        (s["phase"], s["rate"], s["decision"], s["reason"], s["flags"]) for s in found["steps"]]
+    assert len(decided) <= 10, [(s["rate"], s["decision"], s["reason"], s["flags"]) for s in steps]
+    # every step is stored with what decided it; the run's load is the confirmation's
+    assert all(s["decision"] in ("pass", "fail", "longer") and s["reason"] for s in steps)
+    assert run.load.rate == round(found["capacity"])
+    assert "capacity: the highest open-loop rate whose p99<20ms held" in out
+
+
+def test_capacity_of_real_nginx_is_found_confirmed_and_reported(tmp_path):
+    require_engine()
+    spec = tmp_path / "nginx.toml"
+    spec.write_text("""
+[experiment]
+name = "cap"
+duration = "2s"
+warmup = "0.5s"
+repetitions = 2
+
+[load]
+keepalive = true
+
+[matrix]
+stack = ["nginx"]
+workload = ["static-page"]
+concurrency = [1, 16]
+""")
+    db = tmp_path / "r.db"
+    status, out = invoke("capacity", spec, "--slo", "p99<20ms", "--step", "1s",
+                         "--repetitions", "1", "--db", db)
+    assert status == 0, out
+    [run] = searches(db, "cap.capacity")
+    found = run.resources.part("capacity")
+    assert found["connections"] == 16            # the spec's largest concurrency
+    assert found["capacity"] and found["confirmed"], found
+    phases = [s["phase"] for s in found["steps"]]
+    assert phases[0] == "probe" and phases.count("profile") == 3 and phases[-1] == "confirm"
+    assert "nginx static-page c=16:" in out and "req/s (one search)" in out
+    shown_status, shown = invoke("show", "cap.capacity", "--db", db)
+    assert shown_status == 0 and "capacity: the highest open-loop rate" in shown
+
+
+@pytest.mark.parametrize("args, said", [
+    (["--slo", "p99<50"], "--slo 'p99<50'"),
+    (["--slo", "p99<50ms", "--max-error-rate", "2"], "--max-error-rate '2'"),
+    (["--slo", "p99<50ms", "--step", "0.5s"], "--step '0.5s'"),
+    (["--slo", "p99<50ms", "--connections", "0"], "--connections 0"),
+    ([], "--slo: missing"),
+])
+def test_bad_flags_are_named(tmp_path, args, said):
+    spec = tmp_path / "s.toml"
+    spec.write_text('[experiment]\nname = "s"\nduration = "2s"\n[matrix]\n'
+                    'stack = ["nginx"]\nworkload = ["static-page"]\nconcurrency = [4]\n')
+    status, out = invoke("capacity", spec, *args, "--dry-run")
+    assert status != 0 and said in out, out
+
+
+def test_a_capacity_spec_refuses_what_the_search_sets(tmp_path):
+    spec = tmp_path / "s.toml"
+    spec.write_text('[experiment]\nname = "s"\nrequests = 100\n[capacity]\nslo = "p99<5ms"\n'
+                    '[matrix]\nstack = ["nginx"]\nworkload = ["static-page"]\n'
+                    'concurrency = [4]\n')
+    status, out = invoke("run", spec, "--dry-run")
+    assert status != 0 and "experiment.requests" in out and "duration" in out, out
+    spec.write_text('[experiment]\nname = "s"\nduration = "2s"\n[capacity]\n'
+                    'slo = "p99<5ms"\n[load]\nrate = 100\n[matrix]\nstack = ["nginx"]\n'
+                    'workload = ["static-page"]\nconcurrency = [4]\n')
+    status, out = invoke("run", spec, "--dry-run")
+    assert status != 0 and "load.rate" in out, out
