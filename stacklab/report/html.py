@@ -21,6 +21,7 @@ from ..store import Outcome
 from ..measure.verify import Status, Verdict
 from . import charts, common_knobs, fmt, series_name
 from .baseline import METRICS, Baseline
+from .capacity import capacity_sections
 from .headline import headlines
 
 
@@ -243,7 +244,7 @@ def render_html(view: ExperimentView, baseline: Baseline | None = None) -> str:
         compression=_compression(view, common),
         sections=sections, error_classes=_error_classes(sections), Status=Status,
         effects=changes, bests=best_combinations(view, REGISTRY, changes),
-        cautions=CAUTIONS, **baseline_context(baseline))
+        cautions=CAUTIONS, capacity=capacity_sections(view), **baseline_context(baseline))
 
 
 def write_html(view: ExperimentView, path: Path, baseline: Baseline | None = None) -> Path:
