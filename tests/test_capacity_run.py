@@ -155,7 +155,7 @@ concurrency = [1, 16]
     assert found["capacity"] and found["confirmed"], found
     phases = [s["phase"] for s in found["steps"]]
     assert phases[0] == "probe" and phases.count("profile") == 3 and phases[-1] == "confirm"
-    assert "nginx static-page c=16:" in out and "req/s (one search)" in out
+    assert "nginx static-page:" in out and "req/s (one search)" in out
     shown_status, shown = invoke("show", "cap.capacity", "--db", db)
     assert shown_status == 0 and "capacity: the highest open-loop rate" in shown
 
@@ -187,3 +187,46 @@ def test_a_capacity_spec_refuses_what_the_search_sets(tmp_path):
                     'workload = ["static-page"]\nconcurrency = [4]\n')
     status, out = invoke("run", spec, "--dry-run")
     assert status != 0 and "load.rate" in out, out
+
+
+def _answered(rps: float, ttfb_us: float, p99_us: float | None = None):
+    from dataclasses import replace
+
+    from stacklab.measure.drive import Latency
+
+    from fakes import fake_report
+    load = fake_report(rps, ttfb_us, seed=1)
+    return replace(load, ttfb_us=Latency(p50=ttfb_us, p90=ttfb_us, p99=p99_us or ttfb_us,
+                                         max=p99_us or ttfb_us, mean=ttfb_us))
+
+
+@pytest.mark.parametrize("rps, connections, p99_us, light_us, bound", [
+    (790.0, 8, None, 9_000.0, True),       # 8 connections / 10 ms = 800 req/s < 1000
+    (990.0, 8, None, 9_000.0, False),      # the rate was kept
+    (790.0, 32, None, 9_000.0, False),     # 32 connections could carry 3,200
+    (790.0, 8, 60_000.0, 9_000.0, False),  # the server answered past the limit
+    (790.0, 8, None, 2_000.0, False),      # answers 5× slower than under light load:
+                                           # the server's queue, its capacity
+    (790.0, 8, None, None, False),         # no light-load figure to judge by
+])
+def test_connections_bound_is_the_clients_limit_only(rps, connections, p99_us, light_us,
+                                                      bound):
+    from stacklab.run.capacity import connections_bound
+    load = _answered(rps, 10_000.0, p99_us)
+    assert connections_bound(load, connections, 1000.0, 50_000.0, light_us) is bound
+
+
+def test_show_says_each_trials_capacity_from_stored_searches(tmp_path):
+    from fakes import fake_experiment
+    db = tmp_path / "r.db"
+    fake_experiment(db, name="fixed", flag_apache_256=False, capacity=0.8)
+    status, out = invoke("show", "fixed", "--db", db)
+    assert status == 0, out
+    text = " ".join(out.split())
+    assert ("capacity: the highest open-loop rate whose p99<50ms held, with errors at most "
+            "0.00%, at 16 connections") in text
+    # nginx at c=1: 20,200 req/s × 0.8 in the 3 runs' 1% steps around it
+    assert "nginx static-page c=1: 16,160 req/s (range 15,998–16,322)" in text, text
+    # the fakes store only the confirmation: no profile steps
+    assert "p50 / p99 at 50%: —, 80%: —, 90%: —, 100%: 0.90 / 20.00 ms" in text, text
+    assert "3 search(es), 1–1 steps each, ended: resolved" in text

@@ -19,10 +19,21 @@ from enum import Enum
 from typing import Callable, Sequence
 
 from ..experiment.slo import Slo
+from .flags import DISTURBED
 from .stats import decode_histogram
 
 LEVEL = 0.95            # the interval's coverage
 MIN_KEPT = 0.99         # a step whose achieved rate is under 99% of the offered one failed
+# A step's flags that are not the server's doing (the host's other work, the engine at
+# its own limit): they add latency, so a step they mark that did not pass is measured
+# again, and a fail that stays so makes the capacity a lower bound.
+NOT_THE_SERVER = (*DISTURBED, "generator-bound")
+# The shares of the capacity found at which a search profiles latency (and CPU per
+# request at the first: a fixed rate well under capacity).
+PROFILE_SHARES = (0.5, 0.8, 0.9)
+# A step whose connections, not the server, kept it from the offered rate: the
+# capacity found may then be the connections' (run/capacity.connections_bound).
+CONNECTIONS_BOUND = "connections-bound"
 
 
 @dataclass(frozen=True)

@@ -90,13 +90,18 @@ class Plan:
 
     def estimated_s(self, spec: ExperimentSpec) -> float:
         """Every run's warm-up, load and overhead; a `requests` run paced by load.rate
-        takes requests / rate (an unpaced one is guessed at 5 s)."""
+        takes requests / rate (an unpaced one is guessed at 5 s); a capacity search at
+        most its steps (fewer when it resolves early)."""
         e = spec.experiment
 
         def load_s(trial: Trial) -> float:
             rate = dict(trial.knobs).get("load.rate")
             requests = trial.requests(e)
             return requests / rate if requests and rate else (e.duration or 5.0)
+        if (c := spec.capacity) is not None:
+            # a search: the probe, its steps, three profile steps, then the confirmation
+            each = (1 + c.max_steps + 3) * (c.step + e.warmup) + (e.duration or 0.0)
+            return len(self.runs) * (each + RUN_OVERHEAD_S)
         return sum(load_s(r.trial) + e.warmup + RUN_OVERHEAD_S for r in self.runs)
 
     def max_runs(self, spec: ExperimentSpec) -> int:

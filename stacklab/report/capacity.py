@@ -19,20 +19,12 @@ from dataclasses import dataclass
 from statistics import median
 from typing import Any, Mapping
 
-from ..analysis.analyze import Estimate, ExperimentView, TrialSummary, pooled
-from ..store import RunRecord
-from . import common_knobs, fmt, series_name
+from ..analysis.analyze import ExperimentView
+from . import fmt
+from .searches import PART, SHARES, CapacityTrial, Search, Step, capacity_trials
 from .charts import (GREY, PALETTE, VERDICT_COLORS, Drawn, _figure, label, ms_axis,
                      value_axis)
 
-PART = "capacity"
-# The shares of the capacity the search profiles (run/capacity.PROFILE_SHARES, which a
-# report may not import), then the confirmation at the capacity itself.
-PROFILE_SHARES = (0.5, 0.8, 0.9)
-SHARES = (*PROFILE_SHARES, 1.0)
-# A profile step is at a share of the capacity when its rate is within 1 req/s or this
-# much of it (the engine offers a whole number of requests per second).
-SHARE_TOLERANCE = 0.02
 # Each decision's mark: pass as the verdicts' "better" green, fail as "worse" red, an
 # undecided step (measured longer) amber and hollow, never read as a result.
 DECISIONS = {"pass": ("circle", VERDICT_COLORS["better"]),
@@ -44,137 +36,12 @@ CAPACITY_COLORS = tuple(c for c in PALETTE if c not in (DECISIONS["pass"][1],
                                                         DECISIONS["fail"][1]))
 
 
-def _need(doc: Mapping[str, Any], key: str, where: str) -> Any:
-    """doc[key], or one error naming the record and the key it lacks."""
-    if key not in doc:
-        raise ValueError(f"{where}: its capacity part has no {key!r}")
-    return doc[key]
-
-
-@dataclass(frozen=True)
-class Step:
-    """One measured step of a search, as the record keeps it (latencies in µs)."""
-
-    phase: str                     # probe | search | confirm | profile
-    rate: float | None             # offered req/s; None for the closed-loop probe
-    duration_s: float
-    achieved: float
-    errors: int
-    p50_us: float | None
-    value_us: float | None         # the SLO percentile
-    low_us: float | None           # its 95% interval; None: unbounded on that side
-    high_us: float | None
-    decision: str | None           # pass | fail | longer; None for the probe
-    reason: str
-    flags: tuple[str, ...]
-
-    @classmethod
-    def from_json(cls, doc: Mapping[str, Any], percentile: float, where: str) -> "Step":
-        """A step of the record. The percentile's point value is `slo_us` where the
-        record has it, else the engine's p50 or p99 when the SLO is on one of those."""
-        value = doc.get("slo_us")
-        if value is None:
-            value = doc.get({50.0: "p50_us", 99.0: "p99_us"}.get(percentile, ""))
-        low, high = (doc.get("interval_us") or (None, None))
-        return cls(phase=_need(doc, "phase", where), rate=_need(doc, "rate", where),
-                   duration_s=doc.get("duration_s", 0.0), achieved=doc.get("achieved", 0.0),
-                   errors=doc.get("errors", 0), p50_us=doc.get("p50_us"), value_us=value,
-                   low_us=low, high_us=high, decision=doc.get("decision"),
-                   reason=doc.get("reason", ""), flags=tuple(doc.get("flags", ())))
-
-
-@dataclass(frozen=True)
-class Search:
-    """One run's capacity search: its goal, what it found, and every step it measured."""
-
-    repetition: int
-    slo: str                       # as written: "p99<50ms"
-    percentile: float
-    limit_us: float
-    connections: int
-    capacity: float | None         # the confirmed rate; None when none was
-    searched: float | None         # the rate the search settled on (its profile's base)
-    stopped: str                   # resolved | step-limit | no-pass | no-fail | …
-    confirmed: bool
-    steps: tuple[Step, ...]
-
-    @classmethod
-    def of(cls, run: RunRecord) -> "Search":
-        doc = run.resources.part(PART)
-        where = f"run {run.repetition} of trial {run.trial_id}"
-        percentile = float(_need(doc, "percentile", where))
-        capacity = _need(doc, "capacity", where)
-        return cls(repetition=run.repetition, slo=doc.get("slo", f"p{percentile:g}"),
-                   percentile=percentile, limit_us=float(_need(doc, "limit_us", where)),
-                   connections=doc.get("connections", 0), capacity=capacity,
-                   searched=doc.get("searched", capacity),
-                   stopped=doc.get("stopped", ""), confirmed=bool(doc.get("confirmed")),
-                   steps=tuple(Step.from_json(s, percentile, where)
-                               for s in _need(doc, "steps", where)))
-
-    @property
-    def offered(self) -> list[Step]:
-        """The open-loop steps (all but the closed-loop probe), in the order measured."""
-        return [s for s in self.steps if s.phase != "probe" and s.rate is not None]
-
-    def at(self, share: float) -> Step | None:
-        """The step at `share` of the capacity: the profile step at that share of the
-        rate the search settled on (the last measured, where a disturbed one was
-        measured again), or at 1.0 the confirmation that passed at the capacity."""
-        if self.capacity is None:
-            return None
-        if share == 1.0:
-            return next((s for s in reversed(self.steps) if s.phase == "confirm"
-                         and s.decision == "pass"), None)
-        base = self.searched or self.capacity
-        return next((s for s in reversed(self.steps) if s.phase == "profile"
-                     and abs(s.rate - share * base) <= max(1.0, SHARE_TOLERANCE * base)),
-                    None)
-
-
 @dataclass(frozen=True)
 class Table:
     """A table as the page prints it: its header and each row's cells, written."""
 
     header: tuple[str, ...]
     rows: tuple[tuple[str, ...], ...]
-
-
-@dataclass(frozen=True)
-class CapacityTrial:
-    """One trial's capacity searches (its pooled runs that searched), drawn and tabled."""
-
-    name: str
-    summary: TrialSummary
-    searches: tuple[Search, ...]
-
-    @property
-    def capacity(self) -> Estimate:
-        """The capacities the searches confirmed: median, and its 95% CI (or range)."""
-        return Estimate.of([s.capacity for s in self.searches if s.capacity is not None])
-
-    @property
-    def slo(self) -> Search:
-        """The search whose goal titles the trial (every search of it has the same)."""
-        return self.searches[0]
-
-
-def capacity_trials(view: ExperimentView) -> list[CapacityTrial]:
-    """The trials with capacity searches, in the view's order: [] for an experiment
-    without any, whose page then has no capacity section. A trial's searches are the
-    runs its figures come from (analyze.pooled: a disturbed run measured again is set
-    aside), in the order they ran."""
-    common = common_knobs(view.summaries)
-    several_c = len({s.concurrency for s in view.summaries}) > 1
-    found = []
-    for s in view.summaries:
-        runs = pooled([r for r in view.runs if r.trial_id == s.trial_id])
-        searches = tuple(Search.of(r) for r in sorted(runs, key=lambda r: r.repetition)
-                         if r.resources.part(PART))
-        if searches:
-            name = series_name(s, common) + (f" c={s.concurrency}" if several_c else "")
-            found.append(CapacityTrial(name, s, searches))
-    return found
 
 
 def _ms(value_us: float | None) -> float | None:

@@ -1,100 +1,93 @@
 """A capacity experiment in words (`capacity`, `run` and `show` print them): each
 trial's capacity over its searches with their range or interval, the latency at 50, 80,
-90 and 100% of it, and how each search ended — from the runs' "capacity" parts
-(run/capacity.py)."""
+90 and 100% of it, the server's CPU per request at 50%, and how each search ended —
+from the searches as searches.py reads them."""
 
 from __future__ import annotations
 
 from statistics import median
 
-from ..analysis.analyze import ExperimentView, TrialSummary
+from ..analysis.analyze import ExperimentView
+from ..analysis.capacity import CONNECTIONS_BOUND, NOT_THE_SERVER
 from .fmt import DASH, ci, number
-
-# What a step flagged that is not the server's doing (run/capacity.NOT_THE_SERVER)
-NOT_THE_SERVER = ("host-busy", "io-pressure", "generator-bound")
-SHARES = ((0.5, "profile"), (0.8, "profile"), (0.9, "profile"), (1.0, "confirm"))
-
-
-def searches(view: ExperimentView, s: TrialSummary) -> list[dict]:
-    """The capacity parts of the trial's runs, in the order they ran."""
-    return [part for r in view.runs if r.trial_id == s.trial_id
-            and (part := r.resources.part("capacity"))]
+from .searches import SHARES, CapacityTrial, Search, Step, capacity_trials
 
 
 def capacity_lines(view: ExperimentView) -> list[str]:
     """Nothing for an experiment without capacity searches."""
-    found = [(s, parts) for s in view.summaries if (parts := searches(view, s))]
-    if not found:
+    trials = capacity_trials(view)
+    if not trials:
         return []
-    first = found[0][1][0]
-    out = [f"capacity: the highest open-loop rate whose {first['slo']} held, with errors "
-           f"at most {first['max_error_rate']:.2%}, at {first['connections']} connections; "
-           "each search on a fresh stack, its result confirmed for the experiment's "
-           "duration; over the searches: median and " + _spread_word(found)]
-    for s, parts in found:
-        out += _trial_lines(s, parts)
+    first = trials[0].slo
+    several = max(len(t.capacity.values) for t in trials) >= 6
+    out = [f"capacity: the highest open-loop rate whose {first.slo} held, with errors at "
+           f"most {first.max_error_rate:.2%}, at {first.connections} connections; each search "
+           "on a fresh stack, its result confirmed for the experiment's duration; over the "
+           "searches: median and " + ("95% CI" if several else
+                                      "range (fewer than 6 searches: no 95% interval)")]
+    for t in trials:
+        out += _trial_lines(t)
     return out
 
 
-def _spread_word(found: list[tuple[TrialSummary, list[dict]]]) -> str:
-    n = max(len(s.capacity.values) for s, _ in found)
-    return "95% CI" if n >= 6 else "range (fewer than 6 searches: no 95% interval)"
-
-
-def _trial_lines(s: TrialSummary, parts: list[dict]) -> list[str]:
-    c = s.capacity
+def _trial_lines(t: CapacityTrial) -> list[str]:
+    c = t.capacity
     spread = ci(c) if len(c.values) > 1 else "one search"
-    head = (f"  {s.label}: {number(c.median)} req/s ({spread})" if c.median else
-            f"  {s.label}: no capacity found ({_none_why(parts)})")
-    found = [p for p in parts if p.get("capacity")]
-    lines = [head]
+    lines = [f"  {t.name}: {number(c.median)} req/s ({spread})" if c.median else
+             f"  {t.name}: no capacity found ({_none_why(t.searches)})"]
+    found = [s for s in t.searches if s.capacity is not None]
     if found:
-        lines.append("    p50 / " + f"p{found[0]['percentile']:g} at " + ", ".join(
-            f"{share:.0%}: {_at(found, share, phase)}" for share, phase in SHARES))
-    steps = [sum(1 for st in p["steps"] if st["phase"] != "probe") for p in parts]
-    again = sum(1 for p in parts for st in p["steps"] if "measured again" in st["reason"])
-    ended = ", ".join(sorted({p["stopped"] + ("" if p["confirmed"] else ", not confirmed")
-                              for p in parts}))
-    lines.append(f"    {len(parts)} search(es), {min(steps)}–{max(steps)} steps each, "
+        lines.append(f"    p50 / p{found[0].percentile:g} at " + ", ".join(
+            f"{share:.0%}: {_latency([s.at(share) for s in found])}" for share in SHARES))
+        if cpu := _cpu([s.at(SHARES[0]) for s in found]):
+            lines.append(f"    server CPU per request at {SHARES[0]:.0%} of it: {cpu}")
+    steps = [len(s.offered) for s in t.searches]
+    again = sum(1 for s in t.searches for st in s.steps if "measured again" in st.reason)
+    ended = ", ".join(sorted({s.stopped + ("" if s.confirmed else ", not confirmed")
+                              for s in t.searches}))
+    lines.append(f"    {len(t.searches)} search(es), {min(steps)}–{max(steps)} steps each, "
                  f"ended: {ended}" + (f"; {again} step(s) measured again (host or engine)"
                                       if again else ""))
-    if bounded := _bounded(parts):
-        lines.append(f"    a lower bound: steps that failed were flagged {bounded} "
+    if any(CONNECTIONS_BOUND in st.flags for s in t.searches for st in s.steps):
+        lines.append(f"    {CONNECTIONS_BOUND}: some steps lost rate while the server "
+                     "answered within the limit: the connections were all waiting, so the "
+                     "capacity found may be theirs; measure again with more --connections")
+    if bounded := sorted({f for s in t.searches for st in s.steps if st.decision == "fail"
+                          for f in st.flags if f in NOT_THE_SERVER}):
+        lines.append(f"    a lower bound: steps that failed were flagged {', '.join(bounded)} "
                      "(a disturbance only adds latency; a pass under it stands)")
     return lines
 
 
-def _at(found: list[dict], share: float, phase: str) -> str:
-    """The median p50 and SLO percentile of the searches' steps at that share."""
-    p50, tail = [], []
-    for part in found:
-        for st in part["steps"]:
-            if st["phase"] == phase and st["decision"] is not None and (
-                    phase == "confirm" and st["rate"] == round(part["capacity"])
-                    or phase == "profile"
-                    and abs(st["rate"] - share * part["capacity"]) <= 1):
-                p50.append(st["p50_us"])
-                tail.append(st.get("slo_us") or st["p99_us"])
-    if not p50:
+def _latency(steps: list[Step | None]) -> str:
+    """Median p50 / percentile in ms over the searches' steps at one share."""
+    seen = [s for s in steps if s is not None and s.p50_us is not None
+            and s.value_us is not None]
+    if not seen:
         return DASH
-    return f"{median(p50) / 1000:.2f} / {median(tail) / 1000:.2f} ms"
+    return (f"{median(s.p50_us for s in seen) / 1000:.2f} / "
+            f"{median(s.value_us for s in seen) / 1000:.2f} ms")
 
 
-def _none_why(parts: list[dict]) -> str:
-    stopped = sorted({p["stopped"] for p in parts})
+def _cpu(steps: list[Step | None]) -> str:
+    """Each component's CPU µs per request: median, and range over the searches."""
+    per: dict[str, list[float]] = {}
+    for step in steps:
+        for c, v in (step.cpu_us_per_request if step else {}).items():
+            per.setdefault(c, []).append(v)
+    return ", ".join(f"{c} {median(v):.1f} µs" + (f" ({min(v):.1f}–{max(v):.1f})"
+                                                  if len(v) > 1 else "")
+                     for c, v in sorted(per.items()))
+
+
+def _none_why(searches: tuple[Search, ...]) -> str:
+    stopped = sorted({s.stopped for s in searches})
     if "probe-failed" in stopped:
         return "the closed-loop probe completed no request"
-    lowest = min((st for p in parts for st in p["steps"] if st["rate"]),
-                 key=lambda st: st["rate"], default=None)
+    lowest = min((st for s in searches for st in s.offered), key=lambda st: st.rate,
+                 default=None)
     if lowest is None:
         return ", ".join(stopped)
-    return (f"even {number(lowest['rate'])} req/s failed: {lowest['reason']}"
-            if lowest["decision"] != "pass" else
-            f"no rate was confirmed at full length ({', '.join(stopped)})")
-
-
-def _bounded(parts: list[dict]) -> str:
-    seen = sorted({f for p in parts for st in p["steps"] if st["decision"] == "fail"
-                   for f in st["flags"] if f in NOT_THE_SERVER})
-    return ", ".join(seen)
-
+    return (f"even {number(lowest.rate)} req/s failed: {lowest.reason}"
+            if lowest.decision != "pass" else
+            f"no rate held at full length ({', '.join(stopped)})")

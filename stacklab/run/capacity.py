@@ -30,9 +30,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
-from ..analysis.capacity import (MIN_KEPT, SearchPlan, StepDecision, StepOutcome, Verdict,
-                                 bins_from_histogram, decide, needed, search)
-from ..analysis.flags import DISTURBED, disturbance_factor, flag_names
+from ..analysis.capacity import (CONNECTIONS_BOUND, MIN_KEPT, NOT_THE_SERVER, PROFILE_SHARES,
+                                 SearchPlan,
+                                 StepDecision, StepOutcome, Verdict, bins_from_histogram,
+                                 decide, needed, search)
+from ..analysis.flags import disturbance_factor, flag_names
 from ..analysis.stats import decode_histogram
 from ..experiment.spec import Capacity
 from ..measure.drive import LoadPlan, LoadReport
@@ -40,7 +42,6 @@ from ..measure.verify import Verdict as CheckVerdict
 from ..store.records import Resources
 from .quiet import Settled, settle
 
-PROFILE_SHARES = (0.5, 0.8, 0.9)
 # An open loop at the probe's connections cannot keep a rate far above what they
 # carried closed-loop (each sends its next request once answered): the search's
 # ceiling, with room for the probe's own noise.
@@ -48,9 +49,6 @@ CEILING_ROOM = 1.25
 CONFIRM_STEPS = 4           # full-length steps at most (_confirm)
 STEP_DOWN = 4               # after a fail at full length: this many resolutions lower
 AGAIN = 2                   # a disturbed step that did not pass: measured again
-# A step disturbed by these is measured again (the host's other work, the engine at its
-# own limit): they add latency that is not the server's.
-NOT_THE_SERVER = (*DISTURBED, "generator-bound")
 
 
 class Measures(Protocol):
@@ -85,6 +83,14 @@ class Measured:
         lost = min(1.0, self.load.rps / rate) if rate else 1.0
         return lost * disturbance_factor(self.resources.get("_host", {})) >= MIN_KEPT
 
+    def cpu_us_per_request(self) -> dict[str, float]:
+        """Each component's CPU per completed request over the step's window: at a rate
+        under capacity, the steadiest figure of what a request costs."""
+        done = self.load.completed
+        return {c: round(r["cpu_s"] / done * 1e6, 2) for c, r in
+                Resources.from_json(self.resources).components.items()
+                if done and r.get("cpu_s") is not None}
+
     def outcome(self, rate: float) -> StepOutcome:
         """As the search judges it: a response with a 4xx or 5xx status is an error
         like a request that failed outright."""
@@ -107,6 +113,7 @@ class CapacitySearch:
     load: LoadReport | None = None
     resources: dict = field(default_factory=dict)
     steps: list[dict] = field(default_factory=list)
+    light_us: float | None = None    # time to first byte under light load (connections_bound)
 
     @classmethod
     def problem(cls, knobs: dict[str, dict]) -> str | None:
@@ -202,6 +209,8 @@ class CapacitySearch:
                                       f"; {', '.join(disturbed)}: measured again"
                                       if again else ""))
             if not again:
+                if self.light_us is None and verdict.decision is StepDecision.PASS:
+                    self.light_us = measured.load.ttfb_us.mean or measured.load.ttfb_us.p50
                 return measured, verdict
         raise AssertionError("unreachable")
 
@@ -214,14 +223,36 @@ class CapacitySearch:
                        warmup_s=self.warmup_s, load=load)
         measured = Measured(*self.measurement.measured(plan, settled))
         done = measured.load
+        flags = measured.flags
+        if rate and connections_bound(done, plan.connections, rate, self.goal.goal.limit_us,
+                                      self.light_us):
+            flags.append(CONNECTIONS_BOUND)
         self.steps.append({
             "phase": phase, "rate": None if rate is None else load["rate"],
             "duration_s": duration_s, "achieved": done.rps, "completed": done.completed,
             "errors": measured.outcome(rate or 0.0).errors,
             "p50_us": done.latency_us.p50, "p99_us": done.latency_us.p99,
             "slo_us": _point(done, self.goal.goal.percentile),
-            "interval_us": None, "decision": None, "reason": "", "flags": measured.flags})
+            "interval_us": None, "decision": None, "reason": "", "flags": flags,
+            "cpu_us_per_request": measured.cpu_us_per_request()})
         return measured
+
+
+def connections_bound(load: LoadReport, connections: int, rate: float, limit_us: float,
+                      light_us: float | None) -> bool:
+    """The step lost rate because its connections were all waiting, not because the
+    server was slow: in the open loop each connection sends its next request once
+    answered, so `connections` carry at most connections / (time to answer) requests a
+    second. Flagged when that is under the rate offered while the server answered as
+    fast as under light load (`light_us`: the time to first byte of the search's first
+    passing step, at half the probe's rate; at most twice it) and within the SLO's
+    limit. A saturated server also keeps every connection waiting, but its answers slow
+    down as its queue grows: that is its capacity, not the connections'."""
+    answer_us = load.ttfb_us.mean or load.ttfb_us.p50
+    if (not answer_us or not light_us or load.rps >= MIN_KEPT * rate
+            or load.ttfb_us.p99 >= limit_us or answer_us > 2 * light_us):
+        return False
+    return connections / (answer_us / 1e6) < rate
 
 
 def _interval(interval: tuple[float, float]) -> list[float | None]:
