@@ -174,6 +174,9 @@ def capacity(ctx: typer.Context,
              memory: Optional[str] = typer.Option(
                  None, "--memory", help='RAM budget, e.g. "512M": the worker limits that '
                  "fit it, measured, then verified under load inside it."),
+             output: Optional[Path] = typer.Option(
+                 None, "-o", "--output", help="Also write the HTML report of the searches "
+                 "(its directory must exist)."),
              db: Optional[Path] = DbOpt,
              resume: bool = typer.Option(False, "--resume", help="Complete the newest "
                                          "capacity experiment of this spec."),
@@ -187,7 +190,7 @@ def capacity(ctx: typer.Context,
     from .commands import capacity as searching
     return searching.capacity(ctx.obj, spec, db, slo, max_error_rate, step, connections,
                               repetitions, memory, resume, dry_run, wait_quiet,
-                              allow_remote)
+                              allow_remote, output)
 
 
 @cli.command("list")

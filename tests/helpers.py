@@ -2,7 +2,11 @@
 
 import os
 import subprocess
+import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -199,3 +203,37 @@ def shared_session():
     def session(module_session):
         return module_session
     return session
+
+
+class BodyHandler(BaseHTTPRequestHandler):
+    """A keep-alive HTTP/1.1 handler answering every GET with 200 and the server's
+    `body` once its `delay_s()` has passed (a server without one answers at once); it
+    logs nothing. The engine tests' known servers subclass ThreadingHTTPServer with it."""
+
+    protocol_version = "HTTP/1.1"     # keep-alive, as the engine expects by default
+    disable_nagle_algorithm = True    # head and body go in two writes: no 40 ms stalls
+
+    def do_GET(self):
+        delay = getattr(self.server, "delay_s", None)
+        if delay is not None:
+            time.sleep(delay())
+        body = self.server.body
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+@contextmanager
+def serving(httpd: ThreadingHTTPServer) -> Iterator[ThreadingHTTPServer]:
+    """`httpd` served from a thread of its own, shut down and closed after."""
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield httpd
+    finally:
+        httpd.shutdown()
+        httpd.server_close()

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -23,7 +23,7 @@ from typer.testing import CliRunner
 from stacklab.cli import cli
 from stacklab.store import Outcome, Store
 
-from helpers import require_engine
+from helpers import BodyHandler, require_engine, serving
 
 K, SERVICE_S = 8, 0.010
 KNOWN = K / SERVICE_S          # 800 req/s
@@ -35,7 +35,8 @@ class KnownServer(ThreadingHTTPServer):
     request_queue_size = 128
 
     def __init__(self):
-        super().__init__(("127.0.0.1", 0), KnownHandler)
+        super().__init__(("127.0.0.1", 0), BodyHandler)
+        self.body = BODY
         self.lock = threading.Lock()
         self.free_at = [0.0] * K          # when each worker is next free (monotonic s)
 
@@ -47,32 +48,14 @@ class KnownServer(ThreadingHTTPServer):
             self.free_at[worker] = start + SERVICE_S
             return start + SERVICE_S
 
-
-class KnownHandler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    disable_nagle_algorithm = True
-
-    def do_GET(self):
-        time.sleep(max(0.0, self.server.done_at() - time.monotonic()))
-        self.send_response(200)
-        self.send_header("Content-Length", str(len(BODY)))
-        self.end_headers()
-        self.wfile.write(BODY)
-
-    def log_message(self, *args):
-        pass
+    def delay_s(self) -> float:
+        return max(0.0, self.done_at() - time.monotonic())
 
 
 @pytest.fixture
 def known_server():
-    server = KnownServer()
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
+    with serving(KnownServer()) as server:
         yield f"http://127.0.0.1:{server.server_address[1]}/"
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 def invoke(*args) -> tuple[int, str]:
@@ -146,9 +129,11 @@ workload = ["static-page"]
 concurrency = [1, 16]
 """)
     db = tmp_path / "r.db"
+    html = tmp_path / "capacity.html"
     status, out = invoke("capacity", spec, "--slo", "p99<20ms", "--step", "1s",
-                         "--repetitions", "1", "--db", db)
+                         "--repetitions", "1", "--db", db, "-o", html)
     assert status == 0, out
+    assert "latency against offered rate" in html.read_text().lower()
     [run] = searches(db, "cap.capacity")
     found = run.resources.part("capacity")
     assert found["connections"] == 16            # the spec's largest concurrency
@@ -166,6 +151,7 @@ concurrency = [1, 16]
     (["--slo", "p99<50ms", "--step", "0.5s"], "--step '0.5s'"),
     (["--slo", "p99<50ms", "--connections", "0"], "--connections 0"),
     ([], "--slo: missing"),
+    (["--slo", "p99<50ms", "-o", "/nonexistent/r.html"], "-o /nonexistent/r.html"),
 ])
 def test_bad_flags_are_named(tmp_path, args, said):
     spec = tmp_path / "s.toml"

@@ -6,8 +6,7 @@ both histogram encodings read; the exit statuses after which a report is data.""
 import base64
 import json
 import subprocess
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 
 import jsonschema
 import pytest
@@ -18,35 +17,19 @@ from stacklab.errors import EngineError
 from stacklab.analysis.stats import decode_histogram, merged_percentiles
 
 from fakes import engine_histogram, engine_schema, fake_load, fake_report
-from helpers import ROOT, require_engine
+from helpers import ROOT, BodyHandler, require_engine, serving
 
 SCHEMA = json.loads((ROOT / "engine" / "schema" / "report.schema.json").read_text())
 BODY = b"x" * 600
 
 
-class Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"     # keep-alive, as the engine expects by default
-    disable_nagle_algorithm = True    # head and body go in two writes: no 40 ms stalls
-
-    def do_GET(self):
-        self.send_response(200)
-        self.send_header("Content-Length", str(len(BODY)))
-        self.end_headers()
-        self.wfile.write(BODY)
-
-    def log_message(self, *args):
-        pass
-
-
 @pytest.fixture(scope="module")
 def server_url():
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), BodyHandler)
     httpd.daemon_threads = True
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{httpd.server_address[1]}/"
-    httpd.shutdown()
-    httpd.server_close()
+    httpd.body = BODY
+    with serving(httpd):
+        yield f"http://127.0.0.1:{httpd.server_address[1]}/"
 
 
 @pytest.fixture

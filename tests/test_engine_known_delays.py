@@ -11,15 +11,14 @@ slow answer counted as a fast one (or the reverse), or a unit off by 1000, fails
 import json
 import subprocess
 import threading
-import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 
 import pytest
 
 from stacklab.measure.drive import REPO_ENGINE
 from stacklab.analysis.stats import decode_histogram, merged_percentiles, values_at_percentiles
 
-from helpers import require_engine
+from helpers import BodyHandler, require_engine, serving
 
 FAST_S, SLOW_S, SLOW_EVERY = 0.010, 0.100, 50
 FAST_US, SLOW_US = int(FAST_S * 1e6), int(SLOW_S * 1e6)
@@ -35,7 +34,8 @@ class DelayServer(ThreadingHTTPServer):
     request_queue_size = 64
 
     def __init__(self):
-        super().__init__(("127.0.0.1", 0), DelayHandler)
+        super().__init__(("127.0.0.1", 0), BodyHandler)
+        self.body = BODY
         self.lock = threading.Lock()
         self.served = 0
 
@@ -45,31 +45,12 @@ class DelayServer(ThreadingHTTPServer):
             return SLOW_S if self.served % SLOW_EVERY == 0 else FAST_S
 
 
-class DelayHandler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"     # keep-alive, as the engine expects by default
-    disable_nagle_algorithm = True    # head and body go in two writes: no 40 ms stalls
-
-    def do_GET(self):
-        time.sleep(self.server.delay_s())
-        self.send_response(200)
-        self.send_header("Content-Length", str(len(BODY)))
-        self.end_headers()
-        self.wfile.write(BODY)
-
-    def log_message(self, *args):
-        pass
-
-
 @pytest.fixture
 def server():
     """A fresh server per test: its request count starts at 0, so exactly every 50th
     request of the run is slow."""
-    httpd = DelayServer()
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    yield httpd
-    httpd.shutdown()
-    httpd.server_close()
+    with serving(DelayServer()) as httpd:
+        yield httpd
 
 
 def run_engine(server: DelayServer, *args: str) -> dict:

@@ -22,6 +22,7 @@ from ..experiment.spec import (CAPACITY, Capacity, ExperimentSpec, load_doc, par
 from ..experiment.slo import parse_error_rate, parse_slo
 from ..stacks import REGISTRY, STACKS
 from ..workloads import WORKLOADS
+from .results import writable_file
 from .run import gate, measured, planned
 
 REPETITIONS = 3
@@ -30,7 +31,11 @@ REPETITIONS = 3
 def capacity(env: Environment, spec_path: Path, db: Path | None, slo: str | None,
              max_error_rate: str | None, step: str | None, connections: int | None,
              repetitions: int | None, memory: str | None, resume: bool, dry_run: bool,
-             wait_quiet: bool = False, allow_remote: bool = False) -> ExitStatus:
+             wait_quiet: bool = False, allow_remote: bool = False,
+             output: Path | None = None) -> ExitStatus:
+    """`output`: the HTML report of the searches, written once they are stored."""
+    if output is not None:
+        writable_file(output, "-o")      # before anything is measured
     doc = load_doc(spec_path)
     if slo is None and CAPACITY not in doc and memory is None:
         raise UsageError(f"--slo: missing; say the latency goal, e.g. --slo \"p99<50ms\" "
@@ -45,6 +50,9 @@ def capacity(env: Environment, spec_path: Path, db: Path | None, slo: str | None
                                        connections, repetitions, memory))
         if view is None:
             return ExitStatus.OK
+        if output is not None:
+            from ..report.html import write_html    # jinja2, plotly: only when drawn
+            env.stdout.print(f"report: {write_html(view, output).resolve()}")
         status = gate(env, spec, view)
     if memory is not None and not dry_run:
         from .memplan import memory_plan
