@@ -216,3 +216,21 @@ def test_show_says_each_trials_capacity_from_stored_searches(tmp_path):
     # the fakes store only the confirmation: no profile steps
     assert "p50 / p99 at 50%: —, 80%: —, 90%: —, 100%: 0.90 / 20.00 ms" in text, text
     assert "3 search(es), 1–1 steps each, ended: resolved" in text
+
+
+def test_show_json_carries_each_trials_capacity(tmp_path):
+    import json
+
+    import jsonschema
+
+    from fakes import fake_experiment
+    from helpers import ROOT
+    db = tmp_path / "r.db"
+    fake_experiment(db, name="fixed", flag_apache_256=False, capacity=0.8)
+    status, out = invoke("show", "fixed", "--db", db, "--json")
+    doc = json.loads(out)
+    schema = json.loads((ROOT / "stacklab/report/schemas/show.schema.json").read_text())
+    jsonschema.validate(doc, schema)
+    nginx = next(t for t in doc["trials"] if t["label"] == "nginx static-page c=1")
+    assert nginx["capacity"]["median"] == pytest.approx(16_160)
+    assert nginx["capacity"]["interval_kind"] == "range"

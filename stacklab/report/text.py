@@ -373,7 +373,7 @@ def recommendations_tables(view: ExperimentView, effects, bests,
 # JSON documents: what the tables above show, as data (report/schemas/*.schema.json) ---
 
 # Each document's version, bumped when a field changes (recommend's: recommend.py)
-SHOW_VERSION = 2        # of show --json (schemas/show.schema.json)
+SHOW_VERSION = 3        # of show --json (schemas/show.schema.json)
 COMPARE_VERSION = 2     # of compare --json (schemas/compare.schema.json)
 # compare_trials names its metrics for the table; the JSON names them with their unit
 METRIC_KEYS = {"req/s": "rps", "p50 ms": "p50_ms", "p99 ms": "p99_ms", "MB/s": "mbps",
@@ -434,7 +434,8 @@ def _trial_doc(s: TrialSummary, common: dict) -> dict:
         "layers": {layer: {"hit_ratio": _estimate(fig["hit_ratio"]) if fig["hit_ratio"]
                            else None, "replica_shares": fig["spread"]}
                    for layer, fig in s.layers.items()},
-        "conditions": s.conditions, "tls": s.tls}
+        "conditions": s.conditions, "tls": s.tls,
+        "capacity": _estimate(s.capacity) if s.capacity.values else None}
 
 
 def _finite(x: float) -> float | None:
