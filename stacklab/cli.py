@@ -193,6 +193,22 @@ def capacity(ctx: typer.Context,
                               allow_remote, output)
 
 
+@cli.command()
+def tune(ctx: typer.Context,
+         spec: Path = typer.Argument(..., help="Experiment file (TOML) with a [tune] section."),
+         db: Optional[Path] = DbOpt,
+         resume: bool = typer.Option(False, "--resume", help="Continue the stored search of "
+                                     "this name (a trial cut short is measured again)."),
+         dry_run: bool = typer.Option(False, "--dry-run", help="Print the search space, "
+                                      "start nothing."),
+         wait_quiet: bool = WaitQuietOpt,
+         allow_remote: bool = typer.Option(False, "--allow-remote", help="As for run.")
+         ) -> ExitStatus:
+    """Search the stack's settings jointly (Optuna), then the best against the defaults."""
+    from .commands import tune as tuning
+    return tuning.tune(ctx.obj, spec, db, resume, dry_run, wait_quiet, allow_remote)
+
+
 @cli.command("list")
 def list_(ctx: typer.Context, db: Optional[Path] = DbOpt,
           json: bool = typer.Option(False, "--json", help="One JSON document.")

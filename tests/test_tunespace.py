@@ -7,7 +7,7 @@ from __future__ import annotations
 import optuna
 import pytest
 
-from stacklab.analysis.tunespace import Dimension, SpaceError, acts, dimensions, suggest
+from stacklab.experiment.tunespace import Dimension, SpaceError, acts, dimensions, suggest
 from stacklab.stacks import REGISTRY
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -92,6 +92,7 @@ def test_a_conditional_knob_is_suggested_only_where_it_can_act():
     assert min(seen.values()) > 10, seen
 
 
+@pytest.mark.filterwarnings("ignore::optuna.exceptions.ExperimentalWarning")
 def test_a_condition_on_a_knob_not_searched_reads_its_fixed_value():
     [nopush] = dimensions(REGISTRY, {"nginx.tcp_nopush": True})
     assert acts(nopush, {"nginx.sendfile": True})

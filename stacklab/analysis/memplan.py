@@ -26,19 +26,17 @@ flags.PROFILE_REACHED of the budget. Pure: records in, figures out.
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass
 from typing import Any, Iterable
 
 from ..errors import UsageError
+from ..experiment.sizes import parse_mib
 from ..store import Outcome, RunRecord
 from .analyze import Estimate, pooled
 from .flags import PROFILE_REACHED
 
 MIB = 2 ** 20
 # Binary units, as Apache, systemd and docker read "512M": M = MiB.
-_UNITS = {"k": 1 / 1024, "m": 1.0, "g": 1024.0, "t": 1024.0 ** 2}
-_BUDGET = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt])(?:i?b)?\s*$", re.IGNORECASE)
 # Flags that say the stack was short of memory (flags.memory_pressure): no fit.
 MEMORY_FLAGS = ("memory-pressure", "memory-limited")
 # Flags after which the check served something else than the pages asked for.
@@ -50,17 +48,13 @@ PLAN_SHARE = 0.85
 
 
 def parse_budget(text: str) -> int:
-    """'512M', '1G', '300MiB', '1.5GB' → MiB (binary units), a whole number of MiB, as
-    the machine profile's machine.memory_mb takes it. UsageError naming --memory."""
-    m = _BUDGET.match(text or "")
-    if not m:
-        raise UsageError(f"--memory {text!r}: expected a size with its unit, such as 512M, "
-                         "1G or 300MiB (K, M, G, T are binary: M = MiB)")
-    mib = float(m.group(1)) * _UNITS[m.group(2).lower()]
-    if mib != int(mib) or mib < 1:
-        raise UsageError(f"--memory {text!r}: {mib:g} MiB; the machine profile takes a whole "
-                         "number of MiB, at least 1")
-    return int(mib)
+    """'512M', '1G', '300MiB', '1.5GB' → MiB (binary units, experiment/sizes.py), a whole
+    number of MiB, as the machine profile's machine.memory_mb takes it. UsageError naming
+    --memory."""
+    try:
+        return parse_mib(text)
+    except ValueError as e:
+        raise UsageError(f"--memory {text!r}: {e}") from None
 
 
 @dataclass(frozen=True)

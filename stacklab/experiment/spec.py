@@ -16,6 +16,8 @@ from pydantic import (BaseModel, ConfigDict, Field, ValidationError, ValidationI
 from ..errors import SpecError, plain_text
 from .gate import KEYS as GATE_KEYS, Gate, parse_limit
 from .slo import Slo, parse_error_rate, parse_slo
+from .sizes import parse_mib
+from .tunespace import SpaceError, dimensions
 from ..knobs import ItemError, KnobRegistry
 from ..workloads import canonical
 from ..workloads.accesslog import resolve_replay
@@ -143,6 +145,9 @@ class Experiment(_Strict):
 
 
 CAPACITY = "capacity"
+TUNE = "tune"
+OBJECTIVES = ("rps", "cpu")
+TUNE_MEMORY_MIN_S = 3.0      # the monitor reads PSS every 2 s (monitor.py)
 
 
 class Capacity(_Strict):
@@ -187,6 +192,29 @@ class Capacity(_Strict):
         return parse_error_rate(self.max_error_rate)
 
 
+class Tune(_Strict):
+    """[tune] (`stacklab tune`): a joint search of `knobs` (key -> true, a list of values
+    or { min, max }: analysis/tunespace.py) at the spec's one point, `trials` trials
+    each measured with the experiment's repetitions, for the objective: the most req/s
+    (rps), or the least server CPU per request at the spec's load.rate (cpu); within
+    `memory` (the stack's peak PSS) when given; the best then measured again against
+    the defaults, `final_repetitions` runs each."""
+
+    knobs: dict[str, Any]
+    objective: str = "rps"
+    trials: int = Field(20, ge=2, le=500)
+    seed: int = Field(1, ge=0, le=2**32 - 1)
+    memory: str | None = None
+    final_repetitions: int = Field(5, ge=2, le=30)
+
+    @field_validator("objective")
+    @classmethod
+    def _objective(cls, v: str) -> str:
+        if v not in OBJECTIVES:
+            raise ValueError(f"expected one of {', '.join(OBJECTIVES)}")
+        return v
+
+
 class ExperimentSpec(_Strict):
     """A validated experiment: fixed settings plus the matrix axes (never empty)."""
 
@@ -205,6 +233,8 @@ class ExperimentSpec(_Strict):
     observe: dict[str, Any] = Field(default_factory=dict)
     # [capacity]: each run is a capacity search under this goal (None: a plain load)
     capacity: Capacity | None = None
+    # [tune]: what `stacklab tune` searches (None: nothing); not part of any trial
+    tune: Tune | None = Field(None, exclude=True)
 
     @property
     def measure(self) -> dict[str, Any]:
@@ -280,9 +310,9 @@ def parse_spec(doc: dict, file: str, registry: KnobRegistry, stacks: StackNames,
                workloads: set[str]) -> ExperimentSpec:
     for key in doc:
         if key not in ("experiment", "load", "knobs", "matrix", "thresholds", EXTERNAL,
-                       CAPACITY):
+                       CAPACITY, TUNE):
             raise SpecError(file, key, doc[key], "unknown section (expected experiment, "
-                            "load, knobs, matrix, thresholds, external, capacity)")
+                            "load, knobs, matrix, thresholds, external, capacity, tune)")
     if "experiment" not in doc:
         raise SpecError(file, "experiment", None, "missing section")
     experiment = _model(Experiment, doc["experiment"], file, "experiment")
@@ -333,9 +363,46 @@ def parse_spec(doc: dict, file: str, registry: KnobRegistry, stacks: StackNames,
                               registry, stacks) if "thresholds" in doc else None)
     capacity = (_capacity(doc[CAPACITY], file, experiment, fixed, axes)
                 if CAPACITY in doc else None)
+    tune = (_tune(doc[TUNE], file, registry, fixed, axes, experiment.duration)
+            if TUNE in doc else None)
     return ExperimentSpec(path=file, experiment=experiment, axes=axes, exclude=exclude,
                           fixed_knobs=fixed, thresholds=thresholds, observe=observe,
-                          capacity=capacity)
+                          capacity=capacity, tune=tune)
+
+
+def _tune(table: Any, file: str, registry: KnobRegistry, fixed: dict[str, Any],
+          axes: dict[str, tuple], duration: float | None) -> Tune:
+    """[tune]: its knobs searchable as asked (tunespace.dimensions), none of them also
+    fixed, at one point of the matrix; the cpu objective at a fixed rate."""
+    tune = _model(Tune, table, file, TUNE)
+    if not tune.knobs:
+        raise SpecError(file, "tune.knobs", tune.knobs, "names no knob to search")
+    try:
+        dimensions(registry, tune.knobs)
+    except SpaceError as e:
+        raise SpecError(file, f"tune.knobs.{e.key}", e.value, e.why) from None
+    for key in tune.knobs:
+        if key in fixed or key in axes:
+            raise SpecError(file, f"tune.knobs.{key}", tune.knobs[key], "also set in "
+                            "[knobs], [load] or the matrix; a searched knob is set by the "
+                            "search only")
+    for axis, values in axes.items():
+        if len(values) != 1:
+            raise SpecError(file, f"matrix.{axis}", list(values), "a search tunes one "
+                            "point: give this axis one value")
+    if tune.objective == "cpu" and not fixed.get("load.rate"):
+        raise SpecError(file, "tune.objective", "cpu", "CPU per request is compared at a "
+                        "fixed rate: set load.rate well under the stack's capacity")
+    if tune.memory is not None:
+        try:
+            parse_mib(tune.memory)
+        except ValueError as e:
+            raise SpecError(file, "tune.memory", tune.memory, str(e)) from None
+        if (duration or 0) < TUNE_MEMORY_MIN_S:
+            raise SpecError(file, "experiment.duration", duration, "a memory budget is "
+                            "judged on the stack's peak PSS, which the monitor reads every "
+                            f"2 s: give a duration of at least {TUNE_MEMORY_MIN_S:g} s")
+    return tune
 
 
 def _capacity(table: Any, file: str, experiment: Experiment, fixed: dict[str, Any],

@@ -1,0 +1,61 @@
+"""A tuner's search in words (`stacklab tune`): the space before it starts, one line per
+trial as it is told, and the best against the defaults at the end."""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from ..analysis.analyze import MetricComparison
+from ..experiment.spec import ExperimentSpec
+from ..experiment.tunespace import Dimension
+from .fmt import number, ratio_ci
+from .text import verdict_words
+
+
+def space_lines(spec: ExperimentSpec, dims: tuple[Dimension, ...]) -> list[str]:
+    t = spec.tune
+    point = ", ".join(f"{k} {v[0]}" for k, v in spec.axes.items())
+    goal = ("the most req/s" if t.objective == "rps" else
+            f"the least server CPU per request at {spec.fixed_knobs['load.rate']:,} req/s")
+    out = [f"tune {spec.experiment.name}: {t.trials} trials for {goal} at {point}"
+           + (f", within {t.memory} of peak PSS" if t.memory else "")
+           + f"; each trial {spec.experiment.first_repetitions} run(s)"]
+    for d in dims:
+        where = (", ".join(map(repr, d.choices)) if d.kind == "categorical" else
+                 f"{d.low:g}..{d.high:g}" + (" (log)" if d.log else ""))
+        when = (" — only with " + ", ".join(f"{k} = {v!r}" for k, v in d.acts_with.items())
+                if d.acts_with else "")
+        out.append(f"  {d.key}: {where} (default {d.default!r}){when}")
+    return out
+
+
+def changed(values: Mapping[str, Any], fixed: Mapping[str, Any]) -> str:
+    """The values that differ from the defaults, or "the defaults"."""
+    diff = [f"{k}={v!r}" for k, v in values.items() if fixed.get(k) != v]
+    return " ".join(diff) or "the defaults"
+
+
+def history_line(number_: int, values: Mapping[str, Any], fixed: Mapping[str, Any],
+                 value: float | None, peak: float | None, budget: int | None) -> str:
+    shown = "failed" if value is None else f"{value:,.1f}"
+    mem = "" if peak is None else f", peak PSS {peak:,.0f} MiB" + (
+        " (over budget)" if budget and peak > budget else "")
+    return f"trial {number_}: {shown}{mem}: {changed(values, fixed)}"
+
+
+def final_lines(best: int, values: Mapping[str, Any], fixed: Mapping[str, Any],
+                rows: Mapping[str, MetricComparison], objective: str) -> list[str]:
+    """The best trial's values, and its objective against the defaults' (req/s, or each
+    server component's CPU per request) with the ratio's interval and the verdict."""
+    out = [f"best: trial {best}: {changed(values, fixed)}"]
+    judged = ([rows["req/s"]] if objective == "rps" and "req/s" in rows else
+              [m for k, m in rows.items() if k.endswith(" CPU µs/req")
+               and not k.startswith("engine")] if objective == "cpu" else [])
+    if not judged:
+        return [*out, "  against the defaults: nothing measured on both sides"]
+    for m in judged:
+        c = m.comparison
+        out.append(f"  against the defaults, measured again: {m.metric} "
+                   f"{number(c.median_a, 1)} → {number(c.median_b, 1)}, best/defaults "
+                   f"{ratio_ci(c.ci)} (95% CI): {verdict_words(m)}")
+    return out

@@ -1,0 +1,132 @@
+"""`stacklab tune` (issue 26, first part) end to end on loopback: a short real search of
+nginx's settings, each trial a stored experiment, resumed where it stopped, the best
+measured again against the defaults; and the spec's [tune] refused where it cannot be
+searched, naming the key."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from stacklab.cli import cli
+from stacklab.store import Store
+
+from helpers import require_engine
+
+SPEC = """
+[experiment]
+name = "tn"
+repetitions = 2
+duration = "1s"
+warmup = "0.3s"
+remeasure = 0
+
+[load]
+keepalive = true
+
+[tune]
+trials = {trials}
+final_repetitions = 2
+{extra}
+
+[tune.knobs]
+"nginx.worker_processes" = [1, 2]
+"nginx.sendfile" = true
+"nginx.tcp_nopush" = true
+
+[matrix]
+stack = ["nginx"]
+workload = ["static-page"]
+concurrency = [8]
+"""
+
+
+def invoke(*args) -> tuple[int, str]:
+    result = CliRunner().invoke(cli, [str(a) for a in args])
+    return result.exit_code, result.output
+
+
+def write(tmp_path: Path, trials: int = 2, extra: str = "") -> Path:
+    spec = tmp_path / "tn.toml"
+    spec.write_text(SPEC.format(trials=trials, extra=extra))
+    return spec
+
+
+def experiments(db: Path) -> list[str]:
+    store = Store.open(db)
+    try:
+        return [e.name for e in store.experiments()]
+    finally:
+        store.close()
+
+
+def test_a_short_search_runs_resumes_and_measures_the_best_again(tmp_path):
+    require_engine()
+    db = tmp_path / "r.db"
+    status, out = invoke("tune", write(tmp_path, trials=2), "--db", db)
+    assert status == 0, out
+    assert "trial 0:" in out and "trial 1:" in out and "best: trial" in out
+    assert "against the defaults, measured again: req/s" in out
+    names = experiments(db)
+    assert {"tn.tune-0", "tn.tune-1", "tn.tune-defaults", "tn.tune-best"} <= set(names)
+    # again without --resume: refused, nothing measured
+    status, out = invoke("tune", write(tmp_path, trials=3), "--db", db)
+    assert status != 0 and "--resume continues it" in out
+    # --resume with one more trial: only that one is measured
+    status, out = invoke("tune", write(tmp_path, trials=3), "--db", db, "--resume")
+    assert status == 0, out
+    assert "trial 2:" in out and "trial 0:" not in out
+    assert experiments(db).count("tn.tune-0") == 1
+
+
+@pytest.mark.parametrize("extra, knobs, says", [
+    ("", '"nginx.nosuch" = true', "tune.knobs.nginx.nosuch"),
+    ('objective = "cpu"', "", "load.rate"),
+    ('memory = "lots"', "", "tune.memory"),
+    ('memory = "512M"', "", "experiment.duration"),     # 1 s: PSS is read every 2 s
+    ('objective = "speed"', "", "tune.objective"),
+])
+def test_what_cannot_be_searched_is_named(tmp_path, extra, knobs, says):
+    spec = write(tmp_path, extra=extra)
+    if knobs:
+        spec.write_text(spec.read_text().replace('"nginx.sendfile" = true', knobs))
+    status, out = invoke("tune", spec, "--dry-run")
+    assert status != 0 and says in out, out
+
+
+def test_a_searched_knob_is_not_also_fixed_and_the_point_is_one(tmp_path):
+    spec = write(tmp_path)
+    spec.write_text(spec.read_text() + '\n[knobs.nginx]\nsendfile = false\n')
+    status, out = invoke("tune", spec, "--dry-run")
+    assert status != 0 and "tune.knobs.nginx.sendfile" in out, out
+    spec = write(tmp_path)
+    spec.write_text(spec.read_text().replace("concurrency = [8]", "concurrency = [8, 16]"))
+    status, out = invoke("tune", spec, "--dry-run")
+    assert status != 0 and "matrix.concurrency" in out and "one point" in out, out
+
+
+def test_the_dry_run_prints_the_space_with_its_conditions(tmp_path):
+    status, out = invoke("tune", write(tmp_path), "--dry-run")
+    assert status == 0, out
+    assert "nginx.tcp_nopush: False, True (default True) — only with nginx.sendfile = True" \
+        in out
+
+
+def test_the_best_is_never_a_trial_over_the_memory_budget():
+    import optuna
+
+    from stacklab.commands.tune import best_trial
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    study = optuna.create_study(direction="maximize")
+    for value, over in ((100.0, 10.0), (50.0, -5.0), (70.0, 0.5)):
+        trial = study.ask()
+        trial.set_user_attr("over_budget_mib", over)
+        study.tell(trial, value)
+    assert best_trial(study).value == 50.0
+    none = optuna.create_study(direction="maximize")
+    trial = none.ask()
+    trial.set_user_attr("over_budget_mib", 1.0)
+    none.tell(trial, 1.0)
+    assert best_trial(none) is None
