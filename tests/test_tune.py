@@ -69,6 +69,7 @@ def test_a_short_search_runs_resumes_and_measures_the_best_again(tmp_path):
     assert status == 0, out
     assert "trial 0:" in out and "trial 1:" in out and "best: trial" in out
     assert "against the defaults, measured again: req/s" in out
+    assert "its configuration: stacklab export-config " in out
     names = experiments(db)
     assert {"tn.tune-0", "tn.tune-1", "tn.tune-defaults", "tn.tune-best"} <= set(names)
     # again without --resume: refused, nothing measured

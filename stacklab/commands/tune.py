@@ -90,9 +90,18 @@ def tune(env: Environment, spec_path: Path, db: Path | None, resume: bool, dry_r
                   t.final_repetitions, db, wait_quiet, allow_remote, again)
     rows = {m.metric: m for m in compare_trials(base, tuned)}
     for line in final_lines(best.number, best.user_attrs["values"], fixed, rows,
-                            t.objective):
+                            t.objective, importances(optuna, study), tuned.trial_id):
         env.stdout.print(line, markup=False)
     return ExitStatus.OK
+
+
+def importances(optuna: Any, study: Any) -> dict[str, float]:
+    """Each searched knob's share of the objective's variance over the complete trials
+    (Optuna's fANOVA), over the knobs every trial had; {} with too few trials."""
+    try:
+        return optuna.importance.get_param_importances(study)
+    except (RuntimeError, ValueError):
+        return {}
 
 
 def open_study(optuna: Any, db: Path, spec: ExperimentSpec, resume: bool) -> Any:

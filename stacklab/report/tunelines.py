@@ -44,10 +44,16 @@ def history_line(number_: int, values: Mapping[str, Any], fixed: Mapping[str, An
 
 
 def final_lines(best: int, values: Mapping[str, Any], fixed: Mapping[str, Any],
-                rows: Mapping[str, MetricComparison], objective: str) -> list[str]:
-    """The best trial's values, and its objective against the defaults' (req/s, or each
-    server component's CPU per request) with the ratio's interval and the verdict."""
+                rows: Mapping[str, MetricComparison], objective: str,
+                importance: Mapping[str, float], best_trial_id: str) -> list[str]:
+    """The best trial's values, each knob's importance, and the objective against the
+    defaults' (req/s, or each server component's CPU per request) with the ratio's
+    interval and the verdict; how to get its configuration."""
     out = [f"best: trial {best}: {changed(values, fixed)}"]
+    if importance:
+        out.append("  importance (fANOVA, share of the objective's variance over the "
+                   "trials): " + ", ".join(f"{k} {v:.0%}" for k, v in importance.items()))
+    out.append(f"  its configuration: stacklab export-config {best_trial_id} -o DIR")
     judged = ([rows["req/s"]] if objective == "rps" and "req/s" in rows else
               [m for k, m in rows.items() if k.endswith(" CPU µs/req")
                and not k.startswith("engine")] if objective == "cpu" else [])
