@@ -139,7 +139,8 @@ concurrency = [1, 16]
     assert found["connections"] == 16            # the spec's largest concurrency
     assert found["capacity"] and found["confirmed"], found
     phases = [s["phase"] for s in found["steps"]]
-    assert phases[0] == "probe" and phases.count("profile") == 3 and phases[-1] == "confirm"
+    assert phases[0] == "probe" and phases[-3:] == ["profile"] * 3 and "confirm" in phases
+    assert run.load.rate == round(found["capacity"])     # the run's load: the confirmation
     assert "nginx static-page:" in out and "req/s (one search)" in out
     shown_status, shown = invoke("show", "cap.capacity", "--db", db)
     assert shown_status == 0 and "capacity: the highest open-loop rate" in shown
@@ -234,3 +235,61 @@ def test_show_json_carries_each_trials_capacity(tmp_path):
     nginx = next(t for t in doc["trials"] if t["label"] == "nginx static-page c=1")
     assert nginx["capacity"]["median"] == pytest.approx(16_160)
     assert nginx["capacity"]["interval_kind"] == "range"
+
+
+class FakeMeasures:
+    """The run's measurement for a server of known behaviour, no engine: `kept(rate,
+    duration_s)` says whether it keeps a rate for that long (latency 1 ms if it does;
+    else it serves its limit with 200 ms answers)."""
+
+    def __init__(self, kept, limit: float = 1000.0):
+        self.kept, self.limit, self.plans = kept, limit, []
+
+    def plan(self):
+        from stacklab.measure.drive import LoadPlan
+        return LoadPlan(urls=(("http://127.0.0.1:1/", 1),), connections=64, duration_s=3.0,
+                        requests=None, warmup_s=0.0, load={"rate": 0})
+
+    def landed(self):
+        return lambda load: None
+
+    def measured(self, plan, settled, landed=None):
+        from fakes import fake_report, fake_resources
+        self.plans.append(plan)
+        rate, d = plan.load["rate"], plan.duration_s
+        ok = not rate or self.kept(rate, d)
+        rps = self.limit if not rate else (rate if ok else self.limit)
+        load = fake_report(rps, 1_000.0 if ok else 200_000.0, seed=len(self.plans),
+                           duration_s=d, engine_cpu_s=0.01,
+                           config={"rate": rate or None, "threads": 1, "connections": 64})
+        return load, fake_resources("nginx", 0.01 * d, 10.0)
+
+
+def searched(kept, **goal):
+    from stacklab.experiment.spec import Capacity
+    from stacklab.run.capacity import CapacitySearch
+    from stacklab.run.quiet import Settled
+    fake = FakeMeasures(kept)
+    layer = CapacitySearch(fake, Capacity(slo="p99<50ms", step=1.0, **goal), 0.5)
+    final, record = layer._search(fake.plan(), Settled(0.0, True, None))
+    return fake, final, record
+
+
+def test_the_search_against_a_fake_server_of_known_capacity():
+    fake, final, record = searched(lambda rate, d: rate <= 1000, resolution=0.01)
+    assert record["confirmed"] and 990 <= record["capacity"] <= 1000, record
+    assert final.load.rate == record["capacity"]
+    assert [s["phase"] for s in record["steps"]][-3:] == ["profile"] * 3
+    # every step offered a whole number of requests a second, and was judged on it
+    assert all(isinstance(s["rate"], int) for s in record["steps"] if s["rate"])
+
+
+def test_a_rate_that_passed_a_short_step_by_luck_is_not_confirmed_at_full_length():
+    """Short steps pass up to 1,100 req/s, full-length ones only up to 1,000: the
+    confirmation steps down and bisects at full length to what holds."""
+    fake, final, record = searched(lambda rate, d: rate <= (1100 if d < 2 else 1000))
+    assert record["searched"] > 1000 and record["confirmed"], record
+    assert 920 <= record["capacity"] <= 1000, record
+    confirms = [s for s in record["steps"] if s["phase"] == "confirm"]
+    assert confirms[0]["decision"] == "fail" and confirms[-1]["decision"] == "pass"
+    assert len(confirms) <= 4

@@ -160,7 +160,7 @@ class Capacity(_Strict):
     max_error_rate: str = "0%"
     step: float = 5.0
     max_steps: int = Field(10, ge=3, le=50)
-    resolution: float = Field(0.02, ge=0.005, le=0.5)
+    resolution: float = Field(0.02, ge=0.005, le=0.2)
 
     @field_validator("slo")
     @classmethod

@@ -32,7 +32,8 @@ def capacity_lines(view: ExperimentView) -> list[str]:
 
 def _trial_lines(t: CapacityTrial) -> list[str]:
     c = t.capacity
-    spread = ci(c) if len(c.values) > 1 else "one search"
+    spread = (ci(c) if len(c.values) > 1 else "one search" if len(t.searches) == 1 else
+              f"1 of {len(t.searches)} searches confirmed one")
     lines = [f"  {t.name}: {number(c.median)} req/s ({spread})" if c.median else
              f"  {t.name}: no capacity found ({_none_why(t.searches)})"]
     found = [s for s in t.searches if s.capacity is not None]
@@ -52,11 +53,23 @@ def _trial_lines(t: CapacityTrial) -> list[str]:
         lines.append(f"    {CONNECTIONS_BOUND}: some steps lost rate while the server "
                      "answered within the limit: the connections were all waiting, so the "
                      "capacity found may be theirs; measure again with more --connections")
-    if bounded := sorted({f for s in t.searches for st in s.steps if st.decision == "fail"
-                          for f in st.flags if f in NOT_THE_SERVER}):
-        lines.append(f"    a lower bound: steps that failed were flagged {', '.join(bounded)} "
-                     "(a disturbance only adds latency; a pass under it stands)")
+    if bounded := _bounded(found):
+        lines.append(f"    a lower bound: steps that failed just above it were flagged "
+                     f"{', '.join(bounded)} (a disturbance only adds latency; a pass under "
+                     "it stands)")
+    if any(s.stopped == "no-fail" for s in found):
+        lines.append("    no-fail: a search passed at its ceiling (1.25 × the closed-loop "
+                     "probe): the capacity is at least that; more --connections raise it")
     return lines
+
+
+def _bounded(found: list[Search]) -> list[str]:
+    """What disturbed the steps that failed just above a capacity (within 10% of it; a
+    step's last measurement, not one measured again): only those can have held it low."""
+    return sorted({f for s in found for st in s.steps
+                   if st.decision == "fail" and "measured again" not in st.reason
+                   and st.rate is not None and s.capacity < st.rate <= 1.1 * s.capacity
+                   for f in st.flags if f in NOT_THE_SERVER})
 
 
 def _latency(steps: list[Step | None]) -> str:

@@ -99,14 +99,14 @@ class Search:
 
     def at(self, share: float) -> Step | None:
         """The step at `share` of the capacity: the profile step at that share of the
-        rate the search settled on (the last measured, where a disturbed one was
+        rate confirmed (the last measured, where a disturbed one was
         measured again), or at 1.0 the confirmation that passed at the capacity."""
         if self.capacity is None:
             return None
         if share == 1.0:
             return next((s for s in reversed(self.steps) if s.phase == "confirm"
                          and s.decision == "pass"), None)
-        base = self.searched or self.capacity
+        base = self.capacity            # the profile is of the rate confirmed
         return next((s for s in reversed(self.steps) if s.phase == "profile"
                      and abs(s.rate - share * base) <= max(1.0, SHARE_TOLERANCE * base)),
                     None)

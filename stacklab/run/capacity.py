@@ -10,9 +10,9 @@ In order, on one stack, its writeback settled once:
 2. the search, from X/2, doubling (up to 1.25 X) then bisecting, each step `step`
    seconds (longer while undecided, and long enough to bound the percentile: needed),
    decided on the percentile's 95% interval;
-3. the profile: p50 and the percentile at 50, 80 and 90% of the rate found;
-4. the confirmation: the rate found, held for the experiment's duration; if it fails,
-   lower rates at full length (_confirm). Its load is the run's load and record.
+3. the confirmation: the rate found, held for the experiment's duration; if it fails,
+   lower rates at full length (_confirm). Its load is the run's load and record;
+4. the profile: p50 and the percentile at 50, 80 and 90% of the rate confirmed.
 
 A step the host disturbed or whose engine was the bottleneck is measured again (twice
 at most) unless it passed: a disturbance only ever adds latency and takes rate, so a
@@ -37,6 +37,7 @@ from ..analysis.capacity import (CONNECTIONS_BOUND, MIN_KEPT, NOT_THE_SERVER, PR
 from ..analysis.flags import disturbance_factor, flag_names
 from ..analysis.stats import decode_histogram
 from ..experiment.spec import Capacity
+from ..errors import EngineError
 from ..measure.drive import LoadPlan, LoadReport
 from ..measure.verify import Verdict as CheckVerdict
 from ..store.records import Resources
@@ -46,6 +47,7 @@ from .quiet import Settled, settle
 # carried closed-loop (each sends its next request once answered): the search's
 # ceiling, with room for the probe's own noise.
 CEILING_ROOM = 1.25
+MIN_WARMUP_S = 0.5          # a step's warm-up at least (_step)
 CONFIRM_STEPS = 4           # full-length steps at most (_confirm)
 STEP_DOWN = 4               # after a fail at full length: this many resolutions lower
 AGAIN = 2                   # a disturbed step that did not pass: measured again
@@ -138,7 +140,7 @@ class CapacitySearch:
     def _search(self, base: LoadPlan, settled: Settled) -> tuple[Measured, dict]:
         g = self.goal
         slo, cap = g.goal, g.error_share
-        probe = self._step(base, settled, "probe", None, g.step)
+        probe = self._probe(base, settled)
         ceiling = probe.load.rps
         record: dict[str, Any] = {
             "slo": g.slo, "percentile": slo.percentile, "limit_us": slo.limit_us,
@@ -151,54 +153,89 @@ class CapacitySearch:
         last = [probe]
 
         def measure(rate: float, duration_s: float) -> StepOutcome:
-            measured, verdict = self._decided(base, settled, "search", rate, duration_s)
+            measured, _ = self._decided(base, settled, "search", rate, duration_s)
+            if measured is None:        # the engine failed at this rate: not kept
+                return StepOutcome(offered_rate=offered(rate), achieved_rate=0.0,
+                                   completed=0, errors=1, bins=())
             last[0] = measured
-            return measured.outcome(rate)
+            return measured.outcome(offered(rate))
 
         found = search(measure, slo, SearchPlan(
             start_rate=max(1.0, ceiling / 2), step_s=g.step, max_step_s=g.step * 8,
-            resolution=g.resolution, max_steps=g.max_steps, max_rate=max(2.0, ceiling * CEILING_ROOM),
-            min_requests=needed(slo.percentile)), cap)
+            resolution=g.resolution, max_steps=g.max_steps,
+            max_rate=max(2.0, ceiling * CEILING_ROOM), min_requests=needed(slo.percentile)),
+            cap)
         record.update(searched=found.capacity, stopped=found.stopped)
         if found.capacity is None:
             return last[0], record
-        for share in PROFILE_SHARES:
-            self._decided(base, settled, "profile", found.capacity * share, g.step)
         confirmed, rate = self._confirm(base, settled, found.capacity)
         record.update(capacity=rate, confirmed=rate is not None)
+        if rate is None:
+            return confirmed or last[0], record
+        for share in PROFILE_SHARES:        # of the capacity confirmed
+            self._decided(base, settled, "profile", rate * share, g.step)
         return confirmed, record
 
+    def _probe(self, base: LoadPlan, settled: Settled) -> Measured:
+        """The closed-loop probe, measured again (AGAIN times at most) while the host or
+        the engine disturbed it: a slowed probe would lower the search's ceiling."""
+        for attempt in range(AGAIN + 1):
+            probe = self._step(base, settled, "probe", None, self.goal.step)
+            disturbed = [f for f in probe.flags if f in NOT_THE_SERVER]
+            if not disturbed or not probe.load.completed or attempt == AGAIN:
+                return probe
+            self.steps[-1]["reason"] = f"{', '.join(disturbed)}: measured again"
+        raise AssertionError("unreachable")
+
     def _confirm(self, base: LoadPlan, settled: Settled, found: float
-                 ) -> tuple[Measured, float | None]:
+                 ) -> tuple[Measured | None, float | None]:
         """The rate found, held for the experiment's duration; a short step can pass by
         luck where a long one does not, so on a fail the search goes on at full length:
         down by STEP_DOWN resolutions until a rate holds, then bisecting between it and
         the lowest that failed, CONFIRM_STEPS full-length steps at most. The highest rate
-        that held, with its load (the run's), or None with the last load."""
+        that held, with its load (the run's), or None with the last load measured."""
         g = self.goal
         duration = base.duration_s or g.step
         held: tuple[Measured, float] | None = None
-        failed, rate = None, found
+        last: Measured | None = None
+        failed, rate = None, offered(found)
         for _ in range(CONFIRM_STEPS):
             measured, verdict = self._decided(base, settled, "confirm", rate, duration)
-            if verdict.decision is StepDecision.PASS:
+            if measured is not None and verdict.decision is StepDecision.PASS:
                 held = (measured, rate)
                 if failed is None or failed - rate <= g.resolution * rate:
                     break
-                rate = (rate + failed) / 2
+                rate = offered((rate + failed) / 2)
             else:
-                last, failed = measured, rate
-                rate = (rate + held[1]) / 2 if held else rate * (1 - STEP_DOWN * g.resolution)
+                last, failed = measured or last, rate
+                rate = offered((rate + held[1]) / 2 if held else
+                               rate * (1 - STEP_DOWN * g.resolution))
+            if held and rate in (held[1], failed):
+                break                   # whole req/s: nothing left between them
         if held is None:
             return last, None
         return held
 
     def _decided(self, base: LoadPlan, settled: Settled, phase: str, rate: float,
-                 duration_s: float) -> tuple[Measured, Verdict]:
-        """One step at `rate`, measured again while the host or the engine disturbed a
-        step that did not pass (AGAIN times at most); each measurement is kept."""
+                 duration_s: float) -> tuple[Measured | None, Verdict]:
+        """One step at `rate` (offered as a whole number of requests a second, and judged
+        against what was offered), measured again while the host or the engine disturbed
+        a step that did not pass (AGAIN times at most); each measurement is kept. An
+        engine that fails at this rate (EngineError) is a failed step, with no load."""
+        rate = offered(rate)
         for attempt in range(AGAIN + 1):
-            measured = self._step(base, settled, phase, rate, duration_s)
+            try:
+                measured = self._step(base, settled, phase, rate, duration_s)
+            except EngineError as e:
+                verdict = Verdict(StepDecision.FAIL, (0.0, float("inf")),
+                                  f"the engine failed at this rate: {e}")
+                self.steps.append({"phase": phase, "rate": rate, "duration_s": duration_s,
+                                   "achieved": 0.0, "completed": 0, "errors": 0,
+                                   "p50_us": None, "p99_us": None, "slo_us": None,
+                                   "interval_us": None, "decision": "fail",
+                                   "reason": verdict.reason, "flags": [],
+                                   "cpu_us_per_request": {}})
+                return None, verdict
             verdict = decide(measured.outcome(rate), self.goal.goal, self.goal.error_share)
             disturbed = [f for f in measured.flags if f in NOT_THE_SERVER]
             again = (disturbed and verdict.decision is not StepDecision.PASS
@@ -216,11 +253,12 @@ class CapacitySearch:
 
     def _step(self, base: LoadPlan, settled: Settled, phase: str, rate: float | None,
               duration_s: float) -> Measured:
-        load = {**base.load, "rate": 0 if rate is None else max(1, round(rate))}
+        load = {**base.load, "rate": 0 if rate is None else offered(rate)}
         if rate:    # long enough for the percentile to be bounded (the search's rule)
             duration_s = max(duration_s, needed(self.goal.goal.percentile) / rate)
+        # each step warms up: the previous step's backlog (an overload) drains first
         plan = replace(base, duration_s=duration_s, requests=None,
-                       warmup_s=self.warmup_s, load=load)
+                       warmup_s=max(self.warmup_s, MIN_WARMUP_S), load=load)
         measured = Measured(*self.measurement.measured(plan, settled))
         done = measured.load
         flags = measured.flags
@@ -236,6 +274,11 @@ class CapacitySearch:
             "interval_us": None, "decision": None, "reason": "", "flags": flags,
             "cpu_us_per_request": measured.cpu_us_per_request()})
         return measured
+
+
+def offered(rate: float) -> int:
+    """The rate the engine is given: a whole number of requests a second, at least 1."""
+    return max(1, round(rate))
 
 
 def connections_bound(load: LoadReport, connections: int, rate: float, limit_us: float,
