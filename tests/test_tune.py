@@ -131,3 +131,49 @@ def test_the_best_is_never_a_trial_over_the_memory_budget():
     trial.set_user_attr("over_budget_mib", 1.0)
     none.tell(trial, 1.0)
     assert best_trial(none) is None
+
+
+def test_a_combination_the_plan_refuses_is_a_failed_trial_and_the_search_goes_on(
+        tmp_path, monkeypatch):
+    """A trial whose values the plan refuses (here: every one with two workers, refused
+    by a stand-in rule) is told failed with the reason and measured never; the search
+    still reaches its count of trials and ends with a best."""
+    require_engine()
+    from stacklab.commands import tune as tuning
+    from stacklab.errors import SpecError
+    real = tuning.planned
+
+    def refusing(spec):
+        if dict(spec.fixed_knobs).get("nginx.worker_processes") == 2:
+            raise SpecError(spec.path, "knobs.nginx.worker_processes", 2, "refused here")
+        return real(spec)
+    monkeypatch.setattr(tuning, "planned", refusing)
+    db = tmp_path / "r.db"
+    spec = write(tmp_path, trials=3)
+    spec.write_text(spec.read_text().replace('"nginx.worker_processes" = [1, 2]',
+                                             '"nginx.worker_processes" = [1, 2, 3]'))
+    status, out = invoke("tune", spec, "--db", db)
+    assert status == 0, out
+    refused = [line for line in out.splitlines() if "refused, not measured" in line]
+    measured = [n for n in experiments(db) if n.startswith("tn.tune-")
+                and n not in ("tn.tune-best", "tn.tune-defaults")]
+    assert len(refused) + len(measured) >= 3 and "best: trial" in out
+
+
+def test_a_resume_of_another_space_is_refused(tmp_path):
+    require_engine()
+    db = tmp_path / "r.db"
+    status, out = invoke("tune", write(tmp_path, trials=2), "--db", db)
+    assert status == 0, out
+    spec = write(tmp_path, trials=3)
+    spec.write_text(spec.read_text().replace("[1, 2]", "[1, 3]"))
+    status, out = invoke("tune", spec, "--db", db, "--resume")
+    assert status != 0 and "another space" in out, out
+
+
+def test_a_knob_of_another_component_than_the_stacks_is_refused(tmp_path):
+    spec = write(tmp_path)
+    spec.write_text(spec.read_text().replace('"nginx.sendfile" = true',
+                                             '"apache.mpm" = ["event", "worker"]'))
+    status, out = invoke("tune", spec, "--dry-run")
+    assert status != 0 and "tune.knobs.apache.mpm: not a knob of stack nginx" in out, out

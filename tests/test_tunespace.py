@@ -102,3 +102,8 @@ def test_a_condition_on_a_knob_not_searched_reads_its_fixed_value():
     trial = study.ask()
     values = suggest(trial, (nopush,), {**defaults("nginx"), "nginx.sendfile": False})
     assert values == {"nginx.tcp_nopush": True} and trial.params == {}
+
+
+def test_a_nested_table_is_told_to_name_the_knob_whole():
+    with pytest.raises(SpaceError, match='"nginx.NAME" = ... under'):
+        dimensions(REGISTRY, {"nginx": {"worker_processes": True}})

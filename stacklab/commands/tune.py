@@ -19,12 +19,14 @@ experiment of the one run lifecycle, then the best measured again against the de
 from __future__ import annotations
 
 import copy
+import json
 import shlex
 import warnings
 from pathlib import Path
 from typing import Any
 
-from ..analysis.analyze import ExperimentView, TrialSummary, compare_trials
+from ..analysis.analyze import ExperimentView, MetricComparison, TrialSummary, compare_trials
+from ..analysis.stats import compare
 from ..env import Environment
 from ..errors import ExitStatus, StacklabError, UsageError
 from ..experiment.sizes import parse_mib
@@ -46,6 +48,12 @@ def tune(env: Environment, spec_path: Path, db: Path | None, resume: bool, dry_r
                          '[tune.knobs] "nginx.worker_processes" = { min = 1, max = 4 }')
     t = spec.tune
     dims = dimensions(REGISTRY, t.knobs)
+    components = STACKS[spec.axes["stack"][0]].components
+    for d in dims:
+        if d.key.split(".", 1)[0] not in components:
+            raise UsageError(f"{spec_path}: tune.knobs.{d.key}: not a knob of stack "
+                             f"{spec.axes['stack'][0]} (its components: "
+                             f"{', '.join(components)}): the search tunes the stack")
     for line in space_lines(spec, dims):
         env.stdout.print(line, markup=False)
     planned(trial_spec(doc, spec_path, {}, "defaults"))   # the point itself is valid
@@ -57,27 +65,34 @@ def tune(env: Environment, spec_path: Path, db: Path | None, resume: bool, dry_r
     study = open_study(optuna, db, spec, resume)
     fixed = defaults(spec)
     budget = parse_mib(t.memory) if t.memory else None
-    again = shlex.join(["stacklab", "tune", str(spec_path),
-                        *(["--db", str(db)] if db else []), "--resume"])
-    while len(study.get_trials(deepcopy=False)) < t.trials:
+    again = shlex.join(["stacklab", "tune", str(spec_path), "--db", str(db), "--resume"])
+    while counted(optuna, study) < t.trials:
         trial = study.ask()
         values = suggest(trial, dims, fixed)
         name = f"tune-{trial.number}"
         trial.set_user_attr("experiment", f"{spec.experiment.name}.{name}")
         trial.set_user_attr("values", values)
-        view = measured(env, *planned(trial_spec(doc, spec_path, values, name)), db,
-                        False, False, wait_quiet, allow_remote, again)
-        value, peak = objective(view, t.objective)
-        if value is None:
+        try:
+            point = planned(trial_spec(doc, spec_path, values, name))
+        except StacklabError as e:       # a combination the plan refuses: not measured
+            trial.set_user_attr("refused", str(e))
             study.tell(trial, state=optuna.trial.TrialState.FAIL)
-            env.stdout.print(history_line(trial.number, values, fixed, None, peak, budget),
+            env.stdout.print(f"trial {trial.number}: refused, not measured: {e}",
                              markup=False)
             continue
-        over = peak - budget if budget and peak is not None else 0.0
+        view = measured(env, *point, db, False, False, wait_quiet, allow_remote, again)
+        value, peak = objective(view, t.objective)
+        over = (None if budget and peak is None else
+                peak - budget if budget else 0.0)
         trial.set_user_attr("peak_pss_mib", peak)
         trial.set_user_attr("over_budget_mib", over)
-        trial.set_constraint("memory", over)      # TPE samples feasible regions
-        study.tell(trial, value)
+        if value is None:
+            trial.set_user_attr("failed", "no run of it was measured")
+            study.tell(trial, state=optuna.trial.TrialState.FAIL)
+        else:
+            # TPE learns where the infeasible trials are; unread PSS counts as over
+            trial.set_constraint("memory", 1.0 if over is None else over)
+            study.tell(trial, value)
         env.stdout.print(history_line(trial.number, values, fixed, value, peak, budget),
                          markup=False)
     best = best_trial(study)
@@ -89,25 +104,64 @@ def tune(env: Environment, spec_path: Path, db: Path | None, resume: bool, dry_r
     tuned = final(env, doc, spec_path, best.user_attrs["values"], "best",
                   t.final_repetitions, db, wait_quiet, allow_remote, again)
     rows = {m.metric: m for m in compare_trials(base, tuned)}
+    if t.objective == "cpu":
+        rows[SERVER_CPU] = server_cpu(base, tuned)
     for line in final_lines(best.number, best.user_attrs["values"], fixed, rows,
                             t.objective, importances(optuna, study), tuned.trial_id):
         env.stdout.print(line, markup=False)
     return ExitStatus.OK
 
 
+SERVER_CPU = "server CPU µs/req"
+
+
+def server_cpu(a: TrialSummary, b: TrialSummary) -> MetricComparison:
+    """The objective `cpu` optimised: every server component's CPU per request summed,
+    run by run, B against A."""
+    def sums(s: TrialSummary) -> list[float]:
+        return [sum(v) for v in zip(*(e.values for e in s.cpu_us_per_request.values()))]
+    return MetricComparison(SERVER_CPU, compare(sums(a), sums(b)), None, None, None, False)
+
+
 def importances(optuna: Any, study: Any) -> dict[str, float]:
-    """Each searched knob's share of the objective's variance over the complete trials
-    (Optuna's fANOVA), over the knobs every trial had; {} with too few trials."""
-    try:
-        return optuna.importance.get_param_importances(study)
-    except (RuntimeError, ValueError):
-        return {}
+    """Each searched knob's importance over the complete trials, by Optuna's default
+    evaluator (PED-ANOVA since 5.0: how much the best trials' values of the knob differ
+    from all trials'; fANOVA would need scikit-learn), over the knobs every trial had;
+    {} with too few trials to tell."""
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        try:
+            found = optuna.importance.get_param_importances(study)
+        except (RuntimeError, ValueError):
+            return {}
+    too_few = any("too small to compute importances" in str(w.message) for w in said)
+    return {} if too_few else found
+
+
+def counted(optuna: Any, study: Any) -> int:
+    """Trials that count against `trials`: measured, failed, or refused by the plan; not
+    one an interrupt cut short (it is asked again on --resume)."""
+    states = optuna.trial.TrialState
+    return sum(1 for ft in study.get_trials(deepcopy=False)
+               if ft.state == states.COMPLETE or ft.state == states.FAIL
+               and ("refused" in ft.user_attrs or "failed" in ft.user_attrs))
+
+
+def searched_space(spec: ExperimentSpec) -> str:
+    """What a search is of, as a resume compares it: the knobs and how, the objective,
+    the budget, the point and its fixed knobs (not the number of trials)."""
+    t = spec.tune
+    return json.dumps({"knobs": t.knobs, "objective": t.objective, "memory": t.memory,
+                       "point": {k: list(v) for k, v in spec.axes.items()},
+                       "fixed": spec.fixed_knobs, "measure": spec.measure},
+                      sort_keys=True, default=str)
 
 
 def open_study(optuna: Any, db: Path, spec: ExperimentSpec, resume: bool) -> Any:
     """The search's study, beside the database; a new one refuses an existing search of
-    the name (--resume continues it). A trial an interrupt left running is failed and
-    asked again with the same values."""
+    the name (--resume continues it, when it is of the same space). A trial an interrupt
+    left running is failed and asked again with the same values. The sampler's seed moves
+    on with the trials stored, so a resume does not draw the first trials again."""
     name = spec.experiment.name
     path = logs_dir(db).parent / "tune" / f"{name}.optuna.db"
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -118,14 +172,21 @@ def open_study(optuna: Any, db: Path, spec: ExperimentSpec, resume: bool) -> Any
                          "--resume continues it, or rename [experiment] name")
     if resume and not exists:
         raise UsageError(f"--resume: no stored search named {name!r} ({path})")
+    stored = optuna.load_study(study_name=name, storage=storage) if exists else None
+    if stored is not None and stored.user_attrs.get("space") != searched_space(spec):
+        raise UsageError(f"--resume: the stored search {name!r} was of another space "
+                         "([tune], the matrix point, [knobs] or [load] changed); rename "
+                         "[experiment] name to start anew")
+    done = len(stored.get_trials(deepcopy=False)) if stored is not None else 0
     with warnings.catch_warnings():     # group: "experimental" since Optuna 2.8
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
         sampler = optuna.samplers.TPESampler(
-            seed=spec.tune.seed, multivariate=True, group=True,
+            seed=spec.tune.seed + done, multivariate=True, group=True,
             n_startup_trials=max(2, min(10, spec.tune.trials // 3)))
     direction = "maximize" if spec.tune.objective == "rps" else "minimize"
     study = optuna.create_study(study_name=name, storage=storage, sampler=sampler,
                                 direction=direction, load_if_exists=True)
+    study.set_user_attr("space", searched_space(spec))
     for ft in study.get_trials(deepcopy=False,
                                states=(optuna.trial.TrialState.RUNNING,)):
         study.tell(ft.number, state=optuna.trial.TrialState.FAIL)
@@ -138,7 +199,7 @@ def best_trial(study: Any) -> Any:
     import optuna
     done = [ft for ft in study.get_trials(deepcopy=False,
                                           states=(optuna.trial.TrialState.COMPLETE,))
-            if ft.user_attrs.get("over_budget_mib", 0.0) <= 0]
+            if (over := ft.user_attrs.get("over_budget_mib", 0.0)) is not None and over <= 0]
     if not done:
         return None
     pick = max if study.direction == optuna.study.StudyDirection.MAXIMIZE else min
@@ -150,7 +211,8 @@ def defaults(spec: ExperimentSpec) -> dict[str, Any]:
     conditional knob's condition reads where the search does not set it."""
     stack = STACKS[spec.axes["stack"][0]]
     out = {f"{c}.{k}": v for c in stack.components for k, v in REGISTRY.defaults(c).items()}
-    return {**out, **spec.fixed_knobs}
+    axes = {k: v[0] for k, v in spec.axes.items() if "." in k}     # one-value knob axes
+    return {**out, **spec.fixed_knobs, **axes}
 
 
 def trial_spec(doc: dict, spec_path: Path, values: dict[str, Any], suffix: str

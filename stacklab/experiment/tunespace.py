@@ -58,6 +58,9 @@ def dimensions(registry: KnobRegistry, asked: Mapping[str, Any]) -> tuple[Dimens
 
 def _dimension(registry: KnobRegistry, key: str, how: Any) -> Dimension:
     knob = registry.get(key)
+    if knob is None and "." not in key and isinstance(how, dict):
+        raise SpaceError(key, how, "name each knob whole, quoted: "
+                                   f'"{key}.NAME" = ... under [tune.knobs]')
     if knob is None:
         raise SpaceError(key, how, "no such knob (stacklab stacks lists them)")
     acts = {f"{knob.component}.{name}": want for name, want in knob.acts_with.items()}

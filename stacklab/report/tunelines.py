@@ -38,8 +38,10 @@ def changed(values: Mapping[str, Any], fixed: Mapping[str, Any]) -> str:
 def history_line(number_: int, values: Mapping[str, Any], fixed: Mapping[str, Any],
                  value: float | None, peak: float | None, budget: int | None) -> str:
     shown = "failed" if value is None else f"{value:,.1f}"
-    mem = "" if peak is None else f", peak PSS {peak:,.0f} MiB" + (
-        " (over budget)" if budget and peak > budget else "")
+    mem = ("" if peak is None and not budget else
+           ", peak PSS unread: counted over the budget" if peak is None else
+           f", peak PSS {peak:,.0f} MiB" + (" (over budget)" if budget and peak > budget
+                                            else ""))
     return f"trial {number_}: {shown}{mem}: {changed(values, fixed)}"
 
 
@@ -51,11 +53,11 @@ def final_lines(best: int, values: Mapping[str, Any], fixed: Mapping[str, Any],
     interval and the verdict; how to get its configuration."""
     out = [f"best: trial {best}: {changed(values, fixed)}"]
     if importance:
-        out.append("  importance (fANOVA, share of the objective's variance over the "
-                   "trials): " + ", ".join(f"{k} {v:.0%}" for k, v in importance.items()))
+        out.append("  importance (Optuna's PED-ANOVA over the trials): "
+                   + ", ".join(f"{k} {v:.0%}" for k, v in importance.items()))
     out.append(f"  its configuration: stacklab export-config {best_trial_id} -o DIR")
     judged = ([rows["req/s"]] if objective == "rps" and "req/s" in rows else
-              [m for k, m in rows.items() if k.endswith(" CPU µs/req")
+              [m for k, m in rows.items() if k.endswith("CPU µs/req")
                and not k.startswith("engine")] if objective == "cpu" else [])
     if not judged:
         return [*out, "  against the defaults: nothing measured on both sides"]
