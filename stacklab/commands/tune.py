@@ -19,6 +19,7 @@ experiment of the one run lifecycle, then the best measured again against the de
 from __future__ import annotations
 
 import copy
+import itertools
 import json
 import shlex
 import warnings
@@ -99,10 +100,13 @@ def tune(env: Environment, spec_path: Path, db: Path | None, resume: bool, dry_r
     if best is None:
         raise StacklabError(f"tune {spec.experiment.name}: no trial measured within the "
                             "memory budget; every trial is stored")
-    base = final(env, doc, spec_path, {}, "defaults", t.final_repetitions, db,
-                 wait_quiet, allow_remote, again)
-    tuned = final(env, doc, spec_path, best.user_attrs["values"], "best",
-                  t.final_repetitions, db, wait_quiet, allow_remote, again)
+    differ = {k: v for k, v in best.user_attrs["values"].items() if fixed.get(k) != v}
+    if not differ:
+        env.stdout.print(f"best: trial {best.number}: the defaults themselves; nothing to "
+                         "measure against them", markup=False)
+        return ExitStatus.OK
+    base, tuned = final(env, doc, spec_path, differ, fixed, t.final_repetitions, db,
+                        wait_quiet, allow_remote, again)
     rows = {m.metric: m for m in compare_trials(base, tuned)}
     if t.objective == "cpu":
         rows[SERVER_CPU] = server_cpu(base, tuned)
@@ -246,13 +250,38 @@ def objective(view: ExperimentView, kind: str) -> tuple[float | None, float | No
     return value, peak
 
 
-def final(env: Environment, doc: dict, spec_path: Path, values: dict[str, Any],
-          suffix: str, repetitions: int, db: Path, wait_quiet: bool, allow_remote: bool,
-          again: str) -> TrialSummary:
-    """One side of the final comparison, measured `repetitions` times on fresh stacks."""
+def final(env: Environment, doc: dict, spec_path: Path, differ: dict[str, Any],
+          fixed: dict[str, Any], repetitions: int, db: Path, wait_quiet: bool,
+          allow_remote: bool, again: str) -> tuple[TrialSummary, TrialSummary]:
+    """The defaults and the best measured side by side, interleaved in one experiment
+    `<name>.tune-final` (`repetitions` fresh stacks each): a matrix of the knobs in which
+    they differ, each at its default and its best value, every other combination
+    excluded. (defaults, best)."""
     doc = copy.deepcopy(doc)
     doc.setdefault("experiment", {})["repetitions"] = repetitions
-    view = measured(env, *planned(trial_spec(doc, spec_path, values, f"tune-{suffix}")),
-                    db, False, False, wait_quiet, allow_remote, again)
-    return view.summaries[0]
+    matrix = doc.setdefault("matrix", {})
+    keys = sorted(differ)
+    for key in keys:
+        component, name = key.split(".", 1)
+        matrix.setdefault(component, {})[name] = [fixed.get(key), differ[key]]
+    matrix["exclude"] = [_nested(dict(zip(keys, combo)))
+                         for combo in itertools.product(*([fixed.get(k), differ[k]]
+                                                          for k in keys))
+                         if list(combo) not in ([fixed.get(k) for k in keys],
+                                                [differ[k] for k in keys])]
+    view = measured(env, *planned(trial_spec(doc, spec_path, {}, "tune-final")), db,
+                    False, False, wait_quiet, allow_remote, again)
+    best = next(s for s in view.summaries
+                if all(s.knobs.get(k) == differ[k] for k in keys))
+    base = next(s for s in view.summaries if s is not best)
+    return base, best
+
+
+def _nested(values: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """{"nginx.sendfile": False} → {"nginx": {"sendfile": False}}, as a matrix writes it."""
+    out: dict[str, dict[str, Any]] = {}
+    for key, value in values.items():
+        component, name = key.split(".", 1)
+        out.setdefault(component, {})[name] = value
+    return out
 
