@@ -12,8 +12,9 @@ experiment of the one run lifecycle, then the best measured again against the de
 - The objective is the trial's median req/s (rps) or its server CPU per request at the
   spec's load.rate (cpu). With a memory budget, the stack's peak PSS over the trial's
   runs is a constraint (over budget: infeasible, never the best).
-- Then `<name>.tune-defaults` and `<name>.tune-best`, final_repetitions runs each on
-  fresh stacks: the best against the defaults with its interval and verdict.
+- Then `<name>.tune-final`: the best and the defaults interleaved, final_repetitions
+  runs each on fresh stacks: the best against the defaults with its interval and
+  verdict.
 """
 
 from __future__ import annotations
