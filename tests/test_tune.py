@@ -90,6 +90,7 @@ def test_a_short_search_runs_resumes_and_measures_the_best_again(tmp_path):
     ('memory = "lots"', "", "tune.memory"),
     ('memory = "512M"', "", "experiment.duration"),     # 1 s: PSS is read every 2 s
     ('objective = "speed"', "", "tune.objective"),
+    ('objective = "capacity"', "", "add a [capacity] section"),
 ])
 def test_what_cannot_be_searched_is_named(tmp_path, extra, knobs, says):
     spec = write(tmp_path, extra=extra)
@@ -179,3 +180,10 @@ def test_a_knob_of_another_component_than_the_stacks_is_refused(tmp_path):
                                              '"apache.mpm" = ["event", "worker"]'))
     status, out = invoke("tune", spec, "--dry-run")
     assert status != 0 and "tune.knobs.apache.mpm: not a knob of stack nginx" in out, out
+
+
+def test_the_capacity_objective_reads_the_specs_goal(tmp_path):
+    spec = write(tmp_path, extra='objective = "capacity"')
+    spec.write_text(spec.read_text() + '\n[capacity]\nslo = "p99<20ms"\nstep = "1s"\n')
+    status, out = invoke("tune", spec, "--dry-run")
+    assert status == 0 and "for the highest capacity under p99<20ms" in out, out

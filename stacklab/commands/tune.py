@@ -9,8 +9,9 @@ experiment of the one run lifecycle, then the best measured again against the de
 - Each trial is an experiment `<name>.tune-<n>`: the spec's point with the trial's
   values as fixed knobs, the experiment's repetitions, stored like any run (nothing
   lost). A trial whose runs all failed is a failed trial (Optuna samples elsewhere).
-- The objective is the trial's median req/s (rps) or its server CPU per request at the
-  spec's load.rate (cpu). With a memory budget, the stack's peak PSS over the trial's
+- The objective is the trial's median req/s (rps), its server CPU per request at the
+  spec's load.rate (cpu), or its median capacity under the spec's [capacity] goal
+  (capacity: each of its runs a capacity search, run/capacity.py). With a memory budget, the stack's peak PSS over the trial's
   runs is a constraint (over budget: infeasible, never the best).
 - Then `<name>.tune-final`: the best and the defaults interleaved, final_repetitions
   runs each on fresh stacks: the best against the defaults with its interval and
@@ -188,7 +189,7 @@ def open_study(optuna: Any, db: Path, spec: ExperimentSpec, resume: bool) -> Any
         sampler = optuna.samplers.TPESampler(
             seed=spec.tune.seed + done, multivariate=True, group=True,
             n_startup_trials=max(2, min(10, spec.tune.trials // 3)))
-    direction = "maximize" if spec.tune.objective == "rps" else "minimize"
+    direction = "minimize" if spec.tune.objective == "cpu" else "maximize"
     study = optuna.create_study(study_name=name, storage=storage, sampler=sampler,
                                 direction=direction, load_if_exists=True)
     study.set_user_attr("space", searched_space(spec))
@@ -247,7 +248,8 @@ def objective(view: ExperimentView, kind: str) -> tuple[float | None, float | No
             for r in view.runs if r.outcome is Outcome.OK]
     peaks = [sum(values) for values in read if values]
     peak = max(peaks) if peaks else None
-    value = s.rps.median if kind == "rps" else s.server_cpu_us
+    value = {"rps": s.rps.median, "cpu": s.server_cpu_us,
+             "capacity": s.capacity.median}[kind]
     return value, peak
 
 

@@ -146,7 +146,7 @@ class Experiment(_Strict):
 
 CAPACITY = "capacity"
 TUNE = "tune"
-OBJECTIVES = ("rps", "cpu")
+OBJECTIVES = ("rps", "cpu", "capacity")
 TUNE_MEMORY_MIN_S = 3.0      # the monitor reads PSS every 2 s (monitor.py)
 
 
@@ -194,9 +194,10 @@ class Capacity(_Strict):
 
 class Tune(_Strict):
     """[tune] (`stacklab tune`): a joint search of `knobs` (key -> true, a list of values
-    or { min, max }: analysis/tunespace.py) at the spec's one point, `trials` trials
-    each measured with the experiment's repetitions, for the objective: the most req/s
-    (rps), or the least server CPU per request at the spec's load.rate (cpu); within
+    or { min, max }: tunespace.py) at the spec's one point, `trials` trials each
+    measured with the experiment's repetitions, for the objective: the most req/s
+    (rps), the least server CPU per request at the spec's load.rate (cpu), or the highest
+    capacity under the spec's [capacity] goal (capacity: each trial's runs searched); within
     `memory` (the stack's peak PSS) when given; the best then measured again against
     the defaults, `final_repetitions` runs each."""
 
@@ -363,15 +364,15 @@ def parse_spec(doc: dict, file: str, registry: KnobRegistry, stacks: StackNames,
                               registry, stacks) if "thresholds" in doc else None)
     capacity = (_capacity(doc[CAPACITY], file, experiment, fixed, axes)
                 if CAPACITY in doc else None)
-    tune = (_tune(doc[TUNE], file, registry, fixed, axes, experiment.duration)
-            if TUNE in doc else None)
+    tune = (_tune(doc[TUNE], file, registry, fixed, axes, experiment.duration,
+                  capacity is not None) if TUNE in doc else None)
     return ExperimentSpec(path=file, experiment=experiment, axes=axes, exclude=exclude,
                           fixed_knobs=fixed, thresholds=thresholds, observe=observe,
                           capacity=capacity, tune=tune)
 
 
 def _tune(table: Any, file: str, registry: KnobRegistry, fixed: dict[str, Any],
-          axes: dict[str, tuple], duration: float | None) -> Tune:
+          axes: dict[str, tuple], duration: float | None, has_capacity: bool) -> Tune:
     """[tune]: its knobs searchable as asked (tunespace.dimensions), none of them also
     fixed, at one point of the matrix; the cpu objective at a fixed rate."""
     tune = _model(Tune, table, file, TUNE)
@@ -390,6 +391,10 @@ def _tune(table: Any, file: str, registry: KnobRegistry, fixed: dict[str, Any],
         if len(values) != 1:
             raise SpecError(file, f"matrix.{axis}", list(values), "a search tunes one "
                             "point: give this axis one value")
+    if tune.objective == "capacity" and not has_capacity:
+        raise SpecError(file, "tune.objective", "capacity", "each trial's capacity is "
+                        "searched under the spec's goal: add a [capacity] section, e.g. "
+                        'slo = "p99<50ms"')
     if tune.objective == "cpu" and not fixed.get("load.rate"):
         raise SpecError(file, "tune.objective", "cpu", "CPU per request is compared at a "
                         "fixed rate: set load.rate well under the stack's capacity")

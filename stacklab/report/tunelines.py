@@ -16,7 +16,9 @@ def space_lines(spec: ExperimentSpec, dims: tuple[Dimension, ...]) -> list[str]:
     t = spec.tune
     point = ", ".join(f"{k} {v[0]}" for k, v in spec.axes.items())
     goal = ("the most req/s" if t.objective == "rps" else
-            f"the least server CPU per request at {spec.fixed_knobs['load.rate']:,} req/s")
+            f"the highest capacity under {spec.capacity.slo}" if t.objective == "capacity"
+            else f"the least server CPU per request at {spec.fixed_knobs['load.rate']:,} "
+                 "req/s")
     out = [f"tune {spec.experiment.name}: {t.trials} trials for {goal} at {point}"
            + (f", within {t.memory} of peak PSS" if t.memory else "")
            + f"; each trial {spec.experiment.first_repetitions} run(s)"]
@@ -56,7 +58,8 @@ def final_lines(best: int, values: Mapping[str, Any], fixed: Mapping[str, Any],
         out.append("  importance (Optuna's PED-ANOVA over the trials): "
                    + ", ".join(f"{k} {v:.0%}" for k, v in importance.items()))
     out.append(f"  its configuration: stacklab export-config {best_trial_id} -o DIR")
-    judged = ([rows["req/s"]] if objective == "rps" and "req/s" in rows else
+    wanted = {"rps": "req/s", "capacity": "capacity req/s"}.get(objective)
+    judged = ([rows[wanted]] if wanted in rows else
               [m for k, m in rows.items() if k.endswith("CPU µs/req")
                and not k.startswith("engine")] if objective == "cpu" else [])
     if not judged:
