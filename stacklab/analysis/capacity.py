@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from enum import Enum
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 from ..experiment.slo import Slo
 from .flags import DISTURBED
@@ -46,9 +46,12 @@ class Bin:
 
 
 def bins_from_histogram(b64: str) -> tuple[Bin, ...]:
-    """The engine's histogram (LoadReport.histogram, base64 HdrHistogram) as bins, each
-    spanning the values HdrHistogram cannot tell apart."""
-    h = decode_histogram(b64)
+    """The engine's histogram (LoadReport.histogram, base64 HdrHistogram) as bins."""
+    return bins_of(decode_histogram(b64))
+
+
+def bins_of(h: Any) -> tuple[Bin, ...]:
+    """A decoded HdrHistogram as bins, each spanning the values it cannot tell apart."""
     return tuple(Bin(h.get_lowest_equivalent_value(it.value_iterated_to),
                      h.get_highest_equivalent_value(it.value_iterated_to),
                      it.count_added_in_this_iter_step)

@@ -28,11 +28,12 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from typing import Any, Protocol
 
 from ..analysis.capacity import (CONNECTIONS_BOUND, MIN_KEPT, NOT_THE_SERVER, PROFILE_SHARES,
                                  SearchPlan,
-                                 StepDecision, StepOutcome, Verdict, bins_from_histogram,
+                                 StepDecision, StepOutcome, Verdict, bins_of,
                                  decide, needed, search)
 from ..analysis.flags import disturbance_factor, flag_names
 from ..analysis.stats import decode_histogram
@@ -72,9 +73,29 @@ class Measured:
     load: LoadReport
     resources: dict
 
-    @property
-    def flags(self) -> list[str]:
-        return flag_names(self.load, Resources.from_json(self.resources))
+    @cached_property
+    def flags(self) -> tuple[str, ...]:
+        """The run flags of the step's load and window, read once."""
+        return tuple(flag_names(self.load, Resources.from_json(self.resources)))
+
+    @cached_property
+    def _histogram(self) -> Any:
+        """The step's latency histogram, decoded once (None without one)."""
+        return decode_histogram(self.load.histogram) if self.load.histogram else None
+
+    @cached_property
+    def errors(self) -> int:
+        """Requests that failed outright, and responses with a 4xx or 5xx status."""
+        return self.load.failed + self._answered_badly
+
+    @cached_property
+    def _answered_badly(self) -> int:
+        return sum(n for c, n in self.load.status_classes.items() if c[0] in "45")
+
+    def point(self, percentile: float) -> float | None:
+        """The percentile read off the step's histogram (the engine reports p50..p999)."""
+        h = self._histogram
+        return None if h is None else float(h.get_value_at_percentile(percentile))
 
     def explains(self, rate: float) -> bool:
         """Whether the host's disturbance could account for the rate the step lost
@@ -93,14 +114,16 @@ class Measured:
                 Resources.from_json(self.resources).components.items()
                 if done and r.get("cpu_s") is not None}
 
+    @cached_property
+    def _bins(self) -> tuple:
+        return bins_of(self._histogram) if self._histogram is not None else ()
+
     def outcome(self, rate: float) -> StepOutcome:
         """As the search judges it: a response with a 4xx or 5xx status is an error
         like a request that failed outright."""
-        answered_badly = sum(n for c, n in self.load.status_classes.items() if c[0] in "45")
-        bins = bins_from_histogram(self.load.histogram) if self.load.histogram else ()
         return StepOutcome(offered_rate=rate, achieved_rate=self.load.rps,
-                           completed=self.load.completed - answered_badly,
-                           errors=self.load.failed + answered_badly, bins=bins)
+                           completed=self.load.completed - self._answered_badly,
+                           errors=self.errors, bins=self._bins)
 
 
 @dataclass(eq=False)
@@ -261,16 +284,16 @@ class CapacitySearch:
                        warmup_s=max(self.warmup_s, MIN_WARMUP_S), load=load)
         measured = Measured(*self.measurement.measured(plan, settled))
         done = measured.load
-        flags = measured.flags
+        flags = list(measured.flags)
         if rate and connections_bound(done, plan.connections, rate, self.goal.goal.limit_us,
                                       self.light_us):
             flags.append(CONNECTIONS_BOUND)
         self.steps.append({
             "phase": phase, "rate": None if rate is None else load["rate"],
             "duration_s": duration_s, "achieved": done.rps, "completed": done.completed,
-            "errors": measured.outcome(rate or 0.0).errors,
+            "errors": measured.errors,
             "p50_us": done.latency_us.p50, "p99_us": done.latency_us.p99,
-            "slo_us": _point(done, self.goal.goal.percentile),
+            "slo_us": measured.point(self.goal.goal.percentile),
             "interval_us": None, "decision": None, "reason": "", "flags": flags,
             "cpu_us_per_request": measured.cpu_us_per_request()})
         return measured
@@ -301,10 +324,3 @@ def connections_bound(load: LoadReport, connections: int, rate: float, limit_us:
 def _interval(interval: tuple[float, float]) -> list[float | None]:
     """As JSON holds it: an unbounded side is null."""
     return [v if v not in (float("inf"), float("-inf")) else None for v in interval]
-
-
-def _point(load: LoadReport, percentile: float) -> float | None:
-    """The SLO's percentile read off the step's histogram (the engine reports p50..p999)."""
-    if not load.histogram:
-        return None
-    return float(decode_histogram(load.histogram).get_value_at_percentile(percentile))
