@@ -187,3 +187,72 @@ def test_the_capacity_objective_reads_the_specs_goal(tmp_path):
     spec.write_text(spec.read_text() + '\n[capacity]\nslo = "p99<20ms"\nstep = "1s"\n')
     status, out = invoke("tune", spec, "--dry-run")
     assert status == 0 and "for the highest capacity under p99<20ms" in out, out
+
+
+BUDGET_SPEC = """
+[experiment]
+name = "tb"
+repetitions = 1
+duration = "3s"
+warmup = "0.3s"
+remeasure = 0
+
+[load]
+keepalive = true
+
+[knobs.php-fpm]
+pm = "static"
+
+[tune]
+trials = 3
+final_repetitions = 2
+memory = "{budget}M"
+seed = {seed}
+
+[tune.knobs]
+"php-fpm.max_children" = [2, 40]
+
+[matrix]
+stack = ["nginx+php-fpm"]
+workload = ["php-blank"]
+concurrency = [4]
+"""
+
+
+def test_a_pool_predicted_over_the_memory_budget_is_never_started(tmp_path):
+    """The budget just above what a static pool of 2 holds (measured here first, by a
+    plain run of it). The seed's first two picks are 40 static workers: the first is
+    measured over the budget (the black-box constraint), the second is predicted over
+    from it and never started (no experiment of it is stored), and no later trial of 40
+    is started either; the search ends with its best within the budget."""
+    require_engine()
+    import optuna
+    db = tmp_path / "r.db"
+    small = tmp_path / "small.toml"
+    small.write_text(BUDGET_SPEC.format(budget=1, seed=0).split("[tune]")[0]
+                     .replace('name = "tb"', 'name = "small"')
+                     + 'max_children = 2\n' + BUDGET_SPEC.split("[matrix]")[1]
+                     .join(["[matrix]", ""]))
+    status, out = invoke("run", small, "--db", db)
+    assert status == 0, out
+    store = Store.open(db)
+    try:
+        run = next(store.runs(store.experiment("small").id))
+    finally:
+        store.close()
+    peak = sum(c["pss_mib_peak"] for c in run.resources.components.values())
+    spec = tmp_path / "tb.toml"
+    spec.write_text(BUDGET_SPEC.format(budget=int(peak) + 6, seed=1))
+    status, out = invoke("tune", spec, "--db", db)
+    assert status == 0, out
+    storage = f"sqlite:///{tmp_path / 'runs' / 'tune' / 'tb.optuna.db'}"
+    trials = optuna.load_study(study_name="tb", storage=storage).get_trials()
+    stored = set(experiments(db))
+    big = [ft for ft in trials if ft.user_attrs["values"]["php-fpm.max_children"] == 40]
+    started = [ft for ft in big if ft.user_attrs["experiment"] in stored]
+    assert [ft.number for ft in started] == [0], out
+    assert started[0].user_attrs["over_budget_mib"] > 0, out     # measured over
+    assert all("over the budget" in ft.user_attrs["predicted"] for ft in big[1:]), out
+    assert len(big) >= 2 and "trial 1: not started: predicted peak" in out, out
+    assert "best: trial" in out and "php-fpm.max_children=2" in out, out
+    assert "1 of 3 measured trial(s) over the budget" in out, out

@@ -4,23 +4,24 @@ from __future__ import annotations
 
 import shlex
 from pathlib import Path
+from typing import Any, Callable
 
 from ..host import lab
 from ..analysis.analyze import ExperimentView, load_view
 from ..env import Environment
 from ..errors import ExitStatus
 from ..analysis.gate import baseline_pairs, matches
-from ..experiment.plan import Plan, make_plan
+from ..experiment.plan import Plan, PlannedRun, make_plan
 from ..run.quiet import QUIET_MAX_S
 from ..run.validate import SpecOrigin, check_installed, validate_plan
 from ..report.listings import print_notes, print_plan
 from ..report.progress import RichProgress
 from ..report.text import print_summary
-from ..run.runner import run_experiment
+from ..run.runner import Progress, run_experiment
 from ..experiment.spec import ExperimentSpec, load_spec
 from ..stacks import REGISTRY, STACKS
 from ..stacks.external.preflight import check_targets, verify_targets
-from ..store import Store
+from ..store import RunRecord, Store
 from ..host.systune import CpuAwake
 from ..workloads import WORKLOADS
 from ..workloads.accesslog import read_log
@@ -59,10 +60,12 @@ def run(env: Environment, spec_path: Path, db: Path | None, resume: bool,
 
 def measured(env: Environment, spec: ExperimentSpec, plan: Plan, db: Path | None,
              resume: bool, dry_run: bool, wait_quiet: bool, allow_remote: bool,
-             again: str) -> ExperimentView | None:
+             again: str, watch: Callable[[PlannedRun, RunRecord], None] | None = None
+             ) -> ExperimentView | None:
     """A validated plan measured and stored, its summary printed (None on a dry run, which
     prints the plan): what `run` and `capacity` share. `again`: the command that resumes
-    it, as an interrupted run's error says it."""
+    it, as an interrupted run's error says it. `watch`: handed each run once it is
+    stored (tune's pruner); what it raises stops the experiment, as an interrupt does."""
     check_targets(spec, allow_remote)    # a remote server only with the user's flag
     print_notes(plan.notes, env.stdout)     # knobs set where they cannot act in some trials
     print_notes(replay_notes(spec), env.stdout)
@@ -78,7 +81,7 @@ def measured(env: Environment, spec: ExperimentSpec, plan: Plan, db: Path | None
     store = Store.open(db)
     try:
         exp_id = run_experiment(env, spec, plan, REGISTRY, store, logs_dir(db), resume,
-                                RichProgress(env.stdout),
+                                Watched(RichProgress(env.stdout), watch),
                                 wait_quiet_s=QUIET_MAX_S if wait_quiet else 0.0,
                                 resume_command=again, allow_remote=allow_remote)
         view = load_view(store, exp_id)
@@ -86,6 +89,22 @@ def measured(env: Environment, spec: ExperimentSpec, plan: Plan, db: Path | None
     finally:
         store.close()
     return view
+
+
+class Watched:
+    """A progress that also hands each stored run to `watch` (None: nothing more)."""
+
+    def __init__(self, progress: Progress,
+                 watch: Callable[[PlannedRun, RunRecord], None] | None):
+        self.progress, self.watch = progress, watch
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.progress, name)
+
+    def run_finished(self, run: PlannedRun, record: RunRecord) -> None:
+        self.progress.run_finished(run, record)
+        if self.watch is not None:
+            self.watch(run, record)
 
 
 def resume_command(spec_path: Path, db: Path | None) -> str:

@@ -26,18 +26,22 @@ import json
 import shlex
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
-from ..analysis.analyze import ExperimentView, MetricComparison, TrialSummary, compare_trials
+from ..analysis.analyze import (ExperimentView, MetricComparison, TrialSummary,
+                                compare_trials, disturbed, summarize)
+from ..analysis.memplan import WorkerLimit, worker_limit
+from ..analysis.tunebudget import Held, Prediction, pool_of, predict
 from ..analysis.stats import compare
 from ..env import Environment
 from ..errors import ExitStatus, StacklabError, UsageError
 from ..experiment.sizes import parse_mib
 from ..experiment.spec import TUNE, ExperimentSpec, load_doc, parse_file_doc
+from ..experiment.plan import PlannedRun
 from ..experiment.tunespace import dimensions, suggest
-from ..report.tunelines import final_lines, history_line, space_lines
+from ..report.tunelines import final_lines, history_line, space_lines, tally_line
 from ..stacks import REGISTRY, STACKS
-from ..store import Outcome
+from ..store import Outcome, RunRecord
 from ..workloads import WORKLOADS
 from .run import logs_dir, measured, planned
 
@@ -69,12 +73,30 @@ def tune(env: Environment, spec_path: Path, db: Path | None, resume: bool, dry_r
     fixed = defaults(spec)
     budget = parse_mib(t.memory) if t.memory else None
     again = shlex.join(["stacklab", "tune", str(spec_path), "--db", str(db), "--resume"])
+    limit = worker_limit(components, fixed)     # a str: no worker limit to predict by
     while counted(optuna, study) < t.trials:
         trial = study.ask()
         values = suggest(trial, dims, fixed)
         name = f"tune-{trial.number}"
         trial.set_user_attr("experiment", f"{spec.experiment.name}.{name}")
         trial.set_user_attr("values", values)
+        knobs = {**fixed, **values}
+        if budget and (guess := predicted(limit, knobs, values, study)) \
+                and guess.peak_mib > budget:
+            # the known constraint: never started; told as pruned and infeasible, with
+            # no value, so TPE learns where the budget ends and no figure is made up
+            trial.set_user_attr("predicted", guess.said(budget))
+            trial.set_constraint("memory", guess.peak_mib - budget)
+            study.tell(trial, state=optuna.trial.TrialState.PRUNED)
+            env.stdout.print(f"trial {trial.number}: not started: {guess.said(budget)}",
+                             markup=False)
+            if (n := tally(optuna, study)[0].get("predicted", 0)) >= 2 * t.trials:
+                env.stdout.print(f"search stopped: {n} trials predicted over the budget "
+                                 f"of {budget} MiB, twice the trials asked for; widen "
+                                 "tune.memory or narrow the worker limit's range",
+                                 markup=False)
+                break
+            continue
         try:
             point = planned(trial_spec(doc, spec_path, values, name))
         except StacklabError as e:       # a combination the plan refuses: not measured
@@ -83,12 +105,24 @@ def tune(env: Environment, spec_path: Path, db: Path | None, resume: bool, dry_r
             env.stdout.print(f"trial {trial.number}: refused, not measured: {e}",
                              markup=False)
             continue
-        view = measured(env, *point, db, False, False, wait_quiet, allow_remote, again)
+        watch = (pruning(trial, t.objective, spec.experiment.repetitions)
+                 if t.prune else None)
+        try:
+            view = measured(env, *point, db, False, False, wait_quiet, allow_remote, again,
+                            watch)
+        except Pruned as e:
+            trial.set_user_attr("pruned", str(e))
+            study.tell(trial, state=optuna.trial.TrialState.PRUNED)
+            env.stdout.print(f"trial {trial.number}: pruned, {e}; its runs are stored "
+                             f"({spec.experiment.name}.{name})", markup=False)
+            continue
         value, peak = objective(view, t.objective)
         over = (None if budget and peak is None else
                 peak - budget if budget else 0.0)
         trial.set_user_attr("peak_pss_mib", peak)
         trial.set_user_attr("over_budget_mib", over)
+        if isinstance(limit, WorkerLimit) and peak is not None:
+            trial.set_user_attr("held", held(view, limit, knobs, values, peak))
         if value is None:
             trial.set_user_attr("failed", "no run of it was measured")
             study.tell(trial, state=optuna.trial.TrialState.FAIL)
@@ -98,6 +132,7 @@ def tune(env: Environment, spec_path: Path, db: Path | None, resume: bool, dry_r
             study.tell(trial, value)
         env.stdout.print(history_line(trial.number, values, fixed, value, peak, budget),
                          markup=False)
+    env.stdout.print(tally_line(*tally(optuna, study), budget), markup=False)
     best = best_trial(study)
     if best is None:
         raise StacklabError(f"tune {spec.experiment.name}: no trial measured within the "
@@ -121,12 +156,52 @@ def tune(env: Environment, spec_path: Path, db: Path | None, resume: bool, dry_r
 SERVER_CPU = "server CPU µs/req"
 
 
-def server_cpu(a: TrialSummary, b: TrialSummary) -> MetricComparison:
-    """The objective `cpu` optimised: every server component's CPU per request summed,
-    run by run, B against A."""
-    def sums(s: TrialSummary) -> list[float]:
-        return [sum(v) for v in zip(*(e.values for e in s.cpu_us_per_request.values()))]
-    return MetricComparison(SERVER_CPU, compare(sums(a), sums(b)), None, None, None, False)
+class Pruned(Exception):
+    """A trial the pruner stopped after a run; what it says: when and why."""
+
+
+def pruning(trial: Any, kind: str, repetitions: int
+            ) -> Callable[[PlannedRun, RunRecord], None]:
+    """What a trial's experiment hands each stored run: its objective reported to Optuna
+    (the repetition as the step, so the Wilcoxon pruner pairs it with the best trial's run
+    of that repetition), and Pruned raised when the pruner finds the trial worse than the
+    best while runs remain. A run the host disturbed is not reported (it is measured
+    again)."""
+    def watch(run: PlannedRun, record: RunRecord) -> None:
+        if disturbed(record):
+            return
+        value = figure(summarize(run.trial.definition(), "", run.trial.id, [record]), kind)
+        if value is None:
+            return
+        trial.report(value, run.repetition)
+        if run.repetition < repetitions and trial.should_prune():
+            raise Pruned(f"after {run.repetition} of {repetitions} runs: worse than the "
+                         "best trial's runs of the same repetitions (Wilcoxon, one-sided)")
+    return watch
+
+
+def held(view: ExperimentView, limit: WorkerLimit, knobs: dict[str, Any],
+         values: dict[str, Any], peak: float) -> dict[str, Any]:
+    """What a measured trial's stack held, as the memory prediction reads it (Held)."""
+    ok = [r for r in view.runs if r.outcome is Outcome.OK]
+    procs = [int(p) for r in ok
+             if (p := r.resources.figure(limit.component, "processes_max")) is not None]
+    return {"limit_value": int(knobs[limit.knob]),
+            "processes": max(1, max(procs, default=2) - 1),     # less the master
+            "peak_mib": peak, "pool": [list(p) for p in pool_of(limit, values)]}
+
+
+def predicted(limit: WorkerLimit | str, knobs: dict[str, Any], values: dict[str, Any],
+              study: Any) -> Prediction | None:
+    """The trial's stack's peak predicted from the trials measured so far
+    (analysis/tunebudget.py), or None (no worker limit; nothing measured yet)."""
+    if not isinstance(limit, WorkerLimit):
+        return None
+    seen = [Held(h["limit_value"], h["processes"], h["peak_mib"],
+                 tuple(tuple(p) for p in h["pool"]))
+            for ft in study.get_trials(deepcopy=False)
+            if (h := ft.user_attrs.get("held"))]
+    return predict(limit, int(knobs[limit.knob]), pool_of(limit, values), seen)
 
 
 def importances(optuna: Any, study: Any) -> dict[str, float]:
@@ -144,13 +219,36 @@ def importances(optuna: Any, study: Any) -> dict[str, float]:
     return {} if too_few else found
 
 
+def tally(optuna: Any, study: Any) -> tuple[dict[str, int], list[float]]:
+    """The trials by how they ended, and the measured ones' peak PSS (MiB)."""
+    states = optuna.trial.TrialState
+    counts: dict[str, int] = {}
+    peaks = []
+    for ft in study.get_trials(deepcopy=False):
+        kind = ("measured" if ft.state == states.COMPLETE else
+                next((k for k in ENDED if k in ft.user_attrs),
+                     "pruned" if ft.state == states.PRUNED else None))
+        if kind:
+            counts[kind] = counts.get(kind, 0) + 1
+        if ft.state == states.COMPLETE and ft.user_attrs.get("peak_pss_mib") is not None:
+            peaks.append(ft.user_attrs["peak_pss_mib"])
+    return counts, peaks
+
+
+# How a failed trial ended, by its user attribute (an interrupted one has none of them)
+ENDED = ("predicted", "refused", "failed")
+
+
 def counted(optuna: Any, study: Any) -> int:
-    """Trials that count against `trials`: measured, failed, or refused by the plan; not
-    one an interrupt cut short (it is asked again on --resume)."""
+    """Trials that count against `trials`: measured, pruned, failed, or refused by the
+    plan; not one predicted over the memory budget (nothing was started: the search is
+    stopped at twice `trials` of them), nor one an interrupt cut short (it is asked
+    again on --resume)."""
     states = optuna.trial.TrialState
     return sum(1 for ft in study.get_trials(deepcopy=False)
-               if ft.state == states.COMPLETE or ft.state == states.FAIL
-               and ("refused" in ft.user_attrs or "failed" in ft.user_attrs))
+               if "predicted" not in ft.user_attrs
+               and (ft.state in (states.COMPLETE, states.PRUNED) or ft.state == states.FAIL
+                    and any(k in ft.user_attrs for k in ENDED)))
 
 
 def searched_space(spec: ExperimentSpec) -> str:
@@ -189,9 +287,11 @@ def open_study(optuna: Any, db: Path, spec: ExperimentSpec, resume: bool) -> Any
         sampler = optuna.samplers.TPESampler(
             seed=spec.tune.seed + done, multivariate=True, group=True,
             n_startup_trials=max(2, min(10, spec.tune.trials // 3)))
+        pruner = (optuna.pruners.WilcoxonPruner(p_threshold=spec.tune.prune)
+                  if spec.tune.prune else optuna.pruners.NopPruner())   # "experimental"
     direction = "minimize" if spec.tune.objective == "cpu" else "maximize"
     study = optuna.create_study(study_name=name, storage=storage, sampler=sampler,
-                                direction=direction, load_if_exists=True)
+                                pruner=pruner, direction=direction, load_if_exists=True)
     study.set_user_attr("space", searched_space(spec))
     for ft in study.get_trials(deepcopy=False,
                                states=(optuna.trial.TrialState.RUNNING,)):
@@ -248,9 +348,13 @@ def objective(view: ExperimentView, kind: str) -> tuple[float | None, float | No
             for r in view.runs if r.outcome is Outcome.OK]
     peaks = [sum(values) for values in read if values]
     peak = max(peaks) if peaks else None
-    value = {"rps": s.rps.median, "cpu": s.server_cpu_us,
-             "capacity": s.capacity.median}[kind]
-    return value, peak
+    return figure(s, kind), peak
+
+
+def figure(s: TrialSummary, kind: str) -> float | None:
+    """A trial's (or one run's) figure the objective `kind` optimises."""
+    return {"rps": s.rps.median, "cpu": s.server_cpu_us,
+            "capacity": s.capacity.median}[kind]
 
 
 def final(env: Environment, doc: dict, spec_path: Path, differ: dict[str, Any],

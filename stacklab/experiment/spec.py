@@ -199,7 +199,8 @@ class Tune(_Strict):
     (rps), the least server CPU per request at the spec's load.rate (cpu), or the highest
     capacity under the spec's [capacity] goal (capacity: each trial's runs searched); within
     `memory` (the stack's peak PSS) when given; the best then measured again against
-    the defaults, `final_repetitions` runs each."""
+    the defaults, `final_repetitions` runs each; a trial clearly worse than the best
+    stopped early (`prune`)."""
 
     knobs: dict[str, Any]
     objective: str = "rps"
@@ -207,6 +208,9 @@ class Tune(_Strict):
     seed: int = Field(1, ge=0, le=2**32 - 1)
     memory: str | None = None
     final_repetitions: int = Field(5, ge=2, le=30)
+    # Optuna's Wilcoxon pruner over a trial's repetitions: a trial stops after a run when
+    # its runs so far are worse than the best trial's, one-sided p below this (0: never)
+    prune: float = Field(0.1, ge=0.0, le=0.5)
 
     @field_validator("objective")
     @classmethod

@@ -22,6 +22,8 @@ def space_lines(spec: ExperimentSpec, dims: tuple[Dimension, ...]) -> list[str]:
     out = [f"tune {spec.experiment.name}: {t.trials} trials for {goal} at {point}"
            + (f", within {t.memory} of peak PSS" if t.memory else "")
            + f"; each trial {spec.experiment.first_repetitions} run(s)"]
+    if t.prune:
+        out.append(prune_line(t.prune, spec.experiment.first_repetitions))
     for d in dims:
         where = (", ".join(map(repr, d.choices)) if d.kind == "categorical" else
                  f"{d.low:g}..{d.high:g}" + (" (log)" if d.log else ""))
@@ -29,6 +31,19 @@ def space_lines(spec: ExperimentSpec, dims: tuple[Dimension, ...]) -> list[str]:
                 if d.acts_with else "")
         out.append(f"  {d.key}: {where} (default {d.default!r}){when}")
     return out
+
+
+def prune_line(p: float, runs: int) -> str:
+    """When the Wilcoxon pruner can stop a trial at all: after n runs all worse than the
+    best's, its one-sided p is 1/2^n at the least, so no earlier than the first n with
+    1/2^n < p, and only while runs remain."""
+    first = next(n for n in range(1, 64) if 0.5 ** n < p)
+    if first >= runs:
+        return (f"  pruning: none (the Wilcoxon test reaches p < {p:g} after run {first} "
+                f"at the soonest, and a trial has {runs} run(s): give {first + 1} or more "
+                "repetitions to prune)")
+    return (f"  pruning: a trial clearly worse than the best stops after run {first} or "
+            f"later of {runs} (Wilcoxon, one-sided p < {p:g})")
 
 
 def changed(values: Mapping[str, Any], fixed: Mapping[str, Any]) -> str:
@@ -45,6 +60,22 @@ def history_line(number_: int, values: Mapping[str, Any], fixed: Mapping[str, An
            f", peak PSS {peak:,.0f} MiB" + (" (over budget)" if budget and peak > budget
                                             else ""))
     return f"trial {number_}: {shown}{mem}: {changed(values, fixed)}"
+
+
+def tally_line(counts: Mapping[str, int], peaks: list[float], budget: int | None) -> str:
+    """What the search did with its trials, and how its measured peaks stood against the
+    budget: `counts` by how a trial ended (measured, pruned, predicted, refused, failed)."""
+    said = {"measured": "measured", "pruned": "pruned (stopped early, worse than the best)",
+            "predicted": "not started (predicted over the memory budget)",
+            "refused": "refused by the plan", "failed": "failed"}
+    out = "search: " + ", ".join(f"{counts[k]} {words}" for k, words in said.items()
+                                 if counts.get(k))
+    if budget:
+        over = sum(p > budget for p in peaks)
+        out += (f"; {over} of {len(peaks)} measured trial(s) over the budget of {budget} MiB "
+                f"(highest peak {max(peaks):,.0f} MiB)" if peaks else
+                "; no peak PSS read")
+    return out
 
 
 def final_lines(best: int, values: Mapping[str, Any], fixed: Mapping[str, Any],
