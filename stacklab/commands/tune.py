@@ -25,6 +25,7 @@ import itertools
 import json
 import shlex
 import warnings
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
@@ -38,7 +39,7 @@ from ..errors import ExitStatus, StacklabError, UsageError
 from ..experiment.sizes import parse_mib
 from ..experiment.spec import TUNE, ExperimentSpec, load_doc, parse_file_doc
 from ..experiment.plan import PlannedRun
-from ..experiment.tunespace import dimensions, suggest
+from ..experiment.tunespace import Dimension, dimensions, suggest
 from ..report.tunelines import final_lines, history_line, space_lines, tally_line
 from ..stacks import REGISTRY, STACKS
 from ..store import Outcome, RunRecord
@@ -55,12 +56,14 @@ def tune(env: Environment, spec_path: Path, db: Path | None, resume: bool, dry_r
                          '[tune.knobs] "nginx.worker_processes" = { min = 1, max = 4 }')
     t = spec.tune
     dims = dimensions(REGISTRY, t.knobs)
-    components = STACKS[spec.axes["stack"][0]].components
-    for d in dims:
-        if d.key.split(".", 1)[0] not in components:
-            raise UsageError(f"{spec_path}: tune.knobs.{d.key}: not a knob of stack "
-                             f"{spec.axes['stack'][0]} (its components: "
-                             f"{', '.join(components)}): the search tunes the stack")
+    stack = STACKS[spec.axes["stack"][0]]
+    for table, keys in (("knobs", [d.key for d in dims]), ("hand", list(t.hand))):
+        for key in keys:
+            if key.split(".", 1)[0] not in stack.knob_owners:
+                raise UsageError(f"{spec_path}: tune.{table}.{key}: not a knob of stack "
+                                 f"{stack.name} (its knobs' owners: "
+                                 f"{', '.join(stack.knob_owners)}): the search tunes the "
+                                 "stack")
     for line in space_lines(spec, dims):
         env.stdout.print(line, markup=False)
     planned(trial_spec(doc, spec_path, {}, "defaults"))   # the point itself is valid
@@ -69,88 +72,137 @@ def tune(env: Environment, spec_path: Path, db: Path | None, resume: bool, dry_r
     import optuna      # its import costs a second: only when a search runs
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     db = env.database(db)
-    study = open_study(optuna, db, spec, resume)
     fixed = defaults(spec)
-    budget = parse_mib(t.memory) if t.memory else None
-    again = shlex.join(["stacklab", "tune", str(spec_path), "--db", str(db), "--resume"])
-    limit = worker_limit(components, fixed)     # a str: no worker limit to predict by
-    while counted(optuna, study) < t.trials:
+    search = Search(env, optuna, doc, spec_path, spec, dims, fixed,
+                    parse_mib(t.memory) if t.memory else None,
+                    worker_limit(stack.components, fixed), db, wait_quiet, allow_remote,
+                    shlex.join(["stacklab", "tune", str(spec_path), "--db", str(db),
+                                "--resume"]))
+    study = open_study(optuna, db, spec, resume)
+    while counted(optuna, study) < t.trials and search.step(study):
+        pass
+    env.stdout.print(tally_line(*tally(optuna, study), search.budget), markup=False)
+    search.answer(study)
+    return ExitStatus.OK
+
+
+@dataclass(frozen=True)
+class Search:
+    """One search's settings as its trials and its answer share them."""
+
+    env: Environment
+    optuna: Any
+    doc: dict
+    spec_path: Path
+    spec: ExperimentSpec
+    dims: tuple[Dimension, ...]
+    fixed: dict[str, Any]           # every other knob's value (defaults())
+    budget: int | None              # MiB of peak PSS
+    limit: WorkerLimit | str        # a str: no worker limit to predict memory by
+    db: Path
+    wait_quiet: bool
+    allow_remote: bool
+    again: str                      # the command that resumes it
+
+    def say(self, line: str) -> None:
+        self.env.stdout.print(line, markup=False)
+
+    def step(self, study: Any) -> bool:
+        """Ask one trial, measure it (unless its memory is predicted over the budget or
+        the plan refuses it) and tell Optuna; False when the search must stop."""
+        states = self.optuna.trial.TrialState
         trial = study.ask()
-        values = suggest(trial, dims, fixed)
-        name = f"tune-{trial.number}"
-        trial.set_user_attr("experiment", f"{spec.experiment.name}.{name}")
+        values = suggest(trial, self.dims, self.fixed)
+        name = f"{self.spec.experiment.name}.tune-{trial.number}"
+        trial.set_user_attr("experiment", name)
         trial.set_user_attr("values", values)
-        knobs = {**fixed, **values}
-        if budget and (guess := predicted(limit, knobs, values, study)) \
-                and guess.peak_mib > budget:
+        knobs = {**self.fixed, **values}
+        if self.budget and (guess := predicted(self.limit, knobs, values, study)) \
+                and guess.peak_mib > self.budget:
             # the known constraint: never started; told as pruned and infeasible, with
             # no value, so TPE learns where the budget ends and no figure is made up
-            trial.set_user_attr("predicted", guess.said(budget))
-            trial.set_constraint("memory", guess.peak_mib - budget)
-            study.tell(trial, state=optuna.trial.TrialState.PRUNED)
-            env.stdout.print(f"trial {trial.number}: not started: {guess.said(budget)}",
-                             markup=False)
-            if (n := tally(optuna, study)[0].get("predicted", 0)) >= 2 * t.trials:
-                env.stdout.print(f"search stopped: {n} trials predicted over the budget "
-                                 f"of {budget} MiB, twice the trials asked for; widen "
-                                 "tune.memory or narrow the worker limit's range",
-                                 markup=False)
-                break
-            continue
+            trial.set_user_attr("predicted", guess.said(self.budget))
+            trial.set_constraint("memory", guess.peak_mib - self.budget)
+            study.tell(trial, state=states.PRUNED)
+            self.say(f"trial {trial.number}: not started: {guess.said(self.budget)}")
+            return self.unstarted(study)
         try:
-            point = planned(trial_spec(doc, spec_path, values, name))
+            point = planned(trial_spec(self.doc, self.spec_path, values,
+                                       f"tune-{trial.number}"))
         except StacklabError as e:       # a combination the plan refuses: not measured
             trial.set_user_attr("refused", str(e))
-            study.tell(trial, state=optuna.trial.TrialState.FAIL)
-            env.stdout.print(f"trial {trial.number}: refused, not measured: {e}",
-                             markup=False)
-            continue
-        watch = (pruning(trial, t.objective, spec.experiment.repetitions)
+            study.tell(trial, state=states.FAIL)
+            self.say(f"trial {trial.number}: refused, not measured: {e}")
+            return True
+        t = self.spec.tune
+        watch = (pruning(trial, t.objective, self.spec.experiment.repetitions)
                  if t.prune else None)
         try:
-            view = measured(env, *point, db, False, False, wait_quiet, allow_remote, again,
-                            watch)
+            view = measured(self.env, *point, self.db, False, False, self.wait_quiet,
+                            self.allow_remote, self.again, watch)
         except Pruned as e:
             trial.set_user_attr("pruned", str(e))
-            study.tell(trial, state=optuna.trial.TrialState.PRUNED)
-            env.stdout.print(f"trial {trial.number}: pruned, {e}; its runs are stored "
-                             f"({spec.experiment.name}.{name})", markup=False)
-            continue
+            study.tell(trial, state=states.PRUNED)
+            self.say(f"trial {trial.number}: pruned, {e}; its runs are stored ({name})")
+            return True
         value, peak = objective(view, t.objective)
-        over = (None if budget and peak is None else
-                peak - budget if budget else 0.0)
+        over = (None if self.budget and peak is None else
+                peak - self.budget if self.budget else 0.0)
         trial.set_user_attr("peak_pss_mib", peak)
         trial.set_user_attr("over_budget_mib", over)
-        if isinstance(limit, WorkerLimit) and peak is not None:
-            trial.set_user_attr("held", held(view, limit, knobs, values, peak))
+        if isinstance(self.limit, WorkerLimit) and peak is not None:
+            trial.set_user_attr("held", held(view, self.limit, knobs, values, peak))
         if value is None:
             trial.set_user_attr("failed", "no run of it was measured")
-            study.tell(trial, state=optuna.trial.TrialState.FAIL)
+            study.tell(trial, state=states.FAIL)
         else:
             # TPE learns where the infeasible trials are; unread PSS counts as over
             trial.set_constraint("memory", 1.0 if over is None else over)
             study.tell(trial, value)
-        env.stdout.print(history_line(trial.number, values, fixed, value, peak, budget),
-                         markup=False)
-    env.stdout.print(tally_line(*tally(optuna, study), budget), markup=False)
-    best = best_trial(study)
-    if best is None:
-        raise StacklabError(f"tune {spec.experiment.name}: no trial measured within the "
-                            "memory budget; every trial is stored")
-    differ = {k: v for k, v in best.user_attrs["values"].items() if fixed.get(k) != v}
-    if not differ:
-        env.stdout.print(f"best: trial {best.number}: the defaults themselves; nothing to "
-                         "measure against them", markup=False)
-        return ExitStatus.OK
-    base, tuned = final(env, doc, spec_path, differ, fixed, t.final_repetitions, db,
-                        wait_quiet, allow_remote, again)
-    rows = {m.metric: m for m in compare_trials(base, tuned)}
-    if t.objective == "cpu":
-        rows[SERVER_CPU] = server_cpu(base, tuned)
-    for line in final_lines(best.number, best.user_attrs["values"], fixed, rows,
-                            t.objective, importances(optuna, study), tuned.trial_id):
-        env.stdout.print(line, markup=False)
-    return ExitStatus.OK
+        self.say(history_line(trial.number, values, self.fixed, value, peak, self.budget))
+        return True
+
+    def unstarted(self, study: Any) -> bool:
+        """False once twice `trials` trials were predicted over the budget (they do not
+        count against `trials`: the search would ask on and on)."""
+        n = tally(self.optuna, study)[0].get("predicted", 0)
+        if n < 2 * self.spec.tune.trials:
+            return True
+        self.say(f"search stopped: {n} trials predicted over the budget of {self.budget} "
+                 "MiB, twice the trials asked for; widen tune.memory or narrow the worker "
+                 "limit's range")
+        return False
+
+    def answer(self, study: Any) -> None:
+        """The best feasible trial measured again against the defaults and the hand
+        preset, side by side in one experiment (final), and said."""
+        t = self.spec.tune
+        best = best_trial(study)
+        if best is None:
+            raise StacklabError(f"tune {self.spec.experiment.name}: no trial measured "
+                                "within the memory budget; every trial is stored")
+        differ = {k: v for k, v in best.user_attrs["values"].items()
+                  if self.fixed.get(k) != v}
+        hand = {k: v for k, v in t.hand.items() if self.fixed.get(k) != v}
+        if not differ and not hand:
+            self.say(f"best: trial {best.number}: the defaults themselves; nothing to "
+                     "measure against them")
+            return
+        arms = {"defaults": {}, "best": differ, **({"hand": hand} if t.hand else {})}
+        got = final(self.env, self.doc, self.spec_path, arms, self.fixed,
+                    t.final_repetitions, self.db, self.wait_quiet, self.allow_remote,
+                    self.again)
+        against = {}
+        for name in ("defaults", "hand"):
+            if name in got and got[name] is not got["best"]:
+                rows = {m.metric: m for m in compare_trials(got[name], got["best"])}
+                if t.objective == "cpu":
+                    rows[SERVER_CPU] = server_cpu(got[name], got["best"])
+                against[name] = rows
+        for line in final_lines(best.number, best.user_attrs["values"], self.fixed,
+                                against, t.objective, importances(self.optuna, study),
+                                got["best"].trial_id, hand):
+            self.say(line)
 
 
 SERVER_CPU = "server CPU µs/req"
@@ -282,15 +334,14 @@ def open_study(optuna: Any, db: Path, spec: ExperimentSpec, resume: bool) -> Any
                          "([tune], the matrix point, [knobs] or [load] changed); rename "
                          "[experiment] name to start anew")
     done = len(stored.get_trials(deepcopy=False)) if stored is not None else 0
-    with warnings.catch_warnings():     # group: "experimental" since Optuna 2.8
+    with warnings.catch_warnings():     # WilcoxonPruner: "experimental"
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-        sampler = optuna.samplers.TPESampler(
-            seed=spec.tune.seed + done, multivariate=True, group=True,
-            n_startup_trials=max(2, min(10, spec.tune.trials // 3)))
         pruner = (optuna.pruners.WilcoxonPruner(p_threshold=spec.tune.prune)
-                  if spec.tune.prune else optuna.pruners.NopPruner())   # "experimental"
+                  if spec.tune.prune else optuna.pruners.NopPruner())
     direction = "minimize" if spec.tune.objective == "cpu" else "maximize"
-    study = optuna.create_study(study_name=name, storage=storage, sampler=sampler,
+    study = optuna.create_study(study_name=name, storage=storage,
+                                sampler=sampler(optuna, spec.tune.seed + done,
+                                                spec.tune.trials),
                                 pruner=pruner, direction=direction, load_if_exists=True)
     study.set_user_attr("space", searched_space(spec))
     for ft in study.get_trials(deepcopy=False,
@@ -298,6 +349,16 @@ def open_study(optuna: Any, db: Path, spec: ExperimentSpec, resume: bool) -> Any
         study.tell(ft.number, state=optuna.trial.TrialState.FAIL)
         study.enqueue_trial(ft.params, skip_if_exists=False)
     return study
+
+
+def sampler(optuna: Any, seed: int, trials: int) -> Any:
+    """The search's sampler: TPE, multivariate and grouped over the conditional knobs,
+    its first trials (a third of them, 2 to 10) drawn at random (bench/tune_reference.py
+    replays it)."""
+    with warnings.catch_warnings():     # group: "experimental" since Optuna 2.8
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        return optuna.samplers.TPESampler(seed=seed, multivariate=True, group=True,
+                                          n_startup_trials=max(2, min(10, trials // 3)))
 
 
 def best_trial(study: Any) -> Any:
@@ -313,10 +374,11 @@ def best_trial(study: Any) -> Any:
 
 
 def defaults(spec: ExperimentSpec) -> dict[str, Any]:
-    """Every knob of the stack's components at its default, then the spec's own: what a
-    conditional knob's condition reads where the search does not set it."""
+    """Every knob of the stack (its components' and groups') at its default, then the
+    spec's own: what a conditional knob's condition reads where the search does not set
+    it."""
     stack = STACKS[spec.axes["stack"][0]]
-    out = {f"{c}.{k}": v for c in stack.components for k, v in REGISTRY.defaults(c).items()}
+    out = {f"{c}.{k}": v for c in stack.knob_owners for k, v in REGISTRY.defaults(c).items()}
     axes = {k: v[0] for k, v in spec.axes.items() if "." in k}     # one-value knob axes
     return {**out, **spec.fixed_knobs, **axes}
 
@@ -357,31 +419,34 @@ def figure(s: TrialSummary, kind: str) -> float | None:
             "capacity": s.capacity.median}[kind]
 
 
-def final(env: Environment, doc: dict, spec_path: Path, differ: dict[str, Any],
+def final(env: Environment, doc: dict, spec_path: Path, arms: dict[str, dict[str, Any]],
           fixed: dict[str, Any], repetitions: int, db: Path, wait_quiet: bool,
-          allow_remote: bool, again: str) -> tuple[TrialSummary, TrialSummary]:
-    """The defaults and the best measured side by side, interleaved in one experiment
-    `<name>.tune-final` (`repetitions` fresh stacks each): a matrix of the knobs in which
-    they differ, each at its default and its best value, every other combination
-    excluded. (defaults, best)."""
+          allow_remote: bool, again: str) -> dict[str, TrialSummary]:
+    """The arms (name -> the knob values in which it differs from the defaults; the
+    defaults' is {}) measured side by side, interleaved in one experiment
+    `<name>.tune-final` (`repetitions` fresh stacks each): a matrix of every knob some arm
+    sets, each at the values the arms give it, every other combination excluded. Arms
+    that come to the same settings are measured once. Each arm's summary, by name."""
     doc = copy.deepcopy(doc)
     doc.setdefault("experiment", {})["repetitions"] = repetitions
+    keys = sorted({k for values in arms.values() for k in values})
+    combos = {name: tuple(values.get(k, fixed.get(k)) for k in keys)
+              for name, values in arms.items()}
     matrix = doc.setdefault("matrix", {})
-    keys = sorted(differ)
-    for key in keys:
-        component, name = key.split(".", 1)
-        matrix.setdefault(component, {})[name] = [fixed.get(key), differ[key]]
-    matrix["exclude"] = [_nested(dict(zip(keys, combo)))
-                         for combo in itertools.product(*([fixed.get(k), differ[k]]
-                                                          for k in keys))
-                         if list(combo) not in ([fixed.get(k) for k in keys],
-                                                [differ[k] for k in keys])]
+    for i, key in enumerate(keys):
+        component, knob = key.split(".", 1)
+        matrix.setdefault(component, {})[knob] = list(dict.fromkeys(
+            c[i] for c in combos.values()))
+    wanted = set(combos.values())
+    matrix["exclude"] = [_nested(dict(zip(keys, combo))) for combo in
+                         itertools.product(*(matrix[k.split(".", 1)[0]][k.split(".", 1)[1]]
+                                             for k in keys))
+                         if combo not in wanted]
     view = measured(env, *planned(trial_spec(doc, spec_path, {}, "tune-final")), db,
                     False, False, wait_quiet, allow_remote, again)
-    best = next(s for s in view.summaries
-                if all(s.knobs.get(k) == differ[k] for k in keys))
-    base = next(s for s in view.summaries if s is not best)
-    return base, best
+    return {name: next(s for s in view.summaries
+                       if all(s.knobs.get(k, fixed.get(k)) == v for k, v in zip(keys, combo)))
+            for name, combo in combos.items()}
 
 
 def _nested(values: dict[str, Any]) -> dict[str, dict[str, Any]]:

@@ -199,8 +199,8 @@ class Tune(_Strict):
     (rps), the least server CPU per request at the spec's load.rate (cpu), or the highest
     capacity under the spec's [capacity] goal (capacity: each trial's runs searched); within
     `memory` (the stack's peak PSS) when given; the best then measured again against
-    the defaults, `final_repetitions` runs each; a trial clearly worse than the best
-    stopped early (`prune`)."""
+    the defaults (and `hand`, the best hand preset, when given), `final_repetitions` runs
+    each; a trial clearly worse than the best stopped early (`prune`)."""
 
     knobs: dict[str, Any]
     objective: str = "rps"
@@ -211,6 +211,8 @@ class Tune(_Strict):
     # Optuna's Wilcoxon pruner over a trial's repetitions: a trial stops after a run when
     # its runs so far are worse than the best trial's, one-sided p below this (0: never)
     prune: float = Field(0.1, ge=0.0, le=0.5)
+    # the best hand preset (knob key -> value): measured in the final comparison too
+    hand: dict[str, Any] = Field(default_factory=dict)
 
     @field_validator("objective")
     @classmethod
@@ -395,6 +397,18 @@ def _tune(table: Any, file: str, registry: KnobRegistry, fixed: dict[str, Any],
         if len(values) != 1:
             raise SpecError(file, f"matrix.{axis}", list(values), "a search tunes one "
                             "point: give this axis one value")
+    for key, value in tune.hand.items():
+        knob = registry.get(key)
+        if knob is None:
+            raise SpecError(file, f"tune.hand.{key}", value, "no such knob (stacklab "
+                            "stacks lists them; name each whole, quoted)")
+        try:
+            knob.check(value)
+        except ValueError as e:
+            raise SpecError(file, f"tune.hand.{key}", value, str(e)) from None
+        if key in fixed or key in axes:
+            raise SpecError(file, f"tune.hand.{key}", value, "also set in [knobs], [load] "
+                            "or the matrix, which every trial and the hand preset share")
     if tune.objective == "capacity" and not has_capacity:
         raise SpecError(file, "tune.objective", "capacity", "each trial's capacity is "
                         "searched under the spec's goal: add a [capacity] section, e.g. "

@@ -79,25 +79,34 @@ def tally_line(counts: Mapping[str, int], peaks: list[float], budget: int | None
 
 
 def final_lines(best: int, values: Mapping[str, Any], fixed: Mapping[str, Any],
-                rows: Mapping[str, MetricComparison], objective: str,
-                importance: Mapping[str, float], best_trial_id: str) -> list[str]:
+                against: Mapping[str, Mapping[str, MetricComparison]], objective: str,
+                importance: Mapping[str, float], best_trial_id: str,
+                hand: Mapping[str, Any]) -> list[str]:
     """The best trial's values, each knob's importance, and the objective against the
-    defaults' (req/s, or each server component's CPU per request) with the ratio's
-    interval and the verdict; how to get its configuration."""
+    defaults' and the hand preset's (`against`: "defaults" / "hand" -> metric -> the
+    comparison, the best as B; req/s, or each server component's CPU per request) with
+    the ratio's interval and the verdict; how to get its configuration."""
     out = [f"best: trial {best}: {changed(values, fixed)}"]
     if importance:
         out.append("  importance (Optuna's PED-ANOVA over the trials): "
                    + ", ".join(f"{k} {v:.0%}" for k, v in importance.items()))
     out.append(f"  its configuration: stacklab export-config {best_trial_id} -o DIR")
+    if hand and "hand" not in against:
+        out.append(f"  the hand preset ({changed(hand, fixed)}) is the best's settings: "
+                   "nothing to measure against it")
     wanted = {"rps": "req/s", "capacity": "capacity req/s"}.get(objective)
-    judged = ([rows[wanted]] if wanted in rows else
-              [m for k, m in rows.items() if k.endswith("CPU µs/req")
-               and not k.startswith("engine")] if objective == "cpu" else [])
-    if not judged:
-        return [*out, "  against the defaults: nothing measured on both sides"]
-    for m in judged:
-        c = m.comparison
-        out.append(f"  against the defaults, measured again: {m.metric} "
-                   f"{number(c.median_a, 1)} → {number(c.median_b, 1)}, best/defaults "
-                   f"{ratio_ci(c.ci)} (95% CI): {verdict_words(m)}")
+    for name, rows in against.items():
+        what = ("the defaults" if name == "defaults" else
+                f"the hand preset ({changed(hand, fixed)})")
+        judged = ([rows[wanted]] if wanted in rows else
+                  [m for k, m in rows.items() if k.endswith("CPU µs/req")
+                   and not k.startswith("engine")] if objective == "cpu" else [])
+        if not judged:
+            out.append(f"  against {what}: nothing measured on both sides")
+        for m in judged:
+            c = m.comparison
+            side = "defaults" if name == "defaults" else "hand"
+            out.append(f"  against {what}, measured again: {m.metric} "
+                       f"{number(c.median_a, 1)} → {number(c.median_b, 1)}, best/{side} "
+                       f"{ratio_ci(c.ci)} (95% CI): {verdict_words(m)}")
     return out
