@@ -274,3 +274,20 @@ def test_a_pool_predicted_over_the_memory_budget_is_never_started(tmp_path):
     assert len(big) >= 2 and "trial 1: not started: predicted peak" in out, out
     assert "best: trial" in out and "php-fpm.max_children=2" in out, out
     assert "1 of 3 measured trial(s) over the budget" in out, out
+
+
+def test_the_quick_preset_finds_a_significantly_better_apache_than_the_defaults(tmp_path):
+    """presets/tune-apache-files.toml with fewer trials: the best (Debian's
+    EnableSendfile off, turned on among others) measured again beats the defaults with a
+    significant verdict, the hand preset beside them in the same experiment."""
+    require_engine()
+    preset = Path(__file__).resolve().parent.parent / "presets" / "tune-apache-files.toml"
+    spec = tmp_path / "tune-apache-files.toml"
+    spec.write_text(preset.read_text().replace("trials = 12", "trials = 6")
+                    .replace("final_repetitions = 6", "final_repetitions = 5"))
+    status, out = invoke("tune", spec, "--db", tmp_path / "r.db")
+    assert status == 0, out
+    said = re.search(r"against the defaults, measured again: req/s .*: (\w+)", out)
+    assert said and said.group(1) == "better", out
+    assert re.search(r"^best: trial \d+: .*apache.enable_sendfile=True", out, re.M), out
+    assert "against the hand preset (apache.access_log=False " in out, out
