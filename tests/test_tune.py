@@ -291,3 +291,13 @@ def test_the_quick_preset_finds_a_significantly_better_apache_than_the_defaults(
     assert said and said.group(1) == "better", out
     assert re.search(r"^best: trial \d+: .*apache.enable_sendfile=True", out, re.M), out
     assert "against the hand preset (apache.access_log=False " in out, out
+    # each of the best's settings alone on the defaults, in the same experiment: what
+    # export-config gives as each setting's reason
+    assert "apache.enable_sendfile=True alone against the defaults: req/s" in out, out
+    trial = re.search(r"stacklab export-config (\w+) -o DIR", out).group(1)
+    status, said = invoke("export-config", trial, "-o", tmp_path / "conf", "--db",
+                          tmp_path / "r.db")
+    assert status == 0, said
+    readme = (tmp_path / "conf" / "README.txt").read_text()
+    assert re.search(r"apache.enable_sendfile = True \(default False\): .*\n\s+alone: ",
+                     readme), readme

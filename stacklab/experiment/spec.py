@@ -213,6 +213,9 @@ class Tune(_Strict):
     prune: float = Field(0.1, ge=0.0, le=0.5)
     # the best hand preset (knob key -> value): measured in the final comparison too
     hand: dict[str, Any] = Field(default_factory=dict)
+    # each of the best's settings also measured alone on the defaults in the final
+    # comparison (S1's method: what each gives by itself, and export-config's reasons)
+    alone: bool = True
 
     @field_validator("objective")
     @classmethod

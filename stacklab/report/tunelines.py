@@ -81,32 +81,46 @@ def tally_line(counts: Mapping[str, int], peaks: list[float], budget: int | None
 def final_lines(best: int, values: Mapping[str, Any], fixed: Mapping[str, Any],
                 against: Mapping[str, Mapping[str, MetricComparison]], objective: str,
                 importance: Mapping[str, float], best_trial_id: str,
-                hand: Mapping[str, Any]) -> list[str]:
+                hand: Mapping[str, Any],
+                alone: Mapping[str, Mapping[str, MetricComparison]]) -> list[str]:
     """The best trial's values, each knob's importance, and the objective against the
     defaults' and the hand preset's (`against`: "defaults" / "hand" -> metric -> the
     comparison, the best as B; req/s, or each server component's CPU per request) with
-    the ratio's interval and the verdict; how to get its configuration."""
+    the ratio's interval and the verdict; each of its settings alone against the
+    defaults (`alone`: knob key -> rows); how to get its configuration."""
     out = [f"best: trial {best}: {changed(values, fixed)}"]
     if importance:
-        out.append("  importance (Optuna's PED-ANOVA over the trials): "
+        out.append("  importance (fANOVA: each knob's share of the variance over the trials): "
                    + ", ".join(f"{k} {v:.0%}" for k, v in importance.items()))
-    out.append(f"  its configuration: stacklab export-config {best_trial_id} -o DIR")
+    out.append(f"  its configuration: stacklab export-config {best_trial_id} -o DIR "
+               "(each setting with its reason)")
     if hand and "hand" not in against:
         out.append(f"  the hand preset ({changed(hand, fixed)}) is the best's settings: "
                    "nothing to measure against it")
-    wanted = {"rps": "req/s", "capacity": "capacity req/s"}.get(objective)
     for name, rows in against.items():
         what = ("the defaults" if name == "defaults" else
                 f"the hand preset ({changed(hand, fixed)})")
-        judged = ([rows[wanted]] if wanted in rows else
-                  [m for k, m in rows.items() if k.endswith("CPU µs/req")
-                   and not k.startswith("engine")] if objective == "cpu" else [])
+        side = "defaults" if name == "defaults" else "hand"
+        judged = _judged(rows, objective)
         if not judged:
             out.append(f"  against {what}: nothing measured on both sides")
         for m in judged:
             c = m.comparison
-            side = "defaults" if name == "defaults" else "hand"
             out.append(f"  against {what}, measured again: {m.metric} "
                        f"{number(c.median_a, 1)} → {number(c.median_b, 1)}, best/{side} "
                        f"{ratio_ci(c.ci)} (95% CI): {verdict_words(m)}")
+    for key, rows in alone.items():
+        for m in _judged(rows, objective):
+            out.append(f"  {key}={values[key]!r} alone against the defaults: {m.metric} "
+                       f"{ratio_ci(m.comparison.ci)} (95% CI): {verdict_words(m)}")
     return out
+
+
+def _judged(rows: Mapping[str, MetricComparison], objective: str) -> list[MetricComparison]:
+    """The comparisons the objective is judged by: req/s, capacity, or each server
+    component's CPU per request (and their sum)."""
+    wanted = {"rps": "req/s", "capacity": "capacity req/s"}.get(objective)
+    if wanted in rows:
+        return [rows[wanted]]
+    return ([m for k, m in rows.items() if k.endswith("CPU µs/req")
+             and not k.startswith("engine")] if objective == "cpu" else [])
