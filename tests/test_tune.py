@@ -85,7 +85,7 @@ def test_a_short_search_runs_resumes_and_measures_the_best_again(tmp_path):
     assert "its configuration: stacklab export-config " in out, out
     # the hand preset measured in the same final experiment, or said to be the best's
     assert ("against the hand preset (nginx.sendfile=False nginx.worker_processes=2), "
-            "measured again: req/s" in out or "is the best's settings" in out), out
+            "measured again: req/s" in out or "comes to the best's" in out), out
     names = experiments(db)
     assert {"tn.tune-0", "tn.tune-1"} <= set(names)
     assert "tn.tune-final" in names or "the defaults themselves" in out

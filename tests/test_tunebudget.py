@@ -39,20 +39,27 @@ def test_a_larger_pool_is_predicted_over_and_a_measured_peak_is_never_undercut()
     assert predict(FPM, 2, (), [Held(40, 40, 52.0)]) is None
 
 
-def test_a_dynamic_pool_is_capped_at_what_its_pool_ran_with_a_higher_limit():
+def test_a_dynamic_pool_is_capped_at_what_it_ran_with_a_higher_limit():
     dynamic = (("php-fpm.pm", "'dynamic'"),)
     seen = [Held(4, 4, 60.0, dynamic), Held(128, 12, 100.0, dynamic)]
     # under the same load, a dynamic pool allowed 64 runs no more than one allowed 128
     assert predict(FPM, 64, dynamic, seen).processes == 12
-    # a static pool is another pool: all 64 counted
-    assert predict(FPM, 64, (("php-fpm.pm", "'static'"),), seen).processes == 64
     # a threaded MPM: processes of 25 threads
     assert predict(THREADS, 150, (), [Held(50, 2, 80.0)]).processes == 6
 
 
-def test_the_pool_is_the_limits_component_searched_values_but_the_limit():
+def test_only_trials_of_the_same_other_values_are_read():
+    small_pool = (("mariadb.innodb_buffer_pool_size_mb", "64"),)
+    large_pool = (("mariadb.innodb_buffer_pool_size_mb", "256"),)
+    seen = [Held(60, 60, 700.0, large_pool), Held(8, 8, 250.0, small_pool)]
+    # the buffer pools' 192 MiB is no cost of the 52 more workers
+    assert predict(FPM, 40, small_pool, seen).peak_mib == 250.0     # at least its own
+    assert predict(FPM, 40, (("mariadb.innodb_buffer_pool_size_mb", "128"),), seen) is None
+
+
+def test_the_pool_is_every_searched_value_but_the_limit():
     values = {"php-fpm.pm": "static", "php-fpm.max_children": 8, "nginx.sendfile": True}
-    assert pool_of(FPM, values) == (("php-fpm.pm", "'static'"),)
+    assert pool_of(FPM, values) == (("nginx.sendfile", "True"), ("php-fpm.pm", "'static'"))
 
 
 class Trial_:
@@ -119,3 +126,52 @@ def test_optunas_wilcoxon_pruner_stops_a_clearly_worse_trial_after_its_fourth_ru
     watch = pruning(same, "rps", repetitions=6)
     for rep in range(1, 7):
         watch(*run_and_record(rep, 1000.0 + rep))
+
+
+def test_the_cpu_objective_sums_the_servers_cpu_per_request_run_by_run():
+    from stacklab.analysis.analyze import summarize
+    from stacklab.commands.tune import server_cpu
+    from fakes import fake_resources
+
+    def trial(cpu_s: float) -> object:
+        runs = [RunRecord(experiment_id=1, trial_id="t", repetition=r, outcome="ok",
+                          started_at="s", ended_at="e", knobs={}, versions={}, configs={},
+                          load=load_report(fake_load(1000.0, 2000.0, r)),
+                          resources=fake_resources("nginx", cpu_s * (1 + r / 100), 10.0))
+                for r in range(1, 6)]
+        return summarize({"stack": "nginx", "workload": "w", "concurrency": 8,
+                          "knobs": {}}, "t", "t", runs)
+    m = server_cpu(trial(2.0), trial(1.0))
+    assert m.metric == "server CPU µs/req"
+    assert m.comparison.median_b == pytest.approx(m.comparison.median_a / 2, rel=0.05)
+
+
+def test_a_setting_alone_keeps_the_searched_knobs_it_acts_with():
+    from types import SimpleNamespace
+
+    from stacklab.commands.tune import Search
+    from stacklab.experiment.tunespace import dimensions
+    from stacklab.stacks import REGISTRY
+    dims = dimensions(REGISTRY, {"nginx.gzip": True, "nginx.gzip_comp_level": [1, 5],
+                                 "nginx.worker_processes": [1, 2]})
+    best = {"nginx.gzip": True, "nginx.gzip_comp_level": 5, "nginx.worker_processes": 2}
+    search = SimpleNamespace(dims=dims)
+    assert Search.alone(search, "nginx.gzip_comp_level", best) == {
+        "nginx.gzip": True, "nginx.gzip_comp_level": 5}
+    assert Search.alone(search, "nginx.worker_processes", best) == {
+        "nginx.worker_processes": 2}
+
+
+def test_the_defaults_a_search_compares_with_are_the_stacks_own(tmp_path):
+    from stacklab.commands.tune import defaults
+    from stacklab.experiment.spec import parse_file_doc
+    from stacklab.stacks import REGISTRY, STACKS
+    from stacklab.workloads import WORKLOADS
+    doc = {"experiment": {"name": "d", "duration": "3s"},
+           "tune": {"knobs": {"apache.max_request_workers": {"min": 4, "max": 64}}},
+           "matrix": {"stack": ["apache+mod_php+mariadb"], "workload": ["app-show"],
+                      "concurrency": [8]}}
+    spec = parse_file_doc(doc, tmp_path / "d.toml", REGISTRY, STACKS, set(WORKLOADS))
+    fixed = defaults(spec)
+    assert fixed["apache.mpm"] == "prefork"          # mod_php's, not Apache's event
+    assert fixed["php.opcache"] is True                # the php group's knobs are there

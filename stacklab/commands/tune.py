@@ -21,7 +21,6 @@ experiment of the one run lifecycle, then the best measured again against the de
 from __future__ import annotations
 
 import copy
-import itertools
 import json
 import shlex
 import warnings
@@ -38,12 +37,13 @@ from ..env import Environment
 from ..errors import ExitStatus, StacklabError, UsageError
 from ..experiment.sizes import parse_mib
 from ..experiment.spec import TUNE, ExperimentSpec, load_doc, parse_file_doc
-from ..experiment.plan import PlannedRun
+from ..experiment.plan import Plan, PlannedRun, interleave
 from ..experiment.tunespace import Dimension, dimensions, suggest
 from ..report.tunelines import final_lines, history_line, space_lines, tally_line
 from ..stacks import REGISTRY, STACKS
 from ..store import Outcome, RunRecord
 from ..workloads import WORKLOADS
+from ..run.validate import SpecOrigin, validate_plan
 from .run import logs_dir, measured, planned
 
 
@@ -74,8 +74,7 @@ def tune(env: Environment, spec_path: Path, db: Path | None, resume: bool, dry_r
     db = env.database(db)
     fixed = defaults(spec)
     search = Search(env, optuna, doc, spec_path, spec, dims, fixed,
-                    parse_mib(t.memory) if t.memory else None,
-                    worker_limit(stack.components, fixed), db, wait_quiet, allow_remote,
+                    parse_mib(t.memory) if t.memory else None, db, wait_quiet, allow_remote,
                     shlex.join(["stacklab", "tune", str(spec_path), "--db", str(db),
                                 "--resume"]))
     study = open_study(optuna, db, spec, resume)
@@ -98,11 +97,14 @@ class Search:
     dims: tuple[Dimension, ...]
     fixed: dict[str, Any]           # every other knob's value (defaults())
     budget: int | None              # MiB of peak PSS
-    limit: WorkerLimit | str        # a str: no worker limit to predict memory by
     db: Path
     wait_quiet: bool
     allow_remote: bool
     again: str                      # the command that resumes it
+
+    @property
+    def spec_stack(self) -> Any:
+        return STACKS[self.spec.axes["stack"][0]]
 
     def say(self, line: str) -> None:
         self.env.stdout.print(line, markup=False)
@@ -117,7 +119,8 @@ class Search:
         trial.set_user_attr("experiment", name)
         trial.set_user_attr("values", values)
         knobs = {**self.fixed, **values}
-        if self.budget and (guess := predicted(self.limit, knobs, values, study)) \
+        limit = worker_limit(self.spec_stack.components, knobs)   # its MPM's, per trial
+        if self.budget and (guess := predicted(limit, knobs, values, study)) \
                 and guess.peak_mib > self.budget:
             # the known constraint: never started; told as pruned and infeasible, with
             # no value, so TPE learns where the budget ends and no figure is made up
@@ -135,7 +138,7 @@ class Search:
             self.say(f"trial {trial.number}: refused, not measured: {e}")
             return True
         t = self.spec.tune
-        watch = (pruning(trial, t.objective, self.spec.experiment.repetitions)
+        watch = (pruning(trial, t.objective, self.spec.experiment.first_repetitions)
                  if t.prune else None)
         try:
             view = measured(self.env, *point, self.db, False, False, self.wait_quiet,
@@ -150,8 +153,8 @@ class Search:
                 peak - self.budget if self.budget else 0.0)
         trial.set_user_attr("peak_pss_mib", peak)
         trial.set_user_attr("over_budget_mib", over)
-        if isinstance(self.limit, WorkerLimit) and peak is not None:
-            trial.set_user_attr("held", held(view, self.limit, knobs, values, peak))
+        if isinstance(limit, WorkerLimit) and peak is not None:
+            trial.set_user_attr("held", held(view, limit, knobs, values, peak))
         if value is None:
             trial.set_user_attr("failed", "no run of it was measured")
             study.tell(trial, state=states.FAIL)
@@ -188,20 +191,25 @@ class Search:
             self.say(f"best: trial {best.number}: the defaults themselves; nothing to "
                      "measure against them")
             return
-        arms = {"defaults": {}, "best": differ, **({"hand": hand} if t.hand else {}),
-                **({f"alone {k}": {k: v} for k, v in differ.items()}
+        arms = {"defaults": {}, "best": differ, **({"hand": hand} if hand else {}),
+                **({f"alone {k}": self.alone(k, differ) for k in differ}
                    if t.alone and len(differ) > 1 else {})}
-        got = final(self.env, self.doc, self.spec_path, arms, self.fixed,
-                    t.final_repetitions, self.db, self.wait_quiet, self.allow_remote,
-                    self.again)
+        got, same = final(self.env, self.doc, self.spec_path, arms, t.final_repetitions,
+                          self.db, self.wait_quiet, self.allow_remote, self.again)
         against = {name: self.rows(got[name], got["best"]) for name in ("defaults", "hand")
-                   if name in got and got[name] is not got["best"]}
+                   if name in got and name not in same}
         alone = {name.split(" ", 1)[1]: self.rows(got["defaults"], s)
-                 for name, s in got.items() if name.startswith("alone ")}
+                 for name, s in got.items() if name.startswith("alone ") and name not in same}
         for line in final_lines(best.number, best.user_attrs["values"], self.fixed,
                                 against, t.objective, importances(self.optuna, study),
                                 got["best"].trial_id, hand, alone):
             self.say(line)
+
+    def alone(self, key: str, differ: dict[str, Any]) -> dict[str, Any]:
+        """One of the best's settings on the defaults, with the best's values of the
+        searched knobs it acts with (tcp_nopush alone is tcp_nopush with sendfile on)."""
+        dim = next(d for d in self.dims if d.key == key)
+        return {**{k: differ[k] for k in dim.acts_with if k in differ}, key: differ[key]}
 
     def rows(self, a: TrialSummary, b: TrialSummary) -> dict[str, MetricComparison]:
         """B against A by metric, with the servers' summed CPU for objective cpu."""
@@ -212,6 +220,14 @@ class Search:
 
 
 SERVER_CPU = "server CPU µs/req"
+
+
+def server_cpu(a: TrialSummary, b: TrialSummary) -> MetricComparison:
+    """The objective `cpu` optimised: every server component's CPU per request summed,
+    run by run, B against A."""
+    def sums(s: TrialSummary) -> list[float]:
+        return [sum(v) for v in zip(*(e.values for e in s.cpu_us_per_request.values()))]
+    return MetricComparison(SERVER_CPU, compare(sums(a), sums(b)), None, None, None, False)
 
 
 class Pruned(Exception):
@@ -244,7 +260,7 @@ def held(view: ExperimentView, limit: WorkerLimit, knobs: dict[str, Any],
     ok = [r for r in view.runs if r.outcome is Outcome.OK]
     procs = [int(p) for r in ok
              if (p := r.resources.figure(limit.component, "processes_max")) is not None]
-    return {"limit_value": int(knobs[limit.knob]),
+    return {"limit": [limit.knob, limit.per_process], "limit_value": int(knobs[limit.knob]),
             "processes": max(1, max(procs, default=2) - 1),     # less the master
             "peak_mib": peak, "pool": [list(p) for p in pool_of(limit, values)]}
 
@@ -258,7 +274,8 @@ def predicted(limit: WorkerLimit | str, knobs: dict[str, Any], values: dict[str,
     seen = [Held(h["limit_value"], h["processes"], h["peak_mib"],
                  tuple(tuple(p) for p in h["pool"]))
             for ft in study.get_trials(deepcopy=False)
-            if (h := ft.user_attrs.get("held"))]
+            if (h := ft.user_attrs.get("held"))
+            and h.get("limit") == [limit.knob, limit.per_process]]
     return predict(limit, int(knobs[limit.knob]), pool_of(limit, values), seen)
 
 
@@ -270,6 +287,9 @@ def importances(optuna: Any, study: Any) -> dict[str, float]:
     values differ from all trials': once TPE has settled a knob, nearly every trial has
     the best's value and the knob reads as unimportant (S1's LAMP here: MariaDB's query
     cache, 10× between off and on, came out at 2%; fANOVA puts it at 93%)."""
+    complete = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
+    if len(complete) < 3:
+        return {}
     with warnings.catch_warnings(record=True) as said:
         warnings.simplefilter("always")
         try:
@@ -384,13 +404,15 @@ def best_trial(study: Any) -> Any:
 
 
 def defaults(spec: ExperimentSpec) -> dict[str, Any]:
-    """Every knob of the stack (its components' and groups') at its default, then the
-    spec's own: what a conditional knob's condition reads where the search does not set
-    it."""
+    """Every knob of the stack (its components' and groups') at its default, the
+    stack's own defaults, then the spec's: what a conditional knob's condition reads
+    where the search does not set it, and what the search's values are compared with."""
     stack = STACKS[spec.axes["stack"][0]]
     out = {f"{c}.{k}": v for c in stack.knob_owners for k, v in REGISTRY.defaults(c).items()}
     axes = {k: v[0] for k, v in spec.axes.items() if "." in k}     # one-value knob axes
-    return {**out, **spec.fixed_knobs, **axes}
+    # the stack's own defaults (apache+mod_php: prefork), then the spec's, then what the
+    # stack fixes, as the plan makes a trial's effective knobs (plan.effective_knobs)
+    return {**out, **stack.defaults, **spec.fixed_knobs, **axes, **stack.knobs}
 
 
 def trial_spec(doc: dict, spec_path: Path, values: dict[str, Any], suffix: str
@@ -427,40 +449,30 @@ def figure(s: TrialSummary, kind: str) -> float | None:
 
 
 def final(env: Environment, doc: dict, spec_path: Path, arms: dict[str, dict[str, Any]],
-          fixed: dict[str, Any], repetitions: int, db: Path, wait_quiet: bool,
-          allow_remote: bool, again: str) -> dict[str, TrialSummary]:
+          repetitions: int, db: Path, wait_quiet: bool, allow_remote: bool,
+          again: str) -> tuple[dict[str, TrialSummary], list[str]]:
     """The arms (name -> the knob values in which it differs from the defaults; the
     defaults' is {}) measured side by side, interleaved in one experiment
-    `<name>.tune-final` (`repetitions` fresh stacks each): a matrix of every knob some arm
-    sets, each at the values the arms give it, every other combination excluded. Arms
-    that come to the same settings are measured once. Each arm's summary, by name."""
+    `<name>.tune-final` (`repetitions` fresh stacks each): each arm planned as its own
+    point (so the plan folds a setting that cannot act as it would anywhere), their
+    trials in one plan, repetition by repetition. Arms that come to the same trial are
+    measured once. Each arm's summary by name, and the arms that came to another's
+    trial (name)."""
     doc = copy.deepcopy(doc)
     doc.setdefault("experiment", {})["repetitions"] = repetitions
-    keys = sorted({k for values in arms.values() for k in values})
-    combos = {name: tuple(values.get(k, fixed.get(k)) for k in keys)
+    points = {name: planned(trial_spec(doc, spec_path, values, "tune-final"))
               for name, values in arms.items()}
-    matrix = doc.setdefault("matrix", {})
-    for i, key in enumerate(keys):
-        component, knob = key.split(".", 1)
-        matrix.setdefault(component, {})[knob] = list(dict.fromkeys(
-            c[i] for c in combos.values()))
-    wanted = set(combos.values())
-    matrix["exclude"] = [_nested(dict(zip(keys, combo))) for combo in
-                         itertools.product(*(matrix[k.split(".", 1)[0]][k.split(".", 1)[1]]
-                                             for k in keys))
-                         if combo not in wanted]
-    view = measured(env, *planned(trial_spec(doc, spec_path, {}, "tune-final")), db,
-                    False, False, wait_quiet, allow_remote, again)
-    return {name: next(s for s in view.summaries
-                       if all(s.knobs.get(k, fixed.get(k)) == v for k, v in zip(keys, combo)))
-            for name, combo in combos.items()}
+    spec = points["defaults"][0]
+    ids = {name: plan.trials[0].id for name, (_, plan) in points.items()}
+    trials = list({plan.trials[0].id: plan.trials[0]
+                   for _, plan in points.values()}.values())
+    plan = Plan(tuple(trials), tuple(interleave(trials, repetitions)),
+                tuple(dict.fromkeys(n for _, p in points.values() for n in p.notes)))
+    validate_plan(plan, SpecOrigin(spec))
+    view = measured(env, spec, plan, db, False, False, wait_quiet, allow_remote, again)
+    by_id = {s.trial_id: s for s in view.summaries}
+    same = [name for name, trial_id in ids.items() if name not in ("defaults", "best")
+            and trial_id in (ids["defaults"], ids["best"])]
+    return {name: by_id[trial_id] for name, trial_id in ids.items()}, same
 
-
-def _nested(values: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """{"nginx.sendfile": False} → {"nginx": {"sendfile": False}}, as a matrix writes it."""
-    out: dict[str, dict[str, Any]] = {}
-    for key, value in values.items():
-        component, name = key.split(".", 1)
-        out.setdefault(component, {})[name] = value
-    return out
 

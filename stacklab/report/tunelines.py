@@ -95,8 +95,8 @@ def final_lines(best: int, values: Mapping[str, Any], fixed: Mapping[str, Any],
     out.append(f"  its configuration: stacklab export-config {best_trial_id} -o DIR "
                "(each setting with its reason)")
     if hand and "hand" not in against:
-        out.append(f"  the hand preset ({changed(hand, fixed)}) is the best's settings: "
-                   "nothing to measure against it")
+        out.append(f"  the hand preset ({changed(hand, fixed)}) comes to the best's or the "
+                   "defaults' settings: nothing more to measure")
     for name, rows in against.items():
         what = ("the defaults" if name == "defaults" else
                 f"the hand preset ({changed(hand, fixed)})")
