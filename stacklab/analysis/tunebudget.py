@@ -14,14 +14,13 @@ predicted at
 at the same P, and over-stated, not under-stated, where the slope is.
 
 While every measured trial ran as many processes, the slope is unknown: a pool is
-predicted to hold at least what a smaller one held, nothing more (and a smaller pool
-is not predicted at all). Not the PSS
-of one worker: it holds a share of the pages every worker shares (6.1 MiB per PHP-FPM
-child in a pool of 2 here, where a pool of 40 held 18 MiB more in all, not 230), and a
-trial refused on it is never measured, so the over-statement would never be corrected:
-the search would not reach the larger pools that fit. Refused only on evidence, the
-first larger pool is measured, and the measured peak, the second, black-box
-constraint, rules on it.
+predicted to hold at least what a smaller one held, nothing more (and a smaller pool is
+not predicted at all). Not the PSS of one worker: it holds a share of the pages every
+worker shares (6.1 MiB per PHP-FPM child in a pool of 2 here, where a pool of 40 held
+18 MiB more in all, not 230), and a trial refused on it is never measured, so the
+over-statement would never be corrected: the search would not reach the larger pools
+that fit. Refused only on evidence, the first larger pool is measured, and the measured
+peak, the second, black-box constraint, rules on it.
 
 Only measured trials whose other searched values are all the candidate's are read: a
 buffer pool, OPcache's memory or the pool's pm change what a stack holds besides its
@@ -47,8 +46,8 @@ from .memplan import WorkerLimit
 @dataclass(frozen=True)
 class Held:
     """What one measured trial's stack held: its worker limit's value, the most worker
-    processes it ran and its peak Σ PSS over the components (MiB); `pool`: its
-    component's other searched values."""
+    processes it ran and its peak Σ PSS over the components (MiB); `pool`: its other
+    searched values (pool_of)."""
 
     limit_value: int
     processes: int

@@ -37,7 +37,7 @@ from ..env import Environment
 from ..errors import ExitStatus, StacklabError, UsageError
 from ..experiment.sizes import parse_mib
 from ..experiment.spec import TUNE, ExperimentSpec, load_doc, parse_file_doc
-from ..experiment.plan import Plan, PlannedRun, interleave
+from ..experiment.plan import Plan, PlannedRun, interleave, make_plan
 from ..experiment.tunespace import Dimension, dimensions, suggest
 from ..report.tunelines import final_lines, history_line, space_lines, tally_line
 from ..stacks import REGISTRY, STACKS
@@ -194,12 +194,14 @@ class Search:
         arms = {"defaults": {}, "best": differ, **({"hand": hand} if hand else {}),
                 **({f"alone {k}": self.alone(k, differ) for k in differ}
                    if t.alone and len(differ) > 1 else {})}
-        got, same = final(self.env, self.doc, self.spec_path, arms, t.final_repetitions,
-                          self.db, self.wait_quiet, self.allow_remote, self.again)
+        got = final(self.env, self.doc, self.spec_path, arms, t.final_repetitions,
+                    self.db, self.wait_quiet, self.allow_remote, self.again)
+        # an arm that came to the best's or the defaults' own trial is not set against it
         against = {name: self.rows(got[name], got["best"]) for name in ("defaults", "hand")
-                   if name in got and name not in same}
+                   if name in got and got[name] is not got["best"]}
         alone = {name.split(" ", 1)[1]: self.rows(got["defaults"], s)
-                 for name, s in got.items() if name.startswith("alone ") and name not in same}
+                 for name, s in got.items() if name.startswith("alone ")
+                 and s is not got["defaults"] and s is not got["best"]}
         for line in final_lines(best.number, best.user_attrs["values"], self.fixed,
                                 against, t.objective, importances(self.optuna, study),
                                 got["best"].trial_id, hand, alone):
@@ -239,8 +241,8 @@ def pruning(trial: Any, kind: str, repetitions: int
     """What a trial's experiment hands each stored run: its objective reported to Optuna
     (the repetition as the step, so the Wilcoxon pruner pairs it with the best trial's run
     of that repetition), and Pruned raised when the pruner finds the trial worse than the
-    best while runs remain. A run the host disturbed is not reported (it is measured
-    again)."""
+    best while runs remain. A run the host disturbed is not reported (the runner
+    measures it again where `remeasure` allows; its figure would weigh the host)."""
     def watch(run: PlannedRun, record: RunRecord) -> None:
         if disturbed(record):
             return
@@ -450,29 +452,26 @@ def figure(s: TrialSummary, kind: str) -> float | None:
 
 def final(env: Environment, doc: dict, spec_path: Path, arms: dict[str, dict[str, Any]],
           repetitions: int, db: Path, wait_quiet: bool, allow_remote: bool,
-          again: str) -> tuple[dict[str, TrialSummary], list[str]]:
+          again: str) -> dict[str, TrialSummary]:
     """The arms (name -> the knob values in which it differs from the defaults; the
     defaults' is {}) measured side by side, interleaved in one experiment
     `<name>.tune-final` (`repetitions` fresh stacks each): each arm planned as its own
     point (so the plan folds a setting that cannot act as it would anywhere), their
-    trials in one plan, repetition by repetition. Arms that come to the same trial are
-    measured once. Each arm's summary by name, and the arms that came to another's
-    trial (name)."""
+    trials in one plan, validated once, repetition by repetition. Arms that come to the
+    same trial are measured once and share its summary (the same object). Each arm's
+    summary by name."""
     doc = copy.deepcopy(doc)
     doc.setdefault("experiment", {})["repetitions"] = repetitions
-    points = {name: planned(trial_spec(doc, spec_path, values, "tune-final"))
-              for name, values in arms.items()}
-    spec = points["defaults"][0]
-    ids = {name: plan.trials[0].id for name, (_, plan) in points.items()}
-    trials = list({plan.trials[0].id: plan.trials[0]
-                   for _, plan in points.values()}.values())
+    specs = {name: trial_spec(doc, spec_path, values, "tune-final")
+             for name, values in arms.items()}
+    plans = {name: make_plan(spec, STACKS) for name, spec in specs.items()}
+    trials = list({p.trials[0].id: p.trials[0] for p in plans.values()}.values())
     plan = Plan(tuple(trials), tuple(interleave(trials, repetitions)),
-                tuple(dict.fromkeys(n for _, p in points.values() for n in p.notes)))
-    validate_plan(plan, SpecOrigin(spec))
-    view = measured(env, spec, plan, db, False, False, wait_quiet, allow_remote, again)
+                tuple(dict.fromkeys(n for p in plans.values() for n in p.notes)))
+    validate_plan(plan, SpecOrigin(specs["defaults"]))
+    view = measured(env, specs["defaults"], plan, db, False, False, wait_quiet,
+                    allow_remote, again)
     by_id = {s.trial_id: s for s in view.summaries}
-    same = [name for name, trial_id in ids.items() if name not in ("defaults", "best")
-            and trial_id in (ids["defaults"], ids["best"])]
-    return {name: by_id[trial_id] for name, trial_id in ids.items()}, same
+    return {name: by_id[p.trials[0].id] for name, p in plans.items()}
 
 
