@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 APT_PACKAGES=(
-  nginx apache2 apache2-utils wrk
+  nginx apache2 apache2-utils wrk nghttp2-client
   openssl procps ca-certificates curl pkg-config build-essential
   python3-venv
   php8.2-fpm php8.2-cgi php8.2-cli php8.2-opcache php-apcu

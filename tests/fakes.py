@@ -31,14 +31,24 @@ ENGINE_SCHEMA = Path(__file__).resolve().parent.parent / "engine/schema/report.s
 
 
 @cache
-def engine_schema(version: int = 3) -> dict:
-    """The engine's report schema: version 3 is the file; versions 2 and 1 are derived
-    from it by the changelog (engine/README.md): 2 has no `config.schedule` nor a
-    `method` per URL; 1 neither, and no `connections`, `in_flight`, timeseries `width_s`
-    or `config.max_error_rate`."""
-    schema = json.loads(ENGINE_SCHEMA.read_text())
+def engine_schema(version: int = 4) -> dict:
+    """The engine's report schema: version 4 is the file; versions 3, 2 and 1 are derived
+    from it by the changelog (engine/README.md): 3 has no `protocol`, `config.protocol`,
+    `config.streams` nor `tls.alpn`; 2 neither, and no `config.schedule` nor a `method`
+    per URL; 1 neither, and no `connections`, `in_flight`, timeseries `width_s` or
+    `config.max_error_rate`."""
+    schema = copy.deepcopy(json.loads(ENGINE_SCHEMA.read_text()))
+    if version <= 3:
+        props = schema["properties"]
+        props["schema_version"] = {"const": 3}
+        schema["required"].remove("protocol")
+        del props["protocol"]
+        for key in ("protocol", "streams"):
+            props["config"]["required"].remove(key)
+            del props["config"]["properties"][key]
+        props["tls"]["required"].remove("alpn")
+        del props["tls"]["properties"]["alpn"]
     if version <= 2:
-        schema = copy.deepcopy(schema)
         props = schema["properties"]
         props["schema_version"] = {"const": 2}
         config = props["config"]
@@ -104,7 +114,7 @@ ERROR_CLASSES = ("connect", "read", "write", "timeout", "tls", "bad_response",
 
 def fake_load(rps: float, latency_us: float, seed: int, duration_s: float = 2.0,
               engine_cpu_s: float = 0.5, threads: int = 2, warmup_s: float = 0.0,
-              schema: int = 3, *, completed: int | None = None,
+              schema: int = 4, *, completed: int | None = None,
               config: dict | None = None, interrupted: bool = False) -> dict:
     """An engine report. Connections follow Little's law (latency × rate), every one
     served evenly. The uncorrected latency is lower than the corrected one, as in an
@@ -130,6 +140,9 @@ def fake_load(rps: float, latency_us: float, seed: int, duration_s: float = 2.0,
     if schema >= 3:       # a replay's schedule (null unless given), each URL's method
         config.setdefault("schedule", None)
         config["urls"] = [{"method": config["method"], **u} for u in config["urls"]]
+    if schema >= 4:       # HTTP/2: the protocol asked for and its streams per connection
+        config.setdefault("protocol", "http/1.1")
+        config.setdefault("streams", 1)
     doc = {"schema_version": schema, "config": config,
            "duration_s": duration_s, "rps": rps,
            "requests": {"completed": completed, "failed": 0,
@@ -149,6 +162,9 @@ def fake_load(rps: float, latency_us: float, seed: int, duration_s: float = 2.0,
            # for all of them (the first `completed` alone, when fewer)
            "histogram": engine_histogram(samples[:completed], schema, completed),
            "timeseries": [], "interrupted": interrupted}
+    if schema >= 4:
+        doc["protocol"] = config["protocol"] if completed else None
+        doc["tls"]["alpn"] = None
     if schema >= 2:
         per_slot = completed // connections
         doc["connections"] = {

@@ -7,7 +7,7 @@ use std::time::Duration;
 use clap::{ColorChoice, Parser};
 
 use crate::error::SetupError;
-use crate::options::{Options, Output, StopAfter, WeightedUrl, is_method, parse_duration};
+use crate::options::{Options, Output, Protocol, StopAfter, WeightedUrl, is_method, parse_duration};
 use crate::pick::parse_url_list;
 use crate::schedule::Schedule;
 use crate::target::Url;
@@ -41,6 +41,13 @@ struct Cli {
     #[arg(short = 'c', long, value_name = "N", default_value_t = 10,
           value_parser = clap::value_parser!(u32).range(1..))]
     connections: u32,
+    /// Protocol: http/1.1, h2 (HTTP/2 over TLS, by ALPN; an https URL) or h2c (HTTP/2 in
+    /// cleartext with prior knowledge; an http URL).
+    #[arg(long, value_name = "PROTOCOL", default_value = "http/1.1", value_parser = parse_protocol)]
+    protocol: Protocol,
+    /// HTTP/2: concurrent streams per connection (h2load's -m); each is a virtual client.
+    #[arg(long, value_name = "M", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    streams: u32,
     /// Stop after N measured requests.
     #[arg(short = 'n', long, value_name = "N", conflicts_with = "duration",
           value_parser = clap::value_parser!(u64).range(1..))]
@@ -162,6 +169,7 @@ impl Cli {
             }
         };
         let connections = self.connections as usize;
+        self.check_protocol(&urls)?;
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
         let threads = self.threads.map_or(cores, |t| t as usize).min(connections);
         let stop = match (self.requests, self.duration) {
@@ -173,6 +181,8 @@ impl Cli {
         Ok(Options {
             urls,
             connections,
+            protocol: self.protocol,
+            streams: self.streams as usize,
             threads,
             stop,
             rate: self.rate,
@@ -194,6 +204,41 @@ impl Cli {
             schedule,
         })
     }
+}
+
+impl Cli {
+    /// h2 needs an https URL, h2c an http one; streams and HTTP/2's one long connection
+    /// mean nothing to HTTP/1.1.
+    fn check_protocol(&self, urls: &[WeightedUrl]) -> Result<(), SetupError> {
+        use crate::target::Scheme;
+        let name = self.protocol.name();
+        let want = match self.protocol {
+            Protocol::Http1 if self.streams > 1 => {
+                return Err(SetupError::new("--streams", self.streams.to_string(), "needs --protocol h2 or h2c"));
+            }
+            Protocol::Http1 => return Ok(()),
+            Protocol::H2 => Scheme::Https,
+            Protocol::H2c => Scheme::Http,
+        };
+        if let Some(u) = urls.iter().find(|u| u.url.scheme != want) {
+            let scheme = if want == Scheme::Https { "https" } else { "http" };
+            return Err(SetupError::new("--protocol", name, format!("needs {scheme} URLs, got {}", u.url.text)));
+        }
+        if self.no_keepalive {
+            return Err(SetupError::new("--no-keepalive", name, "HTTP/2 keeps its connections (use http/1.1)"));
+        }
+        if self.decode {
+            return Err(SetupError::new("--decode", name, "decoding is for HTTP/1.1 only"));
+        }
+        Ok(())
+    }
+}
+
+fn parse_protocol(text: &str) -> Result<Protocol, String> {
+    [Protocol::Http1, Protocol::H2, Protocol::H2c]
+        .into_iter()
+        .find(|p| p.name() == text)
+        .ok_or_else(|| "expected http/1.1, h2 or h2c".to_string())
 }
 
 fn positive_duration(text: &str) -> Result<Duration, String> {
@@ -257,6 +302,12 @@ mod tests {
             (&["--schedule", "/nonexistent", "http://127.0.0.1/"], "--schedule"),
             (&["--schedule", "/nonexistent", "-d", "1s", "http://127.0.0.1/"], "--schedule"),
             (&["--schedule", "/nonexistent", "--rate", "5", "http://127.0.0.1/"], "--rate"),
+            (&["--protocol", "h3", "http://127.0.0.1/"], "--protocol"),
+            (&["--protocol", "h2", "http://127.0.0.1/"], "--protocol"),
+            (&["--protocol", "h2c", "https://127.0.0.1/"], "--protocol"),
+            (&["--streams", "4", "http://127.0.0.1/"], "--streams"),
+            (&["--streams", "0", "--protocol", "h2c", "http://127.0.0.1/"], "--streams"),
+            (&["--protocol", "h2c", "--no-keepalive", "http://127.0.0.1/"], "--no-keepalive"),
             (&[], "URL"),
         ];
         for (args, flag) in table {

@@ -18,6 +18,31 @@ pub enum StopAfter {
     Duration(Duration),
 }
 
+/// The HTTP version the run speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Protocol {
+    Http1,
+    /// HTTP/2 over TLS, chosen by ALPN.
+    H2,
+    /// HTTP/2 in cleartext with prior knowledge (no Upgrade).
+    H2c,
+}
+
+impl Protocol {
+    /// The name used on the command line and in the report.
+    pub fn name(self) -> &'static str {
+        match self {
+            Protocol::Http1 => "http/1.1",
+            Protocol::H2 => "h2",
+            Protocol::H2c => "h2c",
+        }
+    }
+
+    pub fn is_h2(self) -> bool {
+        self != Protocol::Http1
+    }
+}
+
 /// The report format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Output {
@@ -30,6 +55,9 @@ pub enum Output {
 pub struct Options {
     pub urls: Vec<WeightedUrl>,
     pub connections: usize,
+    pub protocol: Protocol,
+    /// HTTP/2: requests in flight at once on each connection (h2load's -m); 1 otherwise.
+    pub streams: usize,
     pub threads: usize,
     pub stop: StopAfter,
     /// Open loop: requests per second over all connections.
@@ -63,6 +91,8 @@ impl Options {
             urls: vec![WeightedUrl { url, weight: 1, varies: false, method: None }],
             schedule: None,
             connections: 10,
+            protocol: Protocol::Http1,
+            streams: 1,
             threads: 1,
             stop: StopAfter::Duration(Duration::from_secs(10)),
             rate: None,

@@ -65,7 +65,7 @@ fn json_report_matches_the_schema() {
         let errors: Vec<String> =
             validator.iter_errors(&report).map(|e| format!("{} at {}", e, e.instance_path())).collect();
         assert!(errors.is_empty(), "{args:?}: {errors:#?}");
-        assert_eq!(report["schema_version"], 3);
+        assert_eq!(report["schema_version"], 4);
     }
     for file in [&urls, &schedule] {
         std::fs::remove_file(file).unwrap(); // nothing left behind in the temporary directory

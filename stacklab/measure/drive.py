@@ -23,7 +23,7 @@ ENGINE_VARIABLE = "STACKLAB_ENGINE"   # another engine: for tests and tools (eng
 # Report versions this side reads: the engine prints 3; stored runs hold 1 and 2. Keys new
 # in 2 (connections, in_flight, ended_early, timeseries width_s) and in 3
 # (config.schedule, each URL's method) are read with .get.
-SUPPORTED_SCHEMAS = (1, 2, 3)
+SUPPORTED_SCHEMAS = (1, 2, 3, 4)
 # Exit statuses after which the engine has printed its full report (engine/README.md,
 # "Exit status"): a run that completed nothing or was interrupted is data, not a crash.
 REPORT_EXITS = {0: "ok", 3: "no request completed", 4: "error share above --max-error-rate",

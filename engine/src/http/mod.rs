@@ -4,5 +4,5 @@ mod chunked;
 mod request;
 mod response;
 
-pub use request::{build_request, build_request_as};
+pub use request::{build_h2_request, build_request, build_request_as};
 pub use response::{Feed, ResponseParser};

@@ -93,9 +93,10 @@ impl Worker<'_> {
                 let took = now.saturating_duration_since(self.conns[i].connected);
                 if self.rec.tls_info.protocol.is_none() {
                     let Some(Transport::Tls(t)) = self.conns[i].transport.as_ref() else { return };
-                    let (protocol, cipher) = negotiated(&t.tls);
+                    let (protocol, cipher, alpn) = negotiated(&t.tls);
                     self.rec.tls_info.protocol = Some(protocol);
                     self.rec.tls_info.cipher = Some(cipher);
+                    self.rec.tls_info.alpn = alpn;
                 }
                 self.rec.handshake(took, resumed);
                 self.write_request(i, now);
@@ -193,7 +194,7 @@ impl Worker<'_> {
         }
     }
 
-    fn complete(&mut self, i: usize, now: Instant) {
+    pub(super) fn complete(&mut self, i: usize, now: Instant) {
         let c = &self.conns[i];
         let p = &c.parser;
         let first = &self.plan.first_lengths[c.url];

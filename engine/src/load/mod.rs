@@ -2,6 +2,7 @@
 
 mod alarm;
 mod exchange;
+mod h2;
 pub mod pacer;
 pub mod refused;
 pub mod stop;
@@ -13,8 +14,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::time::{Duration, Instant};
 
 use crate::error::SetupError;
-use crate::http::build_request_as;
-use crate::options::{Options, StopAfter};
+use crate::http::{build_h2_request, build_request_as};
+use crate::options::{Options, Protocol, StopAfter};
 use crate::pick::Chooser;
 use crate::record::Recorder;
 use crate::schedule::Schedule;
@@ -34,6 +35,15 @@ pub struct Plan<'a> {
     pub varies: Vec<bool>,
     pub tls: Option<TlsPlan>,
     pub connections: usize,
+    pub protocol: Protocol,
+    /// HTTP/2 streams per connection (1 for HTTP/1.1).
+    pub streams: usize,
+    /// Virtual clients: connections × streams. Pacers and schedules are per slot.
+    pub slots: usize,
+    /// HTTP/2: each URL's request (HTTP/1.1 sends `requests`' bytes instead).
+    pub h2_requests: Vec<http::Request<()>>,
+    /// HTTP/2: the request body, shared by every stream.
+    pub body: Option<bytes::Bytes>,
     pub rate: Option<f64>,
     pub keepalive: bool,
     /// Per URL: its method is HEAD, so its response has no body.
@@ -52,9 +62,20 @@ impl<'a> Plan<'a> {
             return Err(SetupError::new("--connections", "0", "must be at least 1"));
         }
         let target = target::resolve(&options.urls, options.allow_remote, options.lab_netns.as_deref())?;
+        let alpn: &'static [u8] = if options.protocol == Protocol::H2 { b"h2" } else { b"http/1.1" };
         let tls = match target.scheme {
-            Scheme::Https => Some(TlsPlan::new(&target.host, options.insecure, options.tls_resume)?),
+            Scheme::Https => Some(TlsPlan::new(&target.host, options.insecure, options.tls_resume, alpn)?),
             Scheme::Http => None,
+        };
+        let h2_requests = if options.protocol.is_h2() {
+            options
+                .urls
+                .iter()
+                .map(|u| build_h2_request(method(u, options), &u.url, options))
+                .collect::<Result<Vec<_>, String>>()
+                .map_err(|e| SetupError::new("--header", "", format!("not a valid HTTP/2 request: {e}")))?
+        } else {
+            Vec::new()
         };
         Ok(Plan {
             requests: options.urls.iter().map(|u| build_request_as(method(u, options), &u.url, options)).collect(),
@@ -66,6 +87,11 @@ impl<'a> Plan<'a> {
             target,
             tls,
             connections: options.connections,
+            protocol: options.protocol,
+            streams: options.streams,
+            slots: options.connections * options.streams,
+            h2_requests,
+            body: options.body.clone().map(bytes::Bytes::from),
             rate: options.rate,
             keepalive: options.keepalive,
             decode: options.decode,
@@ -101,15 +127,17 @@ pub fn run(options: &Options, interrupt: &AtomicBool) -> Result<Measurement, Set
         return Err(SetupError::new("--connections", options.connections.to_string(), reason));
     }
     let threads = options.threads.clamp(1, options.connections);
-    let sizes: Vec<usize> =
-        (0..threads).map(|t| options.connections / threads + usize::from(t < options.connections % threads)).collect();
+    // Connections are dealt to threads; each brings its streams' slots (HTTP/2).
+    let sizes: Vec<usize> = (0..threads)
+        .map(|t| (options.connections / threads + usize::from(t < options.connections % threads)) * plan.streams)
+        .collect();
     let start = Instant::now();
     let measure_from = start + options.warmup;
     let warmup_end = (!options.warmup.is_zero()).then_some(measure_from);
     let stops: Vec<Stop> = match (options.stop, &options.schedule) {
         // A schedule's requests go to the slots in turn: each worker's share is its slots'.
         (_, Some(schedule)) => slot_ranges(&sizes)
-            .map(|slots| Stop::Requests(slots.map(|k| schedule.per_slot(k, options.connections)).sum()))
+            .map(|slots| Stop::Requests(slots.map(|k| schedule.per_slot(k, plan.slots)).sum()))
             .collect(),
         (StopAfter::Requests(n), None) => split_budget(n, &sizes).into_iter().map(Stop::Requests).collect(),
         (StopAfter::Duration(d), None) => vec![Stop::Deadline(measure_from + d); threads],

@@ -16,13 +16,15 @@ pub struct TlsPlan {
     pub server_name: ServerName<'static>,
     pub insecure: bool,
     pub resume: bool,
+    /// The one application protocol offered by ALPN (`http/1.1` or `h2`).
+    pub alpn: &'static [u8],
 }
 
 impl TlsPlan {
-    pub fn new(host: &str, insecure: bool, resume: bool) -> Result<TlsPlan, SetupError> {
+    pub fn new(host: &str, insecure: bool, resume: bool, alpn: &'static [u8]) -> Result<TlsPlan, SetupError> {
         let server_name = ServerName::try_from(host.to_string())
             .map_err(|e| SetupError::new("URL", host, format!("not a valid TLS server name: {e}")))?;
-        Ok(TlsPlan { server_name, insecure, resume })
+        Ok(TlsPlan { server_name, insecure, resume, alpn })
     }
 
     /// A fresh client config with its own session cache (when resuming).
@@ -40,7 +42,7 @@ impl TlsPlan {
             let roots = RootCertStore { roots: webpki_roots::TLS_SERVER_ROOTS.to_vec() };
             builder.with_root_certificates(roots).with_no_client_auth()
         };
-        config.alpn_protocols = vec![b"http/1.1".to_vec()];
+        config.alpn_protocols = vec![self.alpn.to_vec()];
         config.resumption = if self.resume {
             Resumption::store(Arc::new(ClientSessionMemoryCache::new(256)))
         } else {
@@ -90,7 +92,7 @@ impl ServerCertVerifier for AcceptAnyCert {
 }
 
 /// Protocol and cipher names of an established connection.
-pub fn negotiated(conn: &rustls::ClientConnection) -> (String, String) {
+pub fn negotiated(conn: &rustls::ClientConnection) -> (String, String, Option<String>) {
     let protocol = conn.protocol_version().map_or("unknown".to_string(), |v| match v {
         rustls::ProtocolVersion::TLSv1_3 => "TLSv1.3".to_string(),
         rustls::ProtocolVersion::TLSv1_2 => "TLSv1.2".to_string(),
@@ -99,5 +101,6 @@ pub fn negotiated(conn: &rustls::ClientConnection) -> (String, String) {
     let cipher = conn.negotiated_cipher_suite().map_or("unknown".to_string(), |s| {
         s.suite().as_str().map_or_else(|| format!("{:?}", s.suite()), str::to_string)
     });
-    (protocol, cipher)
+    let alpn = conn.alpn_protocol().map(|p| String::from_utf8_lossy(p).into_owned());
+    (protocol, cipher, alpn)
 }

@@ -10,6 +10,7 @@ use mio::{Events, Poll};
 
 use super::Plan;
 use super::alarm::Alarm;
+use super::h2::{H2, Stream};
 use super::pacer::Pacer;
 use super::refused::Refusals;
 use super::stop::Stop;
@@ -61,6 +62,10 @@ pub(super) struct Conn {
     /// Its idle kept-alive connection received bytes no request asked for: the next
     /// request fails as a bad response (checked from the event, so no syscall per request).
     pub unasked: bool,
+    /// HTTP/2: its stream in flight (the session owns the connection).
+    pub stream: Option<Stream>,
+    /// HTTP/2: times its request was refused unprocessed and sent again.
+    pub retries: u8,
 }
 
 /// What one worker is told to do.
@@ -81,6 +86,8 @@ pub(super) struct Worker<'a> {
     pub rec: Recorder,
     pub rng: Rng,
     pub tls_config: Option<std::sync::Arc<rustls::ClientConfig>>,
+    /// HTTP/2 runs: the sessions (connections) its slots share.
+    pub h2: Option<H2>,
     stop: Stop,
     start: Instant,
     warmup_end: Option<Instant>,
@@ -119,7 +126,7 @@ impl<'a> Worker<'a> {
             .slots
             .clone()
             .map(|k| Conn {
-                pacer: Pacer::for_connection(plan.rate, k, plan.connections),
+                pacer: Pacer::for_connection(plan.rate, k, plan.slots),
                 slot: k,
                 sent: 0,
                 transport: None,
@@ -137,8 +144,10 @@ impl<'a> Worker<'a> {
                 refusals: Refusals::default(),
                 retry_at: wp.start,
                 unasked: false,
+                stream: None,
+                retries: 0,
             })
-            .collect();
+            .collect::<Vec<_>>();
         let poll = Poll::new()?;
         let paced = plan.rate.is_some() || plan.schedule.is_some();
         let alarm = if paced { Some(Alarm::new(poll.registry(), ALARM)?) } else { None };
@@ -151,6 +160,7 @@ impl<'a> Worker<'a> {
             rec: Recorder::new(wp.start, wp.slots.len()),
             rng: Rng::new(wp.seed),
             tls_config: plan.tls.as_ref().map(|t| t.client_config()),
+            h2: plan.protocol.is_h2().then(|| H2::new(plan, wp.slots.len())),
             stop: wp.stop,
             start: wp.start,
             warmup_end: wp.warmup_end,
@@ -188,6 +198,9 @@ impl<'a> Worker<'a> {
                 self.all_refused = self.conns.iter().all(|c| c.refusals.given_up(now));
                 self.next_sweep = now + self.sweep_every;
             }
+            if self.h2.is_some() {
+                self.h2_run_woken();
+            }
             if let (Some(alarm), Some(Reverse((at, _)))) = (self.alarm.as_mut(), self.timers.peek()) {
                 alarm.arm(*at, now);
             }
@@ -200,6 +213,7 @@ impl<'a> Worker<'a> {
             for event in events.iter() {
                 match event.token() {
                     ALARM => self.alarm.as_mut().map_or((), Alarm::rang),
+                    token if self.h2.is_some() => self.h2_event(token.0, event),
                     token => self.on_event(token.0, event),
                 }
             }
@@ -251,7 +265,7 @@ impl<'a> Worker<'a> {
     /// Slot `i`'s next entry of the schedule, when the run replays one.
     fn scheduled(&self, i: usize) -> Option<crate::schedule::Entry> {
         let c = &self.conns[i];
-        self.plan.schedule.as_ref()?.entry(c.slot, self.plan.connections, c.sent)
+        self.plan.schedule.as_ref()?.entry(c.slot, self.plan.slots, c.sent)
     }
 
     /// When slot `i`'s next request should go: now in closed loop, its
@@ -293,7 +307,10 @@ impl<'a> Worker<'a> {
         c.written = 0;
         c.readable_early = false;
         c.parser.reset(self.plan.no_body[url]);
-        if std::mem::take(&mut c.unasked) {
+        c.retries = 0;
+        if self.h2.is_some() {
+            self.h2_wait(i, now);
+        } else if std::mem::take(&mut c.unasked) {
             // The connection it would have used sent bytes nobody asked for (closed then).
             self.fail(i, ErrorClass::BadResponse, now);
         } else if c.transport.is_some() {
@@ -313,7 +330,7 @@ impl<'a> Worker<'a> {
     }
 
     fn poll_timeout(&self, now: Instant) -> Duration {
-        if !self.ready.is_empty() {
+        if !self.ready.is_empty() || self.h2.as_ref().is_some_and(H2::pending) {
             return Duration::ZERO;
         }
         let mut until = now + MAX_SLEEP;
@@ -333,7 +350,9 @@ impl<'a> Worker<'a> {
     /// The request on slot `i` is over, well or not.
     pub(super) fn finish(&mut self, i: usize, keep: bool) {
         let c = &mut self.conns[i];
-        if !keep {
+        if self.h2.is_some() {
+            c.stream = None; // dropping an unfinished stream resets it; the session stays
+        } else if !keep {
             c.transport = None; // closing the socket also removes it from epoll
         }
         c.phase = Phase::Idle;

@@ -48,6 +48,8 @@ impl ErrorClass {
 pub struct TlsInfo {
     pub protocol: Option<String>,
     pub cipher: Option<String>,
+    /// The application protocol the server chose by ALPN (none: it chose none).
+    pub alpn: Option<String>,
     pub handshakes: u64,
     pub resumed: u64,
 }
@@ -119,9 +121,9 @@ impl Recorder {
 
     /// Forget everything (end of warm-up); the time series restarts at `origin`.
     pub fn reset(&mut self, origin: Instant) {
-        let negotiated = (self.tls_info.protocol.take(), self.tls_info.cipher.take());
+        let negotiated = (self.tls_info.protocol.take(), self.tls_info.cipher.take(), self.tls_info.alpn.take());
         *self = Recorder::new(origin, self.slots.len());
-        (self.tls_info.protocol, self.tls_info.cipher) = negotiated;
+        (self.tls_info.protocol, self.tls_info.cipher, self.tls_info.alpn) = negotiated;
     }
 
     pub fn connected(&mut self, took: Duration) {
@@ -217,6 +219,7 @@ impl Recorder {
         if self.tls_info.protocol.is_none() {
             self.tls_info.protocol.clone_from(&other.tls_info.protocol);
             self.tls_info.cipher.clone_from(&other.tls_info.cipher);
+            self.tls_info.alpn.clone_from(&other.tls_info.alpn);
         }
         self.series.merge(&other.series);
         // Each worker owns its slots: the merged list is every worker's, in order.

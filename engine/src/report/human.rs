@@ -27,6 +27,14 @@ pub fn render(r: &Report) -> String {
         c.threads,
         if c.keepalive { "keep-alive" } else { "new connection per request" }
     );
+    if c.protocol != "http/1.1" {
+        let got = match (&r.protocol, &r.tls.alpn) {
+            (Some(p), _) => format!("{p}, {} streams per connection", c.streams),
+            (None, Some(alpn)) => format!("none: the server chose {alpn} by ALPN"),
+            (None, None) => "none: no response completed".to_string(),
+        };
+        let _ = writeln!(w, "Protocol:               {} asked, {got}", c.protocol);
+    }
     if r.interrupted {
         let _ = writeln!(w, "Interrupted:            yes (partial results)");
     }

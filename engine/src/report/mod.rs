@@ -17,7 +17,7 @@ pub use human::render as render_human;
 pub use json::render as render_json;
 
 /// Version of the JSON contract; bump on any incompatible change (changelog in README.md).
-pub const SCHEMA_VERSION: u32 = 3;
+pub const SCHEMA_VERSION: u32 = 4;
 /// The `ended_early` reason when every connect was refused.
 pub const ALL_REFUSED: &str = "all connections refused";
 /// Percentiles listed in `latency_percentiles_us` and the human table.
@@ -39,6 +39,9 @@ pub struct Report {
     pub tls_us: Stats,
     pub ttfb_us: Stats,
     pub latency_percentiles_us: Vec<Percentile>,
+    /// The protocol the responses came in: http/1.1, h2 (ALPN chose it) or h2c; null
+    /// when no response completed (nothing shows a protocol worked).
+    pub protocol: Option<String>,
     pub tls: Tls,
     pub connections_opened: u64,
     pub connections: Connections,
@@ -56,6 +59,10 @@ pub struct Report {
 pub struct Config {
     pub urls: Vec<UrlEntry>,
     pub connections: usize,
+    /// The protocol asked for: http/1.1, h2 or h2c.
+    pub protocol: String,
+    /// HTTP/2 streams per connection (1 for HTTP/1.1); slots = connections × streams.
+    pub streams: usize,
     pub threads: usize,
     pub requests: Option<u64>,
     pub duration_s: Option<f64>,
@@ -117,6 +124,8 @@ pub struct Percentile {
 pub struct Tls {
     pub protocol: Option<String>,
     pub cipher: Option<String>,
+    /// What the server chose by ALPN (null: nothing).
+    pub alpn: Option<String>,
     pub handshakes: Option<u64>,
     pub resumed: Option<u64>,
 }
@@ -208,9 +217,11 @@ impl Report {
                     value: if r.latency.is_empty() { 0 } else { r.latency.value_at_percentile(p) },
                 })
                 .collect(),
+            protocol: (r.completed > 0).then(|| options.protocol.name().to_string()),
             tls: Tls {
                 protocol: r.tls_info.protocol.clone(),
                 cipher: r.tls_info.cipher.clone(),
+                alpn: r.tls_info.alpn.clone(),
                 handshakes: is_tls.then_some(r.tls_info.handshakes),
                 resumed: is_tls.then_some(r.tls_info.resumed),
             },
@@ -272,6 +283,8 @@ fn config(o: &Options) -> Config {
             })
             .collect(),
         connections: o.connections,
+        protocol: o.protocol.name().to_string(),
+        streams: o.streams,
         threads: o.threads.clamp(1, o.connections.max(1)),
         requests: match o.stop {
             StopAfter::Requests(n) => Some(n),
