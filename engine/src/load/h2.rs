@@ -372,8 +372,11 @@ impl Worker<'_> {
                 return;
             }
             // One clock reading for what this pass reads: the bytes it reads arrived
-            // together, within the pass's few microseconds.
+            // together, within the pass's few microseconds. A session woken by several
+            // of its streams is driven once.
             let now = Instant::now();
+            sessions.sort_unstable();
+            sessions.dedup();
             for &s in &sessions {
                 self.h2_drive(s, now);
             }
@@ -399,17 +402,15 @@ impl Worker<'_> {
                 Poll::Ready(Err(_)) => return self.h2_fail_waiting(s, ErrorClass::Write, now),
             }
         }
-        loop {
-            let session = &mut self.h2.as_mut().expect("an HTTP/2 run").sessions[s];
-            let State::Open { conn, .. } = &mut session.state else { return };
-            if Pin::new(conn).poll(&mut cx).is_ready() {
-                // Closed (GOAWAY, an error, the server's idle timeout): its streams learn
-                // why when polled; the requests still to send go on a new connection.
-                return self.h2_closed(s, now);
-            }
-            if !self.h2_send_waiting(s, &mut cx, now) {
-                return;
-            }
+        // Queue the waiting requests first, so that one poll of the connection writes
+        // them all and reads what came (a read batch's responses make one write).
+        self.h2_send_waiting(s, &mut cx, now);
+        let session = &mut self.h2.as_mut().expect("an HTTP/2 run").sessions[s];
+        let State::Open { conn, .. } = &mut session.state else { return };
+        if Pin::new(conn).poll(&mut cx).is_ready() {
+            // Closed (GOAWAY, an error, the server's idle timeout): its streams learn
+            // why when polled; the requests still to send go on a new connection.
+            self.h2_closed(s, now);
         }
     }
 
@@ -428,23 +429,18 @@ impl Worker<'_> {
         }
     }
 
-    /// Start the requests waiting on session `s` while it takes new streams. Returns
-    /// whether any went (their frames are then to be written).
-    fn h2_send_waiting(&mut self, s: usize, cx: &mut Context<'_>, now: Instant) -> bool {
-        let mut sent = false;
+    /// Start the requests waiting on session `s` while it takes new streams.
+    fn h2_send_waiting(&mut self, s: usize, cx: &mut Context<'_>, now: Instant) {
         for i in self.slots_of(s) {
             if self.conns[i].phase != Phase::Connecting {
                 continue;
             }
             let h2 = self.h2.as_mut().expect("an HTTP/2 run");
-            let State::Open { send, .. } = &mut h2.sessions[s].state else { return sent };
+            let State::Open { send, .. } = &mut h2.sessions[s].state else { return };
             match send.poll_ready(cx) {
                 Poll::Ready(Ok(())) => {}
-                Poll::Pending => return sent, // the server's stream limit: when one ends
-                Poll::Ready(Err(_)) => {
-                    self.h2_closed(s, now);
-                    return sent;
-                }
+                Poll::Pending => return, // the server's stream limit: when one ends
+                Poll::Ready(Err(_)) => return self.h2_closed(s, now),
             }
             let c = &mut self.conns[i];
             let template = &self.plan.h2_requests[c.url];
@@ -462,15 +458,10 @@ impl Worker<'_> {
                     c.phase = Phase::Reading;
                     c.sent_at = now;
                     h2.wake_slot(i); // its first poll registers its waker
-                    sent = true;
                 }
-                Err(_) => {
-                    self.h2_closed(s, now);
-                    return sent;
-                }
+                Err(_) => return self.h2_closed(s, now),
             }
         }
-        sent
     }
 
     /// Read what slot `i`'s stream has: its head, its body, its end.
