@@ -34,7 +34,7 @@ ENGINE_SCHEMA = Path(__file__).resolve().parent.parent / "engine/schema/report.s
 def engine_schema(version: int = 4) -> dict:
     """The engine's report schema: version 4 is the file; versions 3, 2 and 1 are derived
     from it by the changelog (engine/README.md): 3 has no `protocol`, `config.protocol`,
-    `config.streams` nor `tls.alpn`; 2 neither, and no `config.schedule` nor a `method`
+    `config.streams`, `tls.alpn` nor `requests.retried`; 2 neither, and no `config.schedule` nor a `method`
     per URL; 1 neither, and no `connections`, `in_flight`, timeseries `width_s` or
     `config.max_error_rate`."""
     schema = copy.deepcopy(json.loads(ENGINE_SCHEMA.read_text()))
@@ -48,6 +48,8 @@ def engine_schema(version: int = 4) -> dict:
             del props["config"]["properties"][key]
         props["tls"]["required"].remove("alpn")
         del props["tls"]["properties"]["alpn"]
+        props["requests"]["required"].remove("retried")
+        del props["requests"]["properties"]["retried"]
     if version <= 2:
         props = schema["properties"]
         props["schema_version"] = {"const": 2}
@@ -165,6 +167,7 @@ def fake_load(rps: float, latency_us: float, seed: int, duration_s: float = 2.0,
     if schema >= 4:
         doc["protocol"] = config["protocol"] if completed else None
         doc["tls"]["alpn"] = None
+        doc["requests"]["retried"] = 0
     if schema >= 2:
         per_slot = completed // connections
         doc["connections"] = {

@@ -504,16 +504,23 @@ impl Worker<'_> {
         }
     }
 
-    /// A stream ended in error. One the server refused unprocessed (past its GOAWAY,
-    /// or REFUSED_STREAM) goes again on a new connection, its latency still counted
-    /// from its first intended start; anything else fails.
+    /// A stream ended in error. One the server refused unprocessed (past its GOAWAY, or
+    /// REFUSED_STREAM), or an idempotent one whose connection failed before its answer
+    /// was whole (nginx closes after its GOAWAY with requests still unread, so the kernel
+    /// resets the connection and the GOAWAY or the answer's last frames may never be
+    /// read: RFC 9113 §8.7 lets a client send those again), goes again on a new
+    /// connection, its latency still counted from its first intended start, and is
+    /// counted as retried; anything else fails.
     fn h2_stream_failed(&mut self, i: usize, e: &h2::Error, now: Instant) {
         let refused = e.is_remote()
             && ((e.is_go_away() && e.reason() == Some(Reason::NO_ERROR))
                 || (e.is_reset() && e.reason() == Some(Reason::REFUSED_STREAM)));
         let c = &mut self.conns[i];
-        if refused && c.retries < MAX_RETRIES {
+        let lost = e.is_io() && self.plan.h2_requests[c.url].method().is_idempotent();
+        if (refused || lost) && c.retries < MAX_RETRIES {
             c.retries += 1;
+            c.parser.reset(self.plan.no_body[c.url]); // what came of the lost answer
+            self.rec.retried += 1;
             return self.h2_wait(i, now);
         }
         let class = if e.is_io() { ErrorClass::Read } else { ErrorClass::BadResponse };

@@ -62,7 +62,10 @@ impl<'a> Plan<'a> {
             return Err(SetupError::new("--connections", "0", "must be at least 1"));
         }
         let target = target::resolve(&options.urls, options.allow_remote, options.lab_netns.as_deref())?;
-        let alpn: &'static [u8] = if options.protocol == Protocol::H2 { b"h2" } else { b"http/1.1" };
+        // h2 offers http/1.1 too, so that a server without HTTP/2 says so by its choice
+        // (the run then fails every request, and tls.alpn shows what it chose).
+        let alpn: &'static [&'static [u8]] =
+            if options.protocol == Protocol::H2 { &[b"h2", b"http/1.1"] } else { &[b"http/1.1"] };
         let tls = match target.scheme {
             Scheme::Https => Some(TlsPlan::new(&target.host, options.insecure, options.tls_resume, alpn)?),
             Scheme::Http => None,

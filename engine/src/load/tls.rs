@@ -16,12 +16,17 @@ pub struct TlsPlan {
     pub server_name: ServerName<'static>,
     pub insecure: bool,
     pub resume: bool,
-    /// The one application protocol offered by ALPN (`http/1.1` or `h2`).
-    pub alpn: &'static [u8],
+    /// The application protocols offered by ALPN, preferred first.
+    pub alpn: &'static [&'static [u8]],
 }
 
 impl TlsPlan {
-    pub fn new(host: &str, insecure: bool, resume: bool, alpn: &'static [u8]) -> Result<TlsPlan, SetupError> {
+    pub fn new(
+        host: &str,
+        insecure: bool,
+        resume: bool,
+        alpn: &'static [&'static [u8]],
+    ) -> Result<TlsPlan, SetupError> {
         let server_name = ServerName::try_from(host.to_string())
             .map_err(|e| SetupError::new("URL", host, format!("not a valid TLS server name: {e}")))?;
         Ok(TlsPlan { server_name, insecure, resume, alpn })
@@ -42,7 +47,7 @@ impl TlsPlan {
             let roots = RootCertStore { roots: webpki_roots::TLS_SERVER_ROOTS.to_vec() };
             builder.with_root_certificates(roots).with_no_client_auth()
         };
-        config.alpn_protocols = vec![self.alpn.to_vec()];
+        config.alpn_protocols = self.alpn.iter().map(|p| p.to_vec()).collect();
         config.resumption = if self.resume {
             Resumption::store(Arc::new(ClientSessionMemoryCache::new(256)))
         } else {

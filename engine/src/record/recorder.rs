@@ -92,6 +92,9 @@ pub struct Recorder {
     pub bytes_body: u64,
     pub bytes_decoded: u64,
     pub connections_opened: u64,
+    /// HTTP/2: requests sent again on a new connection (refused unprocessed, or their
+    /// connection closed before any answer).
+    pub retried: u64,
     pub tls_info: TlsInfo,
     pub series: Series,
     /// Per connection slot of this worker, in slot order (merging appends).
@@ -113,6 +116,7 @@ impl Recorder {
             bytes_body: 0,
             bytes_decoded: 0,
             connections_opened: 0,
+            retried: 0,
             tls_info: TlsInfo::default(),
             series: Series::new(origin),
             slots: vec![Slot::default(); slots],
@@ -214,6 +218,7 @@ impl Recorder {
         self.bytes_body += other.bytes_body;
         self.bytes_decoded += other.bytes_decoded;
         self.connections_opened += other.connections_opened;
+        self.retried += other.retried;
         self.tls_info.handshakes += other.tls_info.handshakes;
         self.tls_info.resumed += other.tls_info.resumed;
         if self.tls_info.protocol.is_none() {

@@ -29,7 +29,10 @@ pub fn render(r: &Report) -> String {
     );
     if c.protocol != "http/1.1" {
         let got = match (&r.protocol, &r.tls.alpn) {
-            (Some(p), _) => format!("{p}, {} streams per connection", c.streams),
+            (Some(p), _) => format!(
+                "{p}, {} streams per connection, {} requests sent again on a new connection",
+                c.streams, r.requests.retried
+            ),
             (None, Some(alpn)) => format!("none: the server chose {alpn} by ALPN"),
             (None, None) => "none: no response completed".to_string(),
         };

@@ -104,6 +104,9 @@ pub struct ScheduleEcho {
 pub struct Requests {
     pub completed: u64,
     pub failed: u64,
+    /// HTTP/2: requests sent again on a new connection, the server having refused them
+    /// unprocessed or closed before answering (counted once, as completed or failed).
+    pub retried: u64,
     pub errors: BTreeMap<String, u64>,
 }
 
@@ -195,6 +198,7 @@ impl Report {
             requests: Requests {
                 completed: r.completed,
                 failed: r.failed(),
+                retried: r.retried,
                 errors: ErrorClass::ALL.iter().map(|c| (c.name().to_string(), r.errors[*c as usize])).collect(),
             },
             status: (0..r.status.len()).filter(|&s| r.status[s] > 0).map(|s| (s.to_string(), r.status[s])).collect(),
