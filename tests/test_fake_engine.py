@@ -34,7 +34,7 @@ def fake(*args: str, **kw) -> subprocess.CompletedProcess:
 
 
 def follows_the_engine_contract(doc: dict) -> None:
-    jsonschema.Draft202012Validator(engine_schema(3)).validate(doc)
+    jsonschema.Draft202012Validator(engine_schema(4)).validate(doc)
     assert decode_histogram(doc["histogram"]).get_total_count() == \
         doc["requests"]["completed"] == doc["latency_us"]["count"]
 
