@@ -1,6 +1,6 @@
 """The engine's JSON report as the Python side reads it: the real binary against a small
 loopback server, its histogram decoded by the independent `hdrh` decoder, the report
-checked against the engine's own schema; old (schema 1 and 2) and new (schema 3) reports and
+checked against the engine's own schema; old (schema 1 to 3) and new (schema 4) reports and
 both histogram encodings read; the exit statuses after which a report is data."""
 
 import base64
