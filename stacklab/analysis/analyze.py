@@ -17,6 +17,7 @@ from .stats import (Comparison, compare, median, median_ci, median_ci_level,
                     merged_percentiles)
 from ..store import ExperimentStatus, Outcome, RunRecord, Store
 from ..measure.verify import Verdict
+from ..stacks import known_slow
 
 
 @dataclass(frozen=True)
@@ -277,7 +278,8 @@ def _flag_details(ok: list[RunRecord]) -> list[tuple[str, str]]:
     out = []
     for name in sorted({f for r in ok for f in r.flags}):
         runs = [r for r in ok if name in r.flags]
-        details = {f.name: f.detail for f in run_flags(runs[0].load, runs[0].resources)}
+        details = {f.name: f.detail for f in run_flags(runs[0].load, runs[0].resources,
+                                                        known_slow(runs[0].knobs))}
         detail = details.get(name, "")
         out.append((name, f"{len(runs)} of {len(ok)} runs; run {runs[0].repetition}: "
                     f"{detail}" if detail else f"{len(runs)} of {len(ok)} runs"))

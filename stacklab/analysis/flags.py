@@ -48,6 +48,10 @@ in the README's "Flags" section.
 - server-child-killed: a server's child process died by a signal during the run (its
   own error log says so; the runner records those lines), not the normal reaping of idle
   children: the requests it held were lost and the server ran short of a worker.
+- known-slow: the run's knobs are a setting a component knows, by a measurement here,
+  that it serves pathologically slowly (nginx serving h2c with sendfile on): the run
+  measures that stall, not the cost its trial compares. The component's own sentence,
+  with its figures (Component.known_slow), is the detail.
 """
 
 from __future__ import annotations
@@ -106,8 +110,10 @@ class Flag:
     detail: str      # the numbers that raised it, in one sentence
 
 
-def run_flags(load: LoadReport, resources: Resources) -> list[Flag]:
-    """Every flag a finished run earns, in a fixed order."""
+def run_flags(load: LoadReport, resources: Resources,
+              known: tuple[str, ...] = ()) -> list[Flag]:
+    """Every flag a finished run earns, in a fixed order. `known`: what the stack's
+    components say of its knobs (stacks.known_slow)."""
     checks = (_generator_bound, _rate_not_kept, _starved, _littles_law, _error_responses)
     flags = [f for check in checks if (f := check(load))]
     host = resources.host
@@ -115,11 +121,13 @@ def run_flags(load: LoadReport, resources: Resources) -> list[Flag]:
     memory = memory_pressure(host, resources.machine)
     io = io_pressure(host, resources.fs, resources.machine)
     killed = server_child_killed(resources.logs)
-    return flags + [f for f in (busy, memory, io, killed) if f]
+    slow = Flag("known-slow", "; ".join(known)) if known else None
+    return flags + [f for f in (busy, memory, io, killed, slow) if f]
 
 
-def flag_names(load: LoadReport, resources: Resources) -> list[str]:
-    return [f.name for f in run_flags(load, resources)]
+def flag_names(load: LoadReport, resources: Resources,
+               known: tuple[str, ...] = ()) -> list[str]:
+    return [f.name for f in run_flags(load, resources, known)]
 
 
 DISPERSION_MAX_MIN = 1.5      # a trial's repetitions: max / min req/s
@@ -194,14 +202,16 @@ def _starved(load: LoadReport) -> Flag | None:
 def _littles_law(load: LoadReport) -> Flag | None:
     if not load.closed_loop or not load.rps:
         return None
-    mean_us, connections = load.latency_us.mean, load.connections
-    if not mean_us or not connections:
+    mean_us, clients = load.latency_us.mean, load.clients
+    if not mean_us or not clients:
         return None
-    expected_us = connections / load.rps * 1e6
+    expected_us = clients / load.rps * 1e6
     if abs(mean_us / expected_us - 1) <= LITTLE_TOLERANCE:
         return None
+    said = (f"{clients} clients ({load.connections} connections × {load.streams} "
+            "streams)" if load.streams > 1 else f"{clients} connections")
     return Flag("littles-law", f"mean latency {mean_us / 1000:,.3g} ms, but "
-                f"{connections} connections / {load.rps:,.0f} req/s = "
+                f"{said} / {load.rps:,.0f} req/s = "
                 f"{expected_us / 1000:,.3g} ms: some requests are missing from the latency "
                 "record (in flight at the end, failed) or time went outside requests")
 

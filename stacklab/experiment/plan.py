@@ -19,7 +19,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Protocol
 
-from ..measure.drive import conditional_conflict
+from ..measure.drive import conditional_conflict, protocol_conflict
 from ..errors import SpecError
 from ..knobs import KnobRegistry
 from .spec import Experiment, ExperimentSpec
@@ -36,9 +36,10 @@ def lab_condition(key: str) -> bool:
 
 
 # Load knobs that change what is asked, not how hard: a trial's label says them (an axis
-# of them would otherwise give trials the same label). Set to "none" they are not said,
-# so labels of trials without them stay as they were.
-LABELLED_LOAD = ("load.conditional",)
+# of them would otherwise give trials the same label). At the value given here (their
+# default) they are not said, so labels of trials without them stay as they were.
+LABELLED_LOAD = {"load.conditional": "none", "load.protocol": "http/1.1",
+                 "load.streams": 1}
 # Seconds a run costs beyond warm-up and load: start, readiness, verify, stop.
 RUN_OVERHEAD_S = 1.5
 
@@ -72,7 +73,7 @@ class Trial:
     def label(self) -> str:
         parts = [self.stack, self.workload, f"c={self.concurrency}"]
         parts += [f"{k}={v}" for k, v in self.knobs
-                  if not k.startswith("load.") or (k in LABELLED_LOAD and v != "none")]
+                  if not k.startswith("load.") or LABELLED_LOAD.get(k, v) != v]
         return " ".join(parts)
 
 
@@ -198,20 +199,25 @@ def effective_knobs(registry: KnobRegistry, stack: StackInfo,
 
 # A component's rule: effective knobs (owner → {name: value}) → {knob key: why it is inert}.
 InertRule = Callable[[dict[str, dict[str, Any]]], dict[str, str]]
+# A front's rule: its knobs and load.protocol → why the load cannot speak it there, or None.
+ProtocolRule = Callable[[dict[str, Any], str], str | None]
 
 
 def make_plan(spec: ExperimentSpec, stacks: Mapping[str, StackInfo],
               registry: KnobRegistry | None = None,
-              rules: Mapping[str, InertRule] | None = None) -> Plan:
+              rules: Mapping[str, InertRule] | None = None,
+              fronts: Mapping[str, ProtocolRule] | None = None) -> Plan:
     """Trials, runs and notes; raises SpecError for a plan that cannot run as written.
-    `registry` and `rules` default to the lab's own (stacks.REGISTRY, whose knobs say
-    when they act, and each component's `inert`)."""
+    `registry`, `rules` and `fronts` default to the lab's own (stacks.REGISTRY, whose
+    knobs say when they act, each component's `inert` and `protocol_problem`)."""
     if registry is None or rules is None:
         lab_registry, lab_rules = _lab()
         registry = lab_registry if registry is None else registry
         rules = lab_rules if rules is None else rules
     trials = expand(spec, stacks)
     check_stack_knobs(spec, stacks, trials, registry)
+    check_protocols(spec, stacks, trials, registry,
+                    _lab_fronts() if fronts is None else fronts)
     notes = inert_notes(spec, stacks, trials, registry, rules)
     trials, folded = fold_inert(stacks, trials, registry, rules)
     return Plan(tuple(trials), tuple(interleave(trials, spec.experiment.first_repetitions)),
@@ -237,6 +243,26 @@ def check_stack_knobs(spec: ExperimentSpec, stacks: Mapping[str, StackInfo],
                 raise SpecError(spec.path, where(spec, key), value,
                                 f"set by the stack itself, and stack {trial.stack!r} does "
                                 f"not set it; {hint}")
+
+
+def check_protocols(spec: ExperimentSpec, stacks: Mapping[str, StackInfo],
+                    trials: list[Trial], registry: KnobRegistry,
+                    fronts: Mapping[str, ProtocolRule]) -> None:
+    """load.protocol is one the stack's front can be spoken to with its knobs (h2 needs
+    its tls on, h2c its tls off, either its http2 knob on: the front's own rule) and
+    goes with the other load knobs; refused naming load.protocol, its value and the
+    trial, before any server starts."""
+    for trial in trials:
+        stack = stacks[trial.stack]
+        knobs = effective_knobs(registry, stack, trial)
+        protocol = knobs["load"].get("protocol", "http/1.1")
+        front = stack.components[0]
+        problem = protocol_conflict(knobs["load"])
+        if not problem and front in fronts:
+            problem = fronts[front](knobs[front], protocol)
+        if problem:
+            raise SpecError(spec.path, where(spec, "load.protocol"), protocol,
+                            f"{problem} (trial {trial.label()})")
 
 
 def inert_notes(spec: ExperimentSpec, stacks: Mapping[str, StackInfo], trials: list[Trial],
@@ -370,3 +396,8 @@ def where(spec: ExperimentSpec, key: str) -> str:
 def _lab() -> tuple[KnobRegistry, dict[str, InertRule]]:
     from ..stacks import COMPONENTS, REGISTRY
     return REGISTRY, {name: c.inert for name, c in COMPONENTS.items()}
+
+
+def _lab_fronts() -> dict[str, ProtocolRule]:
+    from ..stacks import COMPONENTS
+    return {name: c.protocol_problem for name, c in COMPONENTS.items()}

@@ -20,9 +20,9 @@ from ..host.placement import pin
 ENGINE_NAME = "stacklab-load"
 REPO_ENGINE = Path(__file__).resolve().parents[2] / "engine/target/release" / ENGINE_NAME
 ENGINE_VARIABLE = "STACKLAB_ENGINE"   # another engine: for tests and tools (engine_path)
-# Report versions this side reads: the engine prints 3; stored runs hold 1 and 2. Keys new
-# in 2 (connections, in_flight, ended_early, timeseries width_s) and in 3
-# (config.schedule, each URL's method) are read with .get.
+# Report versions this side reads: the engine prints 4; stored runs hold 1 to 3. Keys new
+# in 2 (connections, in_flight, ended_early, timeseries width_s), in 3 (config.schedule,
+# each URL's method) and in 4 (protocol, tls.alpn) are read with .get.
 SUPPORTED_SCHEMAS = (1, 2, 3, 4)
 # Exit statuses after which the engine has printed its full report (engine/README.md,
 # "Exit status"): a run that completed nothing or was interrupted is data, not a crash.
@@ -44,6 +44,10 @@ REFUSED_HEADERS = {
 # The conditions load.conditional sends (and that a literal header may send instead).
 CONDITIONAL_HEADERS = ("if-none-match", "if-modified-since")
 CONDITIONS = ("none", "etag", "last-modified")
+# What load.protocol asks the engine to speak (its --protocol): HTTP/1.1, HTTP/2 over TLS
+# by ALPN (https URLs), cleartext HTTP/2 by prior knowledge (http URLs).
+PROTOCOLS = ("http/1.1", "h2", "h2c")
+HTTP2 = ("h2", "h2c")
 MAX_HEADERS = 32
 MAX_HEADER_CHARS = 4096    # servers refuse a field past 8 KiB (Apache 8190, nginx 8k)
 _TOKEN = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
@@ -130,10 +134,27 @@ LOAD_KNOBS = [
          "statuses are counted and stored with each run (resources _replay), URLs the "
          "deployed site does not serve are dropped, and past 1% of the requests the run "
          "is refused (\"\" = the workload's own URLs).", validate=replay_problem),
+    Knob("load", "protocol", str, "http/1.1", "What the engine speaks: http/1.1, h2 "
+         "(HTTP/2 over TLS, chosen by ALPN: the front's tls on) or h2c (cleartext HTTP/2 "
+         "by prior knowledge: the front's tls off); HTTP/2 needs the front's http2 knob "
+         "on, and the run is invalid unless the responses came in it.",
+         choices=PROTOCOLS),
+    Knob("load", "streams", int, 1, "HTTP/2: concurrent streams per connection (h2load's "
+         "-m); each stream is a client, so the run holds concurrency × streams requests "
+         "in flight.", min=1, max=1024, acts_with={"protocol": HTTP2}),
     Knob("load", "replay_times", bool, False, "With load.replay: send each request at its "
          "logged arrival time, the log scaled to load.rate requests per second on average "
          "and played once (open loop; experiment.duration and warm-up are not used)."),
 ]
+
+
+def protocol_conflict(load: dict[str, Any]) -> str | None:
+    """Why load.protocol cannot go with the other load knobs, or None: HTTP/2 keeps its
+    connections (the engine refuses --no-keepalive with it)."""
+    if load.get("protocol", "http/1.1") in HTTP2 and not load.get("keepalive", True):
+        return ("HTTP/2 keeps its connections, and load.keepalive = false asks a new one "
+                "per request: set load.keepalive = true, or load.protocol = 'http/1.1'")
+    return None
 
 
 def engine_path() -> Path:
@@ -257,6 +278,7 @@ class TlsSession:
     cipher: str | None
     handshakes: int
     resumed: int
+    alpn: str | None = None            # what the server chose by ALPN (schema 4 on)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -291,6 +313,11 @@ class LoadReport:
     # completed responses by status class ("2xx", "5xx", …): a 502 completes a request
     status_classes: dict[str, int] = field(default_factory=dict)
     timeseries: tuple[Bucket, ...] = ()   # the measured phase, bucket by bucket
+    # What the responses came in ("http/1.1", "h2", "h2c"); None when none completed,
+    # or in a report older than schema 4
+    protocol: str | None = None
+    asked_protocol: str = "http/1.1"      # config.protocol (schema 4 on)
+    streams: int = 1                      # HTTP/2 streams per connection (config.streams)
 
     @classmethod
     def from_json(cls, doc: dict, exit_status: int = 0) -> "LoadReport":
@@ -312,12 +339,16 @@ class LoadReport:
             engine_cpu_s=eng["cpu_user_s"] + eng["cpu_sys_s"],
             tls=TlsSession(protocol=tls["protocol"], cipher=tls.get("cipher"),
                            handshakes=tls.get("handshakes") or 0,
-                           resumed=tls.get("resumed") or 0) if tls.get("protocol") else None,
+                           resumed=tls.get("resumed") or 0,
+                           alpn=tls.get("alpn")) if tls.get("protocol") else None,
             slots=Slots.from_json(doc["connections"]) if doc.get("connections") else None,
             in_flight=InFlight.from_json(doc["in_flight"]) if doc.get("in_flight") else None,
             interrupted=bool(doc.get("interrupted")), exit_status=exit_status,
             status_classes=doc.get("status_classes") or {},
-            timeseries=tuple(Bucket.from_json(b) for b in doc.get("timeseries") or ()))
+            timeseries=tuple(Bucket.from_json(b) for b in doc.get("timeseries") or ()),
+            protocol=doc.get("protocol"),
+            asked_protocol=config.get("protocol") or "http/1.1",
+            streams=config.get("streams") or 1)
 
     @property
     def p50_us(self) -> float:
@@ -326,6 +357,12 @@ class LoadReport:
     @property
     def p99_us(self) -> float:
         return self.latency_us.p99
+
+    @property
+    def clients(self) -> int | None:
+        """The closed loop's requests in flight: each connection's, or with HTTP/2 each
+        of its streams' (the engine's slots)."""
+        return self.connections and self.connections * self.streams
 
     @property
     def closed_loop(self) -> bool:
@@ -399,6 +436,8 @@ def engine_argv(plan: LoadPlan, urls_file: Path) -> list[str]:
         argv.append("--no-keepalive")
     if load["compressed"]:
         argv.append("--compressed")
+    if (protocol := load.get("protocol", "http/1.1")) != "http/1.1":
+        argv += ["--protocol", protocol, "--streams", str(load.get("streams", 1))]
     if load.get("conditional", "none") != "none" and not plan.headers:
         raise EngineError(f"load.conditional = {load['conditional']!r}: no validator was read "
                           "before the load (verify.verify_requests), so no condition to send")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import hashlib
 import http.client
+import socket
 import ssl
 import zlib
 from collections.abc import Callable, Iterable, Iterator
@@ -15,7 +16,7 @@ from email.utils import parsedate_to_datetime
 from enum import StrEnum
 from pathlib import Path
 
-from .drive import CONDITIONAL_HEADERS, MAX_HEADER_CHARS, parse_header
+from .drive import CONDITIONAL_HEADERS, MAX_HEADER_CHARS, LoadReport, parse_header
 from ..host.net import Endpoint, check_reachable
 
 
@@ -76,7 +77,25 @@ class Response:
         return self.body
 
 
+class UnixConnection(http.client.HTTPConnection):
+    """HTTP/1.1 over a unix socket: a server's own listener for the checks, beside a
+    port that speaks another protocol (nginx 1.22's h2c port takes no HTTP/1.1)."""
+
+    def __init__(self, path: Path, timeout_s: float):
+        super().__init__("localhost", timeout=timeout_s)
+        self.path = path
+
+    def connect(self) -> None:
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.settimeout(self.timeout)
+        self.sock.connect(str(self.path))
+
+
 def connection(ep: Endpoint, timeout_s: float = 5.0) -> http.client.HTTPConnection:
+    """A connection to `ep` for the checks: its unix socket when it has one (the HTTP/1.1
+    listener of a server whose port speaks h2c only), else its TCP port."""
+    if ep.unix is not None and ep.scheme == "http":
+        return UnixConnection(ep.unix, timeout_s)
     check_reachable(ep.host)
     if ep.scheme == "https":
         ctx = ssl.create_default_context()
@@ -416,3 +435,28 @@ def check_conditional(front: Endpoint, paths: list[str], asked: dict[str, str]) 
     return Verdict("load", "conditional GET", Status.WARN,
                    f"{len(hits)} of {len(answers)} URLs answered 304 without a body to "
                    f"{said}: {seen}; the load mixes 304s and full responses", data)
+
+
+def check_protocol(asked: str, load: LoadReport) -> Verdict | None:
+    """The load spoke the protocol load.protocol asked: the engine's report says what the
+    responses came in (and, over TLS, what the server chose by ALPN). A server that
+    answers HTTP/1.1 to an HTTP/2 run measures another protocol than the trial says, or
+    nothing (every request a `tls` error): FAIL, naming both. None for an HTTP/1.1 run,
+    which the engine cannot speak otherwise."""
+    if asked == "http/1.1":
+        return None
+    got, alpn = load.protocol, load.tls.alpn if load.tls else None
+    data = {"asked": asked, "got": got, "alpn": alpn}
+    chose = f" (the server chose {alpn!r} by ALPN)" if alpn else ""
+    if got == asked:
+        return Verdict("load", "protocol", Status.PASS,
+                       f"the responses came in {got}{chose}", data)
+    if got is None:
+        seen = (f"no response came: the server chose {alpn!r} by ALPN" if alpn else
+                "no response came in any protocol" if load.completed == 0 else
+                "the engine's report does not say which protocol the responses came in "
+                "(a report older than schema 4)")
+        return Verdict("load", "protocol", Status.FAIL,
+                       f"load.protocol = {asked!r} but {seen}", data)
+    return Verdict("load", "protocol", Status.FAIL,
+                   f"load.protocol = {asked!r} but the responses came in {got}{chose}", data)

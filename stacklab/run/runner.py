@@ -51,13 +51,13 @@ from .quiet import Settled, settle, wait_quiet
 from .replay import replay_versions
 from ..experiment.spec import ExperimentSpec
 from .stack import RunningStack, Site, StackLayer
-from ..stacks import COMPONENTS, STACKS, StackDef
+from ..stacks import COMPONENTS, STACKS, StackDef, known_slow
 from ..stacks.base import RunningComponent, versions_of
 from ..stacks.tls import make_certificate
 from ..store import Outcome, RunRecord, Store
 from ..store.records import Resources
 from ..host.systune import CpuAwake
-from ..measure.verify import RequestChecks, Verdict
+from ..measure.verify import RequestChecks, Verdict, check_protocol
 from ..workloads import WORKLOADS, Deployed, deploy
 
 # A run needs room in the lab directory for its servers' logs: on a full filesystem they
@@ -338,7 +338,7 @@ def _landed(ctx: RunContext, run: PlannedRun, started_at: str, knobs: dict,
         outcome=outcome, reason=f"{reason}; {note}" if reason else note,
         started_at=started_at, ended_at=ctx.clock(), knobs=knobs, versions=ctx.versions,
         configs=running.files(), verdicts=verdicts, load=load, resources=unread,
-        flags=tuple(flag_names(load, unread))))
+        flags=tuple(flag_names(load, unread, known_slow(knobs)))))
 
 
 def _made_again(store: Store, exp_id: int) -> dict[str, int]:
@@ -714,17 +714,21 @@ def execute_run(ctx: RunContext, run: PlannedRun) -> RunRecord:
 def _judged(scope: RunScope, resources: Resources
             ) -> tuple[Outcome, str | None, tuple[Verdict, ...], tuple[str, ...]]:
     """The run as its load left it, judged while its servers still run: its outcome
-    (load_outcome), the front layers' verdicts on what they counted (a FAIL among all
-    the verdicts makes it invalid) and its flags."""
+    (load_outcome), the front layers' verdicts on what they counted and, for an HTTP/2
+    run, the protocol the responses came in (a FAIL among all the verdicts makes it
+    invalid; a failed run whose protocol was not the one asked says so) and its flags."""
     load, running, knobs = _load(scope), scope.running, scope.knobs
-    flags = tuple(flag_names(load, resources))
+    flags = tuple(flag_names(load, resources, known_slow(knobs)))
     outcome, reason = load_outcome(load, running.alive())
     checked = layer_verdicts(running.stack, resources.layers,
                              scope.layer(FilesystemLayer).deployed.cacheable, knobs)
-    verdicts = (*scope.composition.verdicts, *checked)
+    spoken = check_protocol(knobs["load"].get("protocol", "http/1.1"), load)
+    verdicts = (*scope.composition.verdicts, *checked, *([spoken] if spoken else []))
     if outcome is Outcome.OK and (bad := failed(verdicts)):
         outcome, reason = Outcome.INVALID, "; ".join(f"{v.component} {v.check}: {v.detail}"
                                                      for v in bad)
+    elif spoken and failed((spoken,)):
+        reason = f"{reason}; {spoken.detail}"
     return outcome, reason, verdicts, flags
 
 

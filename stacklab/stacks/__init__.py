@@ -226,6 +226,13 @@ def needs_problem(stack: str, needs: Iterable[str]) -> str | None:
             f"do: {', '.join(able) or 'none'})")
 
 
+def known_slow(knobs: dict[str, dict[str, Any]]) -> tuple[str, ...]:
+    """What the components among these owners (owner → {knob: value}, a run's effective
+    knobs) say they serve pathologically slowly with them (Component.known_slow)."""
+    return tuple(why for name, component in COMPONENTS.items()
+                 if name in knobs and (why := component.known_slow(knobs[name])))
+
+
 def build_registry() -> KnobRegistry:
     from ..measure.drive import LOAD_KNOBS
     from ..netlab.knobs import FS_KNOBS, KNOBS as NET_KNOBS, MACHINE_KNOBS

@@ -275,6 +275,21 @@ class Component(ABC):
         """Why this combination of knob values cannot run, or None if it can."""
         return None
 
+    def known_slow(self, knobs: dict[str, Any]) -> str | None:
+        """A setting of these knobs that this server is known, by a measurement here, to
+        serve pathologically slowly — a stall, not the cost the trial means to measure —
+        in one sentence with the figures; None otherwise. Its runs are flagged
+        `known-slow` with it (analysis/flags.py)."""
+        return None
+
+    def protocol_problem(self, knobs: dict[str, Any], protocol: str) -> str | None:
+        """Why the load cannot speak `protocol` (load.protocol: http/1.1, h2, h2c) to this
+        component as the stack's front with these knobs, or None. HTTP/1.1 only unless it
+        says otherwise (a server with an http2 knob: stacks/http2.py)."""
+        if protocol == "http/1.1":
+            return None
+        return f"{self.name} speaks HTTP/1.1 only here (it has no {self.name}.http2 knob)"
+
     def problem(self, knobs: dict[str, Any]) -> str | None:
         """Why these knob values cannot run here: its own rules, then the process limits
         this machine can grant (checked for every trial before anything starts)."""

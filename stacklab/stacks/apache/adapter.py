@@ -13,6 +13,7 @@ from ...measure.verify import (CHECK_PATH, Status, Verdict, check_expires, check
                        fetch)
 from .. import perl, php
 from ..base import Capability, RenderContext, RunningComponent
+from ..http2 import check_http2, protocol_problem
 from ..php import install as php_install
 from ..php import php_env, render_php_config
 from ..precompressed_verify import check_precompressed
@@ -22,7 +23,7 @@ from ..tlsverify import check_tls
 from .. import userconf
 from . import configtest
 from .configtest import BASE_MODULES, DEBIAN_MODULES
-from .knobs import KNOBS
+from .knobs import HTTP2_MPM, KNOBS
 
 HERE = Path(__file__).parent
 MODULES = "/usr/lib/apache2/modules"
@@ -82,7 +83,12 @@ class Apache(userconf.IncludingServer):
         if knobs["php_handler"] == "mod_php" and knobs["mpm"] not in ("prefork", "itk"):
             return (f"mod_php runs only under the prefork MPM (or itk on top of it), not "
                     f"apache.mpm = {knobs['mpm']!r}: Debian's PHP is not thread-safe")
+        if knobs["http2"] and knobs["mpm"] in ("prefork", "itk"):
+            return f"apache.http2 on with apache.mpm = {knobs['mpm']!r}: {HTTP2_MPM}"
         return None
+
+    def protocol_problem(self, knobs: dict[str, Any], protocol: str) -> str | None:
+        return protocol_problem(self.name, knobs, protocol)
 
     def capabilities(self, knobs: dict[str, Any]) -> tuple[Capability, ...]:
         """PHP pages with a PHP handler inside Apache (not fpm: PHP-FPM provides those),
@@ -122,6 +128,8 @@ class Apache(userconf.IncludingServer):
             mods.append("expires")
         if knobs["tls"]:
             mods += ("socache_shmcb", "ssl")
+        if knobs["http2"]:
+            mods.append("http2")
         if knobs["allow_override"] == "all":
             mods.append("authz_user")   # what the docroot's .htaccess files use
         return list(dict.fromkeys(mods))
@@ -206,7 +214,7 @@ class Apache(userconf.IncludingServer):
                     self._check_mpm(ep, k["mpm"])]
         if k["tls"]:
             verdicts += check_tls(self.name, ep, k)
-        return verdicts
+        return verdicts + [check_http2(self.name, ep, k["http2"])]
 
     def counters(self, started: RunningComponent) -> dict[str, float]:
         """mod_status's ?auto: requests, kB and ms served ({} with ExtendedStatus Off,

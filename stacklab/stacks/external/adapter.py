@@ -59,6 +59,18 @@ class External(Component):
             return "external.nofile: stacklab does not start the server, so cannot set it"
         return None
 
+    def protocol_problem(self, knobs: dict[str, Any], protocol: str) -> str | None:
+        """Any protocol its URL's scheme allows: whether the server speaks it is known
+        only from the run (the engine's report; verify.check_protocol)."""
+        scheme = knobs["url"].partition("://")[0]
+        if protocol == "h2" and scheme != "https":
+            return (f"HTTP/2 over TLS (ALPN) needs an https URL, and external.url is "
+                    f"{knobs['url']!r}; set load.protocol = 'h2c' for cleartext HTTP/2")
+        if protocol == "h2c" and scheme != "http":
+            return (f"cleartext HTTP/2 (prior knowledge) needs an http URL, and external.url "
+                    f"is {knobs['url']!r}; set load.protocol = 'h2' over TLS")
+        return None
+
     def target(self, knobs: dict[str, Any], docroot: Path) -> Deployed:
         """What the load asks of it: its paths with their weights; `docroot` stays empty
         (nothing is deployed, and no probe is placed). Every path must answer 200, which

@@ -10,6 +10,7 @@ from ...host import procs
 from ...host.net import Endpoint
 from ...measure.verify import CHECK_PATH, Status, Verdict, check_gzip, check_keepalive
 from ..base import Component, RenderContext, RunningComponent
+from ..http2 import check_http2, protocol_problem
 from ..templates import render_template
 from ..tlsrules import tls_inert
 from ..tlsverify import check_tls
@@ -52,6 +53,9 @@ class Lighttpd(Component):
     def endpoint(self, ctx: RenderContext, knobs: dict[str, Any]) -> Endpoint:
         return Endpoint(ctx.host, ctx.port, scheme="https" if knobs["tls"] else "http")
 
+    def protocol_problem(self, knobs: dict[str, Any], protocol: str) -> str | None:
+        return protocol_problem(self.name, knobs, protocol)
+
     def render(self, ctx: RenderContext, knobs: dict[str, Any]) -> dict[str, str]:
         # lighttpd drops to ctx.user before it opens its logs and configures its modules.
         ctx.run_dir.chmod(0o755)
@@ -75,7 +79,7 @@ class Lighttpd(Component):
                     self._check_workers(started)]
         if k["tls"]:
             verdicts += check_tls(self.name, ep, k)
-        return verdicts
+        return verdicts + [check_http2(self.name, ep, k["http2"])]
 
     def _check_workers(self, started: RunningComponent) -> Verdict:
         """server.max-worker = N forks N workers beside the parent; 0 is one process."""

@@ -4,6 +4,7 @@ from dataclasses import replace
 
 from ...knobs import Knob
 from ..limits import nofile_knob
+from ..http2 import http2_knob
 from ..tls import tls_knobs
 from ..tlsrules import described
 
@@ -43,4 +44,10 @@ KNOBS = [
     knob("php", str, "none", "Where .php goes: none (served as files) or fpm (mod_fastcgi "
          "to PHP-FPM); set by the stack.", choices=("none", "fpm"), source="S1, S4"),
     *(_lighttpd_tls(described(k)) for k in tls_knobs(COMPONENT)),
+    # On by default: lighttpd enables HTTP/2 itself since 1.4.59 (1.4.69 has it built
+    # in, no mod_h2 to load) and Debian's lighttpd.conf does not turn it off.
+    http2_knob(COMPONENT, True, "HTTP/2 (server.feature-flags server.h2proto and "
+               "server.h2c; on is lighttpd's own default): with tls on, over TLS chosen by "
+               "ALPN (h2, beside HTTP/1.1); with tls off, cleartext by prior knowledge (h2c, "
+               "beside HTTP/1.1). Asked by load.protocol = 'h2' or 'h2c'."),
 ]

@@ -7,10 +7,12 @@ import re
 from pathlib import Path
 from typing import Any
 
+from ...host import lab
 from ...host.net import Endpoint
 from ...measure.verify import (CHECK_PATH, Status, Verdict, check_expires, check_gzip,
                        check_keepalive, fetch)
 from ..base import RenderContext, RunningComponent
+from ..http2 import check_http2, protocol_problem
 from ..templates import render_template
 from ..precompressed_verify import check_precompressed
 from ..tlsrules import tls_inert
@@ -21,7 +23,18 @@ from .knobs import KNOBS
 
 HERE = Path(__file__).parent
 STATUS_PATH = "/_stacklab/nginx-status"    # stub_status, loopback only, not logged
+# The HTTP/1.1 listener of an h2c server (nginx.http2 on, tls off), in its run directory:
+# what readiness, verification and stub_status reach, since the port takes h2c only.
+CHECKS_SOCKET = "http1.sock"
 COUNTED = 3        # requests the "requests counted" check sends between two readings
+# nginx 1.22 serving h2c with sendfile on: every small response waits ~48 ms (3 s runs,
+# one each, this 2-core VM, 2026-11-29; tcp_nopush off changed nothing: 341 req/s). Over
+# TLS nginx does not use sendfile, and HTTP/1.1 with it on is fast.
+H2C_SENDFILE = ("nginx 1.22 serving cleartext HTTP/2 (h2c) with sendfile on holds each "
+                "small response ~48 ms, a stall and not HTTP/2's cost: measured here, "
+                "static-page 352 req/s at c=16 against 34,915 with sendfile off (21 against "
+                "25,323 at c=1), photos 2,061 against 5,348, while HTTP/1.1 with sendfile "
+                "on did 46,758; nginx.sendfile = false measures h2c")
 # A worker (or the cache manager or loader) that died by a signal, in nginx's error log:
 # "worker process 123 exited on signal 9". The master forks another at once.
 WORKER_DIED = re.compile(r"exited on signal (\d+)")
@@ -67,14 +80,26 @@ class Nginx(userconf.IncludingServer):
         return out | tls_inert(self.name, k)
 
     def endpoint(self, ctx: RenderContext, knobs: dict[str, Any]) -> Endpoint:
-        return Endpoint(ctx.host, ctx.port, scheme="https" if knobs["tls"] else "http")
+        """Its port; with h2c (http2 on, tls off), also the unix socket of its HTTP/1.1
+        listener, which the checks reach (verify.connection) and the load does not."""
+        checks = (lab.socket_path(ctx.run_dir, CHECKS_SOCKET, self.name)
+                  if h2c_only(knobs) else None)
+        return Endpoint(ctx.host, ctx.port, checks,
+                        scheme="https" if knobs["tls"] else "http")
+
+    def protocol_problem(self, knobs: dict[str, Any], protocol: str) -> str | None:
+        return protocol_problem(self.name, knobs, protocol, h2c_only=True)
+
+    def known_slow(self, knobs: dict[str, Any]) -> str | None:
+        return H2C_SENDFILE if h2c_only(knobs) and knobs.get("sendfile") else None
 
     def render(self, ctx: RenderContext, knobs: dict[str, Any]) -> dict[str, str]:
         (ctx.run_dir / "tmp").mkdir(exist_ok=True)
         user = self.included(knobs)
         files = {"nginx.conf": render_template(HERE / "nginx.conf.j2", ctx, knobs,
                                                include=user,
-                                               included=configtest.INCLUDED)}
+                                               included=configtest.INCLUDED,
+                                               checks=self.endpoint(ctx, knobs).unix)}
         if knobs["php"] == "fpm":
             files["fastcgi_params"] = FASTCGI_PARAMS
         if user:
@@ -105,7 +130,7 @@ class Nginx(userconf.IncludingServer):
                     self._check_counted(started)]
         if k["tls"]:
             verdicts += check_tls(self.name, ep, k)
-        return verdicts
+        return verdicts + [check_http2(self.name, ep, k["http2"])]
 
     def counters(self, started: RunningComponent) -> dict[str, float]:
         """stub_status: connections accepted and handled, requests (this one included)."""
@@ -128,6 +153,12 @@ class Nginx(userconf.IncludingServer):
         return Verdict(self.name, "requests counted", Status.PASS if ok else Status.FAIL,
                        f"stub_status counted {counted:g} of {COUNTED} requests",
                        {"sent": COUNTED, "counted": counted})
+
+
+def h2c_only(knobs: dict[str, Any]) -> bool:
+    """nginx 1.22's `listen … http2` without ssl: the port takes cleartext HTTP/2 only
+    (knobs stored before the http2 knob existed have neither: HTTP/1.1)."""
+    return bool(knobs.get("http2")) and not knobs.get("tls")
 
 
 def worker_died(line: str) -> bool:

@@ -2,6 +2,7 @@ from functools import partial
 
 from ...knobs import Knob
 from ..expires import expires_knob
+from ..http2 import http2_knob
 from ..limits import nofile_knob
 from ..tls import tls_knobs
 from ..tlsrules import described
@@ -51,6 +52,11 @@ KNOBS = [
     knob("php", str, "none", "Where .php goes: none (served as files) or fpm (FastCGI to "
          "PHP-FPM); set by the stack.", choices=("none", "fpm")),
     *map(described, tls_knobs(COMPONENT)),
+    http2_knob(COMPONENT, meaning="HTTP/2 (listen … http2; off is Debian's default): with "
+               "tls on, over TLS chosen by ALPN (h2, beside HTTP/1.1); with tls off, the "
+               "port takes cleartext HTTP/2 by prior knowledge only (h2c: nginx 1.22 "
+               "answers no HTTP/1.1 there; stacklab's checks use a unix socket of the same "
+               "server). Asked by load.protocol = 'h2' or 'h2c'."),
     include_knob(COMPONENT, "include", "A file of your own nginx directives (relative to "
                  "the experiment file), included verbatim at the end of the server block, "
                  "after stacklab's; \"\" = none. nginx refuses a directive the block "
