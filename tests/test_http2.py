@@ -249,3 +249,29 @@ def test_a_real_run_is_stored_with_the_protocol_it_came_in(tmp_path, stack, prot
     assert checked["http2"].status is Status.PASS
     # nginx's h2c port with sendfile on (Debian's default) stalls each response: said
     assert ("known-slow" in run.flags) == (stack == "nginx" and protocol == "h2c")
+
+
+@pytest.mark.integration
+def test_an_h2_run_the_server_answers_by_alpn_with_http1_is_failed_naming_both(
+        tmp_path, monkeypatch):
+    """Through the orchestrator as it runs: a server that chose http/1.1 by ALPN (the
+    fake engine, FAKE_ENGINE_ALPN, as the real one reports it) completes nothing; the run
+    is failed, its reason names the protocol asked and what came back, and the protocol
+    verdict FAILs."""
+    from typer.testing import CliRunner
+    from stacklab.cli import cli
+    from stacklab.store import Outcome, Store
+    from fakes import use_fake_engine
+    use_fake_engine(monkeypatch, tmp_path / "log")
+    monkeypatch.setenv("FAKE_ENGINE_ALPN", "http/1.1")
+    spec, db = tmp_path / "h2.toml", tmp_path / "r.db"
+    spec.write_text(RUN.format(name="alpn", protocol="h2", stack="nginx",
+                               knobs="nginx.http2 = true\nnginx.tls = true"))
+    result = CliRunner().invoke(cli, ["run", str(spec), "--db", str(db)])
+    store = Store.open(db, readonly=True)
+    [run] = store.runs(store.experiment().id)
+    assert run.outcome is Outcome.FAILED, result.output
+    assert run.reason.startswith("no request completed (")
+    assert ("load.protocol = 'h2' but no response came: the server chose 'http/1.1' by "
+            "ALPN") in run.reason
+    assert {v.check: v.status for v in run.verdicts}["protocol"] is Status.FAIL

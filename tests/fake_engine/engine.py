@@ -24,7 +24,10 @@ What a test may ask of it, by environment (it inherits the orchestrator's):
   (one line, "error: <the value>", exit 2, nothing run), and leaves `refused-<n>.json`,
   {"argv"}, in FAKE_ENGINE_LOG: where nothing may be measured (a resume that only stores
   what was measured before), a test reads there that nothing was. `--version` still
-  answers: it measures nothing."""
+  answers: it measures nothing;
+- FAKE_ENGINE_ALPN: what a TLS server chose by ALPN; with `--protocol h2` and another
+  choice every request fails as `tls`, nothing completes, and `tls.alpn` says the choice
+  (as the real engine against a server that does not offer h2)."""
 
 from __future__ import annotations
 
@@ -131,6 +134,8 @@ def parser() -> Parser:
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--max-error-rate", type=fraction)
     p.add_argument("--allow-remote", action="store_true")
+    p.add_argument("--protocol", choices=("http/1.1", "h2", "h2c"), default="http/1.1")
+    p.add_argument("--streams", type=positive(int), default=1)
     p.add_argument("--lab-netns")
     p.add_argument("--json", action="store_true")
     p.add_argument("--version", action="store_true")
@@ -228,6 +233,9 @@ def report(args, urls: list[dict], measured_s: float, interrupted: bool,
         completed = args.requests
     else:
         completed = int(RPS * measured_s)
+    alpn = os.environ.get("FAKE_ENGINE_ALPN") if args.protocol == "h2" else None
+    refused = completed if alpn not in (None, "h2") else 0     # every request a tls error
+    completed -= refused
     threads = min(args.threads or os.cpu_count() or 1, args.connections)
     config = {"urls": urls, "connections": args.connections, "threads": threads,
               "requests": args.requests, "duration_s": args.duration, "rate": args.rate,
@@ -238,13 +246,20 @@ def report(args, urls: list[dict], measured_s: float, interrupted: bool,
               "tls_resume": not args.no_tls_resume, "seed": args.seed,
               "allow_remote": args.allow_remote, "max_error_rate": args.max_error_rate,
               "schedule": offsets and {"requests": len(offsets),
-                                       "span_s": offsets[-1] - offsets[0]}}
+                                       "span_s": offsets[-1] - offsets[0]},
+              "protocol": args.protocol, "streams": args.streams}
     rps = completed / duration_s
     doc = fake_load(rps or RPS, args.connections * 1e6 / (rps or RPS), args.seed,
                     duration_s=duration_s, threads=threads, warmup_s=args.warmup,
                     completed=completed, config=config, interrupted=interrupted)
     doc["rps"] = rps
     doc["engine"]["version"] = VERSION
+    if alpn:
+        doc["tls"].update(protocol="TLSv1.3", cipher="TLS13_AES_256_GCM_SHA384",
+                          handshakes=args.connections, resumed=0, alpn=alpn)
+    if refused:
+        doc["requests"]["failed"] = refused
+        doc["requests"]["errors"]["tls"] = refused
     if args.requests is not None and not interrupted:     # -n: every request answered
         doc["in_flight"].update(count=0, age_us_max=0, age_us_median=0)
     return checked(doc)
