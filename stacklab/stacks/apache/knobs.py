@@ -98,8 +98,9 @@ KNOBS = [
     http2_knob(COMPONENT, meaning="HTTP/2 by mod_http2 (off is Debian's default): with "
                "tls on, Protocols h2 http/1.1 (over TLS, chosen by ALPN); with tls off, "
                "Protocols h2c http/1.1 and H2Direct on (cleartext by prior knowledge, "
-               "beside HTTP/1.1). Worker or event MPM only: mod_http2 refuses prefork and "
-               "itk. Asked by load.protocol = 'h2' or 'h2c'.",
+               "beside HTTP/1.1). Worker or event MPM only: mod_http2 does not support "
+               "prefork or itk (AH10034), so it is refused there. Asked by load.protocol = "
+               "'h2' or 'h2c'.",
                acts_with=THREADS, inert_why=UNDER_THREADS + " (" + HTTP2_MPM + ")"),
     include_knob(COMPONENT, "include", "A file of your own Apache directives (relative to "
                  "the experiment file), included verbatim at the end of httpd.conf, after "
