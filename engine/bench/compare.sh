@@ -29,64 +29,12 @@ for tool in nginx wrk ab cc taskset python3; do
     command -v "$tool" >/dev/null || { echo "compare.sh: '$tool' not found (apt-get install nginx wrk apache2-utils gcc)" >&2; exit 2; }
 done
 
-(cd "$here" && cargo build --release --quiet)
-engine="$here/target/release/stacklab-load"
-
-work=$(mktemp -d /tmp/stacklab-bench.XXXXXX)
-nginx_pid=""
-cleanup() {
-    if [[ -n "$nginx_pid" ]] && kill -0 "$nginx_pid" 2>/dev/null; then
-        kill -QUIT "$nginx_pid" 2>/dev/null || true
-        for _ in $(seq 50); do kill -0 "$nginx_pid" 2>/dev/null || break; sleep 0.1; done
-        kill -KILL "$nginx_pid" 2>/dev/null || true
-        wait "$nginx_pid" 2>/dev/null || true
-    fi
-    rm -rf "$work"
-}
-trap cleanup EXIT INT TERM
+. "$here/bench/nginx.sh"
+bench_setup
 floor="$work/floor"
 cc -O2 -Wall -o "$floor" "$here/bench/floor.c"
-
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-mkdir -p "$work/www" "$work/tmp"
-python3 - "$work/www" <<'PY'
-import sys
-base = sys.argv[1]
-open(f"{base}/600b.html", "w").write(("<p>stacklab</p>\n" * 64)[:599] + "\n")
-open(f"{base}/100k.html", "w").write(("0123456789abcdef" * 6400)[:102399] + "\n")
-PY
-user_line=""
-[[ $(id -u) -eq 0 ]] && user_line="user root;"
-cat > "$work/nginx.conf" <<CONF
-$user_line
-daemon off;
-master_process on;
-worker_processes 1;
-pid $work/nginx.pid;
-error_log $work/error.log;
-events { worker_connections 8192; }
-http {
-    access_log off;
-    sendfile off;
-    keepalive_requests 10000000;
-    keepalive_timeout 65;
-    client_body_temp_path $work/tmp;
-    proxy_temp_path $work/tmp;
-    fastcgi_temp_path $work/tmp;
-    uwsgi_temp_path $work/tmp;
-    scgi_temp_path $work/tmp;
-    server {
-        listen 127.0.0.1:$port;
-        root $work/www;
-    }
-}
-CONF
-taskset -c "$SERVER_CPU" nginx -p "$work" -c "$work/nginx.conf" &
-nginx_pid=$!
-for _ in $(seq 50); do
-    python3 -c "import socket,sys; socket.create_connection(('127.0.0.1', $port), 0.2)" 2>/dev/null && break
-    sleep 0.1
-done
+port=$(free_port)
+start_nginx "    server { listen 127.0.0.1:$port; }" "$port"
 
 # run TOOL CASE: prints "rps completed cpu_seconds" for one measured run.
 run() {

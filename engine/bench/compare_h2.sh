@@ -27,78 +27,20 @@ for tool in nginx h2load wrk ab openssl taskset python3; do
     command -v "$tool" >/dev/null || { echo "compare_h2.sh: '$tool' not found (apt-get install nginx nghttp2-client wrk apache2-utils openssl)" >&2; exit 2; }
 done
 
-(cd "$here" && cargo build --release --quiet)
-engine="$here/target/release/stacklab-load"
-
-work=$(mktemp -d /tmp/stacklab-bench.XXXXXX)
-nginx_pid=""
-cleanup() {
-    if [[ -n "$nginx_pid" ]] && kill -0 "$nginx_pid" 2>/dev/null; then
-        kill -QUIT "$nginx_pid" 2>/dev/null || true
-        for _ in $(seq 50); do kill -0 "$nginx_pid" 2>/dev/null || break; sleep 0.1; done
-        kill -KILL "$nginx_pid" 2>/dev/null || true
-        wait "$nginx_pid" 2>/dev/null || true
-    fi
-    rm -rf "$work"
-}
-trap cleanup EXIT INT TERM
-
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+. "$here/bench/nginx.sh"
+bench_setup
 port=$(free_port)
 h2c_port=$(free_port)
 tls_port=$(free_port)
-openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=localhost -keyout "$work/key.pem" -out "$work/cert.pem" 2>/dev/null
-mkdir -p "$work/www" "$work/tmp"
-python3 - "$work/www" <<'PY'
-import sys
-base = sys.argv[1]
-open(f"{base}/600b.html", "w").write(("<p>stacklab</p>\n" * 64)[:599] + "\n")
-open(f"{base}/100k.html", "w").write(("0123456789abcdef" * 6400)[:102399] + "\n")
-PY
-user_line=""
-[[ $(id -u) -eq 0 ]] && user_line="user root;"
-cat > "$work/nginx.conf" <<CONF
-$user_line
-daemon off;
-master_process on;
-worker_processes 1;
-pid $work/nginx.pid;
-error_log $work/error.log;
-events { worker_connections 8192; }
-http {
-    access_log off;
-    sendfile off;
-    keepalive_requests 10000000;
-    keepalive_timeout 65;
-    client_body_temp_path $work/tmp;
-    proxy_temp_path $work/tmp;
-    fastcgi_temp_path $work/tmp;
-    uwsgi_temp_path $work/tmp;
-    scgi_temp_path $work/tmp;
-    server {
-        listen 127.0.0.1:$port;
-        root $work/www;
-    }
-    server {
-        listen 127.0.0.1:$h2c_port http2;
-        root $work/www;
-    }
+openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=localhost \
+    -keyout "$work/key.pem" -out "$work/cert.pem" 2>/dev/null
+start_nginx "    server { listen 127.0.0.1:$port; }
+    server { listen 127.0.0.1:$h2c_port http2; }
     server {
         listen 127.0.0.1:$tls_port ssl http2;
         ssl_certificate $work/cert.pem;
         ssl_certificate_key $work/key.pem;
-        root $work/www;
-    }
-}
-CONF
-taskset -c "$SERVER_CPU" nginx -p "$work" -c "$work/nginx.conf" &
-nginx_pid=$!
-for p in $port $h2c_port $tls_port; do
-    for _ in $(seq 50); do
-        python3 -c "import socket; socket.create_connection(('127.0.0.1', $p), 0.2)" 2>/dev/null && break
-        sleep 0.1
-    done
-done
+    }" "$port" "$h2c_port" "$tls_port"
 
 # run TOOL CASE: prints "rps completed cpu_seconds" for one measured run.
 run() {
