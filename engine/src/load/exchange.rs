@@ -18,24 +18,32 @@ use crate::record::{ErrorClass, Timing, valid_status};
 
 impl Worker<'_> {
     pub(super) fn connect(&mut self, i: usize, now: Instant) {
-        let mut sock = match TcpStream::connect(self.plan.target.addr) {
-            Ok(s) => s,
-            Err(_) => return self.fail(i, ErrorClass::Connect, now),
-        };
-        let _ = sock.set_nodelay(true);
-        if self.poll.registry().register(&mut sock, Token(i), Interest::READABLE | Interest::WRITABLE).is_err() {
-            return self.fail(i, ErrorClass::Connect, now);
-        }
-        let transport = match (&self.tls_config, &self.plan.tls) {
-            (Some(config), Some(tls)) => match rustls::ClientConnection::new(config.clone(), tls.server_name.clone()) {
-                Ok(conn) => Transport::Tls(Box::new(TlsStream { sock, tls: conn })),
-                Err(_) => return self.fail(i, ErrorClass::Tls, now),
-            },
-            _ => Transport::Plain(sock),
+        let transport = match self.open(Token(i)) {
+            Ok(transport) => transport,
+            Err(class) => return self.fail(i, class, now),
         };
         let c = &mut self.conns[i];
         c.transport = Some(transport);
         c.phase = Phase::Connecting;
+    }
+
+    /// A new non-blocking connection to the target, registered once under `token` for
+    /// both directions, wrapped in TLS when the run asks it; the class of its failure.
+    pub(super) fn open(&mut self, token: Token) -> Result<Transport, ErrorClass> {
+        let mut sock = TcpStream::connect(self.plan.target.addr).map_err(|_| ErrorClass::Connect)?;
+        let _ = sock.set_nodelay(true);
+        self.poll
+            .registry()
+            .register(&mut sock, token, Interest::READABLE | Interest::WRITABLE)
+            .map_err(|_| ErrorClass::Connect)?;
+        Ok(match (&self.tls_config, &self.plan.tls) {
+            (Some(config), Some(tls)) => {
+                let conn = rustls::ClientConnection::new(config.clone(), tls.server_name.clone())
+                    .map_err(|_| ErrorClass::Tls)?;
+                Transport::Tls(Box::new(TlsStream { sock, tls: conn }))
+            }
+            _ => Transport::Plain(sock),
+        })
     }
 
     pub(super) fn on_event(&mut self, i: usize, ev: &Event) {

@@ -21,13 +21,12 @@ use bytes::Bytes;
 use h2::client::{Connection, ResponseFuture, SendRequest};
 use h2::{Reason, RecvStream};
 use mio::event::Event;
-use mio::net::TcpStream;
-use mio::{Interest, Token};
+use mio::Token;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 use super::Plan;
 use super::tls::negotiated;
-use super::transport::{Fail, TlsStream, Transport};
+use super::transport::{Fail, Transport};
 use super::worker::{Phase, Worker};
 use crate::record::ErrorClass;
 
@@ -249,20 +248,9 @@ impl Worker<'_> {
     }
 
     fn h2_connect(&mut self, s: usize, now: Instant) {
-        let mut sock = match TcpStream::connect(self.plan.target.addr) {
-            Ok(sock) => sock,
-            Err(_) => return self.h2_fail_waiting(s, ErrorClass::Connect, now),
-        };
-        let _ = sock.set_nodelay(true);
-        if self.poll.registry().register(&mut sock, Token(s), Interest::READABLE | Interest::WRITABLE).is_err() {
-            return self.h2_fail_waiting(s, ErrorClass::Connect, now);
-        }
-        let transport = match (&self.tls_config, &self.plan.tls) {
-            (Some(config), Some(tls)) => match rustls::ClientConnection::new(config.clone(), tls.server_name.clone()) {
-                Ok(conn) => Transport::Tls(Box::new(TlsStream { sock, tls: conn })),
-                Err(_) => return self.h2_fail_waiting(s, ErrorClass::Tls, now),
-            },
-            _ => Transport::Plain(sock),
+        let transport = match self.open(Token(s)) {
+            Ok(transport) => transport,
+            Err(class) => return self.h2_fail_waiting(s, class, now),
         };
         let session = &mut self.h2_mut().sessions[s];
         session.state = State::Connecting(transport);
