@@ -1,0 +1,1 @@
+"""Load from several agents (Dask distributed workers), merged into one exact result."""

@@ -1,0 +1,78 @@
+"""Several agents' engine reports as one (agents.merge): counts add up, the latency is
+the agents' histograms merged bucket for bucket, what no report holds whole is bounded
+and named, one agent's report passes through unchanged, and agents running different
+engines are refused."""
+
+import pytest
+
+from stacklab.agents.merge import merge_reports
+from stacklab.analysis.stats import decode_histogram, values_at_percentiles
+from stacklab.errors import EngineError
+from stacklab.measure.drive import LoadReport
+
+from fakes import fake_load
+
+ABOUT = [{"name": f"agent-{k}", "host": "lab", "netns": None, "address": None}
+         for k in range(3)]
+
+
+def docs(n=3):
+    return [fake_load(300 + 10 * k, 2000 + 500 * k, seed=k + 1, completed=600 + k)
+            for k in range(n)]
+
+
+def test_counts_add_up_and_the_latency_is_the_merged_histogram():
+    parts = docs()
+    merged = merge_reports(parts, ABOUT)
+    report = LoadReport.from_json(merged)
+    assert report.completed == sum(d["requests"]["completed"] for d in parts)
+    assert report.rps == pytest.approx(sum(d["rps"] for d in parts))
+    assert report.connections == sum(d["config"]["connections"] for d in parts)
+    assert report.engine_cpu_s == pytest.approx(sum(d["engine"]["cpu_user_s"]
+                                                    + d["engine"]["cpu_sys_s"] for d in parts))
+    union = decode_histogram(parts[0]["histogram"])
+    for d in parts[1:]:
+        union.add(decode_histogram(d["histogram"]))
+    h = decode_histogram(merged["histogram"])
+    assert h.get_total_count() == union.get_total_count() == report.completed
+    assert [h.get_count_at_index(i) for i in range(h.counts_len)] == \
+        [union.get_count_at_index(i) for i in range(union.counts_len)]
+    p50, p99 = values_at_percentiles(union, [50, 99])
+    assert (report.latency_us.p50, report.latency_us.p99) == (p50, p99)
+    assert report.latency_us.max == max(d["latency_us"]["max"] for d in parts)
+
+
+def test_what_no_report_holds_whole_is_an_upper_bound_and_said_so():
+    parts = docs()
+    merged = merge_reports(parts, ABOUT)
+    assert merged["latency_uncorrected_us"]["p99"] == max(
+        d["latency_uncorrected_us"]["p99"] for d in parts)
+    # pooled mean: exact
+    n = sum(d["latency_uncorrected_us"]["count"] for d in parts)
+    mean = sum(d["latency_uncorrected_us"]["count"] * d["latency_uncorrected_us"]["mean"]
+               for d in parts) / n
+    assert merged["latency_uncorrected_us"]["mean"] == pytest.approx(mean, abs=1e-3)
+    said = " ".join(merged["agents"]["approximate"])
+    assert "latency_uncorrected_us" in said and "connections" in said
+
+
+def test_each_agent_is_described_beside_the_merged_figures():
+    parts = docs()
+    per = merge_reports(parts, ABOUT)["agents"]["per_agent"]
+    assert [a["name"] for a in per] == ["agent-0", "agent-1", "agent-2"]
+    assert [a["completed"] for a in per] == [600, 601, 602]
+    assert all(0 < a["busy"] < 1 for a in per)
+
+
+def test_one_agent_passes_through():
+    (one,) = docs(1)
+    merged = merge_reports([one], ABOUT[:1])
+    assert {k: v for k, v in merged.items() if k != "agents"} == \
+        {k: v for k, v in one.items() if k in merged}
+
+
+def test_agents_running_different_engines_are_refused():
+    parts = docs(2)
+    parts[1]["engine"]["version"] = "0.0.9"
+    with pytest.raises(EngineError, match="agent-0 0.1.0, agent-1 0.0.9"):
+        merge_reports(parts, ABOUT[:2])
