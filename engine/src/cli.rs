@@ -2,12 +2,15 @@
 
 use std::ffi::OsString;
 use std::path::PathBuf;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use clap::{ColorChoice, Parser};
 
 use crate::error::SetupError;
-use crate::options::{Options, Output, Protocol, StopAfter, WeightedUrl, is_method, parse_duration};
+use crate::options::{
+    Options, Output, Protocol, Segment, StopAfter, WeightedUrl, check_start_at, is_method, parse_duration,
+    parse_unix_time,
+};
 use crate::pick::parse_url_list;
 use crate::schedule::Schedule;
 use crate::target::Url;
@@ -114,6 +117,18 @@ struct Cli {
     /// targets in 198.18.0.0/15, which exist only inside such namespaces, are allowed.
     #[arg(long, value_name = "NAME")]
     lab_netns: Option<String>,
+    /// This process is agent K of N sharing one load (0 <= K < N <= 1024): with --rate R
+    /// (the rate of all N) it sends global arrivals K, K+N, K+2N, … of the one-agent
+    /// schedule; with --schedule, the entries K, K+N, …; closed loop is unchanged.
+    #[arg(long, value_name = "K/N", value_parser = Segment::parse)]
+    segment: Option<Segment>,
+    /// Set up, then wait until the system clock reads this instant (decimal seconds since
+    /// the Unix epoch, at most 300 s ahead; a past one starts at once) before time zero.
+    #[arg(long, value_name = "UNIX_SECONDS", value_parser = start_at)]
+    start_at: Option<SystemTime>,
+    /// Test only: write "INTENDED_US LATENCY_US" per value recorded into the latency histogram.
+    #[arg(long, value_name = "FILE", hide = true)]
+    raw_log: Option<PathBuf>,
     /// Print one JSON document instead of the human summary.
     #[arg(long)]
     json: bool,
@@ -159,7 +174,8 @@ impl Cli {
                 let shown = path.display().to_string();
                 let text =
                     std::fs::read_to_string(path).map_err(|e| SetupError::new("--schedule", &shown, e.to_string()))?;
-                Some(Schedule::parse(&text, urls.len()).map_err(|e| SetupError::new("--schedule", &shown, e))?)
+                let all = Schedule::parse(&text, urls.len()).map_err(|e| SetupError::new("--schedule", &shown, e))?;
+                Some(self.segment_of(all)?)
             }
         };
         let body = match &self.body {
@@ -202,7 +218,23 @@ impl Cli {
             max_error_rate: self.max_error_rate,
             output: if self.json { Output::Json } else { Output::Human },
             schedule,
+            segment: self.segment,
+            start_at: self.start_at,
+            raw_log: self.raw_log,
         })
+    }
+
+    /// A replay's entries this segment plays (all of them without `--segment`); a segment
+    /// that would play none is refused.
+    fn segment_of(&self, schedule: Schedule) -> Result<Schedule, SetupError> {
+        let Some(segment) = self.segment else { return Ok(schedule) };
+        let mine = schedule.segment(segment);
+        if mine.is_empty() {
+            let shown = format!("{}/{}", segment.index, segment.of);
+            let reason = format!("the schedule's {} entries leave this segment none", schedule.len());
+            return Err(SetupError::new("--segment", shown, reason));
+        }
+        Ok(mine)
     }
 }
 
@@ -249,6 +281,10 @@ fn positive_duration(text: &str) -> Result<Duration, String> {
 fn positive_rate(text: &str) -> Result<f64, String> {
     let r: f64 = text.parse().map_err(|_| "expected a number of requests per second".to_string())?;
     if r.is_finite() && r > 0.0 { Ok(r) } else { Err("must be greater than 0".to_string()) }
+}
+
+fn start_at(text: &str) -> Result<SystemTime, String> {
+    check_start_at(parse_unix_time(text)?, SystemTime::now())
 }
 
 fn fraction(text: &str) -> Result<f64, String> {
@@ -308,6 +344,11 @@ mod tests {
             (&["--streams", "4", "http://127.0.0.1/"], "--streams"),
             (&["--streams", "0", "--protocol", "h2c", "http://127.0.0.1/"], "--streams"),
             (&["--protocol", "h2c", "--no-keepalive", "http://127.0.0.1/"], "--no-keepalive"),
+            (&["--segment", "3/3", "http://127.0.0.1/"], "--segment"),
+            (&["--segment", "1", "http://127.0.0.1/"], "--segment"),
+            (&["--segment", "0/2000", "http://127.0.0.1/"], "--segment"),
+            (&["--start-at", "soon", "http://127.0.0.1/"], "--start-at"),
+            (&["--start-at", "99999999999", "http://127.0.0.1/"], "--start-at"),
             (&[], "URL"),
         ];
         for (args, flag) in table {
@@ -329,5 +370,21 @@ mod tests {
         assert_eq!(o.max_error_rate, None);
         let o = parse(["x", "--max-error-rate", "0.05", "http://127.0.0.1:8/"]).unwrap();
         assert_eq!(o.max_error_rate, Some(0.05));
+        assert_eq!((o.segment, o.start_at, o.raw_log), (None, None, None));
+        let o = parse(["x", "--segment", "2/5", "--start-at", "1.5", "http://127.0.0.1:8/"]).unwrap();
+        assert_eq!(o.segment, Some(Segment { index: 2, of: 5 }));
+        assert_eq!(o.start_at, Some(SystemTime::UNIX_EPOCH + Duration::from_millis(1500)), "the past: accepted");
+    }
+
+    #[test]
+    fn a_segment_plays_its_share_of_a_schedule() {
+        let path = std::env::temp_dir().join(format!("stacklab-load-cli-segment-{}", std::process::id()));
+        std::fs::write(&path, "0 0\n10 0\n20 0\n30 0\n40 0\n").unwrap();
+        let shown = path.display().to_string();
+        let o = parse(["x", "--schedule", &shown, "--segment", "1/3", "http://127.0.0.1:8/"]).unwrap();
+        assert_eq!((o.schedule.as_ref().map(Schedule::len), o.stop), (Some(2), StopAfter::Requests(2)));
+        let line = usage(&["--schedule", &shown, "--segment", "5/6", "http://127.0.0.1:8/"]);
+        assert!(line.contains("--segment '5/6'") && line.contains("5 entries"), "{line}");
+        std::fs::remove_file(&path).unwrap();
     }
 }

@@ -1,6 +1,7 @@
 //! Typed options: what crosses from the command line into the library.
 
-use std::time::Duration;
+use std::path::PathBuf;
+use std::time::{Duration, SystemTime};
 
 // `WeightedUrl` lives with `Url` in target.rs (which needs it to resolve a run's
 // host); it is re-exported here because it is part of what `Options` holds.
@@ -43,6 +44,66 @@ impl Protocol {
     }
 }
 
+/// This process is agent `index` of `of` sharing one load (`--segment K/N`): it sends the
+/// open loop's arrivals i ≡ index (mod of), or a replay's entries of those indices.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Segment {
+    pub index: usize,
+    pub of: usize,
+}
+
+impl Segment {
+    /// One agent doing the whole load (no `--segment`).
+    pub const WHOLE: Segment = Segment { index: 0, of: 1 };
+    /// The most agents one load may be split over.
+    pub const MAX_AGENTS: usize = 1024;
+
+    /// Parse `K/N`, 0 <= K < N <= 1024.
+    pub fn parse(text: &str) -> Result<Segment, String> {
+        let bad = || "expected K/N with 0 <= K < N <= 1024 (e.g. 1/3)".to_string();
+        let (k, n) = text.split_once('/').ok_or_else(bad)?;
+        let digits = |t: &str| !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit());
+        if !digits(k) || !digits(n) {
+            return Err(bad());
+        }
+        let (index, of) = (k.parse::<usize>().map_err(|_| bad())?, n.parse::<usize>().map_err(|_| bad())?);
+        if of == 0 || of > Segment::MAX_AGENTS || index >= of {
+            return Err(bad());
+        }
+        Ok(Segment { index, of })
+    }
+}
+
+/// How far ahead `--start-at` may be: further is surely a mistake (a clock, a unit).
+pub const START_AT_MAX_AHEAD: Duration = Duration::from_secs(300);
+
+/// Parse decimal seconds since the Unix epoch (`1764412345.25`) to the nanosecond
+/// (further digits are dropped), without going through a float.
+pub fn parse_unix_time(text: &str) -> Result<SystemTime, String> {
+    let bad = || "expected decimal seconds since the Unix epoch, like 1764412345.25".to_string();
+    let (whole, fraction) = text.split_once('.').unwrap_or((text, ""));
+    let digits = |t: &str| t.bytes().all(|b| b.is_ascii_digit());
+    if whole.is_empty() || !digits(whole) || !digits(fraction) {
+        return Err(bad());
+    }
+    let secs: u64 = whole.parse().map_err(|_| bad())?;
+    let nanos = fraction.bytes().chain(std::iter::repeat(b'0')).take(9).fold(0u32, |n, b| n * 10 + u32::from(b - b'0'));
+    SystemTime::UNIX_EPOCH.checked_add(Duration::new(secs, nanos)).ok_or_else(bad)
+}
+
+/// A `--start-at` instant is refused when it lies more than [`START_AT_MAX_AHEAD`] after
+/// `now`; one in the past means "at once".
+pub fn check_start_at(at: SystemTime, now: SystemTime) -> Result<SystemTime, String> {
+    match at.duration_since(now) {
+        Ok(ahead) if ahead > START_AT_MAX_AHEAD => Err(format!(
+            "{:.3} s in the future, more than the {} s allowed",
+            ahead.as_secs_f64(),
+            START_AT_MAX_AHEAD.as_secs()
+        )),
+        _ => Ok(at),
+    }
+}
+
 /// The report format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Output {
@@ -80,8 +141,15 @@ pub struct Options {
     /// Exit non-zero when more than this share of measured requests failed.
     pub max_error_rate: Option<f64>,
     pub output: Output,
-    /// Replay: intended send offsets, each with its URL, played once in order (open loop).
+    /// Replay: intended send offsets, each with its URL, played once in order (open loop);
+    /// with a segment, only that segment's entries.
     pub schedule: Option<Schedule>,
+    /// This process's share of a load split over several agents (None: all of it).
+    pub segment: Option<Segment>,
+    /// Wait until the system clock reads this instant before the run's time zero.
+    pub start_at: Option<SystemTime>,
+    /// Test-only: write each value recorded into the latency histogram to this file.
+    pub raw_log: Option<PathBuf>,
 }
 
 impl Options {
@@ -111,6 +179,9 @@ impl Options {
             lab_netns: None,
             max_error_rate: None,
             output: Output::Human,
+            segment: None,
+            start_at: None,
+            raw_log: None,
         }
     }
 }
@@ -163,5 +234,53 @@ mod tests {
         for (text, want) in table {
             assert_eq!(parse_duration(text).ok(), want, "{text}");
         }
+    }
+
+    #[test]
+    fn segments() {
+        let table = [
+            ("0/1", Some((0, 1))),
+            ("1/3", Some((1, 3))),
+            ("1023/1024", Some((1023, 1024))),
+            ("3/3", None),
+            ("0/0", None),
+            ("0/1025", None),
+            ("-1/3", None),
+            ("1/+3", None),
+            ("1", None),
+            ("1/3/5", None),
+            ("/3", None),
+            ("99999999999999999999999/3", None),
+        ];
+        for (text, want) in table {
+            assert_eq!(Segment::parse(text).ok().map(|s| (s.index, s.of)), want, "{text}");
+        }
+    }
+
+    #[test]
+    fn unix_times() {
+        let at = |s, ns| Some(SystemTime::UNIX_EPOCH + Duration::new(s, ns));
+        let table = [
+            ("1764412345.25", at(1_764_412_345, 250_000_000)),
+            ("1764412345", at(1_764_412_345, 0)),
+            ("1764412345.", at(1_764_412_345, 0)),
+            ("1764412345.123456789123", at(1_764_412_345, 123_456_789)),
+            ("0.000001", at(0, 1000)),
+            ("", None),
+            (".5", None),
+            ("-1", None),
+            ("1e9", None),
+            ("12:00", None),
+            ("1.2.3", None),
+        ];
+        for (text, want) in table {
+            assert_eq!(parse_unix_time(text).ok(), want, "{text}");
+        }
+        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000);
+        let s = Duration::from_secs;
+        assert!(check_start_at(now + s(300), now).is_ok());
+        assert!(check_start_at(now - s(3600), now).is_ok(), "the past: at once");
+        let err = check_start_at(now + s(301), now).unwrap_err();
+        assert!(err.contains("301.000 s in the future"), "{err}");
     }
 }

@@ -7,6 +7,8 @@
 
 use std::time::Duration;
 
+use crate::options::Segment;
+
 /// One request of the schedule.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Entry {
@@ -60,6 +62,13 @@ impl Schedule {
 
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()
+    }
+
+    /// The entries of 0-based index i ≡ K (mod N) of segment K/N, at their own offsets:
+    /// the N segments together play every entry once.
+    pub fn segment(&self, segment: Segment) -> Schedule {
+        let entries = self.entries.iter().skip(segment.index).step_by(segment.of.max(1)).copied().collect();
+        Schedule { entries }
     }
 
     /// From the first entry's offset to the last's.
@@ -122,6 +131,14 @@ mod tests {
         // More slots than entries: the extra ones send nothing.
         assert_eq!(s.per_slot(9, 10), 0);
         assert_eq!((0..10).map(|k| s.per_slot(k, 10)).sum::<u64>(), 7);
+        // Segments: entries i ≡ K (mod N), each played by exactly one segment.
+        let of = |k, n| s.segment(Segment { index: k, of: n }).entries.iter().map(|e| e.at).collect::<Vec<_>>();
+        assert_eq!(of(1, 3), [US(10), US(40)]);
+        assert_eq!(of(0, 1), (0..7).map(|k| US(k * 10)).collect::<Vec<_>>());
+        let mut union: Vec<Duration> = (0..4).flat_map(|k| of(k, 4)).collect();
+        union.sort();
+        assert_eq!(union, of(0, 1));
+        assert!(s.segment(Segment { index: 8, of: 9 }).is_empty());
         // Overflow rows: no panic, no entry.
         assert_eq!(s.entry(usize::MAX, usize::MAX, u64::MAX), None);
     }

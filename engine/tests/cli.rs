@@ -18,6 +18,11 @@ fn bad_arguments_exit_2_with_one_line_naming_the_flag() {
         (&["--body", "/nonexistent/body", "http://127.0.0.1:1/"], "--body"),
         (&["http://127.0.0.1:1/a", "http://localhost:2/b"], "URL"),
         (&["-n", "1", "http://192.0.2.1/"], "--allow-remote"),
+        (&["--segment", "3/3", "http://127.0.0.1:1/"], "--segment"),
+        (&["--segment", "0/1025", "http://127.0.0.1:1/"], "--segment"),
+        (&["--start-at", "tomorrow", "http://127.0.0.1:1/"], "--start-at"),
+        (&["--start-at", "99999999999.5", "http://127.0.0.1:1/"], "--start-at"),
+        (&["--raw-log", "/nonexistent/raw", "-n", "1", "http://127.0.0.1:1/"], "--raw-log"),
     ];
     for (args, flag) in table {
         let out = run(args);
@@ -34,9 +39,10 @@ fn help_and_version_exit_0() {
     let help = run(&["--help"]);
     assert_eq!(help.status.code(), Some(0));
     let text = String::from_utf8_lossy(&help.stdout);
-    for needle in ["Exit status", "  3 ", "  4 ", "  130 ", "--max-error-rate"] {
+    for needle in ["Exit status", "  3 ", "  4 ", "  130 ", "--max-error-rate", "--segment", "--start-at"] {
         assert!(text.contains(needle), "--help lacks {needle:?}:\n{text}");
     }
+    assert!(!text.contains("--raw-log"), "a test-only option stays out of --help");
     let v = run(&["--version"]);
     assert!(String::from_utf8_lossy(&v.stdout).contains(env!("CARGO_PKG_VERSION")));
 }
@@ -60,12 +66,13 @@ fn json_report_matches_the_schema() {
         (vec!["-n", "5", &refused], 3),
         (vec!["-c", "2", "-d", "5s", &refused], 3), // ends early: the optional key
         (vec!["-c", "2", "--urls", &urls, "--schedule", &schedule], 0),
+        (vec!["-c", "2", "-n", "50", "--segment", "1/3", "--start-at", "1", "--rate", "1000", &server.url("/")], 0),
     ] {
         let report = run_json_exit(&args, code);
         let errors: Vec<String> =
             validator.iter_errors(&report).map(|e| format!("{} at {}", e, e.instance_path())).collect();
         assert!(errors.is_empty(), "{args:?}: {errors:#?}");
-        assert_eq!(report["schema_version"], 4);
+        assert_eq!(report["schema_version"], 5);
     }
     for file in [&urls, &schedule] {
         std::fs::remove_file(file).unwrap(); // nothing left behind in the temporary directory

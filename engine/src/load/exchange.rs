@@ -124,6 +124,7 @@ impl Worker<'_> {
         let Some(transport) = c.transport.as_mut() else { return };
         if c.written == 0 {
             c.sent_at = now;
+            self.first_send.get_or_insert(now);
         }
         loop {
             match transport.write(&request[c.written..]) {

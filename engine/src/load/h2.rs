@@ -445,6 +445,7 @@ impl Worker<'_> {
                     c.stream = Some(Stream::Head(response));
                     c.phase = Phase::Reading;
                     c.sent_at = now;
+                    self.first_send.get_or_insert(now);
                     h2.wake_slot(i); // its first poll registers its waker
                 }
                 Err(_) => return self.h2_closed(s, now),

@@ -5,17 +5,18 @@ mod exchange;
 mod h2;
 pub mod pacer;
 pub mod refused;
+pub mod start;
 pub mod stop;
 mod tls;
 mod transport;
 mod worker;
 
 use std::sync::atomic::{AtomicBool, AtomicU64};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use crate::error::SetupError;
 use crate::http::{build_h2_request, build_request_as};
-use crate::options::{Options, Protocol, StopAfter};
+use crate::options::{Options, Protocol, Segment, StopAfter};
 use crate::pick::Chooser;
 use crate::record::Recorder;
 use crate::schedule::Schedule;
@@ -44,7 +45,12 @@ pub struct Plan<'a> {
     pub h2_requests: Vec<http::Request<()>>,
     /// HTTP/2: the request body, shared by every stream.
     pub body: Option<bytes::Bytes>,
+    /// Open loop: the rate of the whole load (of every agent, with a segment).
     pub rate: Option<f64>,
+    /// This process's share of the load (the whole of it without `--segment`).
+    pub segment: Segment,
+    /// Keep each latency recorded (test-only `--raw-log`).
+    pub raw_log: bool,
     pub keepalive: bool,
     /// Per URL: its method is HEAD, so its response has no body.
     pub no_body: Vec<bool>,
@@ -96,6 +102,8 @@ impl<'a> Plan<'a> {
             h2_requests,
             body: options.body.clone().map(bytes::Bytes::from),
             rate: options.rate,
+            segment: options.segment.unwrap_or(Segment::WHOLE),
+            raw_log: options.raw_log.is_some(),
             keepalive: options.keepalive,
             decode: options.decode,
             timeout: options.timeout,
@@ -112,6 +120,10 @@ fn method<'o>(url: &'o crate::options::WeightedUrl, options: &'o Options) -> &'o
 /// What a run measured, merged over workers.
 pub struct Measurement {
     pub recorder: Recorder,
+    /// The system clock at the run's time zero (read once, with the monotonic clock).
+    pub started_wall: SystemTime,
+    /// When the first request (warm-up included) began to be written, from time zero.
+    pub first_send: Option<Duration>,
     /// Wall time of the measured phase (after warm-up).
     pub duration: Duration,
     pub interrupted: bool,
@@ -134,7 +146,11 @@ pub fn run(options: &Options, interrupt: &AtomicBool) -> Result<Measurement, Set
     let sizes: Vec<usize> = (0..threads)
         .map(|t| (options.connections / threads + usize::from(t < options.connections % threads)) * plan.streams)
         .collect();
-    let start = Instant::now();
+    // Everything is set up: wait for the agreed instant, then take time zero on both clocks.
+    if let Some(at) = options.start_at {
+        start::wait_until(at, interrupt);
+    }
+    let (start, started_wall) = (Instant::now(), SystemTime::now());
     let measure_from = start + options.warmup;
     let warmup_end = (!options.warmup.is_zero()).then_some(measure_from);
     let stops: Vec<Stop> = match (options.stop, &options.schedule) {
@@ -166,14 +182,18 @@ pub fn run(options: &Options, interrupt: &AtomicBool) -> Result<Measurement, Set
     let mut merged = Recorder::new(measure_from, 0);
     let mut end = start;
     let mut all_refused = false;
+    let mut first_send: Option<Instant> = None;
     for result in results {
         let worker = result.map_err(|e| SetupError::new("event loop", "epoll", e.to_string()))?;
         merged.merge(&worker.rec);
         end = end.max(worker.stopped);
         all_refused |= worker.all_refused;
+        first_send = first_send.into_iter().chain(worker.first_send).min();
     }
     Ok(Measurement {
         recorder: merged,
+        started_wall,
+        first_send: first_send.map(|at| at.saturating_duration_since(start)),
         duration: end.saturating_duration_since(measure_from),
         interrupted: interrupt.load(std::sync::atomic::Ordering::Relaxed),
         all_refused,

@@ -3,6 +3,8 @@
 
 use std::time::Duration;
 
+use crate::options::Segment;
+
 /// The decision for one request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Pace {
@@ -17,20 +19,26 @@ pub struct Pace {
 pub enum Pacer {
     /// Closed loop: send as soon as the previous response is in.
     Closed,
-    /// Open loop for one connection: `per_s` requests per second, the first
-    /// one `offset` after the start.
-    Constant { per_s: f64, offset: Duration },
+    /// Open loop for one connection: the whole load (every connection of every agent)
+    /// sends its arrival i at i / `rate` seconds; this connection sends arrivals
+    /// `first`, `first + stride`, `first + 2·stride`, …
+    Constant { rate: f64, first: u64, stride: u64 },
 }
 
 impl Pacer {
-    /// The pacer of connection `index` of `connections` sharing `rate` req/s:
-    /// each connection gets an equal share, their phases spread evenly.
-    pub fn for_connection(rate: Option<f64>, index: usize, connections: usize) -> Pacer {
+    /// The pacer of connection `index` of this process's `connections`, the load being
+    /// `rate` req/s over all of them and of every agent (`segment`): arrival i of the load
+    /// belongs to agent i mod N, and of its arrivals, connection j sends every c-th one
+    /// from the j-th on. So connection j of agent K sends arrivals K + N·(j + n·c): at
+    /// rate / (N·c) req/s from (K + j·N) / rate on, and the N agents' sends together are
+    /// the one-agent schedule, to the nanosecond (the same arrival, the same division).
+    pub fn for_connection(rate: Option<f64>, index: usize, connections: usize, segment: Segment) -> Pacer {
         match rate {
             None => Pacer::Closed,
             Some(rate) => Pacer::Constant {
-                per_s: rate / connections as f64,
-                offset: Duration::from_secs_f64(index as f64 / rate),
+                rate,
+                first: (segment.index + index * segment.of) as u64,
+                stride: (connections * segment.of) as u64,
             },
         }
     }
@@ -38,9 +46,10 @@ impl Pacer {
     pub fn pace(&self, elapsed: Duration, sent: u64) -> Pace {
         match *self {
             Pacer::Closed => Pace { wait: Duration::ZERO, intended: elapsed },
-            Pacer::Constant { per_s, offset } => {
-                let due = Duration::try_from_secs_f64(sent as f64 / per_s).unwrap_or(Duration::MAX);
-                let intended = offset.saturating_add(due);
+            Pacer::Constant { rate, first, stride } => {
+                // In u128 the arrival never overflows; far beyond any run it saturates below.
+                let arrival = u128::from(first) + u128::from(sent) * u128::from(stride);
+                let intended = Duration::try_from_secs_f64(arrival as f64 / rate).unwrap_or(Duration::MAX);
                 Pace { wait: intended.saturating_sub(elapsed), intended }
             }
         }
@@ -63,7 +72,7 @@ mod tests {
     #[test]
     fn constant_rate_table() {
         // 100 req/s on one connection: one every 10 ms.
-        let p = Pacer::Constant { per_s: 100.0, offset: Duration::ZERO };
+        let p = Pacer::Constant { rate: 100.0, first: 0, stride: 1 };
         let table = [
             // elapsed, sent, wait, intended
             (MS(0), 0, MS(0), MS(0)),
@@ -80,8 +89,8 @@ mod tests {
 
     #[test]
     fn offsets_and_overflow() {
-        let p = Pacer::for_connection(Some(1000.0), 3, 10);
-        assert_eq!(p, Pacer::Constant { per_s: 100.0, offset: MS(3) });
+        let p = Pacer::for_connection(Some(1000.0), 3, 10, Segment::WHOLE);
+        assert_eq!(p, Pacer::Constant { rate: 1000.0, first: 3, stride: 10 });
         assert_eq!(p.pace(MS(0), 0).intended, MS(3));
         assert_eq!(p.pace(MS(0), 2).intended, MS(23));
         // Overflow rows saturate instead of panicking.
@@ -90,7 +99,47 @@ mod tests {
         assert_eq!(huge.wait, Duration::ZERO);
         let pending = p.pace(Duration::ZERO, u64::MAX);
         assert_eq!(pending.wait, pending.intended);
-        let tiny = Pacer::Constant { per_s: 1e-300, offset: Duration::ZERO };
+        let tiny = Pacer::Constant { rate: 1e-300, first: 0, stride: 1 };
         assert_eq!(tiny.pace(MS(1), 1).intended, Duration::MAX);
+        let widest =
+            Pacer::for_connection(Some(1.0), usize::MAX / 2048, usize::MAX / 2048, Segment { index: 1023, of: 1024 });
+        assert!(widest.pace(Duration::ZERO, u64::MAX).intended > Duration::from_secs(u64::MAX / 2));
+    }
+
+    /// Every intended send of `connections` connections of `segment` for the first
+    /// `per_connection` sends each, sorted.
+    fn sends(rate: f64, connections: usize, segment: Segment, per_connection: u64) -> Vec<Duration> {
+        let mut all: Vec<Duration> = (0..connections)
+            .map(|j| Pacer::for_connection(Some(rate), j, connections, segment))
+            .flat_map(|p| (0..per_connection).map(move |n| p.pace(Duration::ZERO, n).intended))
+            .collect();
+        all.sort();
+        all
+    }
+
+    #[test]
+    fn segments_together_are_the_one_agent_schedule() {
+        // (rate, agents, connections per agent): c dividing nothing, c > N, c < N, N = 1.
+        for (rate, agents, c) in [(300.0, 3, 7), (1000.0, 4, 10), (333.3, 7, 3), (12_345.6, 1, 5), (50.0, 5, 1)] {
+            let per_connection = 40;
+            let mut union: Vec<Duration> =
+                (0..agents).flat_map(|k| sends(rate, c, Segment { index: k, of: agents }, per_connection)).collect();
+            union.sort();
+            // One agent with all N·c connections sends the same arrivals, each at i / rate.
+            let whole = sends(rate, agents * c, Segment::WHOLE, per_connection);
+            assert_eq!(union, whole, "rate {rate}, {agents} agents of {c} connections");
+            let expected: Vec<Duration> = (0..whole.len()).map(|i| Duration::from_secs_f64(i as f64 / rate)).collect();
+            assert_eq!(whole, expected, "arrival i at i / rate");
+        }
+    }
+
+    #[test]
+    fn a_segment_sends_its_arrivals_only() {
+        // Agent 1 of 3 at 300 req/s over 2 connections: arrivals 1, 4, 7, … at (1 + 3m) / 300 s.
+        let mine = sends(300.0, 2, Segment { index: 1, of: 3 }, 5);
+        let want: Vec<Duration> = (0..10).map(|m| Duration::from_secs_f64((1 + 3 * m) as f64 / 300.0)).collect();
+        assert_eq!(mine, want);
+        let p = Pacer::for_connection(Some(300.0), 1, 2, Segment { index: 1, of: 3 });
+        assert_eq!(p, Pacer::Constant { rate: 300.0, first: 4, stride: 6 });
     }
 }

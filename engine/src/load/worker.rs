@@ -100,6 +100,8 @@ pub(super) struct Worker<'a> {
     sweep_every: Duration,
     /// Every slot was refused for a while: stop before the stop condition.
     all_refused: bool,
+    /// When its first request (warm-up included) began to be written.
+    pub first_send: Option<Instant>,
 }
 
 /// What one worker measured, and how it ended.
@@ -108,6 +110,8 @@ pub struct WorkerEnd {
     pub stopped: Instant,
     /// Ended early because every slot's connects were refused.
     pub all_refused: bool,
+    /// When its first request (warm-up included) began to be written.
+    pub first_send: Option<Instant>,
 }
 
 /// Run one worker to its end.
@@ -117,7 +121,7 @@ pub fn run_worker(plan: &Plan<'_>, wp: WorkerPlan) -> std::io::Result<WorkerEnd>
     worker.run(&mut events);
     let stopped = Instant::now();
     worker.record_in_flight(stopped);
-    Ok(WorkerEnd { rec: worker.rec, stopped, all_refused: worker.all_refused })
+    Ok(WorkerEnd { rec: worker.rec, stopped, all_refused: worker.all_refused, first_send: worker.first_send })
 }
 
 impl<'a> Worker<'a> {
@@ -126,7 +130,7 @@ impl<'a> Worker<'a> {
             .slots
             .clone()
             .map(|k| Conn {
-                pacer: Pacer::for_connection(plan.rate, k, plan.slots),
+                pacer: Pacer::for_connection(plan.rate, k, plan.slots, plan.segment),
                 slot: k,
                 sent: 0,
                 transport: None,
@@ -152,12 +156,16 @@ impl<'a> Worker<'a> {
         let paced = plan.rate.is_some() || plan.schedule.is_some();
         let alarm = if paced { Some(Alarm::new(poll.registry(), ALARM)?) } else { None };
         let sweep_every = (plan.timeout / 10).clamp(Duration::from_millis(1), Duration::from_millis(100));
+        let mut rec = Recorder::new(wp.start, wp.slots.len());
+        if plan.raw_log {
+            rec.keep_raw_log(wp.start);
+        }
         Ok(Worker {
             plan,
             poll,
             conns,
             buf: vec![0; READ_BUFFER],
-            rec: Recorder::new(wp.start, wp.slots.len()),
+            rec,
             rng: Rng::new(wp.seed),
             tls_config: plan.tls.as_ref().map(|t| t.client_config()),
             h2: plan.protocol.is_h2().then(|| H2::new(plan, wp.slots.len())),
@@ -172,6 +180,7 @@ impl<'a> Worker<'a> {
             next_sweep: wp.start + sweep_every,
             sweep_every,
             all_refused: false,
+            first_send: None,
         })
     }
 

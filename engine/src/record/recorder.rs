@@ -5,6 +5,7 @@ use std::time::{Duration, Instant};
 use hdrhistogram::Histogram;
 
 use super::progress::{Slot, micros};
+use super::raw::RawLog;
 use super::series::Series;
 
 /// The fixed taxonomy of per-request failures.
@@ -99,6 +100,8 @@ pub struct Recorder {
     pub series: Series,
     /// Per connection slot of this worker, in slot order (merging appends).
     pub slots: Vec<Slot>,
+    /// Test-only (`--raw-log`): each value recorded into `latency`; None unless asked.
+    pub raw: Option<RawLog>,
 }
 
 impl Recorder {
@@ -120,14 +123,23 @@ impl Recorder {
             tls_info: TlsInfo::default(),
             series: Series::new(origin),
             slots: vec![Slot::default(); slots],
+            raw: None,
         }
+    }
+
+    /// Also keep each value recorded into `latency` with its intended send time, in µs
+    /// from `zero` (the run's time zero): the test-only raw log.
+    pub fn keep_raw_log(&mut self, zero: Instant) {
+        self.raw = Some(RawLog::new(zero));
     }
 
     /// Forget everything (end of warm-up); the time series restarts at `origin`.
     pub fn reset(&mut self, origin: Instant) {
         let negotiated = (self.tls_info.protocol.take(), self.tls_info.cipher.take(), self.tls_info.alpn.take());
+        let raw = self.raw.take().map(|r| RawLog::new(r.zero));
         *self = Recorder::new(origin, self.slots.len());
         (self.tls_info.protocol, self.tls_info.cipher, self.tls_info.alpn) = negotiated;
+        self.raw = raw;
     }
 
     pub fn connected(&mut self, took: Duration) {
@@ -174,6 +186,9 @@ impl Recorder {
         second.record(latency);
         self.completed += 1;
         self.latency.saturating_record(latency);
+        if let Some(raw) = self.raw.as_mut() {
+            raw.record(t.intended, latency.min(self.latency.high())); // as saturating_record did
+        }
         self.latency_uncorrected.saturating_record(micros(t.done.saturating_duration_since(t.start)));
         self.ttfb.saturating_record(micros(t.first_byte.saturating_duration_since(t.sent)));
         true
@@ -229,6 +244,9 @@ impl Recorder {
         self.series.merge(&other.series);
         // Each worker owns its slots: the merged list is every worker's, in order.
         self.slots.extend_from_slice(&other.slots);
+        if let Some(theirs) = &other.raw {
+            self.raw.get_or_insert_with(|| RawLog::new(theirs.zero)).lines.extend_from_slice(&theirs.lines);
+        }
     }
 
     pub fn failed(&self) -> u64 {
@@ -328,6 +346,31 @@ mod tests {
         assert_eq!(waits, [0, 5000, 7000, 0, 9000]);
         a.reset(t0);
         assert_eq!(a.slots, vec![crate::record::Slot::default(); 2]);
+    }
+
+    #[test]
+    fn the_raw_log_holds_what_the_histogram_holds() {
+        let t0 = Instant::now();
+        let mut r = Recorder::new(t0, 1);
+        r.keep_raw_log(t0);
+        r.response(&timing(t0, 0, 10), 200, 100, 60, 60, None);
+        r.reset(t0 + Duration::from_millis(5)); // warm-up over: forgotten, still kept
+        r.response(&timing(t0, 20, 31), 200, 100, 60, 60, None);
+        r.response(&timing(t0, 30, 45), 200, 90, 50, 50, Some(ErrorClass::LengthMismatch));
+        r.response(&timing(t0, 40, 50), 700, 100, 60, 60, None);
+        r.error(ErrorClass::Timeout, t0 + Duration::from_millis(60), 0);
+        let far = Timing { done: t0 + Duration::from_secs(7200), ..timing(t0, 50, 50) };
+        r.response(&far, 200, 100, 60, 60, None);
+        let mut merged = Recorder::new(t0, 0);
+        merged.merge(&Recorder::new(t0, 1));
+        merged.merge(&r);
+        let raw = merged.raw.as_ref().expect("kept through reset and merge");
+        assert_eq!(raw.lines, [(20_000, 11_000), (50_000, 3_600_000_000)]);
+        let mut rebuilt = new_latency_histogram();
+        for &(_, latency) in &raw.lines {
+            rebuilt.record(latency).unwrap();
+        }
+        assert_eq!(rebuilt, merged.latency);
     }
 
     #[test]

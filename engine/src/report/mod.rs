@@ -4,6 +4,7 @@ mod human;
 mod json;
 
 use std::collections::BTreeMap;
+use std::time::SystemTime;
 
 use base64::Engine as _;
 use hdrhistogram::serialization::{Serializer, V2DeflateSerializer};
@@ -17,7 +18,7 @@ pub use human::render as render_human;
 pub use json::render as render_json;
 
 /// Version of the JSON contract; bump on any incompatible change (changelog in README.md).
-pub const SCHEMA_VERSION: u32 = 4;
+pub const SCHEMA_VERSION: u32 = 5;
 /// The `ended_early` reason when every connect was refused.
 pub const ALL_REFUSED: &str = "all connections refused";
 /// Percentiles listed in `latency_percentiles_us` and the human table.
@@ -27,6 +28,8 @@ pub const PERCENTILES: [f64; 10] = [50.0, 66.0, 75.0, 80.0, 90.0, 95.0, 98.0, 99
 pub struct Report {
     pub schema_version: u32,
     pub config: Config,
+    /// When the run began, on the system clock (to merge the reports of several agents).
+    pub start: Start,
     pub duration_s: f64,
     pub requests: Requests,
     pub status: BTreeMap<String, u64>,
@@ -48,6 +51,8 @@ pub struct Report {
     pub in_flight: InFlight,
     pub timeseries: Vec<Point>,
     pub histogram: String,
+    /// The time to first byte and connect histograms, encoded as `histogram`.
+    pub histograms: Histograms,
     pub engine: Engine,
     pub interrupted: bool,
     /// Why the run stopped before its stop condition (absent when it did not).
@@ -80,8 +85,37 @@ pub struct Config {
     pub seed: u64,
     pub allow_remote: bool,
     pub max_error_rate: Option<f64>,
-    /// Replay (`--schedule`): null unless given.
+    /// Replay (`--schedule`): null unless given; with a segment, that segment's entries.
     pub schedule: Option<ScheduleEcho>,
+    /// This process's share of a load over several agents (`--segment`): null unless given.
+    pub segment: Option<SegmentEcho>,
+}
+
+/// `--segment K/N`: agent `index` of `of`.
+#[derive(Debug, Clone, Serialize)]
+pub struct SegmentEcho {
+    pub index: usize,
+    pub of: usize,
+}
+
+/// The run's time zero and first send on the system clock, in µs since the Unix epoch.
+#[derive(Debug, Clone, Serialize)]
+pub struct Start {
+    /// The instant `--start-at` asked for (null without it).
+    pub asked_unix_us: Option<u64>,
+    /// The system clock at the run's time zero (warm-up included), read with the
+    /// monotonic clock that times everything else.
+    pub unix_us: u64,
+    /// When the first request (warm-up included) began to be written: `unix_us` plus its
+    /// monotonic time from time zero (null when none was).
+    pub first_send_unix_us: Option<u64>,
+}
+
+/// More histograms in the form of `histogram`, for exact merging.
+#[derive(Debug, Clone, Serialize)]
+pub struct Histograms {
+    pub ttfb: String,
+    pub connect: String,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -194,6 +228,7 @@ impl Report {
         Report {
             schema_version: SCHEMA_VERSION,
             config: config(options),
+            start: start(options, m),
             duration_s: round6(secs),
             requests: Requests {
                 completed: r.completed,
@@ -234,6 +269,7 @@ impl Report {
             in_flight: in_flight(r, m.duration),
             timeseries: timeseries(r),
             histogram: serialize_histogram(&r.latency),
+            histograms: Histograms { ttfb: serialize_histogram(&r.ttfb), connect: serialize_histogram(&r.connect) },
             engine: engine(),
             interrupted: m.interrupted,
             ended_early: m.all_refused.then(|| ALL_REFUSED.to_string()),
@@ -313,6 +349,18 @@ fn config(o: &Options) -> Config {
         allow_remote: o.allow_remote,
         max_error_rate: o.max_error_rate,
         schedule: o.schedule.as_ref().map(|s| ScheduleEcho { requests: s.len(), span_s: s.span().as_secs_f64() }),
+        segment: o.segment.map(|s| SegmentEcho { index: s.index, of: s.of }),
+    }
+}
+
+/// Wall-clock times from the one system-clock reading at time zero plus monotonic offsets:
+/// a clock stepped during the run moves none of them apart.
+fn start(o: &Options, m: &Measurement) -> Start {
+    let unix_us = |t: SystemTime| t.duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_micros() as u64);
+    Start {
+        asked_unix_us: o.start_at.map(unix_us),
+        unix_us: unix_us(m.started_wall),
+        first_send_unix_us: m.first_send.map(|d| unix_us(m.started_wall + d)),
     }
 }
 
