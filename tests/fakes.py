@@ -31,13 +31,22 @@ ENGINE_SCHEMA = Path(__file__).resolve().parent.parent / "engine/schema/report.s
 
 
 @cache
-def engine_schema(version: int = 4) -> dict:
-    """The engine's report schema: version 4 is the file; versions 3, 2 and 1 are derived
-    from it by the changelog (engine/README.md): 3 has no `protocol`, `config.protocol`,
+def engine_schema(version: int = 5) -> dict:
+    """The engine's report schema: version 5 is the file; versions 4, 3, 2 and 1 are
+    derived from it by the changelog (engine/README.md): 4 has no `start`, `histograms` nor
+    `config.segment`; 3 neither, and no `protocol`, `config.protocol`,
     `config.streams`, `tls.alpn` nor `requests.retried`; 2 neither, and no `config.schedule` nor a `method`
     per URL; 1 neither, and no `connections`, `in_flight`, timeseries `width_s` or
     `config.max_error_rate`."""
     schema = copy.deepcopy(json.loads(ENGINE_SCHEMA.read_text()))
+    if version <= 4:
+        props = schema["properties"]
+        props["schema_version"] = {"const": 4}
+        for key in ("start", "histograms"):
+            schema["required"].remove(key)
+            del props[key]
+        props["config"]["required"].remove("segment")
+        del props["config"]["properties"]["segment"]
     if version <= 3:
         props = schema["properties"]
         props["schema_version"] = {"const": 3}
@@ -114,9 +123,14 @@ ERROR_CLASSES = ("connect", "read", "write", "timeout", "tls", "bad_response",
                  "length_mismatch")
 
 
+# When fake runs began (2026-11-29 10:00 UTC, plus a second per seed): a fixed instant,
+# so that fake reports stay reproducible.
+FAKE_START_UNIX_US = 1_764_410_400_000_000
+
+
 def fake_load(rps: float, latency_us: float, seed: int, duration_s: float = 2.0,
               engine_cpu_s: float = 0.5, threads: int = 2, warmup_s: float = 0.0,
-              schema: int = 4, *, completed: int | None = None,
+              schema: int = 5, *, completed: int | None = None,
               config: dict | None = None, interrupted: bool = False) -> dict:
     """An engine report. Connections follow Little's law (latency × rate), every one
     served evenly. The uncorrected latency is lower than the corrected one, as in an
@@ -145,6 +159,8 @@ def fake_load(rps: float, latency_us: float, seed: int, duration_s: float = 2.0,
     if schema >= 4:       # HTTP/2: the protocol asked for and its streams per connection
         config.setdefault("protocol", "http/1.1")
         config.setdefault("streams", 1)
+    if schema >= 5:       # one agent of several: null unless --segment
+        config.setdefault("segment", None)
     doc = {"schema_version": schema, "config": config,
            "duration_s": duration_s, "rps": rps,
            "requests": {"completed": completed, "failed": 0,
@@ -164,6 +180,13 @@ def fake_load(rps: float, latency_us: float, seed: int, duration_s: float = 2.0,
            # for all of them (the first `completed` alone, when fewer)
            "histogram": engine_histogram(samples[:completed], schema, completed),
            "timeseries": [], "interrupted": interrupted}
+    if schema >= 5:       # time zero on the system clock, the first send just after
+        unix_us = FAKE_START_UNIX_US + seed * 1_000_000
+        doc["start"] = {"asked_unix_us": None, "unix_us": unix_us,
+                        "first_send_unix_us": unix_us + 150}
+        doc["histograms"] = {"ttfb": engine_histogram([v * 0.9 for v in samples[:completed]],
+                                                      schema, completed),
+                             "connect": engine_histogram([50] * connections, schema)}
     if schema >= 4:
         doc["protocol"] = config["protocol"] if completed else None
         doc["tls"]["alpn"] = None

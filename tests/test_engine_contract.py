@@ -1,6 +1,6 @@
 """The engine's JSON report as the Python side reads it: the real binary against a small
 loopback server, its histogram decoded by the independent `hdrh` decoder, the report
-checked against the engine's own schema; old (schema 1 to 3) and new (schema 4) reports and
+checked against the engine's own schema; old (schema 1 to 4) and new (schema 5) reports and
 both histogram encodings read; the exit statuses after which a report is data."""
 
 import base64
@@ -66,7 +66,7 @@ def test_real_report_follows_its_schema(server_url):
     code, doc = run_engine("-c", "3", "-n", "300", server_url)
     assert code == 0
     jsonschema.Draft202012Validator(SCHEMA).validate(doc)
-    assert doc["schema_version"] == 4 and doc["protocol"] == "http/1.1"
+    assert doc["schema_version"] == 5 and doc["protocol"] == "http/1.1"
     assert doc["connections"]["slots"] == 3 and doc["connections"]["idle_slots"] == 0
     assert doc["in_flight"]["count"] == 0
     assert "ended_early" not in doc
@@ -83,13 +83,13 @@ def test_a_run_that_completed_nothing_is_a_report_not_a_crash(refused_url, tmp_p
 
 
 def test_reports_of_both_schemas_load_and_others_are_refused():
-    for schema in (1, 2, 3, 4):
+    for schema in (1, 2, 3, 4, 5):
         doc = fake_load(1000, 500, seed=1, schema=schema)
         report = LoadReport.from_json(doc)
         assert report.completed == 2000 and report.p99_us == doc["latency_us"]["p99"]
     assert "connections" not in fake_load(1000, 500, seed=1, schema=1)
-    with pytest.raises(EngineError, match="schema_version 5"):
-        LoadReport.from_json(dict(fake_load(1000, 500, seed=1), schema_version=5))
+    with pytest.raises(EngineError, match="schema_version 6"):
+        LoadReport.from_json(dict(fake_load(1000, 500, seed=1), schema_version=6))
 
 
 def test_both_histogram_encodings_decode_to_the_same_histogram():

@@ -34,7 +34,7 @@ def fake(*args: str, **kw) -> subprocess.CompletedProcess:
 
 
 def follows_the_engine_contract(doc: dict) -> None:
-    jsonschema.Draft202012Validator(engine_schema(4)).validate(doc)
+    jsonschema.Draft202012Validator(engine_schema(5)).validate(doc)
     assert decode_histogram(doc["histogram"]).get_total_count() == \
         doc["requests"]["completed"] == doc["latency_us"]["count"]
 
@@ -75,9 +75,27 @@ def test_every_report_follows_the_schema_and_the_histogram_invariant(args):
         assert doc["requests"]["completed"] == int(args[args.index("-n") + 1])
 
 
+def test_an_agent_of_several_says_its_segment_and_when_it_began():
+    """--segment K/N and --start-at, as the real engine takes them (schema 5)."""
+    asked = time.time() + 0.3
+    out = fake("--json", "-n", "10", "--segment", "1/3", "--start-at", f"{asked:.6f}",
+               "http://127.0.0.1:1/")
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out.stdout)
+    follows_the_engine_contract(doc)
+    start = doc["start"]
+    assert doc["config"]["segment"] == {"index": 1, "of": 3}
+    assert abs(start["asked_unix_us"] - asked * 1e6) < 2
+    assert start["asked_unix_us"] <= start["unix_us"] <= start["first_send_unix_us"]
+    plain = json.loads(fake("--json", "-n", "10", "http://127.0.0.1:1/").stdout)
+    assert plain["config"]["segment"] is None and plain["start"]["asked_unix_us"] is None
+
+
 BAD = [("-c", "0"), ("--bogus",), ("-n", "3", "-d", "1s"), ("-d", "5x"), ("-n", "0"),
        ("--rate", "-1"), (), ("-d", "0s"), ("--timeout", "0s"), ("--max-error-rate", "2"),
-       ("-m", "get"), ("--decode",), ("-H", "Bad Name: x"), ("ftp://127.0.0.1/",)]
+       ("-m", "get"), ("--decode",), ("-H", "Bad Name: x"), ("ftp://127.0.0.1/",),
+       ("--segment", "3/3"), ("--segment", "1"), ("--start-at", "soon"),
+       ("--start-at", "99999999999.5")]
 
 
 @pytest.mark.parametrize("args", BAD, ids=lambda a: " ".join(a) or "no URL")

@@ -49,7 +49,7 @@ def _undeclared(doc, schema: dict, root: dict, where: str = "") -> list[str]:
     return found
 
 
-@pytest.mark.parametrize("schema", (1, 2, 3, 4))
+@pytest.mark.parametrize("schema", (1, 2, 3, 4, 5))
 def test_the_fake_writes_only_keys_the_engine_schema_declares(schema):
     root = engine_schema(schema)
     doc = fake_load(20_000.0, 800.0, seed=1, schema=schema)
@@ -59,7 +59,7 @@ def test_the_fake_writes_only_keys_the_engine_schema_declares(schema):
 
 
 def test_the_key_check_can_fail():
-    root = engine_schema(4)
+    root = engine_schema(5)
     doc = fake_load(20_000.0, 800.0, seed=1)
     doc["bogus"] = 1
     doc["config"]["made_up"] = True

@@ -20,10 +20,11 @@ from ..host.placement import pin
 ENGINE_NAME = "stacklab-load"
 REPO_ENGINE = Path(__file__).resolve().parents[2] / "engine/target/release" / ENGINE_NAME
 ENGINE_VARIABLE = "STACKLAB_ENGINE"   # another engine: for tests and tools (engine_path)
-# Report versions this side reads: the engine prints 4; stored runs hold 1 to 3. Keys new
+# Report versions this side reads: the engine prints 5; stored runs hold 1 to 4. Keys new
 # in 2 (connections, in_flight, ended_early, timeseries width_s), in 3 (config.schedule,
-# each URL's method) and in 4 (protocol, tls.alpn) are read with .get.
-SUPPORTED_SCHEMAS = (1, 2, 3, 4)
+# each URL's method), in 4 (protocol, tls.alpn) and in 5 (config.segment, start,
+# histograms: for a load split over agents) are read with .get.
+SUPPORTED_SCHEMAS = (1, 2, 3, 4, 5)
 # Exit statuses after which the engine has printed its full report (engine/README.md,
 # "Exit status"): a run that completed nothing or was interrupted is data, not a crash.
 REPORT_EXITS = {0: "ok", 3: "no request completed", 4: "error share above --max-error-rate",

@@ -11,6 +11,9 @@ What it keeps of the real engine, because the orchestrator relies on it:
 - a URL list line's own method ("HEAD http://…") and a replay's `--schedule FILE`
   ("OFFSET_US URL_INDEX" per line, in order; without -n, -d, --rate or --warmup), read
   and refused as the engine reads them; a schedule completes each of its entries;
+- `--segment K/N` (echoed in `config.segment`; a replay keeps entries K, K+N, …) and
+  `--start-at UNIX_SECONDS` (at most 300 s ahead: it waits for that instant, and `start`
+  says when it began), read and refused as the engine reads them;
 - it takes the planned time (warm-up, then `-d`, or `-n` at `--rate`, or a schedule's
   last offset), and SIGINT,
   SIGTERM or SIGHUP end it early with `"interrupted": true` and exit 130.
@@ -102,6 +105,25 @@ def header(text: str) -> str:
     return f"{name.strip()}: {value.strip()}"
 
 
+def segment(text: str) -> dict:
+    """K/N with 0 <= K < N <= 1024 (--segment), as the engine's Segment::parse."""
+    k, slash, n = text.partition("/")
+    if not (slash and k.isdigit() and n.isdigit() and int(k) < int(n) <= 1024):
+        raise argparse.ArgumentTypeError(f"{text!r}: expected K/N with 0 <= K < N <= 1024")
+    return {"index": int(k), "of": int(n)}
+
+
+def start_at(text: str) -> int:
+    """Decimal seconds since the epoch (--start-at), in µs; at most 300 s ahead."""
+    whole, _, fraction = text.partition(".")
+    if not whole.isdigit() or not (fraction.isdigit() or not fraction):
+        raise argparse.ArgumentTypeError(f"{text!r}: expected decimal seconds since the epoch")
+    at_us = int(whole) * 1_000_000 + int((fraction + "000000")[:6])
+    if at_us - time.time_ns() // 1000 > 300_000_000:
+        raise argparse.ArgumentTypeError(f"{text}: more than 300 s in the future")
+    return at_us
+
+
 class Parser(argparse.ArgumentParser):
     def error(self, message: str):
         """One line naming the flag, exit 2 (clap's usage error, as the engine prints)."""
@@ -137,6 +159,8 @@ def parser() -> Parser:
     p.add_argument("--protocol", choices=("http/1.1", "h2", "h2c"), default="http/1.1")
     p.add_argument("--streams", type=positive(int), default=1)
     p.add_argument("--lab-netns")
+    p.add_argument("--segment", type=segment)
+    p.add_argument("--start-at", type=start_at)
     p.add_argument("--json", action="store_true")
     p.add_argument("--version", action="store_true")
     return p
@@ -199,6 +223,8 @@ def schedule(args, urls: list[dict]) -> list[float] | None:
         offsets.append(int(words[0]) / 1e6)
     if not offsets:
         raise SystemExit(_usage(f"--schedule {args.schedule}: no entries in file"))
+    if args.segment and not (offsets := offsets[args.segment["index"]::args.segment["of"]]):
+        raise SystemExit(_usage("--segment: the schedule leaves this segment none"))
     return offsets
 
 
@@ -225,7 +251,7 @@ def during() -> None:
 
 
 def report(args, urls: list[dict], measured_s: float, interrupted: bool,
-           offsets: list[float] | None = None) -> dict:
+           offsets: list[float] | None = None, began_unix_us: int = 0) -> dict:
     """The report of the run asked for, checked against the engine's schema."""
     from fakes import checked, fake_load     # after --version: a quick answer
     duration_s = max(measured_s, 0.001)
@@ -247,13 +273,17 @@ def report(args, urls: list[dict], measured_s: float, interrupted: bool,
               "allow_remote": args.allow_remote, "max_error_rate": args.max_error_rate,
               "schedule": offsets and {"requests": len(offsets),
                                        "span_s": offsets[-1] - offsets[0]},
-              "protocol": args.protocol, "streams": args.streams}
+              "protocol": args.protocol, "streams": args.streams,
+              "segment": args.segment}
     rps = completed / duration_s
     doc = fake_load(rps or RPS, args.connections * 1e6 / (rps or RPS), args.seed,
                     duration_s=duration_s, threads=threads, warmup_s=args.warmup,
                     completed=completed, config=config, interrupted=interrupted)
     doc["rps"] = rps
     doc["engine"]["version"] = VERSION
+    doc["start"] = {"asked_unix_us": args.start_at, "unix_us": began_unix_us,
+                    "first_send_unix_us": began_unix_us + 150 if completed or refused
+                    else None}
     if alpn:
         doc["tls"].update(protocol="TLSv1.3", cipher="TLS13_AES_256_GCM_SHA384",
                           handshakes=args.connections, resumed=0, alpn=alpn)
@@ -294,12 +324,14 @@ def main(argv: list[str]) -> int:
     if offsets:                   # a replay: each entry once, over its span
         args.requests = len(offsets)
     warmup_s, measured_s = ((0.0, max(offsets[-1], 0.001)) if offsets else planned_s(args))
-    began = time.monotonic()
-    interrupted = stopped.wait(warmup_s + measured_s)
+    if args.start_at is not None:          # set up: wait for the agreed instant
+        stopped.wait(max(0.0, args.start_at / 1e6 - time.time()))
+    began, began_unix_us = time.monotonic(), time.time_ns() // 1000
+    interrupted = stopped.is_set() or stopped.wait(warmup_s + measured_s)
     during()
     if interrupted:
         measured_s = max(0.0, time.monotonic() - began - warmup_s)
-    doc = report(args, urls, measured_s, interrupted, offsets)
+    doc = report(args, urls, measured_s, interrupted, offsets, began_unix_us)
     log(argv, doc)
     print(json.dumps(doc))
     if interrupted:
