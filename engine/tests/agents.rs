@@ -98,7 +98,8 @@ fn three_agents_send_the_one_agent_schedule_from_one_instant_and_merge_exactly()
             .map(|i| Duration::from_secs_f64(i as f64 / RATE).as_micros() as u64)
             .collect();
         assert!(lines.iter().all(|(intended, _)| arrivals.contains(intended)), "agent {k}: {lines:?}");
-        assert!(lines.iter().all(|&(intended, _)| intended >= 100_000), "warm-up values are not logged");
+        // Reset at the end of the warm-up, as the histogram: what ended before it is gone.
+        assert!(lines.iter().all(|&(intended, latency)| intended + latency >= 99_999), "warm-up values are not logged");
         merged.add(&histogram).unwrap();
         all_lines.extend(lines);
         for name in ["ttfb", "connect"] {
