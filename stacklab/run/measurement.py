@@ -26,12 +26,14 @@ from ..store import Outcome
 def measure(plan: LoadPlan, running: RunningStack, knobs: dict[str, dict],
             run_dir: Path, netns: str | None = None,
             counters: dict[str, Callable[[], float | None]] | None = None,
-            landed: Callable[[LoadReport], None] | None = None
+            landed: Callable[[LoadReport], None] | None = None,
+            load_with: Callable[[LoadPlan, Path], LoadReport] = run_load
             ) -> tuple[LoadReport, dict]:
     """The engine's report and the resources of the measured window (`netns`: the
     servers' namespace, where their status pages are reached; `counters`: the CPU-time
     readers of the components' cgroups, by label, where they have one; `landed`: given
-    the report the moment the load returns, before anything else is read). With
+    the report the moment the load returns, before anything else is read; `load_with`:
+    what runs the load, the one engine or the run's agents, AgentPool.run_load). With
     load.replay, the log's requests are the load (replay.replay_plan: its URLs fetched
     first, from the servers' namespace) and what the log held is stored as `_replay`."""
     replay = None
@@ -51,7 +53,7 @@ def measure(plan: LoadPlan, running: RunningStack, knobs: dict[str, dict],
                      counters=counters) as monitor:
             began = monitor.now_s()
             at_warm.start()
-            load = run_load(plan, run_dir)
+            load = load_with(plan, run_dir)
             ended = monitor.now_s()
             if landed is not None:
                 landed(load)

@@ -25,8 +25,10 @@ from typing import Callable, Iterable, Iterator, Protocol, TypeVar
 
 from .. import __version__
 from ..host import lab
+from ..agents.knobs import agents_problem
+from ..agents.pool import AgentPool
 from ..analysis.analyze import Estimate, disturbed, pooled
-from ..measure.drive import LoadPlan, LoadReport, engine_version
+from ..measure.drive import LoadPlan, LoadReport, engine_version, run_load
 from ..env import Environment
 from ..errors import (EngineError, Interrupted, LabError, NotFound, StackError, StoreError,
                      VerificationFailed)
@@ -44,6 +46,7 @@ from ..netlab.fs import FilesystemUnavailable, MountError, fs_type_of
 from ..netlab.layers import (PLAN_ORDER, ColdCacheLayer, FilesystemLayer, MachineLayer,
                              NetworkLayer)
 from ..netlab.net import NetlabError
+from ..netlab.run import Network
 from ..netlab.sweep import SWEEPS
 from ..host.placement import parse_cpus
 from ..experiment.plan import Plan, PlannedRun, Trial, effective_knobs
@@ -127,6 +130,7 @@ class RunContext:
     # The user's --allow-remote (the command line only): the engine may load a host that
     # is not loopback, a server stacklab did not start (its own rule, target.rs)
     allow_remote: bool = False
+    agents: AgentPool | None = None   # the experiment's load agents (load.agents)
 
 
 def plan_hash(plan: Plan) -> str:
@@ -247,6 +251,7 @@ def _run_all(env: Environment, spec: ExperimentSpec, plan: Plan, registry: KnobR
                              resume_command=resume_command, allow_remote=allow_remote)
             progress.begin(len(plan.runs), len(plan.runs) - len(todo))
             try:
+                ctx.agents = _agent_pool(ctx, todo, progress)
                 for run in todo:
                     _run_and_store(ctx, run, progress)
                 while spec.experiment.auto and (more := more_rounds(spec, plan, store, exp_id)):
@@ -254,6 +259,8 @@ def _run_all(env: Environment, spec: ExperimentSpec, plan: Plan, registry: KnobR
                     for run in more:
                         _run_and_store(ctx, run, progress)
             finally:
+                if ctx.agents is not None:
+                    ctx.agents.close()
                 progress.end()
         store.set_status(exp_id, "complete")
     except KeyboardInterrupt:
@@ -263,6 +270,20 @@ def _run_all(env: Environment, spec: ExperimentSpec, plan: Plan, registry: KnobR
     except BaseException:
         _mark_interrupted(store, exp_id)   # resumable; the error says why
         raise
+
+
+def _agent_pool(ctx: RunContext, runs: list[PlannedRun], progress: Progress
+                ) -> AgentPool | None:
+    """The load agents the runs to come ask for (the most any asks, load.agents), made
+    once for the experiment, or None when none asks."""
+    count = max((effective_knobs(ctx.registry, STACKS[r.trial.stack], r.trial)["load"]
+                 .get("agents", 0) for r in runs), default=0)
+    if not count:
+        return None
+    pool = AgentPool.local(count, ctx.session.dir, ctx.session.layer_id("agents"))
+    progress.note(f"{count} load agent(s) joined: {', '.join(a.name for a in pool.agents)}, "
+                  "each in a network namespace of its own")
+    return pool
 
 
 def _mark_interrupted(store: Store, exp_id: int) -> None:
@@ -557,8 +578,9 @@ class Measurement:
         system settings, the other labs seen meanwhile and the writeback settled before."""
         s, ctx = self.scope, self.scope.ctx
         counters = {**s.layer(MachineLayer).counters(), **_own_counters(s.running)}
-        load, resources = measure(plan, s.running, s.knobs, s.run_dir,
-                                  s.layer(NetworkLayer).network.server_ns, counters, landed)
+        network = s.layer(NetworkLayer).network
+        load, resources = measure(plan, s.running, s.knobs, s.run_dir, network.server_ns,
+                                  counters, landed, self.load_with(network))
         others = {o["dir"]: o for o in ctx.other_labs + lab.other_labs(ctx.session)}
         resources["_system"] = {**ctx.system, "other_labs": list(others.values())}
         # what the run writes (PHP's file sessions, logs) goes to the lab root's
@@ -566,6 +588,19 @@ class Measurement:
         resources["_host"] = {**resources.get("_host", {}), **settled.record(),
                               "run_dir_fs": fs_type_of(s.run_dir)}
         return load, resources
+
+    def load_with(self, network: Network) -> Callable[[LoadPlan, Path], LoadReport]:
+        """What runs the load: the one engine, or with load.agents the experiment's
+        agents, joined to this run's server namespace first."""
+        count = self.scope.knobs["load"].get("agents", 0)
+        pool = self.scope.ctx.agents
+        if not count:
+            return run_load
+        if pool is None:
+            raise EngineError(f"load.agents = {count}: no load agents were started")
+        if network.link is not None:
+            pool.attach(network.link.server_ns, network.link.server_addr, count)
+        return partial(pool.run_load, count=count)
 
     def verdicts(self) -> tuple[Verdict, ...]:
         return ()

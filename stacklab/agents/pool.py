@@ -1,0 +1,339 @@
+"""Load agents on Dask distributed: a scheduler inside the orchestrator, one `dask worker`
+per load host, one engine per agent per load, one report of the run.
+
+`AgentPool.local(n, state_dir, run_id)` starts n agents on this machine, each a Dask
+worker in a network namespace of its own (netlab.agentnet), the scheduler listening in
+the lab's control namespace; `AgentPool.external(address, n)` listens where the user
+says and waits for n workers started on other hosts (README, "Load from several
+hosts"). `run_load` splits a load plan among agents 0..k-1 (connections evenly; an open
+loop's arrivals by index modulo k, the engine's --segment, so together they send the
+one-agent schedule; a seed of their own each), starts them together (every agent ready,
+then one start instant a little ahead, the engine's --start-at), watches them, and
+merges their reports exactly (merge.merge_reports). An agent that dies, cannot reach
+the target or fails stops the others and fails the load within seconds: no task is
+retried on another worker, no partial merge is returned.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import warnings
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from ..errors import EngineError
+from ..measure.drive import (REPORT_EXITS, LoadPlan, LoadReport, engine_argv,
+                             engine_timeout_s, schedule_lines, url_lines)
+from .merge import merge_reports
+from .task import agent_load, ready_queue, start_variable, stop_event
+
+# The start instant is this far ahead of the moment every agent is ready: time for the
+# start to reach each agent (a scheduler round trip) and its engine to be started.
+START_AHEAD_S = 0.25
+WORKERS_TIMEOUT_S = 30.0       # local workers joining the scheduler
+READY_TIMEOUT_S = 30.0         # every agent ready for a load
+WATCH_S = 0.05                 # how often the load's agents and tasks are looked at
+STOP_GRACE_S = 10.0            # the others' reports after one failed
+DASK = Path(sys.executable).with_name("dask")
+
+
+@dataclass(frozen=True)
+class Agent:
+    name: str
+    netns: str | None = None           # a local agent's own namespace
+    address: str | None = None         # its address on the control link
+
+
+class AgentPool:
+    """Workers joined to a scheduler of the orchestrator's; `run_load` is one load."""
+
+    def __init__(self, cluster, client, agents: list[Agent], procs=(), net=None,
+                 scheduler: str = ""):
+        self.cluster, self.client, self.agents = cluster, client, agents
+        self.procs, self.net, self.scheduler = list(procs), net, scheduler
+        self.attached: tuple[str, str, int] | None = None   # (server ns, addr, count)
+        self._loads = 0
+
+    # --- making and closing ---------------------------------------------------------
+
+    @classmethod
+    def local(cls, count: int, state_dir: Path, run_id: str) -> "AgentPool":
+        """`count` agents on this machine, each a Dask worker in its own network
+        namespace joined to the control namespace, where the scheduler listens (on every
+        address of that namespace, which holds nothing else)."""
+        from distributed import Client, LocalCluster
+
+        from ..netlab.agentnet import create_agent_net
+        from ..netlab.thread import in_netns
+
+        net = create_agent_net(run_id, state_dir, count)
+        procs: list[subprocess.Popen] = []
+        cluster = client = None
+        try:
+            with in_netns(net.control_ns), warnings.catch_warnings():
+                # the scheduler's threads begin inside; a namespace with no route out
+                # makes distributed warn that it found no address for 8.8.8.8
+                warnings.simplefilter("ignore", RuntimeWarning)
+                cluster = LocalCluster(n_workers=0, host="0.0.0.0", scheduler_port=0,
+                                       dashboard_address=None, silence_logs=40)
+                client = Client(cluster)
+            port = cluster.scheduler_address.rsplit(":", 1)[1]
+            agents = [Agent(f"agent-{k}", ns, addr) for k, (ns, addr) in
+                      enumerate(zip(net.agent_ns, net.agent_addrs))]
+            for k, agent in enumerate(agents):
+                procs.append(_start_worker(
+                    ["ip", "netns", "exec", agent.netns],
+                    f"tcp://{net.control_addrs[k]}:{port}", agent.name, state_dir))
+            pool = cls(cluster, client, agents, procs, net,
+                       f"{net.control_ns} 0.0.0.0:{port}")
+            pool._wait_for_workers(WORKERS_TIMEOUT_S)
+            return pool
+        except BaseException:
+            _close(client, cluster, procs, net)
+            raise
+
+    @classmethod
+    def external(cls, address: str, count: int, timeout_s: float) -> "AgentPool":
+        """A scheduler listening at `address` (host:port, the user's --agents-listen),
+        waiting up to `timeout_s` for `count` workers started on the load hosts
+        (`dask worker tcp://ADDRESS --name NAME --nthreads 1 --no-nanny`)."""
+        from distributed import Client, LocalCluster
+
+        host, _, port = address.rpartition(":")
+        cluster = LocalCluster(n_workers=0, host=host, scheduler_port=int(port),
+                               dashboard_address=None, silence_logs=40)
+        client = Client(cluster)
+        pool = cls(cluster, client, [], scheduler=cluster.scheduler_address)
+        try:
+            print(f"stacklab: waiting for {count} load agent(s) at "
+                  f"{cluster.scheduler_address}: on each load host run `dask worker "
+                  f"{cluster.scheduler_address} --name NAME --nthreads 1 --no-nanny`",
+                  file=sys.stderr)
+            client.wait_for_workers(count, timeout=timeout_s)
+        except BaseException as e:
+            pool.close()
+            if isinstance(e, TimeoutError):
+                raise EngineError(f"--agents-listen {address}: {count} load agent(s) asked, "
+                                  f"{len(pool._workers())} joined within {timeout_s:g} s"
+                                  ) from None
+            raise
+        pool.agents = [Agent(name) for name in sorted(pool._workers())][:count]
+        return pool
+
+    def close(self) -> None:
+        _close(self.client, self.cluster, self.procs, self.net)
+
+    def __enter__(self) -> "AgentPool":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def _workers(self) -> dict[str, str]:
+        """The joined workers' addresses by name."""
+        info = self.client.scheduler_info(n_workers=-1)["workers"]
+        return {w["name"]: addr for addr, w in info.items()}
+
+    def _wait_for_workers(self, timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        want = {a.name for a in self.agents}
+        while not want <= set(self._workers()):
+            dead = [p for p in self.procs if p.poll() is not None]
+            if dead or time.monotonic() > deadline:
+                raise EngineError(
+                    f"load agents: {len(want & set(self._workers()))} of {len(want)} "
+                    f"Dask workers joined ({'one exited' if dead else 'timed out'}; "
+                    f"its log: {getattr(dead[0], 'log', '?') if dead else ''})")
+            time.sleep(0.05)
+
+    # --- one load -------------------------------------------------------------------
+
+    def attach(self, server_ns: str, server_addr: str, count: int) -> None:
+        """Join local agents 0..count-1 to a run's server namespace (once per run)."""
+        if self.net is None or self.attached == (server_ns, server_addr, count):
+            return
+        if self.attached and self.attached[:2] == (server_ns, server_addr) \
+                and self.attached[2] >= count:
+            return
+        self.net.attach(server_ns, server_addr, count)
+        self.attached = (server_ns, server_addr, count)
+
+    def run_load(self, plan: LoadPlan, work_dir: Path, count: int,
+                 raw_log: bool = False) -> LoadReport:
+        """`plan` on agents 0..count-1, as one report (see the module's doc)."""
+        if not 1 <= count <= len(self.agents):
+            raise EngineError(f"load.agents = {count}: {len(self.agents)} agent(s) joined")
+        if plan.connections < count:
+            raise EngineError(f"load.agents = {count} is more than the run's "
+                              f"{plan.connections} connection(s): each agent needs one")
+        began = time.monotonic()
+        self._loads += 1
+        key = f"{os.getpid()}-{id(self)}-{self._loads}"
+        agents = self.agents[:count]
+        jobs = [self._job(plan, key, k, count, raw_log) for k in range(count)]
+        futures = [self.client.submit(agent_load, job, key=f"stacklab-load-{key}-{k}",
+                                      workers=[agent.name], allow_other_workers=False,
+                                      pure=False, retries=0)
+                   for k, (job, agent) in enumerate(zip(jobs, agents))]
+        from distributed import Event, Queue, Variable
+        stop = Event(stop_event(key), client=self.client)
+        start = Variable(start_variable(key), client=self.client)
+        try:
+            self._barrier(Queue(ready_queue(key), client=self.client), agents, futures)
+            start.set(time.time() + START_AHEAD_S)
+            results = self._watch(futures, agents, engine_timeout_s(plan) + 30)
+        except BaseException:
+            stop.set()
+            start.set(None)          # an agent still waiting for the start ends
+            self._settle(futures)
+            raise
+        finally:
+            self.client.cancel(futures)
+        overhead = time.monotonic() - began - max(
+            (r["report"]["duration_s"] + (r["report"]["config"].get("warmup_s") or 0))
+            for r in results)
+        return self._merged(results, agents, jobs, overhead, work_dir, raw_log)
+
+    def _job(self, plan: LoadPlan, key: str, k: int, count: int, raw_log: bool) -> dict:
+        """Agent k's share of `plan`: its connections, requests and seed, the whole
+        rate (its --segment takes its arrivals), the lists as text."""
+        share = replace(plan, connections=_share(plan.connections, k, count),
+                        requests=(None if plan.requests is None
+                                  else _share(plan.requests, k, count)),
+                        seed=plan.seed + k, netns=None)
+        argv = engine_argv(share, Path("urls.txt"))[1:] + ["--segment", f"{k}/{count}"]
+        agent = self.agents[k]
+        if agent.netns:
+            argv += ["--lab-netns", agent.netns]
+        if raw_log:
+            argv += ["--raw-log", "raw.txt"]
+        files = {"urls.txt": url_lines(plan)}
+        if plan.schedule:
+            files["schedule.txt"] = schedule_lines(plan)
+        return {"key": key, "argv": argv, "files": files, "target": plan.urls[0][0],
+                "lab_netns": agent.netns, "allow_remote": plan.allow_remote,
+                "timeout_s": engine_timeout_s(plan), "connections": share.connections}
+
+    def _barrier(self, ready, agents: list[Agent], futures) -> None:
+        """Every agent ready (files written, target reached), or the load fails."""
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        waiting = {a.name for a in agents}
+        while waiting:
+            self._check_alive(agents, futures)
+            try:
+                said = ready.get(timeout=WATCH_S * 4)
+            except TimeoutError:
+                if time.monotonic() > deadline:
+                    raise EngineError(f"load agents {', '.join(sorted(waiting))} not ready "
+                                      f"within {READY_TIMEOUT_S:g} s") from None
+                continue
+            if said["error"]:
+                raise EngineError(f"load agent {said['name']}: {said['error']}")
+            waiting.discard(said["name"])
+
+    def _check_alive(self, agents: list[Agent], futures) -> None:
+        joined = self._workers()
+        for agent, future in zip(agents, futures):
+            if agent.name not in joined:
+                raise EngineError(f"load agent {agent.name} left during the load (its "
+                                  "worker died or lost the scheduler): the run is failed, "
+                                  "not merged from the others")
+            if future.status == "error":
+                raise EngineError(f"load agent {agent.name}: {future.exception()!r}")
+
+    def _watch(self, futures, agents: list[Agent], limit_s: float) -> list[dict]:
+        deadline = time.monotonic() + limit_s
+        while not all(f.status == "finished" for f in futures):
+            self._check_alive(agents, futures)
+            for agent, f in zip(agents, futures):
+                if f.status == "finished" and (bad := _failure(f.result())):
+                    raise EngineError(f"load agent {agent.name}: {bad}")
+            if time.monotonic() > deadline:
+                raise EngineError(f"load agents overran their {limit_s:g} s limit")
+            time.sleep(WATCH_S)
+        results = [f.result() for f in futures]
+        for agent, r in zip(agents, results):
+            if bad := _failure(r):
+                raise EngineError(f"load agent {agent.name}: {bad}")
+        return results
+
+    def _settle(self, futures) -> None:
+        """After a failure: the others' engines are stopped; wait a little for them."""
+        deadline = time.monotonic() + STOP_GRACE_S
+        while time.monotonic() < deadline and any(f.status == "pending" for f in futures):
+            if not {a.name for a in self.agents} <= set(self._workers()):
+                break
+            time.sleep(WATCH_S)
+
+    def _merged(self, results: list[dict], agents: list[Agent], jobs: list[dict],
+                overhead_s: float, work_dir: Path, raw_log: bool) -> LoadReport:
+        docs = [r["report"] for r in results]
+        about = [{"name": a.name, "host": r["host"], "netns": a.netns,
+                  "address": a.address, "exit": r["exit"]}
+                 for a, r in zip(agents, results)]
+        merged = merge_reports(docs, about)
+        merged["agents"] |= {"overhead_s": round(overhead_s, 3),
+                             "scheduler": self.scheduler}
+        if raw_log:
+            for a, r in zip(agents, results):
+                (work_dir / f"raw-{a.name}.txt").write_text(r.get("raw_log") or "")
+        exits = [r["exit"] for r in results]
+        status = 130 if 130 in exits else 0 if merged["requests"]["completed"] else 3
+        return LoadReport.from_json(merged, status)
+
+
+def _share(total: int, k: int, count: int) -> int:
+    return total // count + (1 if k < total % count else 0)
+
+
+def _failure(result: dict) -> str | None:
+    if result.get("error"):
+        return result["error"]
+    if result.get("exit") not in REPORT_EXITS:
+        return f"stacklab-load exited {result.get('exit')}: {result.get('stderr', '').strip()}"
+    return None
+
+
+def _start_worker(prefix: list[str], scheduler: str, name: str, log_dir: Path
+                  ) -> subprocess.Popen:
+    """One `dask worker` (no nanny: an agent that dies stays dead), its log a file."""
+    if not DASK.exists() and not shutil.which("dask"):
+        raise EngineError("dask not found: install the project's Python dependencies")
+    dask = str(DASK) if DASK.exists() else "dask"
+    log = Path(log_dir) / f"{name}.log"
+    with open(log, "w") as out:
+        proc = subprocess.Popen([*prefix, dask, "worker", scheduler, "--name", name,
+                                 "--nthreads", "1", "--no-nanny", "--no-dashboard"],
+                                stdin=subprocess.DEVNULL, stdout=out, stderr=out,
+                                start_new_session=True)
+    proc.log = str(log)                     # type: ignore[attr-defined]
+    return proc
+
+
+def _close(client, cluster, procs: list, net) -> None:
+    """Stop the workers, then the client, the scheduler and the agents' namespaces."""
+    for proc in procs:
+        if proc.poll() is None:
+            try:
+                os.killpg(proc.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+    for proc in procs:
+        try:
+            proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    for closing in (client, cluster):
+        if closing is not None:
+            try:
+                closing.close()
+            except Exception:       # noqa: BLE001 - closing what may be broken already
+                pass
+    if net is not None and not net.closed:
+        net.close()

@@ -1,0 +1,131 @@
+"""What a load agent runs: the one task the orchestrator gives each Dask worker per load.
+
+It runs on the agent's host, in the worker's process: it writes the URL list (and a
+replay's schedule) into a directory of its own, checks that the target answers a TCP
+connect, says it is ready, waits for the run's start time, and runs stacklab-load to
+start at that instant (its --start-at), stopping it if the orchestrator says stop. It
+returns the engine's report and exit status, or why there is none. The engine is the
+agent host's own (drive.engine_path there: STACKLAB_ENGINE, a checkout's build, or
+PATH). Imported by reference on the workers: stacklab must be installed on every load
+host (README, "Load from several hosts").
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ipaddress
+import json
+import os
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+# How long an agent waits for the start time after saying it is ready, and the stop
+# event's polling period while its engine runs.
+START_WAIT_S = 60.0
+STOP_POLL_S = 0.1
+CONNECT_TIMEOUT_S = 2.0
+LAB_NETWORK = ipaddress.ip_network("198.18.0.0/15")
+_PR_SET_PDEATHSIG = 1
+
+
+def ready_queue(key: str) -> str:
+    return f"stacklab-ready-{key}"
+
+
+def start_variable(key: str) -> str:
+    return f"stacklab-start-{key}"
+
+
+def stop_event(key: str) -> str:
+    return f"stacklab-stop-{key}"
+
+
+def agent_load(job: dict[str, Any]) -> dict[str, Any]:
+    """Run job's engine (argv after the program, file names relative to its own
+    directory; files: {name: text}) once the orchestrator's start time comes."""
+    from distributed import Event, Queue, Variable, get_worker
+
+    from ..measure.drive import engine_path
+
+    key, name = job["key"], get_worker().name
+    out: dict[str, Any] = {"name": name, "host": socket.gethostname(),
+                           "report": None, "exit": None, "error": None}
+    stop = Event(stop_event(key))
+    with tempfile.TemporaryDirectory(prefix="stacklab-agent-") as work:
+        try:
+            engine = str(engine_path())
+            for file, text in job["files"].items():
+                (Path(work) / file).write_text(text)
+            if why := unreachable(job["target"], job.get("lab_netns"),
+                                  job.get("allow_remote", False)):
+                out["error"] = why
+                Queue(ready_queue(key)).put({"name": name, "error": why})
+                return out
+        except Exception as e:          # noqa: BLE001 - said to the orchestrator
+            out["error"] = f"{type(e).__name__}: {e}"
+            Queue(ready_queue(key)).put({"name": name, "error": out["error"]})
+            return out
+        Queue(ready_queue(key)).put({"name": name, "error": None})
+        start_at = Variable(start_variable(key)).get(timeout=START_WAIT_S)
+        if start_at is None or stop.is_set():
+            out["error"] = "stopped before the start"
+            return out
+        argv = [engine, *job["argv"], "--start-at", f"{start_at:.6f}"]
+        proc = subprocess.Popen(argv, cwd=work, stdin=subprocess.DEVNULL,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                preexec_fn=_die_with_parent)
+        deadline = time.monotonic() + job["timeout_s"]
+        stopped = False
+        while True:
+            try:
+                stdout, stderr = proc.communicate(timeout=STOP_POLL_S)
+                break
+            except subprocess.TimeoutExpired:
+                if not stopped and (stop.is_set() or time.monotonic() > deadline):
+                    proc.send_signal(signal.SIGINT)
+                    stopped = True
+        out["exit"] = proc.returncode
+        out["stderr"] = stderr.decode(errors="replace")[-500:]
+        try:
+            out["report"] = json.loads(stdout)
+        except json.JSONDecodeError:
+            out["error"] = (f"stacklab-load printed no JSON report (exit {proc.returncode}): "
+                            f"{out['stderr'].strip()}")
+        raw = Path(work) / "raw.txt"
+        if raw.exists():
+            out["raw_log"] = raw.read_text()
+    return out
+
+
+def unreachable(target: str, lab_netns: str | None, allow_remote: bool) -> str | None:
+    """Why the agent cannot reach `target` (a URL) by TCP, or None. Only a host the
+    engine itself may load is tried (loopback; the lab's range inside a lab namespace;
+    any with the user's --allow-remote); the engine's own rule refuses the rest."""
+    parts = urlsplit(target)
+    host = parts.hostname or ""
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    try:
+        ip = ipaddress.ip_address(socket.getaddrinfo(host, port)[0][4][0])
+    except (OSError, ValueError) as e:
+        return f"cannot resolve {host!r}: {e}"
+    if not (ip.is_loopback or allow_remote or (lab_netns and ip in LAB_NETWORK)):
+        return None
+    try:
+        with socket.create_connection((str(ip), port), timeout=CONNECT_TIMEOUT_S):
+            return None
+    except OSError as e:
+        return f"cannot reach {host}:{port} from {socket.gethostname()}: {e}"
+
+
+def _die_with_parent() -> None:
+    """The engine dies with the agent (a killed worker leaves no load running)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() == 1:
+        os._exit(1)
