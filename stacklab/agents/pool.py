@@ -30,7 +30,7 @@ from ..errors import EngineError
 from ..measure.drive import (REPORT_EXITS, LoadPlan, LoadReport, engine_argv,
                              engine_timeout_s, schedule_lines, url_lines)
 from .merge import merge_reports
-from .task import agent_load, ready_queue, start_variable, stop_event
+from .task import agent_load, ready_queue, start_variable, stop_engines
 
 # The start instant is this far ahead of the moment every agent is ready: time for the
 # start to reach each agent (a scheduler round trip) and its engine to be started.
@@ -135,9 +135,9 @@ class AgentPool:
         self.close()
 
     def _workers(self) -> dict[str, str]:
-        """The joined workers' addresses by name."""
-        info = self.client.scheduler_info(n_workers=-1)["workers"]
-        return {w["name"]: addr for addr, w in info.items()}
+        """The joined workers' addresses by name, read from the scheduler's own state (it
+        runs in this process: no round trip, so watching a load costs next to nothing)."""
+        return {w.name: w.address for w in list(self.cluster.scheduler.workers.values())}
 
     def _wait_for_workers(self, timeout_s: float) -> None:
         deadline = time.monotonic() + timeout_s
@@ -180,24 +180,39 @@ class AgentPool:
                                       workers=[agent.name], allow_other_workers=False,
                                       pure=False, retries=0)
                    for k, (job, agent) in enumerate(zip(jobs, agents))]
-        from distributed import Event, Queue, Variable
-        stop = Event(stop_event(key), client=self.client)
+        from distributed import Queue, Variable
         start = Variable(start_variable(key), client=self.client)
+        cpu_before = self._workers_cpu_s()
         try:
             self._barrier(Queue(ready_queue(key), client=self.client), agents, futures)
             start.set(time.time() + START_AHEAD_S)
             results = self._watch(futures, agents, engine_timeout_s(plan) + 30)
         except BaseException:
-            stop.set()
             start.set(None)          # an agent still waiting for the start ends
-            self._settle(futures)
+            self._stop(key, agents, futures)
             raise
         finally:
             self.client.cancel(futures)
         overhead = time.monotonic() - began - max(
             (r["report"]["duration_s"] + (r["report"]["config"].get("warmup_s") or 0))
             for r in results)
-        return self._merged(results, agents, jobs, overhead, work_dir, raw_log)
+        workers_cpu = (None if cpu_before is None
+                       else self._workers_cpu_s() - cpu_before)
+        return self._merged(results, agents, overhead, workers_cpu, work_dir, raw_log)
+
+    def _workers_cpu_s(self) -> float | None:
+        """The local workers' own CPU seconds so far (their engines not included: those
+        report their own); None for agents on other hosts."""
+        if not self.procs:
+            return None
+        total = 0.0
+        for proc in self.procs:
+            try:
+                fields = Path(f"/proc/{proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue                  # gone: the load fails on it anyway
+            total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        return total
 
     def _job(self, plan: LoadPlan, key: str, k: int, count: int, raw_log: bool) -> dict:
         """Agent k's share of `plan`: its connections, requests and seed, the whole
@@ -262,23 +277,33 @@ class AgentPool:
                 raise EngineError(f"load agent {agent.name}: {bad}")
         return results
 
-    def _settle(self, futures) -> None:
-        """After a failure: the others' engines are stopped; wait a little for them."""
+    def _stop(self, key: str, agents: list[Agent], futures) -> None:
+        """After a failure: the engines still running stopped (SIGINT, on each live
+        worker), and a little time for their tasks to end."""
+        joined = self._workers()
+        live = [joined[a.name] for a in agents if a.name in joined]
+        if live:
+            try:
+                self.client.run(stop_engines, key, workers=live, on_error="return")
+            except Exception:       # noqa: BLE001 - the load has failed already
+                pass
         deadline = time.monotonic() + STOP_GRACE_S
-        while time.monotonic() < deadline and any(f.status == "pending" for f in futures):
-            if not {a.name for a in self.agents} <= set(self._workers()):
-                break
+        while time.monotonic() < deadline and any(
+                f.status == "pending" and a.name in self._workers()
+                for a, f in zip(agents, futures)):
             time.sleep(WATCH_S)
 
-    def _merged(self, results: list[dict], agents: list[Agent], jobs: list[dict],
-                overhead_s: float, work_dir: Path, raw_log: bool) -> LoadReport:
+    def _merged(self, results: list[dict], agents: list[Agent], overhead_s: float,
+                workers_cpu_s: float | None, work_dir: Path, raw_log: bool) -> LoadReport:
         docs = [r["report"] for r in results]
         about = [{"name": a.name, "host": r["host"], "netns": a.netns,
                   "address": a.address, "exit": r["exit"]}
                  for a, r in zip(agents, results)]
         merged = merge_reports(docs, about)
         merged["agents"] |= {"overhead_s": round(overhead_s, 3),
-                             "scheduler": self.scheduler}
+                             "scheduler": self.scheduler,
+                             "workers_cpu_s": (None if workers_cpu_s is None
+                                               else round(workers_cpu_s, 3))}
         if raw_log:
             for a, r in zip(agents, results):
                 (work_dir / f"raw-{a.name}.txt").write_text(r.get("raw_log") or "")

@@ -20,15 +20,12 @@ import signal
 import socket
 import subprocess
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-# How long an agent waits for the start time after saying it is ready, and the stop
-# event's polling period while its engine runs.
+# How long an agent waits for the start time after saying it is ready.
 START_WAIT_S = 60.0
-STOP_POLL_S = 0.1
 CONNECT_TIMEOUT_S = 2.0
 LAB_NETWORK = ipaddress.ip_network("198.18.0.0/15")
 _PR_SET_PDEATHSIG = 1
@@ -42,21 +39,31 @@ def start_variable(key: str) -> str:
     return f"stacklab-start-{key}"
 
 
-def stop_event(key: str) -> str:
-    return f"stacklab-stop-{key}"
+# The engines running in this worker, by load: what stop_engines signals. A task waits
+# on its engine without polling anything, so an agent costs no CPU while it runs.
+_RUNNING: dict[str, subprocess.Popen] = {}
+
+
+def stop_engines(key: str) -> int:
+    """Run on a worker by the orchestrator (Client.run) when a load fails: SIGINT to
+    its engine of load `key` (it then prints its report and exits); how many."""
+    proc = _RUNNING.get(key)
+    if proc is None or proc.poll() is not None:
+        return 0
+    proc.send_signal(signal.SIGINT)
+    return 1
 
 
 def agent_load(job: dict[str, Any]) -> dict[str, Any]:
     """Run job's engine (argv after the program, file names relative to its own
     directory; files: {name: text}) once the orchestrator's start time comes."""
-    from distributed import Event, Queue, Variable, get_worker
+    from distributed import Queue, Variable, get_worker
 
     from ..measure.drive import engine_path
 
     key, name = job["key"], get_worker().name
     out: dict[str, Any] = {"name": name, "host": socket.gethostname(),
                            "report": None, "exit": None, "error": None}
-    stop = Event(stop_event(key))
     with tempfile.TemporaryDirectory(prefix="stacklab-agent-") as work:
         try:
             engine = str(engine_path())
@@ -73,23 +80,21 @@ def agent_load(job: dict[str, Any]) -> dict[str, Any]:
             return out
         Queue(ready_queue(key)).put({"name": name, "error": None})
         start_at = Variable(start_variable(key)).get(timeout=START_WAIT_S)
-        if start_at is None or stop.is_set():
+        if start_at is None:
             out["error"] = "stopped before the start"
             return out
         argv = [engine, *job["argv"], "--start-at", f"{start_at:.6f}"]
         proc = subprocess.Popen(argv, cwd=work, stdin=subprocess.DEVNULL,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                 preexec_fn=_die_with_parent)
-        deadline = time.monotonic() + job["timeout_s"]
-        stopped = False
-        while True:
-            try:
-                stdout, stderr = proc.communicate(timeout=STOP_POLL_S)
-                break
-            except subprocess.TimeoutExpired:
-                if not stopped and (stop.is_set() or time.monotonic() > deadline):
-                    proc.send_signal(signal.SIGINT)
-                    stopped = True
+        _RUNNING[key] = proc
+        try:
+            stdout, stderr = proc.communicate(timeout=job["timeout_s"])
+        except subprocess.TimeoutExpired:
+            proc.send_signal(signal.SIGINT)
+            stdout, stderr = proc.communicate()
+        finally:
+            _RUNNING.pop(key, None)
         out["exit"] = proc.returncode
         out["stderr"] = stderr.decode(errors="replace")[-500:]
         try:

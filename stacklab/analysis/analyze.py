@@ -82,6 +82,10 @@ class TrialSummary:
     idle_pss_mib_per_worker: dict[str, Estimate] = field(default_factory=dict)  # before load
     runs_invalid: int = 0                 # a verification FAILed, before or after the load
     tls: dict | None = None               # what the engine negotiated, over the ok runs
+    # A load from several agents (load.agents), over the ok runs: how many, how far apart
+    # they started at most, the time spent beside each load, and each agent's figures
+    # (_agents); None: one engine
+    agents: dict | None = None
     # front layer -> {"hit_ratio": Estimate | None, "spread": {replica: median share}}
     layers: dict[str, dict] = field(default_factory=dict)
     # The lab's layers under the stack where they are not the default: "net" (mode, link,
@@ -207,7 +211,7 @@ def summarize(definition: dict, label: str, trial_id: str,
                               if r.outcome is not Outcome.OK and r.reason})),
         verdicts=runs[-1].verdicts if runs else (), flag_details=tuple(details),
         idle_pss_mib_per_worker=per_component("idle_pss_mib_per_worker"),
-        runs_invalid=invalid, tls=_tls(ok), layers=_layers(ok),
+        runs_invalid=invalid, tls=_tls(ok), agents=_agents(ok), layers=_layers(ok),
         conditions=_conditions(ok), page_views=_page_views(ok),
         disturbance=max((disturbance_factor(r.resources.host) for r in ok),
                         default=1.0),
@@ -270,6 +274,30 @@ def _tls(ok: list[RunRecord]) -> dict | None:
             "ciphers": sorted({t.cipher for t in seen if t.cipher}),
             "handshakes": sum(t.handshakes for t in seen),
             "resumed": sum(t.resumed for t in seen)}
+
+
+def _agents(ok: list[RunRecord]) -> dict | None:
+    """The runs' load agents: their count, the largest start skew, the median time spent
+    beside a load, and per agent (by name) where it ran, its connections, and the
+    medians over the runs of its req/s, busy share and p99."""
+    loads = [r.load for r in ok if r.load.agents]
+    if not loads:
+        return None
+    per: dict[str, list] = {}
+    for load in loads:
+        for a in load.agents:
+            per.setdefault(a.name, []).append(a)
+    skews = [x.agents_start_skew_us for x in loads if x.agents_start_skew_us is not None]
+    return {"count": max(len(x.agents) for x in loads),
+            "start_skew_us_max": max(skews, default=None),
+            "overhead_s": median([x.agents_overhead_s for x in loads
+                                  if x.agents_overhead_s is not None] or [0.0]),
+            "per_agent": {name: {"host": runs[-1].host, "netns": runs[-1].netns,
+                                 "connections": runs[-1].connections,
+                                 "rps": median([a.rps for a in runs]),
+                                 "busy": median([a.busy or 0.0 for a in runs]),
+                                 "p99_us": median([a.p99_us for a in runs])}
+                          for name, runs in sorted(per.items())}}
 
 
 def _flag_details(ok: list[RunRecord]) -> list[tuple[str, str]]:

@@ -144,6 +144,8 @@ def dispersion(rps: list[float]) -> Flag | None:
 
 
 def _generator_bound(load: LoadReport) -> Flag | None:
+    if load.agents:
+        return _agent_bound(load)
     threads, wall = load.threads, load.wall_s
     # under a second, the engine's own start-up is too large a share to judge by
     if wall < 1.0:
@@ -153,6 +155,18 @@ def _generator_bound(load: LoadReport) -> Flag | None:
         return None
     return Flag("generator-bound", f"the load engine's {threads} thread(s) were busy "
                 f"{busy:.0%} of the run: the generator, not the server, may have set the pace")
+
+
+def _agent_bound(load: LoadReport) -> Flag | None:
+    """Agents judged one by one (one saturated agent sets the pace of its share
+    whatever the others do): the rule above on each agent's engine."""
+    bound = [(a, busy) for a in load.agents if a.wall_s >= 1.0 and (busy := a.busy)
+             and busy >= GENERATOR_BOUND_SHARE]
+    if not bound:
+        return None
+    said = ", ".join(f"{a.name} ({a.threads} thread(s) busy {busy:.0%})" for a, busy in bound)
+    return Flag("generator-bound", f"load agent(s) {said} of {len(load.agents)}: the "
+                "generator, not the server, may have set the pace")
 
 
 def _rate_not_kept(load: LoadReport) -> Flag | None:

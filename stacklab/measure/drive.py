@@ -283,6 +283,36 @@ class TlsSession:
 
 
 @dataclass(frozen=True, kw_only=True)
+class AgentFigures:
+    """What one load agent did (a merged report's `agents.per_agent`, agents.merge)."""
+
+    name: str
+    host: str
+    netns: str | None
+    connections: int
+    threads: int
+    completed: int
+    rps: float
+    wall_s: float                      # its engine's warm-up and measured phase
+    cpu_s: float                       # its engine's CPU, warm-up included
+    p99_us: int
+    start_unix_us: int | None          # its engine's time zero, by its host's clock
+
+    @classmethod
+    def from_json(cls, doc: dict) -> "AgentFigures":
+        return cls(name=doc["name"], host=doc["host"], netns=doc.get("netns"),
+                   connections=doc["connections"], threads=doc["threads"],
+                   completed=doc["completed"], rps=doc["rps"], wall_s=doc["wall_s"],
+                   cpu_s=doc["cpu_s"], p99_us=doc["latency_us"]["p99"],
+                   start_unix_us=doc.get("start_unix_us"))
+
+    @property
+    def busy(self) -> float | None:
+        """The share of its engine threads' time they were busy."""
+        return self.cpu_s / (self.wall_s * self.threads) if self.wall_s > 0 else None
+
+
+@dataclass(frozen=True, kw_only=True)
 class LoadReport:
     """The engine's JSON report, read once: the figures the orchestrator uses, typed.
 
@@ -319,6 +349,14 @@ class LoadReport:
     protocol: str | None = None
     asked_protocol: str = "http/1.1"      # config.protocol (schema 4 on)
     streams: int = 1                      # HTTP/2 streams per connection (config.streams)
+    # A load from several agents (load.agents; agents.merge): each one's figures, how far
+    # apart their engines started, the time spent beside the load (barrier, start,
+    # results), and the CPU of the local agents' own processes (Dask workers, their
+    # engines not counted: those are in engine_cpu_s), which is the lab's
+    agents: tuple[AgentFigures, ...] = ()
+    agents_start_skew_us: int | None = None
+    agents_overhead_s: float | None = None
+    agents_workers_cpu_s: float = 0.0
 
     @classmethod
     def from_json(cls, doc: dict, exit_status: int = 0) -> "LoadReport":
@@ -349,7 +387,8 @@ class LoadReport:
             timeseries=tuple(Bucket.from_json(b) for b in doc.get("timeseries") or ()),
             protocol=doc.get("protocol"),
             asked_protocol=config.get("protocol") or "http/1.1",
-            streams=config.get("streams") or 1)
+            streams=config.get("streams") or 1,
+            **_agents(doc.get("agents")))
 
     @property
     def p50_us(self) -> float:
@@ -381,6 +420,16 @@ class LoadReport:
         if self.wall_s <= 0:
             return self.engine_cpu_s
         return self.engine_cpu_s * self.duration_s / self.wall_s
+
+
+def _agents(doc: dict | None) -> dict:
+    """LoadReport's agents fields from a merged report's `agents` (none: one engine)."""
+    if not doc:
+        return {}
+    return {"agents": tuple(AgentFigures.from_json(a) for a in doc["per_agent"]),
+            "agents_start_skew_us": doc.get("start_skew_us"),
+            "agents_overhead_s": doc.get("overhead_s"),
+            "agents_workers_cpu_s": doc.get("workers_cpu_s") or 0.0}
 
 
 def _average_rate(schedule: dict | None) -> float | None:

@@ -69,10 +69,28 @@ def print_summary(view: ExperimentView, console: Console) -> None:
             console.print(f"TLS {s.label}: {', '.join(s.tls['protocols'])} "
                           f"{', '.join(s.tls['ciphers'])}, {s.tls['handshakes']:,} handshakes, "
                           f"{s.tls['resumed']:,} resumed", markup=False)
+        for line in agent_lines(s, series_name(s, common)):
+            console.print(line, markup=False)
         for outcome, why in reason_parts(s):
             console.print(f"[red]{outcome}[/red] {s.label}: {why}")
     for line in capacity_lines(view):
         console.print(line, markup=False)
+
+
+def agent_lines(s: TrialSummary, name: str) -> list[str]:
+    """A load from several agents: how together they started, and each one's share
+    (medians over the runs); `name`: the trial's as the table says it."""
+    a = s.agents
+    if not a:
+        return []
+    skew = a["start_skew_us_max"]
+    head = (f"load agents of {name}: {a['count']}, started at most "
+            f"{skew / 1000:.2f} ms apart, {a['overhead_s']:.2f} s spent beside each load"
+            if skew is not None else f"load agents of {name}: {a['count']}")
+    return [head] + [
+        f"  {name} ({fig['netns'] or fig['host']}): {fig['connections']} connections, "
+        f"{fig['rps']:,.0f} req/s, engine busy {fig['busy']:.0%}, p99 "
+        f"{fig['p99_us'] / 1000:,.2f} ms" for name, fig in a["per_agent"].items()]
 
 
 def reason_parts(s: TrialSummary) -> list[tuple[str, str]]:
@@ -434,7 +452,7 @@ def _trial_doc(s: TrialSummary, common: dict) -> dict:
         "layers": {layer: {"hit_ratio": _estimate(fig["hit_ratio"]) if fig["hit_ratio"]
                            else None, "replica_shares": fig["spread"]}
                    for layer, fig in s.layers.items()},
-        "conditions": s.conditions, "tls": s.tls,
+        "conditions": s.conditions, "tls": s.tls, "agents": s.agents,
         "capacity": _estimate(s.capacity) if s.capacity.values else None}
 
 

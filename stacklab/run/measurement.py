@@ -126,11 +126,11 @@ def load_outcome(load: LoadReport, alive: bool) -> tuple[Outcome, str | None]:
 def _resources(monitor: Monitor, t0: float, t1: float, load: LoadReport,
                readings_cpu_s: float = 0.0) -> dict:
     """Each component's summary of the measured window, the sampler's cost, and the CPU
-    the rest of the host used meanwhile (components — by cgroup where they have one —
-    and the engine are the lab's)."""
+    the rest of the host used meanwhile (components — by cgroup where they have one —,
+    the engine, and local load agents' own processes are the lab's)."""
     out: dict = {name: trace.summary(t0, t1) for name, trace in monitor.traces.items()}
     lab_cpu = (sum(r["cpu_s"] for r in out.values()) + load.engine_cpu_measured_s
-               + readings_cpu_s)
+               + load.agents_workers_cpu_s + readings_cpu_s)
     per_process = [r for r in out.values() if r["cpu_source"] == "processes"]
     processes = sum(r["processes_max"] for r in per_process)
     source = ("processes" if len(per_process) == len(out) else

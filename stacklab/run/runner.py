@@ -536,7 +536,9 @@ class Measurement:
         """More engine threads than the CPUs `load.cpus` allows would share those CPUs,
         and the generator-bound check (busy time per thread) could no longer see a
         saturated engine: refused. Unpinned, or threads = 0 (one per usable CPU), is
-        always fine."""
+        always fine. Local load agents (load.agents) need veth (agents_problem)."""
+        if problem := agents_problem(knobs):
+            return problem
         load = knobs["load"]
         if not load.get("cpus") or not load.get("threads"):
             return None
