@@ -148,9 +148,18 @@ def run(ctx: typer.Context,
         allow_remote: bool = typer.Option(
             False, "--allow-remote", help="Let an [external] server's url be a host that is "
             "not loopback (its host is not checked; the report says so). Only here, never "
-            "in an experiment file.")) -> ExitStatus:
+            "in an experiment file."),
+        agents_listen: Optional[str] = typer.Option(
+            None, "--agents-listen", metavar="HOST:PORT", help="load.agents on other "
+            "hosts: listen here for their Dask workers (`dask worker tcp://HOST:PORT "
+            "--name NAME --nthreads 1 --no-nanny` on each) instead of starting local "
+            "agents; for an [external] server. Only here, never in an experiment file."),
+        agents_wait: float = typer.Option(
+            120.0, "--agents-wait", min=1, max=3600, help="Seconds to wait for "
+            "--agents-listen's workers to join.")) -> ExitStatus:
     """Run an experiment: plan, start real stacks, verify, load, store each run."""
-    return running.run(ctx.obj, spec, db, resume, dry_run, wait_quiet, allow_remote)
+    return running.run(ctx.obj, spec, db, resume, dry_run, wait_quiet, allow_remote,
+                       agents_listen, agents_wait)
 
 
 @cli.command()

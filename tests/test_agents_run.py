@@ -7,13 +7,14 @@ import json
 import os
 import signal
 import sqlite3
+import subprocess
 import threading
 
 import pytest
 from typer.testing import CliRunner
 
 from stacklab.agents.knobs import agents_problem
-from stacklab.agents.pool import AgentPool
+from stacklab.agents.pool import DASK, AgentPool
 from stacklab.cli import cli
 from stacklab.netlab import net
 
@@ -131,3 +132,86 @@ def test_agents_on_loopback_are_refused_before_anything_starts(tmp_path):
     assert result.exit_code == 2, result.output
     line = " ".join(result.output.split())
     assert "load.agents = 2" in line and 'net.mode = "veth"' in line
+
+
+EXTERNAL = """
+[experiment]
+name = "agents-external"
+repetitions = 1
+duration = "1s"
+warmup = "0.3s"
+remeasure = 0
+keep_cpus_awake = false
+
+[load]
+rate = 400
+threads = 1
+agents = 2
+
+[external]
+url = "{url}"
+
+[matrix]
+concurrency = [4]
+"""
+
+
+def test_agents_on_other_hosts_join_the_scheduler_the_user_names(tmp_path):
+    """--agents-listen: two `dask worker`s started as a user starts them on each load
+    host (here on this one, at loopback) join, and load the user's own server."""
+    require_engine()
+    from stacklab.host.net import free_port
+    from test_external import own_nginx
+    port = free_port()
+    workers = [subprocess.Popen([str(DASK), "worker", f"tcp://127.0.0.1:{port}", "--name",
+                                 f"host-{k}", "--nthreads", "1", "--no-nanny",
+                                 "--no-dashboard"], stdin=subprocess.DEVNULL,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+               for k in range(2)]
+    try:
+        with own_nginx(tmp_path) as (_, url):
+            spec = tmp_path / "ext.toml"
+            spec.write_text(EXTERNAL.format(url=url))
+            result = CliRunner().invoke(cli, ["run", str(spec), "--db", str(tmp_path / "r.db"),
+                                              "--agents-listen", f"127.0.0.1:{port}",
+                                              "--agents-wait", "30"])
+            assert result.exit_code == 0, result.output
+    finally:
+        for w in workers:
+            w.kill()
+            w.wait()
+    (outcome, load), = sqlite3.connect(tmp_path / "r.db").execute(
+        "SELECT outcome, load_json FROM runs")
+    doc = json.loads(load)
+    assert outcome == "ok", doc
+    assert [a["name"] for a in doc["agents"]["per_agent"]] == ["host-0", "host-1"]
+    assert abs(doc["rps"] - 400) <= 4
+    assert all(a["netns"] is None for a in doc["agents"]["per_agent"])
+
+
+@pytest.mark.parametrize("argv, said", [
+    (["--agents-listen", "nowhere"], "--agents-listen 'nowhere': expected HOST:PORT"),
+    (["--agents-listen", "127.0.0.1:99999"], "expected HOST:PORT"),
+])
+def test_a_bad_listen_address_is_one_line(tmp_path, argv, said):
+    spec = tmp_path / "ext.toml"
+    spec.write_text(EXTERNAL.format(url="http://127.0.0.1:8080/"))
+    result = CliRunner().invoke(cli, ["run", str(spec), "--dry-run", *argv])
+    assert result.exit_code == 2 and said in " ".join(result.output.split()), result.output
+
+
+def test_listening_for_agents_a_stack_stacklab_starts_cannot_use_is_refused(tmp_path):
+    spec = tmp_path / "agents.toml"
+    spec.write_text(EXPERIMENT.format(agents="[2]", duration="1s"))
+    result = CliRunner().invoke(cli, ["run", str(spec), "--dry-run", "--agents-listen",
+                                      "127.0.0.1:8786"])
+    assert result.exit_code == 2, result.output
+    assert "cannot reach stack 'nginx'" in " ".join(result.output.split())
+
+
+def test_an_external_server_with_agents_needs_listen(tmp_path):
+    spec = tmp_path / "ext.toml"
+    spec.write_text(EXTERNAL.format(url="http://127.0.0.1:8080/"))
+    result = CliRunner().invoke(cli, ["run", str(spec), "--dry-run"])
+    assert result.exit_code == 2, result.output
+    assert "give --agents-listen" in " ".join(result.output.split())

@@ -122,7 +122,9 @@ class AgentPool:
                                   f"{len(pool._workers())} joined within {timeout_s:g} s"
                                   ) from None
             raise
-        pool.agents = [Agent(name) for name in sorted(pool._workers())][:count]
+        joined = list(cluster.scheduler.workers.values())
+        pool.agents = sorted((Agent(w.name, address=w.host) for w in joined),
+                             key=lambda a: str(a.name))[:count]
         return pool
 
     def close(self) -> None:

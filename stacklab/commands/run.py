@@ -6,6 +6,7 @@ import shlex
 from pathlib import Path
 from typing import Any, Callable
 
+from ..agents.knobs import AgentsListen, check_listen
 from ..host import lab
 from ..analysis.analyze import ExperimentView, load_view
 from ..env import Environment
@@ -17,7 +18,7 @@ from ..run.validate import SpecOrigin, check_installed, validate_plan
 from ..report.listings import print_notes, print_plan
 from ..report.progress import RichProgress
 from ..report.text import print_summary
-from ..run.runner import Progress, run_experiment
+from ..run.runner import Progress, agents_asked, check_agent_hosts, run_experiment
 from ..experiment.spec import ExperimentSpec, load_spec
 from ..stacks import REGISTRY, STACKS
 from ..stacks.external.preflight import check_targets, verify_targets
@@ -51,22 +52,28 @@ def replay_notes(spec: ExperimentSpec) -> list[str]:
 
 
 def run(env: Environment, spec_path: Path, db: Path | None, resume: bool,
-        dry_run: bool, wait_quiet: bool = False, allow_remote: bool = False) -> ExitStatus:
+        dry_run: bool, wait_quiet: bool = False, allow_remote: bool = False,
+        agents_listen: str | None = None, agents_wait: float = 120.0) -> ExitStatus:
     spec, plan = load(spec_path)
+    agents = None
+    if agents_listen is not None:
+        agents = AgentsListen(check_listen(agents_listen), agents_wait)
     view = measured(env, spec, plan, db, resume, dry_run, wait_quiet, allow_remote,
-                    resume_command(spec_path, db))
+                    resume_command(spec_path, db), agents=agents)
     return ExitStatus.OK if view is None else gate(env, spec, view)
 
 
 def measured(env: Environment, spec: ExperimentSpec, plan: Plan, db: Path | None,
              resume: bool, dry_run: bool, wait_quiet: bool, allow_remote: bool,
-             again: str, watch: Callable[[PlannedRun, RunRecord], None] | None = None
-             ) -> ExperimentView | None:
+             again: str, watch: Callable[[PlannedRun, RunRecord], None] | None = None,
+             agents: AgentsListen | None = None) -> ExperimentView | None:
     """A validated plan measured and stored, its summary printed (None on a dry run, which
     prints the plan): what `run` and `capacity` share. `again`: the command that resumes
     it, as an interrupted run's error says it. `watch`: handed each run once it is
-    stored (tune's pruner); what it raises stops the experiment, as an interrupt does."""
+    stored (tune's pruner); what it raises stops the experiment, as an interrupt does.
+    `agents`: the user's --agents-listen (load.agents on other hosts)."""
     check_targets(spec, allow_remote)    # a remote server only with the user's flag
+    check_agent_hosts(agents_asked(REGISTRY, plan.runs), agents)
     print_notes(plan.notes, env.stdout)     # knobs set where they cannot act in some trials
     print_notes(replay_notes(spec), env.stdout)
     if dry_run:
@@ -83,7 +90,8 @@ def measured(env: Environment, spec: ExperimentSpec, plan: Plan, db: Path | None
         exp_id = run_experiment(env, spec, plan, REGISTRY, store, logs_dir(db), resume,
                                 Watched(RichProgress(env.stdout), watch),
                                 wait_quiet_s=QUIET_MAX_S if wait_quiet else 0.0,
-                                resume_command=again, allow_remote=allow_remote)
+                                resume_command=again, allow_remote=allow_remote,
+                                agents_listen=agents)
         view = load_view(store, exp_id)
         print_summary(view, env.stdout)
     finally:

@@ -25,13 +25,13 @@ from typing import Callable, Iterable, Iterator, Protocol, TypeVar
 
 from .. import __version__
 from ..host import lab
-from ..agents.knobs import agents_problem
+from ..agents.knobs import AgentsListen, agents_problem
 from ..agents.pool import AgentPool
 from ..analysis.analyze import Estimate, disturbed, pooled
 from ..measure.drive import LoadPlan, LoadReport, engine_version, run_load
 from ..env import Environment
 from ..errors import (EngineError, Interrupted, LabError, NotFound, StackError, StoreError,
-                     VerificationFailed)
+                     UsageError, VerificationFailed)
 from ..analysis.flags import DISTURBED, flag_names
 from ..host.hostinfo import git_commit, host_facts
 from .capacity import CapacitySearch
@@ -131,6 +131,7 @@ class RunContext:
     # is not loopback, a server stacklab did not start (its own rule, target.rs)
     allow_remote: bool = False
     agents: AgentPool | None = None   # the experiment's load agents (load.agents)
+    agents_listen: AgentsListen | None = None   # the user's --agents-listen
 
 
 def plan_hash(plan: Plan) -> str:
@@ -142,14 +143,16 @@ def run_experiment(env: Environment, spec: ExperimentSpec, plan: Plan,
                    registry: KnobRegistry, store: Store, results_dir: Path, resume: bool,
                    progress: Progress, anew_if_changed: bool = False,
                    wait_quiet_s: float = 0.0, resume_command: str | None = None,
-                   allow_remote: bool = False) -> int:
+                   allow_remote: bool = False, agents_listen: AgentsListen | None = None
+                   ) -> int:
     """Run every planned run not yet stored, in a lab session under env's lab root with
     env's clock; return the experiment id. A resume is refused when the stored runs ran
     otherwise than the rest would (changed_since), or, with `anew_if_changed` (a study
     resuming its steps by itself), becomes a new experiment, saying why.
     `resume_command`: the command an interrupted run's error tells the user to complete
     it with, as they gave it (their --db) [default: `stacklab run SPEC --resume`].
-    `allow_remote`: the user's --allow-remote, handed to the engine."""
+    `allow_remote`: the user's --allow-remote, handed to the engine. `agents_listen`:
+    the user's --agents-listen (load.agents from other hosts)."""
     name = spec.experiment.name
     resume_command = resume_command or f"stacklab run {spec.path} --resume"
     with (store.experiment_lock(name),
@@ -172,7 +175,7 @@ def run_experiment(env: Environment, spec: ExperimentSpec, plan: Plan,
             exp_id = _experiment_for(spec, plan, store, False, system, env.clock)
         _run_all(env, spec, plan, registry, store, results_dir, progress, exp_id, system,
                  versions, Remeasure(spec.experiment.remeasure, wait_quiet_s), resume_command,
-                 allow_remote)
+                 allow_remote, agents_listen)
     return exp_id
 
 
@@ -238,7 +241,8 @@ def changed_since(store: Store, exp_id: int, plan: Plan, registry: KnobRegistry,
 def _run_all(env: Environment, spec: ExperimentSpec, plan: Plan, registry: KnobRegistry,
              store: Store, results_dir: Path, progress: Progress, exp_id: int,
              system: dict, versions: dict[str, str], remeasure: Remeasure,
-             resume_command: str, allow_remote: bool = False) -> None:
+             resume_command: str, allow_remote: bool = False,
+             agents_listen: AgentsListen | None = None) -> None:
     done = store.done(exp_id)
     todo = [r for r in plan.runs if (r.trial.id, r.repetition) not in done]
     try:
@@ -248,7 +252,8 @@ def _run_all(env: Environment, spec: ExperimentSpec, plan: Plan, registry: KnobR
                              env.clock, remeasure=remeasure,
                              taken=done | {(r.trial.id, r.repetition) for r in plan.runs},
                              remeasured=_made_again(store, exp_id),
-                             resume_command=resume_command, allow_remote=allow_remote)
+                             resume_command=resume_command, allow_remote=allow_remote,
+                             agents_listen=agents_listen)
             progress.begin(len(plan.runs), len(plan.runs) - len(todo))
             try:
                 ctx.agents = _agent_pool(ctx, todo, progress)
@@ -272,17 +277,51 @@ def _run_all(env: Environment, spec: ExperimentSpec, plan: Plan, registry: KnobR
         raise
 
 
+def agents_asked(registry: KnobRegistry, runs: Iterable[PlannedRun]) -> dict[str, int]:
+    """The most load agents (load.agents) any of the runs asks, by stack."""
+    asked: dict[str, int] = {}
+    for r in runs:
+        n = effective_knobs(registry, STACKS[r.trial.stack], r.trial)["load"].get("agents", 0)
+        asked[r.trial.stack] = max(asked.get(r.trial.stack, 0), n)
+    return asked
+
+
+def check_agent_hosts(asked: dict[str, int], listen: AgentsListen | None) -> None:
+    """Agents on other hosts (--agents-listen) reach only a server the user runs
+    ([external]); local ones only a stack stacklab starts (they cannot reach this host's
+    loopback): a UsageError before anything starts otherwise."""
+    count = max(asked.values(), default=0)
+    started = sorted(s for s, n in asked.items() if n and s != "external")
+    if listen and not count:
+        raise UsageError(f"--agents-listen {listen.address}: no trial sets load.agents")
+    if listen and started:
+        raise UsageError(f"--agents-listen {listen.address}: agents on other hosts cannot "
+                         f"reach stack {started[0]!r} (stacklab's stacks listen on loopback "
+                         "or in the lab's namespaces); use it with an [external] server")
+    if not listen and asked.get("external"):
+        raise UsageError("load.agents with an [external] server: give --agents-listen "
+                         "HOST:PORT and start a Dask worker on each load host")
+
+
 def _agent_pool(ctx: RunContext, runs: list[PlannedRun], progress: Progress
                 ) -> AgentPool | None:
     """The load agents the runs to come ask for (the most any asks, load.agents), made
-    once for the experiment, or None when none asks."""
-    count = max((effective_knobs(ctx.registry, STACKS[r.trial.stack], r.trial)["load"]
-                 .get("agents", 0) for r in runs), default=0)
+    once for the experiment: local ones, each in a namespace of its own, or with the
+    user's --agents-listen the workers that join from other hosts; None when none asks."""
+    asked = agents_asked(ctx.registry, runs)
+    check_agent_hosts(asked, ctx.agents_listen)
+    count = max(asked.values(), default=0)
     if not count:
         return None
-    pool = AgentPool.local(count, ctx.session.dir, ctx.session.layer_id("agents"))
-    progress.note(f"{count} load agent(s) joined: {', '.join(a.name for a in pool.agents)}, "
-                  "each in a network namespace of its own")
+    if listen := ctx.agents_listen:
+        pool = AgentPool.external(listen.address, count, listen.wait_s)
+        where = "joined from " + ", ".join(sorted({a.address or a.name
+                                                   for a in pool.agents}))
+    else:
+        pool = AgentPool.local(count, ctx.session.dir, ctx.session.layer_id("agents"))
+        where = "each in a network namespace of its own"
+    progress.note(f"{count} load agent(s) joined: "
+                  f"{', '.join(a.name for a in pool.agents)}, {where}")
     return pool
 
 
