@@ -88,7 +88,7 @@ def test_three_agents_send_the_one_agent_schedule_and_merge_exactly(lab, tmp_pat
     load = lab["pool"].run_load(plan(lab["url"], load=LOAD | {"rate": RATE}), tmp_path,
                                 AGENTS, raw_log=True)
     agents = load.raw["agents"]
-    print({k: agents[k] for k in ("start_skew_us", "overhead_s")},
+    print({k: agents[k] for k in ("start_skew_us", "clock_spread_us", "overhead_s")},
           [(a["name"], a["completed"], a["rps"]) for a in agents["per_agent"]])
     assert load.failed == 0 and agents["count"] == AGENTS
     records = [line.split() for k in range(AGENTS)

@@ -76,3 +76,40 @@ def test_agents_running_different_engines_are_refused():
     parts[1]["engine"]["version"] = "0.0.9"
     with pytest.raises(EngineError, match="agent-0 0.1.0, agent-1 0.0.9"):
         merge_reports(parts, ABOUT[:2])
+
+
+def merged_report(starts_us, offsets_us=None, cpu=None, duration_s=2.0):
+    parts = [fake_load(300, 2000, seed=k + 1, completed=600, duration_s=duration_s,
+                       threads=1, engine_cpu_s=(cpu or [0.2] * 3)[k]) for k in range(3)]
+    for doc, start in zip(parts, starts_us):
+        doc["start"] = {"asked_unix_us": 1_000_000, "unix_us": start,
+                        "first_send_unix_us": start + 10}
+    about = [dict(a, clock_offset_us=o) for a, o in
+             zip(ABOUT, offsets_us or [0, 0, 0])]
+    return LoadReport.from_json(merge_reports(parts, about))
+
+
+def flag(load, name):
+    from stacklab.analysis.flags import run_flags
+    from stacklab.store.records import Resources
+    return next((f for f in run_flags(load, Resources()) if f.name == name), None)
+
+
+def test_agents_that_start_apart_are_flagged_with_both_spreads():
+    assert flag(merged_report([1_000_000, 1_000_400, 1_001_500]), "agents-skewed") is None
+    late = flag(merged_report([1_000_000, 1_000_400, 1_030_000]), "agents-skewed")
+    assert late and "30.0 ms apart" in late.detail and "limit 20 ms" in late.detail
+    # started together by their own clocks, which disagree by 50 ms
+    clocks = flag(merged_report([1_000_000] * 3, [0, 50_000, -1_000]), "agents-skewed")
+    assert clocks and "disagree by up to 51.0 ms" in clocks.detail
+    # 1% of a 10 s run is 100 ms
+    assert flag(merged_report([1_000_000, 1_000_000, 1_090_000], duration_s=10.0),
+                "agents-skewed") is None
+
+
+def test_one_saturated_agent_is_generator_bound_by_name():
+    fine = merged_report([1_000_000] * 3, cpu=[0.4, 0.4, 0.4])
+    assert flag(fine, "generator-bound") is None
+    bound = flag(merged_report([1_000_000] * 3, cpu=[0.4, 1.95, 0.4]), "generator-bound")
+    assert bound and "agent-1 (1 thread(s) busy 98%)" in bound.detail
+    assert "agent-0" not in bound.detail

@@ -299,6 +299,11 @@ def _agents(docs: Sequence[dict], agents: Sequence[dict], approximate: list[str]
                     "asked_start_unix_us": start.get("asked_unix_us"),
                     "first_send_unix_us": start.get("first_send_unix_us")})
     starts = [a["start_unix_us"] for a in per if a["start_unix_us"] is not None]
+    offsets = [a["clock_offset_us"] for a in per if a.get("clock_offset_us") is not None]
     return {"count": len(per), "per_agent": per,
             "start_skew_us": (max(starts) - min(starts)) if len(starts) == len(per) else None,
+            # how far the agents' clocks disagree, by the scheduler's: their start times
+            # are each by its own clock, so this much more skew they cannot show
+            "clock_spread_us": (max(offsets) - min(offsets)) if len(offsets) == len(per)
+            else None,
             "approximate": approximate}

@@ -202,6 +202,13 @@ class AgentPool:
                        else self._workers_cpu_s() - cpu_before)
         return self._merged(results, agents, overhead, workers_cpu, work_dir, raw_log)
 
+    def _clock_offsets_us(self) -> dict[str, int]:
+        """Each worker's clock against the scheduler's, from its last heartbeat (the
+        scheduler's time on receipt less the worker's on sending: the offset plus one
+        network delay); the agents' start times are each by its own clock."""
+        return {w.name: round(w.time_delay * 1e6)
+                for w in list(self.cluster.scheduler.workers.values())}
+
     def _workers_cpu_s(self) -> float | None:
         """The local workers' own CPU seconds so far (their engines not included: those
         report their own); None for agents on other hosts."""
@@ -298,8 +305,10 @@ class AgentPool:
     def _merged(self, results: list[dict], agents: list[Agent], overhead_s: float,
                 workers_cpu_s: float | None, work_dir: Path, raw_log: bool) -> LoadReport:
         docs = [r["report"] for r in results]
+        offsets = self._clock_offsets_us()
         about = [{"name": a.name, "host": r["host"], "netns": a.netns,
-                  "address": a.address, "exit": r["exit"]}
+                  "address": a.address, "exit": r["exit"],
+                  "clock_offset_us": offsets.get(a.name)}
                  for a, r in zip(agents, results)]
         merged = merge_reports(docs, about)
         merged["agents"] |= {"overhead_s": round(overhead_s, 3),

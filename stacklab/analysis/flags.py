@@ -48,6 +48,11 @@ in the README's "Flags" section.
 - server-child-killed: a server's child process died by a signal during the run (its
   own error log says so; the runner records those lines), not the normal reaping of idle
   children: the requests it held were lost and the server ran short of a worker.
+- agents-skewed: a load from several agents (load.agents) whose engines started further
+  apart than 1% of the measured phase, or at least 20 ms, by their own clocks or by how
+  far their clocks disagree (the scheduler's heartbeats): for that long at each end of
+  the run fewer agents loaded the server than the trial says. Local agents started
+  0.1–1.6 ms apart here; hosts without a synchronized clock can be seconds apart.
 - known-slow: the run's knobs are a setting a component knows, by a measurement here,
   that it serves pathologically slowly (nginx serving h2c with sendfile on): the run
   measures that stall, not the cost its trial compares. The component's own sentence,
@@ -63,6 +68,11 @@ from .stats import tail_time_share
 from ..store.records import Resources
 
 GENERATOR_BOUND_SHARE = 0.9
+# agents-skewed: the agents' start spread allowed, as a share of the measured phase and
+# at least this many µs (local agents start 0.1-1.6 ms apart; a heartbeat's delay is in
+# the clocks' spread too)
+AGENTS_SKEW_SHARE = 0.01
+AGENTS_SKEW_MIN_US = 20_000
 RATE_KEPT_SHARE = 0.9
 # The 1% least-served connections (p1) served < 5% of the median connection's requests.
 # Not the least-served one alone: 256 prefork servers at 256 connections on 2 cores
@@ -114,7 +124,8 @@ def run_flags(load: LoadReport, resources: Resources,
               known: tuple[str, ...] = ()) -> list[Flag]:
     """Every flag a finished run earns, in a fixed order. `known`: what the stack's
     components say of its knobs (stacks.known_slow)."""
-    checks = (_generator_bound, _rate_not_kept, _starved, _littles_law, _error_responses)
+    checks = (_generator_bound, _rate_not_kept, _starved, _littles_law, _error_responses,
+              _agents_skewed)
     flags = [f for check in checks if (f := check(load))]
     host = resources.host
     busy = host_busy(host)
@@ -167,6 +178,21 @@ def _agent_bound(load: LoadReport) -> Flag | None:
     said = ", ".join(f"{a.name} ({a.threads} thread(s) busy {busy:.0%})" for a, busy in bound)
     return Flag("generator-bound", f"load agent(s) {said} of {len(load.agents)}: the "
                 "generator, not the server, may have set the pace")
+
+
+def _agents_skewed(load: LoadReport) -> Flag | None:
+    if not load.agents:
+        return None
+    skew, clocks = load.agents_start_skew_us or 0, load.agents_clock_spread_us or 0
+    limit_us = max(AGENTS_SKEW_MIN_US, AGENTS_SKEW_SHARE * load.duration_s * 1e6)
+    if max(skew, clocks) <= limit_us:
+        return None
+    return Flag("agents-skewed", f"the {len(load.agents)} load agents started "
+                f"{skew / 1000:,.1f} ms apart by their own clocks, which disagree by up to "
+                f"{clocks / 1000:,.1f} ms (limit {limit_us / 1000:,.0f} ms: 1% of the "
+                f"{load.duration_s:g} s measured, at least {AGENTS_SKEW_MIN_US / 1000:g} "
+                "ms): at each end of the run fewer agents loaded the server; synchronize "
+                "the load hosts' clocks (NTP, chrony)")
 
 
 def _rate_not_kept(load: LoadReport) -> Flag | None:

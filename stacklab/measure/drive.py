@@ -355,6 +355,7 @@ class LoadReport:
     # engines not counted: those are in engine_cpu_s), which is the lab's
     agents: tuple[AgentFigures, ...] = ()
     agents_start_skew_us: int | None = None
+    agents_clock_spread_us: int | None = None   # the agents' clocks, by the scheduler's
     agents_overhead_s: float | None = None
     agents_workers_cpu_s: float = 0.0
 
@@ -428,6 +429,7 @@ def _agents(doc: dict | None) -> dict:
         return {}
     return {"agents": tuple(AgentFigures.from_json(a) for a in doc["per_agent"]),
             "agents_start_skew_us": doc.get("start_skew_us"),
+            "agents_clock_spread_us": doc.get("clock_spread_us"),
             "agents_overhead_s": doc.get("overhead_s"),
             "agents_workers_cpu_s": doc.get("workers_cpu_s") or 0.0}
 
