@@ -40,6 +40,9 @@ READY_TIMEOUT_S = 30.0         # every agent ready for a load
 WATCH_S = 0.05                 # how often the load's agents and tasks are looked at
 STOP_GRACE_S = 10.0            # the others' reports after one failed
 DASK = Path(sys.executable).with_name("dask")
+# A local worker that has lost its scheduler (stacklab killed) exits after this long;
+# its namespace goes with the next session's sweep (net.cleanup_stale)
+DEATH_TIMEOUT_S = 30
 
 
 @dataclass(frozen=True)
@@ -344,7 +347,8 @@ def _start_worker(prefix: list[str], scheduler: str, name: str, log_dir: Path
     log = Path(log_dir) / f"{name}.log"
     with open(log, "w") as out:
         proc = subprocess.Popen([*prefix, dask, "worker", scheduler, "--name", name,
-                                 "--nthreads", "1", "--no-nanny", "--no-dashboard"],
+                                 "--nthreads", "1", "--no-nanny", "--no-dashboard",
+                                 "--death-timeout", str(DEATH_TIMEOUT_S)],
                                 stdin=subprocess.DEVNULL, stdout=out, stderr=out,
                                 start_new_session=True)
     proc.log = str(log)                     # type: ignore[attr-defined]
