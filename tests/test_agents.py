@@ -131,7 +131,7 @@ def test_an_agent_that_cannot_reach_the_target_fails_the_load_at_once(lab, tmp_p
 
 
 def test_an_agent_killed_midway_fails_the_load_within_5_s(lab, tmp_path):
-    """Last: it leaves the pool one agent short."""
+    """And the next load starts it again: the experiment goes on."""
     pool = lab["pool"]
     killed: dict = {}
 
@@ -153,6 +153,8 @@ def test_an_agent_killed_midway_fails_the_load_within_5_s(lab, tmp_path):
     wait_for(lambda: not any(subprocess.run(["ip", "netns", "pids", ns], capture_output=True,
                                             text=True).stdout.split()
                              for ns in pool.net.agent_ns[1:2]), 5, "agent-1's processes")
+    again = pool.run_load(plan(lab["url"], duration_s=1.0), tmp_path, AGENTS)
+    assert again.failed == 0 and len(again.agents) == AGENTS
 
 
 def test_nothing_of_the_agents_is_left_after_the_pool_closes(tmp_path):

@@ -26,7 +26,8 @@ def test_counts_add_up_and_the_latency_is_the_merged_histogram():
     merged = merge_reports(parts, ABOUT)
     report = LoadReport.from_json(merged)
     assert report.completed == sum(d["requests"]["completed"] for d in parts)
-    assert report.rps == pytest.approx(sum(d["rps"] for d in parts))
+    # the engine's rule: completed over the measured phase (the agents' overlap)
+    assert report.rps == pytest.approx(report.completed / max(d["duration_s"] for d in parts))
     assert report.connections == sum(d["config"]["connections"] for d in parts)
     assert report.engine_cpu_s == pytest.approx(sum(d["engine"]["cpu_user_s"]
                                                     + d["engine"]["cpu_sys_s"] for d in parts))
@@ -40,6 +41,15 @@ def test_counts_add_up_and_the_latency_is_the_merged_histogram():
     p50, p99 = values_at_percentiles(union, [50, 99])
     assert (report.latency_us.p50, report.latency_us.p99) == (p50, p99)
     assert report.latency_us.max == max(d["latency_us"]["max"] for d in parts)
+    # time to first byte and connect: their histograms merge the same way
+    for kind, key in (("ttfb", "ttfb_us"), ("connect", "connect_us")):
+        union = decode_histogram(parts[0]["histograms"][kind])
+        for d in parts[1:]:
+            union.add(decode_histogram(d["histograms"][kind]))
+        assert merged[key]["count"] == union.get_total_count()
+        assert merged[key]["p99"] == values_at_percentiles(union, [99])[0]
+        assert decode_histogram(merged["histograms"][kind]).get_total_count() == \
+            union.get_total_count()
 
 
 def test_what_no_report_holds_whole_is_an_upper_bound_and_said_so():
@@ -113,3 +123,18 @@ def test_one_saturated_agent_is_generator_bound_by_name():
     bound = flag(merged_report([1_000_000] * 3, cpu=[0.4, 1.95, 0.4]), "generator-bound")
     assert bound and "agent-1 (1 thread(s) busy 98%)" in bound.detail
     assert "agent-0" not in bound.detail
+
+
+def test_a_replays_schedule_is_the_agents_shares_added_up():
+    parts = docs()
+    for k, d in enumerate(parts):
+        d["config"]["schedule"] = {"requests": 100 + k, "span_s": 10.0 - k / 100}
+    merged = LoadReport.from_json(merge_reports(parts, ABOUT))
+    assert merged.rate == pytest.approx(303 / 10.0)
+
+
+def test_agents_whose_responses_came_in_different_protocols_are_refused():
+    parts = docs(2)
+    parts[1]["protocol"] = "h2c"
+    with pytest.raises(EngineError, match="agent-0 http/1.1, agent-1 h2c"):
+        merge_reports(parts, ABOUT[:2])

@@ -121,6 +121,10 @@ def test_local_agents_need_their_own_namespaces():
     assert 'set net.mode = "veth"' in agents_problem(knobs)
     assert agents_problem({"load": {"agents": 2}, "net": {"mode": "veth"}}) is None
     assert agents_problem({"load": {"agents": 0}, "net": {"mode": "loopback"}}) is None
+    shaped = {"load": {"agents": 2}, "net": {"mode": "veth", "link": "100mbit"}}
+    assert "net.link" in agents_problem(shaped)
+    pinned = {"load": {"agents": 2, "cpus": "1"}, "net": {"mode": "veth"}}
+    assert "load.cpus" in agents_problem(pinned)
 
 
 def test_agents_on_loopback_are_refused_before_anything_starts(tmp_path):

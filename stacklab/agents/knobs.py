@@ -21,10 +21,20 @@ def agents_problem(knobs: dict[str, dict]) -> str | None:
     namespace of its own, joined to the server's, so the run needs veth; a server the
     user runs ([external]) is loaded by agents on other hosts (--agents-listen)."""
     count = knobs["load"].get("agents", 0)
-    if count and knobs["net"]["mode"] != "veth" and "external" not in knobs:
+    if not count:
+        return None
+    net = knobs.get("net", {})
+    if net.get("mode") != "veth" and "external" not in knobs:
         return (f"load.agents = {count} runs each agent in a network namespace of its own, "
                 "joined to the server's: set net.mode = \"veth\" (on loopback every agent "
                 "would be the same host)")
+    if net.get("link", "unlimited") != "unlimited" or net.get("rtt_ms"):
+        return (f"load.agents = {count}: each agent has a link of its own to the server, "
+                "not shaped or measured as net.link and net.rtt_ms shape and measure the "
+                "one link: leave them at their defaults with agents")
+    if knobs["load"].get("cpus"):
+        return (f"load.agents = {count}: load.cpus pins one engine; the agents' engines are "
+                "not pinned: leave load.cpus unset with agents")
     return None
 
 

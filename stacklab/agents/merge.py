@@ -51,7 +51,11 @@ def merge_reports(docs: Sequence[dict], agents: Sequence[dict[str, Any]]) -> dic
         "requests": _requests(docs),
         "status": _add(d.get("status") or {} for d in docs),
         "status_classes": _add(d.get("status_classes") or {} for d in docs),
-        "rps": round(sum(d["rps"] for d in docs), 3),
+        # the engine's own rule, completed over the measured phase: the agents' phases
+        # overlap (they start together), so the longest is the union's
+        "rps": round(sum(d["requests"]["completed"] for d in docs)
+                     / max(max(d["duration_s"] for d in docs), 1e-9), 3)
+        if len(docs) > 1 else first["rps"],
         "bytes": {k: _sum_or_none(d["bytes"].get(k) for d in docs) for k in first["bytes"]},
         "engine": {"version": first["engine"]["version"],
                    "cpu_user_s": round(sum(d["engine"]["cpu_user_s"] for d in docs), 6),
@@ -87,11 +91,12 @@ def merge_reports(docs: Sequence[dict], agents: Sequence[dict[str, Any]]) -> dic
                                    "bound), pooled mean and deviation")
     if "latency_percentiles_us" in first:
         merged["latency_percentiles_us"] = _percentile_list(docs, merged)
-    for key in ("protocol",):
-        if key in first:
-            found = {d.get(key) for d in docs} - {None}
-            merged[key] = found.pop() if len(found) == 1 else (
-                "mixed: " + ", ".join(sorted(found)) if found else None)
+    if "protocol" in first:
+        merged["protocol"] = _protocol(docs, agents)
+    if "start" in first:
+        merged["start"] = {k: min((d["start"][k] for d in docs
+                                   if d["start"].get(k) is not None), default=None)
+                           for k in first["start"]}
     if "tls" in first:
         merged["tls"] = _tls(docs)
     if "connections_opened" in first:
@@ -104,6 +109,9 @@ def merge_reports(docs: Sequence[dict], agents: Sequence[dict[str, Any]]) -> dic
                                "of the agents'")
     if first.get("in_flight"):
         merged["in_flight"] = _in_flight([d["in_flight"] for d in docs])
+        if len(docs) > 1:
+            approximate.append("in_flight: age median the count-weighted median of the "
+                               "agents'")
     if "timeseries" in first:
         merged["timeseries"] = _timeseries([d.get("timeseries") or [] for d in docs])
         if len(docs) > 1:
@@ -135,14 +143,29 @@ def _sum_or_none(values) -> int | None:
     return None if all(v is None for v in values) else sum(v or 0 for v in values)
 
 
+def _protocol(docs: Sequence[dict], agents: Sequence[dict]) -> str | None:
+    """What the responses came in, the same for every agent that completed any."""
+    found = {a["name"]: d["protocol"] for a, d in zip(agents, docs) if d.get("protocol")}
+    if len(set(found.values())) > 1:
+        named = ", ".join(f"{n} {p}" for n, p in sorted(found.items()))
+        raise EngineError(f"the agents' responses came in different protocols ({named})")
+    return next(iter(found.values()), None)
+
+
 def _config(docs: Sequence[dict]) -> dict:
-    """docs[0]'s, with what the agents had between them: connections, threads, requests
-    (the rate each was given is the run's whole rate, --segment's rule)."""
+    """docs[0]'s, with what the agents had between them: connections, threads, requests,
+    a replay's schedule (the rate each was given is the run's whole rate, --segment's
+    rule; each reports its own share of a schedule)."""
     config = dict(docs[0]["config"])
     config["connections"] = sum(d["config"]["connections"] for d in docs)
     config["threads"] = sum(d["config"].get("threads") or 1 for d in docs)
     if config.get("requests") is not None:
         config["requests"] = sum(d["config"].get("requests") or 0 for d in docs)
+    if config.get("schedule"):
+        config["schedule"] = dict(config["schedule"],
+                                  requests=sum(d["config"]["schedule"]["requests"]
+                                               for d in docs),
+                                  span_s=max(d["config"]["schedule"]["span_s"] for d in docs))
     if "segment" in config:
         config["segment"] = None
     return config
@@ -285,6 +308,7 @@ def _agents(docs: Sequence[dict], agents: Sequence[dict], approximate: list[str]
         threads = doc["config"].get("threads") or 1
         start = doc.get("start") or {}
         per.append({**agent,
+                    "engine_version": doc["engine"]["version"],
                     "connections": doc["config"]["connections"],
                     "threads": threads,
                     "segment": doc["config"].get("segment"),

@@ -17,6 +17,7 @@ retried on another worker, no partial merge is returned.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -25,12 +26,14 @@ import warnings
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Callable
 
 from ..errors import EngineError
-from ..measure.drive import (REPORT_EXITS, LoadPlan, LoadReport, engine_argv,
+from ..measure.drive import (REPORT_EXITS, LoadPlan, LoadReport, engine_argv, engine_path,
                              engine_timeout_s, schedule_lines, url_lines)
 from .merge import merge_reports
 from .task import agent_load, ready_queue, start_variable, stop_engines
+from .task import engine_version as task_engine_version
 
 # The start instant is this far ahead of the moment every agent is ready: time for the
 # start to reach each agent (a scheduler round trip) and its engine to be started.
@@ -56,10 +59,14 @@ class AgentPool:
     """Workers joined to a scheduler of the orchestrator's; `run_load` is one load."""
 
     def __init__(self, cluster, client, agents: list[Agent], procs=(), net=None,
-                 scheduler: str = ""):
+                 scheduler: str = "", addresses=(), log_dir: Path | None = None):
         self.cluster, self.client, self.agents = cluster, client, agents
         self.procs, self.net, self.scheduler = list(procs), net, scheduler
         self.attached: tuple[str, str, int] | None = None   # (server ns, addr, count)
+        # this host's engine: every agent's must be the same version (_barrier)
+        self.engine_version = task_engine_version(str(engine_path()))
+        self._addresses = list(addresses)    # local workers' scheduler address each
+        self._log_dir = log_dir
         self._loads = 0
 
     # --- making and closing ---------------------------------------------------------
@@ -69,7 +76,7 @@ class AgentPool:
         """`count` agents on this machine, each a Dask worker in its own network
         namespace joined to the control namespace, where the scheduler listens (on every
         address of that namespace, which holds nothing else)."""
-        from distributed import Client, LocalCluster
+        from distributed import Client
 
         from ..netlab.agentnet import create_agent_net
         from ..netlab.thread import in_netns
@@ -82,18 +89,17 @@ class AgentPool:
                 # the scheduler's threads begin inside; a namespace with no route out
                 # makes distributed warn that it found no address for 8.8.8.8
                 warnings.simplefilter("ignore", RuntimeWarning)
-                cluster = LocalCluster(n_workers=0, host="0.0.0.0", scheduler_port=0,
-                                       dashboard_address=None, silence_logs=40)
+                cluster = _scheduler("0.0.0.0", 0)
                 client = Client(cluster)
             port = cluster.scheduler_address.rsplit(":", 1)[1]
             agents = [Agent(f"agent-{k}", ns, addr) for k, (ns, addr) in
                       enumerate(zip(net.agent_ns, net.agent_addrs))]
-            for k, agent in enumerate(agents):
-                procs.append(_start_worker(
-                    ["ip", "netns", "exec", agent.netns],
-                    f"tcp://{net.control_addrs[k]}:{port}", agent.name, state_dir))
+            addresses = [f"tcp://{a}:{port}" for a in net.control_addrs]
+            for agent, address in zip(agents, addresses):
+                procs.append(_start_worker(["ip", "netns", "exec", agent.netns], address,
+                                           agent.name, state_dir))
             pool = cls(cluster, client, agents, procs, net,
-                       f"{net.control_ns} 0.0.0.0:{port}")
+                       f"{net.control_ns} 0.0.0.0:{port}", addresses, state_dir)
             pool._wait_for_workers(WORKERS_TIMEOUT_S)
             return pool
         except BaseException:
@@ -101,33 +107,32 @@ class AgentPool:
             raise
 
     @classmethod
-    def external(cls, address: str, count: int, timeout_s: float) -> "AgentPool":
+    def external(cls, address: str, count: int, timeout_s: float,
+                 say: Callable[[str], None] = lambda line: None) -> "AgentPool":
         """A scheduler listening at `address` (host:port, the user's --agents-listen),
         waiting up to `timeout_s` for `count` workers started on the load hosts
-        (`dask worker tcp://ADDRESS --name NAME --nthreads 1 --no-nanny`)."""
-        from distributed import Client, LocalCluster
+        (`dask worker tcp://ADDRESS --name NAME --nthreads 1 --no-nanny`), used in the
+        natural order of their names (loadhost-2 before loadhost-10)."""
+        from distributed import Client
 
         host, _, port = address.rpartition(":")
-        cluster = LocalCluster(n_workers=0, host=host, scheduler_port=int(port),
-                               dashboard_address=None, silence_logs=40)
+        cluster = _scheduler(host, int(port))
         client = Client(cluster)
         pool = cls(cluster, client, [], scheduler=cluster.scheduler_address)
         try:
-            print(f"stacklab: waiting for {count} load agent(s) at "
-                  f"{cluster.scheduler_address}: on each load host run `dask worker "
-                  f"{cluster.scheduler_address} --name NAME --nthreads 1 --no-nanny`",
-                  file=sys.stderr)
+            say(f"waiting for {count} load agent(s) at {cluster.scheduler_address}: on "
+                f"each load host run `dask worker {cluster.scheduler_address} --name NAME "
+                "--nthreads 1 --no-nanny`")
             client.wait_for_workers(count, timeout=timeout_s)
         except BaseException as e:
+            joined = len(pool._workers())
             pool.close()
             if isinstance(e, TimeoutError):
                 raise EngineError(f"--agents-listen {address}: {count} load agent(s) asked, "
-                                  f"{len(pool._workers())} joined within {timeout_s:g} s"
-                                  ) from None
+                                  f"{joined} joined within {timeout_s:g} s") from None
             raise
-        joined = list(cluster.scheduler.workers.values())
-        pool.agents = sorted((Agent(w.name, address=w.host) for w in joined),
-                             key=lambda a: str(a.name))[:count]
+        pool.agents = sorted((Agent(w.name, address=w.host) for w in pool._worker_states()),
+                             key=lambda a: _natural(str(a.name)))[:count]
         return pool
 
     def close(self) -> None:
@@ -139,10 +144,28 @@ class AgentPool:
     def __exit__(self, *exc) -> None:
         self.close()
 
+    def _worker_states(self) -> list:
+        """The scheduler's WorkerStates, read from its own state (it runs in this process:
+        no round trip, so watching a load costs next to nothing). Copied in one C-level
+        call: its thread may remove a worker meanwhile, which a Python-level iteration
+        of the SortedDict would meet as a KeyError."""
+        return list(dict.values(self.cluster.scheduler.workers))
+
     def _workers(self) -> dict[str, str]:
-        """The joined workers' addresses by name, read from the scheduler's own state (it
-        runs in this process: no round trip, so watching a load costs next to nothing)."""
-        return {w.name: w.address for w in list(self.cluster.scheduler.workers.values())}
+        """The joined workers' addresses by name."""
+        return {w.name: w.address for w in self._worker_states()}
+
+    def _revive(self, count: int) -> None:
+        """Local agents 0..count-1 whose worker died (an earlier load lost it) started
+        again, in their own namespace, before this load: the experiment goes on."""
+        dead = [k for k in range(min(count, len(self.procs)))
+                if self.procs[k].poll() is not None]
+        for k in dead:
+            agent = self.agents[k]
+            self.procs[k] = _start_worker(["ip", "netns", "exec", agent.netns],
+                                          self._addresses[k], agent.name, self._log_dir)
+        if dead:
+            self._wait_for_workers(WORKERS_TIMEOUT_S)
 
     def _wait_for_workers(self, timeout_s: float) -> None:
         deadline = time.monotonic() + timeout_s
@@ -173,28 +196,34 @@ class AgentPool:
         """`plan` on agents 0..count-1, as one report (see the module's doc)."""
         if not 1 <= count <= len(self.agents):
             raise EngineError(f"load.agents = {count}: {len(self.agents)} agent(s) joined")
-        if plan.connections < count:
-            raise EngineError(f"load.agents = {count} is more than the run's "
-                              f"{plan.connections} connection(s): each agent needs one")
+        for what, n in (("connection(s)", plan.connections), ("request(s)", plan.requests)):
+            if n is not None and n < count:
+                raise EngineError(f"load.agents = {count} is more than the run's {n} {what}: "
+                                  "each agent needs one")
+        self._revive(count)
         began = time.monotonic()
         self._loads += 1
         key = f"{os.getpid()}-{id(self)}-{self._loads}"
         agents = self.agents[:count]
-        jobs = [self._job(plan, key, k, count, raw_log) for k in range(count)]
-        futures = [self.client.submit(agent_load, job, key=f"stacklab-load-{key}-{k}",
-                                      workers=[agent.name], allow_other_workers=False,
-                                      pure=False, retries=0)
-                   for k, (job, agent) in enumerate(zip(jobs, agents))]
         from distributed import Queue, Variable
         start = Variable(start_variable(key), client=self.client)
+        futures: list = []
         cpu_before = self._workers_cpu_s()
         try:
+            for k, agent in enumerate(agents):
+                futures.append(self.client.submit(
+                    agent_load, self._job(plan, key, k, count, raw_log),
+                    key=f"stacklab-load-{key}-{k}", workers=[agent.name],
+                    allow_other_workers=False, pure=False, retries=0))
             self._barrier(Queue(ready_queue(key), client=self.client), agents, futures)
             start.set(time.time() + START_AHEAD_S)
             results = self._watch(futures, agents, engine_timeout_s(plan) + 30)
         except BaseException:
-            start.set(None)          # an agent still waiting for the start ends
-            self._stop(key, agents, futures)
+            try:
+                start.set(None)          # an agent still waiting for the start ends
+                self._stop(key, agents, futures)
+            except Exception:            # noqa: BLE001 - the load's own error is the one
+                pass
             raise
         finally:
             self.client.cancel(futures)
@@ -209,8 +238,7 @@ class AgentPool:
         """Each worker's clock against the scheduler's, from its last heartbeat (the
         scheduler's time on receipt less the worker's on sending: the offset plus one
         network delay); the agents' start times are each by its own clock."""
-        return {w.name: round(w.time_delay * 1e6)
-                for w in list(self.cluster.scheduler.workers.values())}
+        return {w.name: round(w.time_delay * 1e6) for w in self._worker_states()}
 
     def _workers_cpu_s(self) -> float | None:
         """The local workers' own CPU seconds so far (their engines not included: those
@@ -247,9 +275,11 @@ class AgentPool:
                 "timeout_s": engine_timeout_s(plan), "connections": share.connections}
 
     def _barrier(self, ready, agents: list[Agent], futures) -> None:
-        """Every agent ready (files written, target reached), or the load fails."""
+        """Every agent ready (files written, target reached, its engine the version this
+        host runs), or the load fails."""
         deadline = time.monotonic() + READY_TIMEOUT_S
         waiting = {a.name for a in agents}
+        versions: dict[str, str] = {}
         while waiting:
             self._check_alive(agents, futures)
             try:
@@ -262,6 +292,12 @@ class AgentPool:
             if said["error"]:
                 raise EngineError(f"load agent {said['name']}: {said['error']}")
             waiting.discard(said["name"])
+            versions[said["name"]] = said["version"]
+        if len(set(versions.values()) | {self.engine_version}) > 1:
+            named = ", ".join(f"{n} {v}" for n, v in sorted(versions.items()))
+            raise EngineError(f"the load agents' engines ({named}) are not this host's "
+                              f"({self.engine_version}): their figures would not be one "
+                              "measurement; install one version on every load host")
 
     def _check_alive(self, agents: list[Agent], futures) -> None:
         joined = self._workers()
@@ -274,20 +310,21 @@ class AgentPool:
                 raise EngineError(f"load agent {agent.name}: {future.exception()!r}")
 
     def _watch(self, futures, agents: list[Agent], limit_s: float) -> list[dict]:
+        """Every agent's result, each fetched once as it finishes; the first failure
+        (an agent gone, its task's error, its engine's) fails the load."""
         deadline = time.monotonic() + limit_s
-        while not all(f.status == "finished" for f in futures):
+        results: dict[int, dict] = {}
+        while len(results) < len(futures):
             self._check_alive(agents, futures)
-            for agent, f in zip(agents, futures):
-                if f.status == "finished" and (bad := _failure(f.result())):
-                    raise EngineError(f"load agent {agent.name}: {bad}")
+            for k, (agent, f) in enumerate(zip(agents, futures)):
+                if k not in results and f.status == "finished":
+                    results[k] = f.result()
+                    if bad := _failure(results[k]):
+                        raise EngineError(f"load agent {agent.name}: {bad}")
             if time.monotonic() > deadline:
                 raise EngineError(f"load agents overran their {limit_s:g} s limit")
             time.sleep(WATCH_S)
-        results = [f.result() for f in futures]
-        for agent, r in zip(agents, results):
-            if bad := _failure(r):
-                raise EngineError(f"load agent {agent.name}: {bad}")
-        return results
+        return [results[k] for k in range(len(futures))]
 
     def _stop(self, key: str, agents: list[Agent], futures) -> None:
         """After a failure: the engines still running stopped (SIGINT, on each live
@@ -326,15 +363,41 @@ class AgentPool:
         return LoadReport.from_json(merged, status)
 
 
+def _scheduler(host: str, port: int):
+    """A scheduler in this process (a LocalCluster with no worker of its own) that never
+    gives a lost worker's task to another one: a load's share runs where it was pinned
+    or the load fails (allowed-failures 0: a task whose worker died is erred at once)."""
+    import dask
+    from distributed import LocalCluster
+    with dask.config.set({"distributed.scheduler.allowed-failures": 0}):
+        return LocalCluster(n_workers=0, host=host, scheduler_port=port,
+                            dashboard_address=None, silence_logs=40)
+
+
+def _natural(name: str) -> list:
+    """Sort key: digits as numbers (agent-2 before agent-10)."""
+    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name)]
+
+
 def _share(total: int, k: int, count: int) -> int:
     return total // count + (1 if k < total % count else 0)
 
 
 def _failure(result: dict) -> str | None:
+    """Why an agent's result is no share of the run, or None: its task's error, an exit
+    without a report, or a share that completed nothing or ended early (merged, the
+    others' requests would hide it)."""
     if result.get("error"):
         return result["error"]
     if result.get("exit") not in REPORT_EXITS:
         return f"stacklab-load exited {result.get('exit')}: {result.get('stderr', '').strip()}"
+    report = result.get("report") or {}
+    if result["exit"] == 3 or not report.get("requests", {}).get("completed"):
+        errors = ", ".join(f"{n} {kind}" for kind, n in
+                           (report.get("requests", {}).get("errors") or {}).items() if n)
+        return f"its engine completed no request ({errors or 'none sent'})"
+    if why := report.get("ended_early"):
+        return f"its engine ended early: {why}"
     return None
 
 

@@ -28,7 +28,11 @@ from urllib.parse import urlsplit
 START_WAIT_S = 60.0
 CONNECT_TIMEOUT_S = 2.0
 LAB_NETWORK = ipaddress.ip_network("198.18.0.0/15")
+STOP_GRACE_S = 5.0             # an engine sent SIGINT has this long to report, then killed
 _PR_SET_PDEATHSIG = 1
+# Looked up here, in the worker before any fork: the child may not load symbols itself
+# (a multi-threaded parent's loader lock may be held at the fork)
+_PRCTL = ctypes.CDLL(None, use_errno=True).prctl
 
 
 def ready_queue(key: str) -> str:
@@ -39,19 +43,29 @@ def start_variable(key: str) -> str:
     return f"stacklab-start-{key}"
 
 
-# The engines running in this worker, by load: what stop_engines signals. A task waits
-# on its engine without polling anything, so an agent costs no CPU while it runs.
+# The engines running in this worker, by load: what stop_engines signals, and the loads
+# stopped (an engine started after its load was stopped is stopped at once). A task
+# waits on its engine without polling anything, so an agent costs no CPU while it runs.
 _RUNNING: dict[str, subprocess.Popen] = {}
+_STOPPED: set[str] = set()
 
 
 def stop_engines(key: str) -> int:
     """Run on a worker by the orchestrator (Client.run) when a load fails: SIGINT to
     its engine of load `key` (it then prints its report and exits); how many."""
+    _STOPPED.add(key)
     proc = _RUNNING.get(key)
     if proc is None or proc.poll() is not None:
         return 0
     proc.send_signal(signal.SIGINT)
     return 1
+
+
+def engine_version(engine: str) -> str:
+    """The engine's version, as `stacklab-load --version` prints it (its last word)."""
+    out = subprocess.run([engine, "--version"], capture_output=True, text=True,
+                         timeout=10).stdout.split()
+    return out[-1] if out else "unknown"
 
 
 def agent_load(job: dict[str, Any]) -> dict[str, Any]:
@@ -65,8 +79,10 @@ def agent_load(job: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {"name": name, "host": socket.gethostname(),
                            "report": None, "exit": None, "error": None}
     with tempfile.TemporaryDirectory(prefix="stacklab-agent-") as work:
+        version = None
         try:
             engine = str(engine_path())
+            version = engine_version(engine)
             for file, text in job["files"].items():
                 (Path(work) / file).write_text(text)
             if why := unreachable(job["target"], job.get("lab_netns"),
@@ -78,9 +94,9 @@ def agent_load(job: dict[str, Any]) -> dict[str, Any]:
             out["error"] = f"{type(e).__name__}: {e}"
             Queue(ready_queue(key)).put({"name": name, "error": out["error"]})
             return out
-        Queue(ready_queue(key)).put({"name": name, "error": None})
+        Queue(ready_queue(key)).put({"name": name, "error": None, "version": version})
         start_at = Variable(start_variable(key)).get(timeout=START_WAIT_S)
-        if start_at is None:
+        if start_at is None or key in _STOPPED:
             out["error"] = "stopped before the start"
             return out
         argv = [engine, *job["argv"], "--start-at", f"{start_at:.6f}"]
@@ -88,11 +104,14 @@ def agent_load(job: dict[str, Any]) -> dict[str, Any]:
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                 preexec_fn=_die_with_parent)
         _RUNNING[key] = proc
+        if key in _STOPPED:               # stopped between the start and the line above
+            proc.send_signal(signal.SIGINT)
         try:
             stdout, stderr = proc.communicate(timeout=job["timeout_s"])
         except subprocess.TimeoutExpired:
-            proc.send_signal(signal.SIGINT)
-            stdout, stderr = proc.communicate()
+            out["error"] = (f"stacklab-load overran its {job['timeout_s']:g} s limit and "
+                            "was stopped")
+            stdout, stderr = _stopped(proc)
         finally:
             _RUNNING.pop(key, None)
         out["exit"] = proc.returncode
@@ -100,8 +119,9 @@ def agent_load(job: dict[str, Any]) -> dict[str, Any]:
         try:
             out["report"] = json.loads(stdout)
         except json.JSONDecodeError:
-            out["error"] = (f"stacklab-load printed no JSON report (exit {proc.returncode}): "
-                            f"{out['stderr'].strip()}")
+            out["error"] = out["error"] or (
+                f"stacklab-load printed no JSON report (exit {proc.returncode}): "
+                f"{out['stderr'].strip()}")
         raw = Path(work) / "raw.txt"
         if raw.exists():
             out["raw_log"] = raw.read_text()
@@ -128,9 +148,19 @@ def unreachable(target: str, lab_netns: str | None, allow_remote: bool) -> str |
         return f"cannot reach {host}:{port} from {socket.gethostname()}: {e}"
 
 
+def _stopped(proc: subprocess.Popen) -> tuple[bytes, bytes]:
+    """SIGINT, STOP_GRACE_S for its report, then SIGKILL: a stuck engine never keeps the
+    worker's one thread from the next load."""
+    proc.send_signal(signal.SIGINT)
+    try:
+        return proc.communicate(timeout=STOP_GRACE_S)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        return proc.communicate()
+
+
 def _die_with_parent() -> None:
     """The engine dies with the agent (a killed worker leaves no load running)."""
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    _PRCTL(_PR_SET_PDEATHSIG, signal.SIGKILL)
     if os.getppid() == 1:
         os._exit(1)

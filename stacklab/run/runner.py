@@ -264,8 +264,7 @@ def _run_all(env: Environment, spec: ExperimentSpec, plan: Plan, registry: KnobR
                     for run in more:
                         _run_and_store(ctx, run, progress)
             finally:
-                if ctx.agents is not None:
-                    ctx.agents.close()
+                _close_agents(ctx, progress)
                 progress.end()
         store.set_status(exp_id, "complete")
     except KeyboardInterrupt:
@@ -314,7 +313,7 @@ def _agent_pool(ctx: RunContext, runs: list[PlannedRun], progress: Progress
     if not count:
         return None
     if listen := ctx.agents_listen:
-        pool = AgentPool.external(listen.address, count, listen.wait_s)
+        pool = AgentPool.external(listen.address, count, listen.wait_s, progress.note)
         where = "joined from " + ", ".join(sorted({a.address or a.name
                                                    for a in pool.agents}))
     else:
@@ -323,6 +322,18 @@ def _agent_pool(ctx: RunContext, runs: list[PlannedRun], progress: Progress
     progress.note(f"{count} load agent(s) joined: "
                   f"{', '.join(a.name for a in pool.agents)}, {where}")
     return pool
+
+
+def _close_agents(ctx: RunContext, progress: Progress) -> None:
+    """The experiment's agents stopped and their namespaces gone; a failure here is said,
+    not raised over the experiment's own ending (an interrupt, an error)."""
+    if ctx.agents is None:
+        return
+    try:
+        ctx.agents.close()
+    except (NetlabError, OSError) as e:
+        progress.note(f"load agents not closed cleanly ({e}); the next session's sweep "
+                      "removes what is left")
 
 
 def _mark_interrupted(store: Store, exp_id: int) -> None:
