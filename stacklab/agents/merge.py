@@ -63,26 +63,27 @@ def merge_reports(docs: Sequence[dict], agents: Sequence[dict[str, Any]]) -> dic
         "interrupted": any(d.get("interrupted") for d in docs),
     }
     approximate: list[str] = []
-    for key, path in HISTOGRAMS.items():
-        if key not in first:
-            continue
-        encoded = [_at(d, path) for d in docs]
-        if len(docs) == 1:
-            merged[key] = first[key]
-        elif all(encoded) or all(not _summary_count(d, key) for d in docs):
-            merged[key] = _from_histograms([e for e in encoded if e], docs, key)
-        else:
-            merged[key] = _bounded([d[key] for d in docs])
-            approximate.append(f"{key}: the agents' highest percentiles (an upper bound), "
-                               "pooled mean and deviation")
-    if first.get("histogram") is not None:
-        merged["histogram"] = (first["histogram"] if len(docs) == 1
-                               else _merged_encoded([d.get("histogram") for d in docs]))
-    if first.get("histograms") is not None:
-        merged["histograms"] = {
-            k: (first["histograms"][k] if len(docs) == 1
-                else _merged_encoded([(d.get("histograms") or {}).get(k) for d in docs]))
-            for k in first["histograms"]}
+    if len(docs) == 1:
+        for key in (*HISTOGRAMS, "histogram", "histograms"):
+            if key in first:
+                merged[key] = first[key]
+    else:
+        for key, path in HISTOGRAMS.items():
+            if key not in first:
+                continue
+            encoded = [_at(d, path) for d in docs]
+            h = _merged_histogram(encoded)
+            if path[0] in first:            # the merged histogram goes where each was
+                if len(path) == 1:
+                    merged[path[0]] = _encoded(h)
+                else:
+                    merged.setdefault(path[0], {})[path[1]] = _encoded(h)
+            if all(encoded) or all(not _summary_count(d, key) for d in docs):
+                merged[key] = _summary(h, docs, key)
+            else:
+                merged[key] = _bounded([d[key] for d in docs])
+                approximate.append(f"{key}: the agents' highest percentiles (an upper "
+                                   "bound), pooled mean and deviation")
     for key in BOUNDED:
         if key in first:
             merged[key] = first[key] if len(docs) == 1 else _bounded([d[key] for d in docs])
@@ -180,29 +181,31 @@ def _requests(docs: Sequence[dict]) -> dict:
     return out
 
 
-def _merged_encoded(encoded: list[str | None]) -> str:
+def _merged_histogram(encoded: list[str | None]):
+    """The agents' histograms added bucket for bucket (those they hold), or None."""
     present = [e for e in encoded if e]
     if not present:
-        return ""
+        return None
     h = decode_histogram(present[0])
     for e in present[1:]:
         h.add(decode_histogram(e))
+    return h
+
+
+def _encoded(h) -> str:
+    if h is None:
+        return ""
     out = h.encode()
     return out.decode() if isinstance(out, bytes) else out
 
 
-def _from_histograms(encoded: list[str], docs: Sequence[dict], key: str) -> dict:
+def _summary(h, docs: Sequence[dict], key: str) -> dict:
     """A summary read from the merged histogram, as the engine reads its own."""
-    if not encoded:
-        return dict(docs[0][key])
-    h = decode_histogram(encoded[0])
-    for e in encoded[1:]:
-        h.add(decode_histogram(e))
-    n = h.get_total_count()
-    if not n:
+    if h is None or not h.get_total_count():
         return dict(docs[0][key])
     values = values_at_percentiles(h, list(SUMMARY_PERCENTILES.values()))
-    out = {"count": n, "min": min(d[key]["min"] for d in docs if d[key]["count"]),
+    out = {"count": h.get_total_count(),
+           "min": min(d[key]["min"] for d in docs if d[key]["count"]),
            "mean": round(h.get_mean_value(), 3), "stdev": round(h.get_stddev(), 3)}
     out |= dict(zip(SUMMARY_PERCENTILES, values))
     out["max"] = max(d[key]["max"] for d in docs)

@@ -295,6 +295,7 @@ class AgentFigures:
     rps: float
     wall_s: float                      # its engine's warm-up and measured phase
     cpu_s: float                       # its engine's CPU, warm-up included
+    busy: float | None                 # the share of its engine threads' time busy
     p99_us: int
     start_unix_us: int | None          # its engine's time zero, by its host's clock
 
@@ -303,13 +304,8 @@ class AgentFigures:
         return cls(name=doc["name"], host=doc["host"], netns=doc.get("netns"),
                    connections=doc["connections"], threads=doc["threads"],
                    completed=doc["completed"], rps=doc["rps"], wall_s=doc["wall_s"],
-                   cpu_s=doc["cpu_s"], p99_us=doc["latency_us"]["p99"],
+                   cpu_s=doc["cpu_s"], busy=doc.get("busy"), p99_us=doc["latency_us"]["p99"],
                    start_unix_us=doc.get("start_unix_us"))
-
-    @property
-    def busy(self) -> float | None:
-        """The share of its engine threads' time they were busy."""
-        return self.cpu_s / (self.wall_s * self.threads) if self.wall_s > 0 else None
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -88,9 +88,9 @@ def agent_lines(s: TrialSummary, name: str) -> list[str]:
             f"{skew / 1000:.2f} ms apart, {a['overhead_s']:.2f} s spent beside each load"
             if skew is not None else f"load agents of {name}: {a['count']}")
     return [head] + [
-        f"  {name} ({fig['netns'] or fig['host']}): {fig['connections']} connections, "
+        f"  {agent} ({fig['netns'] or fig['host']}): {fig['connections']} connections, "
         f"{fig['rps']:,.0f} req/s, engine busy {fig['busy']:.0%}, p99 "
-        f"{fig['p99_us'] / 1000:,.2f} ms" for name, fig in a["per_agent"].items()]
+        f"{fig['p99_us'] / 1000:,.2f} ms" for agent, fig in a["per_agent"].items()]
 
 
 def reason_parts(s: TrialSummary) -> list[tuple[str, str]]:
