@@ -13,7 +13,7 @@ import threading
 import pytest
 from typer.testing import CliRunner
 
-from stacklab.agents.knobs import agents_problem
+from stacklab.agents.rules import agents_problem
 from stacklab.agents.pool import DASK, AgentPool
 from stacklab.cli import cli
 from stacklab.netlab import net

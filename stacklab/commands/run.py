@@ -6,7 +6,7 @@ import shlex
 from pathlib import Path
 from typing import Any, Callable
 
-from ..agents.knobs import AgentsListen, check_listen
+from ..agents.rules import AgentsListen, check_listen
 from ..host import lab
 from ..analysis.analyze import ExperimentView, load_view
 from ..env import Environment

@@ -50,6 +50,7 @@ CONDITIONS = ("none", "etag", "last-modified")
 PROTOCOLS = ("http/1.1", "h2", "h2c")
 HTTP2 = ("h2", "h2c")
 MAX_HEADERS = 32
+MAX_AGENTS = 16            # load.agents: local ones are a namespace and a worker each
 MAX_HEADER_CHARS = 4096    # servers refuse a field past 8 KiB (Apache 8190, nginx 8k)
 _TOKEN = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
 
@@ -143,6 +144,12 @@ LOAD_KNOBS = [
     Knob("load", "streams", int, 1, "HTTP/2: concurrent streams per connection (h2load's "
          "-m); each stream is a client, so the run holds concurrency × streams requests "
          "in flight.", min=1, max=1024, acts_with={"protocol": HTTP2}),
+    Knob("load", "agents", int, 0, "Load agents: the load split among this many Dask "
+         "workers, each on a host of its own (a network namespace of the lab's, with "
+         "net.mode = \"veth\"; other hosts with run --agents-listen), started together and "
+         "merged into one exact result (connections shared out evenly; an open loop's "
+         "arrivals dealt out by index, so together they send the one-agent schedule); 0: "
+         "one engine, no agents.", min=0, max=MAX_AGENTS),
     Knob("load", "replay_times", bool, False, "With load.replay: send each request at its "
          "logged arrival time, the log scaled to load.rate requests per second on average "
          "and played once (open loop; experiment.duration and warm-up are not used)."),

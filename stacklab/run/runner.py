@@ -25,7 +25,7 @@ from typing import Callable, Iterable, Iterator, Protocol, TypeVar
 
 from .. import __version__
 from ..host import lab
-from ..agents.knobs import AgentsListen, agents_problem
+from ..agents.rules import AgentsListen, agents_problem
 from ..agents.pool import AgentPool
 from ..analysis.analyze import Estimate, disturbed, pooled
 from ..measure.drive import LoadPlan, LoadReport, engine_version, run_load

@@ -234,13 +234,11 @@ def known_slow(knobs: dict[str, dict[str, Any]]) -> tuple[str, ...]:
 
 
 def build_registry() -> KnobRegistry:
-    from ..agents.knobs import AGENT_KNOBS
     from ..measure.drive import LOAD_KNOBS
     from ..netlab.knobs import FS_KNOBS, KNOBS as NET_KNOBS, MACHINE_KNOBS
     from ..host.placement import cpus_knob
     registry = KnobRegistry()
-    registry.add(*LOAD_KNOBS, *AGENT_KNOBS, cpus_knob("load"), *NET_KNOBS, *FS_KNOBS,
-                 *MACHINE_KNOBS)
+    registry.add(*LOAD_KNOBS, cpus_knob("load"), *NET_KNOBS, *FS_KNOBS, *MACHINE_KNOBS)
     for knobs in GROUPS.values():
         registry.add(*knobs)
     for component in COMPONENTS.values():

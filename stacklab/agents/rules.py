@@ -1,20 +1,8 @@
-"""The load knob that spreads a run's load over several agents."""
+"""What load.agents may go with (its plan rule), and --agents-listen's address."""
 
 from dataclasses import dataclass
 
 from ..errors import UsageError
-from ..knobs import Knob
-from ..netlab.agentnet import MAX_AGENTS
-
-AGENT_KNOBS = [
-    Knob("load", "agents", int, 0, "Load agents: the load split among this many Dask "
-         "workers, each on a host of its own (a network namespace of the lab's, with "
-         "net.mode = \"veth\"), started together and merged into one exact result "
-         "(connections shared out evenly; an open loop's arrivals dealt out by index, so "
-         "together they send the one-agent schedule); 0: one engine, no agents.",
-         min=0, max=MAX_AGENTS),
-]
-
 
 def agents_problem(knobs: dict[str, dict]) -> str | None:
     """Why the trial's load cannot go through agents, or None: a local agent is a network
