@@ -237,3 +237,64 @@ def serving(httpd: ThreadingHTTPServer) -> Iterator[ThreadingHTTPServer]:
     finally:
         httpd.shutdown()
         httpd.server_close()
+
+
+def free_port() -> int:
+    """A TCP port free on loopback now."""
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def listening(port: int) -> bool:
+    import socket
+    try:
+        socket.create_connection(("127.0.0.1", port), 0.2).close()
+        return True
+    except OSError:
+        return False
+
+
+@contextmanager
+def private_nginx(base: Path, servers: str, ports=(), prefix=()) -> Iterator[Path]:
+    """A private nginx (never the system service) with its root at base/www, one worker,
+    no access log and the given server blocks; started with `prefix` (`ip netns exec NS`
+    to run it in a namespace), ready once its pid file is written and each of `ports`
+    accepts on loopback; stopped at the end. Yields base/www."""
+    import shutil
+    import signal
+    if not shutil.which("nginx"):
+        pytest.skip("nginx is not installed")
+    (base / "www").mkdir(parents=True, exist_ok=True)
+    (base / "tmp").mkdir(exist_ok=True)
+    temp = " ".join(f"{d}_temp_path {base}/tmp;" for d in
+                    ("client_body", "proxy", "fastcgi", "uwsgi", "scgi"))
+    (base / "nginx.conf").write_text(f"""
+user root;
+daemon off;
+worker_processes 1;
+pid {base}/nginx.pid;
+error_log {base}/error.log;
+events {{ worker_connections 1024; }}
+http {{
+    access_log off;
+    {temp}
+    root {base}/www;
+{servers}
+}}
+""")
+    proc = subprocess.Popen([*prefix, "nginx", "-p", str(base), "-c", str(base / "nginx.conf")],
+                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    try:
+        wait_for(lambda: (base / "nginx.pid").exists() and all(map(listening, ports)), 10,
+                 "nginx's listeners")
+        yield base / "www"
+    finally:
+        proc.send_signal(signal.SIGQUIT)
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()

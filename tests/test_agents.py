@@ -23,7 +23,7 @@ from stacklab.measure.drive import LOAD_KNOBS, LoadPlan
 from stacklab.netlab import net
 from stacklab.netlab.netns import namespaces
 
-from helpers import require_engine, wait_for
+from helpers import private_nginx, require_engine, wait_for
 
 pytestmark = [pytest.mark.integration,
               pytest.mark.skipif(os.geteuid() != 0, reason="namespaces need root"),
@@ -41,40 +41,17 @@ def lab(tmp_path_factory):
     base = tmp_path_factory.mktemp("agents")
     run_id = f"t{uuid.uuid4().hex[:8]}"
     link = net.create_link(run_id, base)
-    nginx = pool = None
+    pool = None
     try:
-        (base / "www").mkdir()
-        (base / "tmp").mkdir()
-        (base / "www" / "page.html").write_bytes(b"p" * 600)
-        (base / "nginx.conf").write_text(f"""
-user root;
-daemon off;
-worker_processes 1;
-pid {base}/nginx.pid;
-error_log {base}/error.log;
-events {{ worker_connections 1024; }}
-http {{
-    access_log off;
-    client_body_temp_path {base}/tmp;
-    root {base}/www;
-    server {{ listen {link.server_addr}:80; }}
-}}
-""")
-        nginx = subprocess.Popen([*link.exec_prefix(link.server_ns), "nginx", "-p", str(base),
-                                  "-c", str(base / "nginx.conf")],
-                                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                 stderr=subprocess.DEVNULL)
-        wait_for(lambda: (base / "nginx.pid").exists(), 10, "nginx")
-        pool = AgentPool.local(AGENTS, base, f"{run_id}-ag")
-        pool.attach(link.server_ns, link.server_addr, AGENTS)
-        yield {"pool": pool, "url": f"http://{link.server_addr}/page.html", "dir": base,
-               "link": link}
+        with private_nginx(base, f"    server {{ listen {link.server_addr}:80; }}",
+                           prefix=link.exec_prefix(link.server_ns)) as www:
+            (www / "page.html").write_bytes(b"p" * 600)
+            pool = AgentPool.local(AGENTS, base, f"{run_id}-ag")
+            pool.attach(link.server_ns, link.server_addr, AGENTS)
+            yield {"pool": pool, "url": f"http://{link.server_addr}/page.html", "link": link}
     finally:
         if pool is not None:
             pool.close()
-        if nginx is not None:
-            nginx.send_signal(signal.SIGQUIT)
-            nginx.wait(10)
         link.close()
 
 

@@ -5,9 +5,6 @@ every request (never measured as if it did), and a server's GOAWAY after its req
 limit costing no request."""
 
 import json
-import shutil
-import signal
-import socket
 import subprocess
 
 import jsonschema
@@ -16,73 +13,29 @@ import pytest
 from stacklab.measure.drive import REPO_ENGINE
 from stacklab.stacks.tls import make_certificate
 
-from helpers import ROOT, require_engine, wait_for
+from helpers import ROOT, free_port, private_nginx, require_engine
 
 SCHEMA = json.loads((ROOT / "engine" / "schema" / "report.schema.json").read_text())
 PAGE = 600
 BIG = 100 * 1024
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def listening(port: int) -> bool:
-    try:
-        socket.create_connection(("127.0.0.1", port), 0.2).close()
-        return True
-    except OSError:
-        return False
-
-
 @pytest.fixture(scope="module")
 def nginx(tmp_path_factory):
     """A private nginx with four listeners: HTTP/1.1, h2c, h2 over TLS, and TLS without
     HTTP/2; its h2c listener closes a connection (GOAWAY) after 100 requests."""
-    if not shutil.which("nginx"):
-        pytest.skip("nginx is not installed")
     base = tmp_path_factory.mktemp("nginx-h2")
-    (base / "www").mkdir()
-    (base / "tmp").mkdir()
-    (base / "www" / "page.html").write_bytes(b"p" * PAGE)
-    (base / "www" / "big.html").write_bytes(b"b" * BIG)
     cert, key = make_certificate(base)
     ports = {name: free_port() for name in ("http1", "h2c", "h2", "tls1")}
-    temp = " ".join(f"{d}_temp_path {base}/tmp;" for d in
-                    ("client_body", "proxy", "fastcgi", "uwsgi", "scgi"))
     tls = f"ssl_certificate {cert}; ssl_certificate_key {key};"
-    (base / "nginx.conf").write_text(f"""
-user root;
-daemon off;
-worker_processes 1;
-pid {base}/nginx.pid;
-error_log {base}/error.log;
-events {{ worker_connections 1024; }}
-http {{
-    access_log off;
-    {temp}
-    root {base}/www;
+    with private_nginx(base, f"""
     server {{ listen 127.0.0.1:{ports['http1']}; }}
     server {{ listen 127.0.0.1:{ports['h2c']} http2; keepalive_requests 100; }}
     server {{ listen 127.0.0.1:{ports['h2']} ssl http2; {tls} }}
-    server {{ listen 127.0.0.1:{ports['tls1']} ssl; {tls} }}
-}}
-""")
-    proc = subprocess.Popen(["nginx", "-p", str(base), "-c", str(base / "nginx.conf")],
-                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE)
-    try:
-        wait_for(lambda: all(map(listening, ports.values())), 10, "nginx's listeners")
+    server {{ listen 127.0.0.1:{ports['tls1']} ssl; {tls} }}""", ports.values()) as www:
+        (www / "page.html").write_bytes(b"p" * PAGE)
+        (www / "big.html").write_bytes(b"b" * BIG)
         yield ports
-    finally:
-        proc.send_signal(signal.SIGQUIT)
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 def engine(*args: str) -> tuple[int, dict]:

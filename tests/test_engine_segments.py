@@ -5,9 +5,6 @@ on the asked instant and the report's `start` says so; three agents' raw logs ho
 exactly what their merged histogram holds."""
 
 import json
-import shutil
-import signal
-import socket
 import subprocess
 import time
 
@@ -18,66 +15,22 @@ from hdrh.histogram import HdrHistogram
 from stacklab.analysis.stats import decode_histogram
 from stacklab.measure.drive import REPO_ENGINE
 
-from helpers import ROOT, require_engine, wait_for
+from helpers import ROOT, free_port, private_nginx, require_engine
 
 SCHEMA = json.loads((ROOT / "engine" / "schema" / "report.schema.json").read_text())
 RATE, AGENTS = 300, 3
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def listening(port: int) -> bool:
-    try:
-        socket.create_connection(("127.0.0.1", port), 0.2).close()
-        return True
-    except OSError:
-        return False
-
-
 @pytest.fixture(scope="module")
 def nginx(tmp_path_factory):
     """A private nginx serving a small page over HTTP/1.1 and h2c: {protocol: URL}."""
-    if not shutil.which("nginx"):
-        pytest.skip("nginx is not installed")
     base = tmp_path_factory.mktemp("nginx-segments")
-    (base / "www").mkdir()
-    (base / "tmp").mkdir()
-    (base / "www" / "page.html").write_bytes(b"p" * 600)
     ports = {"http/1.1": free_port(), "h2c": free_port()}
-    temp = " ".join(f"{d}_temp_path {base}/tmp;" for d in
-                    ("client_body", "proxy", "fastcgi", "uwsgi", "scgi"))
-    (base / "nginx.conf").write_text(f"""
-user root;
-daemon off;
-worker_processes 1;
-pid {base}/nginx.pid;
-error_log {base}/error.log;
-events {{ worker_connections 1024; }}
-http {{
-    access_log off;
-    {temp}
-    root {base}/www;
+    with private_nginx(base, f"""
     server {{ listen 127.0.0.1:{ports['http/1.1']}; }}
-    server {{ listen 127.0.0.1:{ports['h2c']} http2; }}
-}}
-""")
-    proc = subprocess.Popen(["nginx", "-p", str(base), "-c", str(base / "nginx.conf")],
-                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE)
-    try:
-        wait_for(lambda: all(map(listening, ports.values())), 10, "nginx's listeners")
+    server {{ listen 127.0.0.1:{ports['h2c']} http2; }}""", ports.values()) as www:
+        (www / "page.html").write_bytes(b"p" * 600)
         yield {p: f"http://127.0.0.1:{port}/page.html" for p, port in ports.items()}
-    finally:
-        proc.send_signal(signal.SIGQUIT)
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 def agent(k: int, url: str, raw_log, start_at: str, *more: str) -> subprocess.Popen:

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import net
-from .netns import PREFIX, NetlabError, _delete_namespace, _run, namespaces
+from .netns import PREFIX, NetlabError, _run, namespaces
 
 
 @dataclass
@@ -43,13 +43,8 @@ class AgentNet:
             subnet = net.allocate_subnet(f"{self.run_id}-{server_ns}-{k}")
             server_side, agent_side = (str(a) for a in list(subnet.hosts())[:2])
             server_dev, agent_dev = _device_names(f"{server_ns}-{k}")
-            _run(["ip", "link", "add", server_dev, "netns", server_ns, "type", "veth",
-                  "peer", "name", agent_dev, "netns", self.agent_ns[k]])
-            for ns, dev, addr in ((server_ns, server_dev, server_side),
-                                  (self.agent_ns[k], agent_dev, agent_side)):
-                _run(["ip", "-n", ns, "addr", "add", f"{addr}/{net.SUBNET_PREFIX}",
-                      "dev", dev])
-                _run(["ip", "-n", ns, "link", "set", dev, "up"])
+            net.join_pair((server_ns, server_dev, server_side),
+                          (self.agent_ns[k], agent_dev, agent_side))
             _run(["ip", "-n", self.agent_ns[k], "route", "replace", f"{server_addr}/32",
                   "via", server_side, "dev", agent_dev])
             addrs.append(agent_side)
@@ -58,15 +53,8 @@ class AgentNet:
     def close(self) -> None:
         """Delete every namespace (a process still inside is killed), then the record,
         which stays if one could not be deleted."""
-        failed = []
-        for ns in (*self.agent_ns, self.control_ns):
-            try:
-                _delete_namespace(ns)
-            except NetlabError as e:
-                failed.append(str(e))
-        if failed:
-            raise NetlabError(f"agent network {self.run_id} not closed: {'; '.join(failed)}")
-        self.record.unlink(missing_ok=True)
+        net.delete_recorded((*self.agent_ns, self.control_ns), self.record,
+                            f"agent network {self.run_id}")
         self.closed = True
 
     def __enter__(self) -> AgentNet:
@@ -106,13 +94,7 @@ def create_agent_net(run_id: str, state_dir: Path, count: int) -> AgentNet:
             subnet = net.allocate_subnet(f"{run_id}-ctl-{k}")
             control_side, agent_side = (str(a) for a in list(subnet.hosts())[:2])
             control_dev, agent_dev = _device_names(f"{run_id}-ctl-{k}")
-            _run(["ip", "link", "add", control_dev, "netns", control_ns, "type", "veth",
-                  "peer", "name", agent_dev, "netns", ns])
-            for side_ns, dev, addr in ((control_ns, control_dev, control_side),
-                                       (ns, agent_dev, agent_side)):
-                _run(["ip", "-n", side_ns, "addr", "add", f"{addr}/{net.SUBNET_PREFIX}",
-                      "dev", dev])
-                _run(["ip", "-n", side_ns, "link", "set", dev, "up"])
+            net.join_pair((control_ns, control_dev, control_side), (ns, agent_dev, agent_side))
             control_addrs.append(control_side)
             agent_addrs.append(agent_side)
         made.control_addrs, made.agent_addrs = tuple(control_addrs), tuple(agent_addrs)

@@ -159,15 +159,8 @@ class Link:
     def close(self) -> None:
         """Delete both namespaces (their veth ends go with them; a process still inside
         is killed), then the record, which stays if a namespace could not be deleted."""
-        failed = []
-        for ns in (self.server_ns, self.client_ns):
-            try:
-                _delete_namespace(ns)
-            except NetlabError as e:
-                failed.append(str(e))
-        if failed:
-            raise NetlabError(f"link {self.run_id} not closed: {'; '.join(failed)}")
-        self.record.unlink(missing_ok=True)
+        delete_recorded((self.server_ns, self.client_ns), self.record,
+                        f"link {self.run_id}")
         self.closed = True
 
     def __enter__(self) -> Link:
@@ -175,6 +168,31 @@ class Link:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def delete_recorded(names: tuple[str, ...], record: Path, what: str) -> None:
+    """Delete namespaces `names` (a process still inside is killed), then their `record`,
+    which stays, for cleanup_stale, if one could not be deleted (a NetlabError naming
+    `what` and why)."""
+    failed = []
+    for ns in names:
+        try:
+            _delete_namespace(ns)
+        except NetlabError as e:
+            failed.append(str(e))
+    if failed:
+        raise NetlabError(f"{what} not closed: {'; '.join(failed)}")
+    record.unlink(missing_ok=True)
+
+
+def join_pair(a: tuple[str, str, str], b: tuple[str, str, str]) -> None:
+    """A veth pair between two namespaces, each end (namespace, device, address) made
+    inside its namespace (the host holds neither), addressed on one /30 and up."""
+    _run(["ip", "link", "add", a[1], "netns", a[0], "type", "veth",
+          "peer", "name", b[1], "netns", b[0]])
+    for ns, dev, addr in (a, b):
+        _run(["ip", "-n", ns, "addr", "add", f"{addr}/{SUBNET_PREFIX}", "dev", dev])
+        _run(["ip", "-n", ns, "link", "set", dev, "up"])
 
 
 def _dev_counters(ns: str, dev: str) -> dict[str, int]:
@@ -261,13 +279,9 @@ def create_link(run_id: str, state_dir: Path, rate: str = UNLIMITED,
     try:
         _run(["ip", "netns", "add", server_ns])
         _run(["ip", "netns", "add", client_ns])
-        _run(["ip", "link", "add", server_dev, "netns", server_ns, "type", "veth",
-              "peer", "name", client_dev, "netns", client_ns])
-        for ns, dev, addr in ((server_ns, server_dev, server_addr),
-                              (client_ns, client_dev, client_addr)):
+        join_pair((server_ns, server_dev, server_addr), (client_ns, client_dev, client_addr))
+        for ns, dev in ((server_ns, server_dev), (client_ns, client_dev)):
             _run(["ip", "-n", ns, "link", "set", "lo", "up"])
-            _run(["ip", "-n", ns, "addr", "add", f"{addr}/{SUBNET_PREFIX}", "dev", dev])
-            _run(["ip", "-n", ns, "link", "set", dev, "up"])
             if tbf:
                 _run(["tc", "-n", ns, "qdisc", "replace", "dev", dev, *tbf])
         if sysctls:
