@@ -5,6 +5,7 @@ that local agents need net.mode = "veth"; and nothing of the agents left afterwa
 
 import json
 import os
+import shutil
 import signal
 import sqlite3
 import subprocess
@@ -18,7 +19,9 @@ from stacklab.agents.pool import DASK, AgentPool
 from stacklab.cli import cli
 from stacklab.netlab import net
 
-from helpers import require_engine, require_root
+from helpers import ROOT, require_engine, require_root
+
+PRESETS = ROOT / "presets"
 
 pytestmark = pytest.mark.integration
 
@@ -219,3 +222,51 @@ def test_an_external_server_with_agents_needs_listen(tmp_path):
     result = CliRunner().invoke(cli, ["run", str(spec), "--dry-run"])
     assert result.exit_code == 2, result.output
     assert "give --agents-listen" in " ".join(result.output.split())
+
+
+def test_a_replay_is_dealt_out_among_the_agents_and_added_up_again(tmp_path):
+    """load.replay_times with agents: agent k plays the log's entries i ≡ k (mod N) at
+    their own times; together they send every request once, as one engine does."""
+    require_root("network namespaces")
+    require_engine()
+    shutil.copy(PRESETS / "sample-access.log", tmp_path)
+    spec = tmp_path / "replay.toml"
+    spec.write_text(REPLAY)
+    result = CliRunner().invoke(cli, ["run", str(spec), "--db", str(tmp_path / "r.db")])
+    assert result.exit_code == 0, result.output
+    rows = sqlite3.connect(tmp_path / "r.db").execute("SELECT outcome, load_json FROM runs")
+    loads = {}
+    for outcome, load in rows:
+        doc = json.loads(load)
+        assert outcome == "ok"
+        loads[(doc.get("agents") or {}).get("count", 0)] = doc
+    one, three = loads[0], loads[3]
+    assert three["config"]["schedule"]["requests"] == one["config"]["schedule"]["requests"]
+    assert three["requests"]["completed"] == one["requests"]["completed"]
+    assert [a["completed"] for a in three["agents"]["per_agent"]] == [
+        len(range(k, one["requests"]["completed"], 3)) for k in range(3)]
+
+
+REPLAY = """
+[experiment]
+name = "replay-agents"
+repetitions = 1
+duration = "3s"
+warmup = "0s"
+remeasure = 0
+
+[load]
+replay = "sample-access.log"
+replay_times = true
+rate = 400
+threads = 1
+
+[knobs]
+net.mode = "veth"
+
+[matrix]
+stack = ["nginx"]
+workload = ["portal-site"]
+concurrency = [6]
+load.agents = [0, 3]
+"""
