@@ -48,9 +48,9 @@ load.agents = {agents}
 """
 
 
-def run(tmp_path, agents="[1, 3]", duration="1s"):
+def run(tmp_path, agents="[1, 3]", duration="1s", text=None):
     spec, db = tmp_path / "agents.toml", tmp_path / "r.db"
-    spec.write_text(EXPERIMENT.format(agents=agents, duration=duration))
+    spec.write_text(text or EXPERIMENT.format(agents=agents, duration=duration))
     result = CliRunner().invoke(cli, ["run", str(spec), "--db", str(db)])
     return result, db
 
@@ -230,11 +230,9 @@ def test_a_replay_is_dealt_out_among_the_agents_and_added_up_again(tmp_path):
     require_root("network namespaces")
     require_engine()
     shutil.copy(PRESETS / "sample-access.log", tmp_path)
-    spec = tmp_path / "replay.toml"
-    spec.write_text(REPLAY)
-    result = CliRunner().invoke(cli, ["run", str(spec), "--db", str(tmp_path / "r.db")])
+    result, db = run(tmp_path, text=REPLAY)
     assert result.exit_code == 0, result.output
-    rows = sqlite3.connect(tmp_path / "r.db").execute("SELECT outcome, load_json FROM runs")
+    rows = sqlite3.connect(db).execute("SELECT outcome, load_json FROM runs")
     loads = {}
     for outcome, load in rows:
         doc = json.loads(load)

@@ -29,8 +29,10 @@ from pathlib import Path
 from typing import Callable
 
 from ..errors import EngineError
+from ..host.procs import proc_stat
 from ..measure.drive import (REPORT_EXITS, LoadPlan, LoadReport, engine_argv, engine_path,
                              engine_timeout_s, schedule_lines, url_lines)
+from ..measure.monitor import TICKS
 from .merge import merge_reports
 from .task import agent_load, ready_queue, start_variable, stop_engines
 from .task import engine_version as task_engine_version
@@ -62,7 +64,7 @@ class AgentPool:
                  scheduler: str = "", addresses=(), log_dir: Path | None = None):
         self.cluster, self.client, self.agents = cluster, client, agents
         self.procs, self.net, self.scheduler = list(procs), net, scheduler
-        self.attached: tuple[str, str, int] | None = None   # (server ns, addr, count)
+        self.attached: str | None = None     # the server namespace the agents are joined to
         # this host's engine: every agent's must be the same version (_barrier)
         self.engine_version = task_engine_version(str(engine_path()))
         self._addresses = list(addresses)    # local workers' scheduler address each
@@ -182,14 +184,11 @@ class AgentPool:
     # --- one load -------------------------------------------------------------------
 
     def attach(self, server_ns: str, server_addr: str, count: int) -> None:
-        """Join local agents 0..count-1 to a run's server namespace (once per run)."""
-        if self.net is None or self.attached == (server_ns, server_addr, count):
-            return
-        if self.attached and self.attached[:2] == (server_ns, server_addr) \
-                and self.attached[2] >= count:
-            return
-        self.net.attach(server_ns, server_addr, count)
-        self.attached = (server_ns, server_addr, count)
+        """Join local agents 0..count-1 to a run's server namespace, once per run (a
+        capacity search loads it many times; a run's agent count is its trial's)."""
+        if self.net is not None and self.attached != server_ns:
+            self.net.attach(server_ns, server_addr, count)
+            self.attached = server_ns
 
     def run_load(self, plan: LoadPlan, work_dir: Path, count: int,
                  raw_log: bool = False) -> LoadReport:
@@ -245,14 +244,8 @@ class AgentPool:
         report their own); None for agents on other hosts."""
         if not self.procs:
             return None
-        total = 0.0
-        for proc in self.procs:
-            try:
-                fields = Path(f"/proc/{proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
-            except OSError:
-                continue                  # gone: the load fails on it anyway
-            total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-        return total
+        stats = [f for proc in self.procs if (f := proc_stat(proc.pid))]   # gone: fails
+        return sum(int(f[11]) + int(f[12]) for f in stats) / TICKS      # utime + stime
 
     def _job(self, plan: LoadPlan, key: str, k: int, count: int, raw_log: bool) -> dict:
         """Agent k's share of `plan`: its connections, requests and seed, the whole
