@@ -256,7 +256,7 @@ def _run_all(env: Environment, spec: ExperimentSpec, plan: Plan, registry: KnobR
                              agents_listen=agents_listen)
             progress.begin(len(plan.runs), len(plan.runs) - len(todo))
             try:
-                ctx.agents = _agent_pool(ctx, todo, progress)
+                ctx.agents = _agent_pool(ctx, plan.runs, progress)
                 for run in todo:
                     _run_and_store(ctx, run, progress)
                 while spec.experiment.auto and (more := more_rounds(spec, plan, store, exp_id)):
@@ -302,10 +302,11 @@ def check_agent_hosts(asked: dict[str, int], listen: AgentsListen | None) -> Non
                          "HOST:PORT and start a Dask worker on each load host")
 
 
-def _agent_pool(ctx: RunContext, runs: list[PlannedRun], progress: Progress
+def _agent_pool(ctx: RunContext, runs: Iterable[PlannedRun], progress: Progress
                 ) -> AgentPool | None:
-    """The load agents the runs to come ask for (the most any asks, load.agents), made
-    once for the experiment: local ones, each in a namespace of its own, or with the
+    """The load agents the plan's runs ask for (the most any asks, load.agents; all of
+    them, not only those left: more rounds may come of any trial), made once for the
+    experiment: local ones, each in a namespace of its own, or with the
     user's --agents-listen the workers that join from other hosts; None when none asks."""
     asked = agents_asked(ctx.registry, runs)
     check_agent_hosts(asked, ctx.agents_listen)
