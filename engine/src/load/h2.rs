@@ -13,7 +13,8 @@ use std::future::Future;
 use std::io;
 use std::pin::Pin;
 use std::rc::Rc;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::task::{Context, Poll, Wake, Waker};
 use std::time::Instant;
 
@@ -48,17 +49,18 @@ pub(super) enum Stream {
 /// The worker's HTTP/2 state, beside its slots.
 pub(super) struct H2 {
     streams: usize,
-    /// The woken queues' contents, swapped out to be worked through (kept, not freed).
-    spare_sessions: Vec<usize>,
-    spare_slots: Vec<usize>,
+    /// What a pass works through, taken from `woken` (kept, not freed).
+    sessions_due: Vec<usize>,
+    slots_due: Vec<usize>,
     sessions: Vec<Session>,
     woken: Arc<Woken>,
-    slot_wakers: Vec<Waker>,
+    /// Shared out of `self` for the length of a poll (a count, not an atomic, to copy).
+    session_wakers: Rc<[Waker]>,
+    slot_wakers: Rc<[Waker]>,
 }
 
 struct Session {
     state: State,
-    waker: Waker,
     /// Bytes read on the connection not yet counted to a response: a response takes
     /// what arrived since the last one ended, so the run's total is exact.
     read: Rc<Cell<u64>>,
@@ -80,11 +82,61 @@ enum State {
     Open { send: SendRequest<Bytes>, conn: Connection<Io, Bytes> },
 }
 
-/// What `h2` woke, queued until the loop polls it.
-#[derive(Default)]
+/// What `h2` woke, kept until the loop polls it.
 struct Woken {
-    slots: Mutex<Vec<usize>>,
-    sessions: Mutex<Vec<usize>>,
+    slots: Marks,
+    sessions: Marks,
+}
+
+/// A set of indices, one bit each, with a bit per word that has any set: marking is one
+/// or two atomic ORs (no lock; `Waker` must be `Sync`, though only the worker's own
+/// thread ever wakes), and taking them out comes in index order, each once, and reads
+/// only the words that have some.
+struct Marks {
+    words: Vec<AtomicU64>,
+    summary: Vec<AtomicU64>,
+}
+
+impl Marks {
+    fn new(count: usize) -> Marks {
+        let words = count.div_ceil(64);
+        Marks {
+            words: (0..words).map(|_| AtomicU64::new(0)).collect(),
+            summary: (0..words.div_ceil(64)).map(|_| AtomicU64::new(0)).collect(),
+        }
+    }
+
+    fn mark(&self, i: usize) {
+        let w = i / 64;
+        if self.words[w].fetch_or(1 << (i % 64), Ordering::Relaxed) == 0 {
+            self.summary[w / 64].fetch_or(1 << (w % 64), Ordering::Relaxed);
+        }
+    }
+
+    fn any(&self) -> bool {
+        self.summary.iter().any(|s| s.load(Ordering::Relaxed) != 0)
+    }
+
+    /// Append the marked indices to `out`, in order, and clear them.
+    fn take(&self, out: &mut Vec<usize>) {
+        for (k, summary) in self.summary.iter().enumerate() {
+            for w in bits(summary.swap(0, Ordering::Relaxed)) {
+                let w = k * 64 + w;
+                out.extend(bits(self.words[w].swap(0, Ordering::Relaxed)).map(|b| w * 64 + b));
+            }
+        }
+    }
+}
+
+/// The positions of a word's set bits, lowest first.
+fn bits(mut word: u64) -> impl Iterator<Item = usize> {
+    std::iter::from_fn(move || {
+        (word != 0).then(|| {
+            let b = word.trailing_zeros() as usize;
+            word &= word - 1;
+            b
+        })
+    })
 }
 
 struct Wakeup {
@@ -99,24 +151,24 @@ impl Wake for Wakeup {
     }
 
     fn wake_by_ref(self: &Arc<Self>) {
-        let queue = if self.session { &self.woken.sessions } else { &self.woken.slots };
-        queue.lock().expect("wake queue").push(self.index);
+        let marks = if self.session { &self.woken.sessions } else { &self.woken.slots };
+        marks.mark(self.index);
     }
 }
 
 impl H2 {
     pub(super) fn new(plan: &Plan<'_>, slots: usize) -> H2 {
-        let woken = Arc::new(Woken::default());
-        let waker = |index, session| Waker::from(Arc::new(Wakeup { woken: woken.clone(), index, session }));
         let count = slots / plan.streams;
+        let woken = Arc::new(Woken { slots: Marks::new(slots), sessions: Marks::new(count) });
+        let waker = |index, session| Waker::from(Arc::new(Wakeup { woken: woken.clone(), index, session }));
         H2 {
             streams: plan.streams,
-            spare_sessions: Vec::new(),
-            spare_slots: Vec::new(),
+            sessions_due: Vec::new(),
+            slots_due: Vec::new(),
+            session_wakers: (0..count).map(|s| waker(s, true)).collect(),
             sessions: (0..count)
-                .map(|s| Session {
+                .map(|_| Session {
                     state: State::Closed,
-                    waker: waker(s, true),
                     read: Rc::new(Cell::new(0)),
                     readable: Rc::new(Cell::new(true)),
                     connect_started: Instant::now(),
@@ -128,17 +180,16 @@ impl H2 {
     }
 
     fn wake_session(&self, s: usize) {
-        self.woken.sessions.lock().expect("wake queue").push(s);
+        self.woken.sessions.mark(s);
     }
 
     fn wake_slot(&self, i: usize) {
-        self.woken.slots.lock().expect("wake queue").push(i);
+        self.woken.slots.mark(i);
     }
 
     /// Something waits to be polled.
     pub(super) fn pending(&self) -> bool {
-        !self.woken.sessions.lock().expect("wake queue").is_empty()
-            || !self.woken.slots.lock().expect("wake queue").is_empty()
+        self.woken.sessions.any() || self.woken.slots.any()
     }
 }
 
@@ -269,9 +320,9 @@ impl Worker<'_> {
 
     /// The socket of session `s` is ready.
     pub(super) fn h2_event(&mut self, s: usize, ev: &Event) {
-        let now = Instant::now();
         match &self.h2().sessions[s].state {
             State::Connecting(transport) => {
+                let now = Instant::now();
                 if ev.is_error() || !ev.is_writable() {
                     return self.h2_fail_waiting(s, ErrorClass::Connect, now);
                 }
@@ -351,20 +402,18 @@ impl Worker<'_> {
     pub(super) fn h2_run_woken(&mut self) {
         loop {
             let h2 = self.h2_mut();
-            let mut sessions = std::mem::take(&mut h2.spare_sessions);
-            let mut slots = std::mem::take(&mut h2.spare_slots);
-            std::mem::swap(&mut sessions, &mut *h2.woken.sessions.lock().expect("wake queue"));
-            std::mem::swap(&mut slots, &mut *h2.woken.slots.lock().expect("wake queue"));
+            let mut sessions = std::mem::take(&mut h2.sessions_due);
+            let mut slots = std::mem::take(&mut h2.slots_due);
+            h2.woken.sessions.take(&mut sessions);
+            h2.woken.slots.take(&mut slots);
             if sessions.is_empty() && slots.is_empty() {
-                (h2.spare_sessions, h2.spare_slots) = (sessions, slots);
+                (h2.sessions_due, h2.slots_due) = (sessions, slots);
                 return;
             }
             // One clock reading for what this pass reads: the bytes it reads arrived
             // together, within the pass's few microseconds. A session woken by several
             // of its streams is driven once.
             let now = Instant::now();
-            sessions.sort_unstable();
-            sessions.dedup();
             for &s in &sessions {
                 self.h2_drive(s, now);
             }
@@ -374,15 +423,16 @@ impl Worker<'_> {
             sessions.clear();
             slots.clear();
             let h2 = self.h2_mut();
-            (h2.spare_sessions, h2.spare_slots) = (sessions, slots);
+            (h2.sessions_due, h2.slots_due) = (sessions, slots);
         }
     }
 
     /// Move session `s`'s bytes both ways, then send what waits for it.
     fn h2_drive(&mut self, s: usize, now: Instant) {
-        let session = &mut self.h2.as_mut().expect("an HTTP/2 run").sessions[s];
-        let waker = session.waker.clone();
-        let mut cx = Context::from_waker(&waker);
+        let h2 = self.h2.as_mut().expect("an HTTP/2 run");
+        let wakers = h2.session_wakers.clone();
+        let mut cx = Context::from_waker(&wakers[s]);
+        let session = &mut h2.sessions[s];
         if let State::Starting(handshake) = &mut session.state {
             match handshake.as_mut().poll(&mut cx) {
                 Poll::Pending => return,
@@ -457,9 +507,9 @@ impl Worker<'_> {
     fn h2_poll_slot(&mut self, i: usize, now: Instant) {
         let s = self.session_of(i);
         let h2 = self.h2.as_ref().expect("an HTTP/2 run");
-        let waker = h2.slot_wakers[i].clone();
+        let wakers = h2.slot_wakers.clone();
         let read = h2.sessions[s].read.clone();
-        let mut cx = Context::from_waker(&waker);
+        let mut cx = Context::from_waker(&wakers[i]);
         loop {
             let c = &mut self.conns[i];
             if c.phase != Phase::Reading {
@@ -514,5 +564,32 @@ impl Worker<'_> {
         }
         let class = if e.is_io() { ErrorClass::Read } else { ErrorClass::BadResponse };
         self.fail(i, class, now);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn taken(marks: &Marks) -> Vec<usize> {
+        let mut out = Vec::new();
+        marks.take(&mut out);
+        out
+    }
+
+    #[test]
+    fn marks_come_out_once_each_in_order_and_are_cleared() {
+        // Past one summary word (64 × 64 indices), so both levels are exercised.
+        let marks = Marks::new(10_000);
+        assert!(!marks.any());
+        for i in [9_999, 4_096, 0, 63, 64, 4_095, 63, 9_999, 130] {
+            marks.mark(i);
+        }
+        assert!(marks.any());
+        assert_eq!(taken(&marks), [0, 63, 64, 130, 4_095, 4_096, 9_999]);
+        assert!(!marks.any());
+        assert!(taken(&marks).is_empty());
+        marks.mark(5);
+        assert_eq!(taken(&marks), [5]);
     }
 }
