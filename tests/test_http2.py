@@ -111,9 +111,14 @@ def test_nginx_h2c_with_sendfile_is_flagged_known_slow_with_its_figures():
     from stacklab.store.records import Resources
     slow = known_slow(knobs_for("nginx", nginx__http2=True))
     assert len(slow) == 1 and "sendfile" in slow[0] and "req/s" in slow[0]
-    load = LoadReport.from_json(fake_load(1000, 16_000, seed=1))
-    flags = {f.name: f.detail for f in run_flags(load, Resources(), slow)}
-    assert flags["known-slow"] == slow[0]
+
+    def flags(latency_us):
+        load = LoadReport.from_json(fake_load(1000, latency_us, seed=1))
+        return {f.name: f.detail for f in run_flags(load, Resources(), slow)}
+    held = flags(48_000)["known-slow"]      # the stall: each response held ~48 ms
+    assert held.startswith(slow[0]) and "this run's median: 4" in held
+    # the setting in a run not held by it (an open loop at 30k req/s: 0.15 ms measured)
+    assert "known-slow" not in flags(150)
     for quick in (dict(nginx__http2=True, nginx__sendfile=False),           # h2c, no sendfile
                   dict(nginx__http2=True, nginx__tls=True), {}):             # h2, HTTP/1.1
         assert known_slow(knobs_for("nginx", **quick)) == ()
@@ -247,8 +252,38 @@ def test_a_real_run_is_stored_with_the_protocol_it_came_in(tmp_path, stack, prot
     checked = {v.check: v for v in run.verdicts}
     assert checked["protocol"].status is Status.PASS
     assert checked["http2"].status is Status.PASS
-    # nginx's h2c port with sendfile on (Debian's default) stalls each response: said
-    assert ("known-slow" in run.flags) == (stack == "nginx" and protocol == "h2c")
+    # nginx's h2c port with sendfile on (Debian's default) stalls a connection's lone
+    # stream only: with 2 streams each, not held, not flagged
+    assert "known-slow" not in run.flags, run.flags
+    # and said: by show, and by show --json
+    assert f"responses in {protocol} (asked {protocol}), 2 streams per connection" in " ".join(
+        result.output.split())
+    shown = CliRunner().invoke(cli, ["show", "--db", str(db), "--json"])
+    assert json.loads(shown.output)["trials"][0]["protocol"] == {
+        "asked": [protocol], "spoken": [protocol], "streams": [2]}
+
+
+@pytest.mark.integration
+def test_nginx_h2c_with_sendfile_holding_a_lone_stream_is_flagged_known_slow(tmp_path):
+    """One stream per connection on nginx's h2c port with sendfile on (Debian's default):
+    each response is held ~44-48 ms, and the run says so; with sendfile off it is not."""
+    from typer.testing import CliRunner
+    from stacklab.cli import cli
+    from stacklab.store import Store
+    from helpers import require_engine
+    require_engine()
+    spec = tmp_path / "h2c.toml"
+    spec.write_text(RUN.format(name="stall", protocol="h2c", stack="nginx",
+                               knobs="nginx.http2 = true")
+                    .replace("streams = 2", "streams = 1")
+                    .replace("[matrix]", '[matrix]\nnginx.sendfile = [true, false]'))
+    result = CliRunner().invoke(cli, ["run", str(spec), "--db", str(tmp_path / "r.db")])
+    assert result.exit_code == 0, result.output
+    store = Store.open(tmp_path / "r.db", readonly=True)
+    runs = {r.knobs["nginx"]["sendfile"]: r for r in store.runs(store.experiment().id)}
+    held, quick = runs[True], runs[False]
+    assert held.load.latency_us.p50 >= 20_000 and "known-slow" in held.flags, held.flags
+    assert quick.load.latency_us.p50 < 5_000 and "known-slow" not in quick.flags
 
 
 @pytest.mark.integration

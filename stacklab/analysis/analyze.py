@@ -82,6 +82,9 @@ class TrialSummary:
     idle_pss_mib_per_worker: dict[str, Estimate] = field(default_factory=dict)  # before load
     runs_invalid: int = 0                 # a verification FAILed, before or after the load
     tls: dict | None = None               # what the engine negotiated, over the ok runs
+    # HTTP/2 asked (load.protocol): what the ok runs' responses came in, and their streams
+    # per connection (_protocol); None: HTTP/1.1
+    protocol: dict | None = None
     # A load from several agents (load.agents), over the ok runs: how many, how far apart
     # they started at most, the time spent beside each load, and each agent's figures
     # (_agents); None: one engine
@@ -211,7 +214,8 @@ def summarize(definition: dict, label: str, trial_id: str,
                               if r.outcome is not Outcome.OK and r.reason})),
         verdicts=runs[-1].verdicts if runs else (), flag_details=tuple(details),
         idle_pss_mib_per_worker=per_component("idle_pss_mib_per_worker"),
-        runs_invalid=invalid, tls=_tls(ok), agents=_agents(ok), layers=_layers(ok),
+        runs_invalid=invalid, tls=_tls(ok), protocol=_protocol(ok), agents=_agents(ok),
+        layers=_layers(ok),
         conditions=_conditions(ok), page_views=_page_views(ok),
         disturbance=max((disturbance_factor(r.resources.host) for r in ok),
                         default=1.0),
@@ -274,6 +278,17 @@ def _tls(ok: list[RunRecord]) -> dict | None:
             "ciphers": sorted({t.cipher for t in seen if t.cipher}),
             "handshakes": sum(t.handshakes for t in seen),
             "resumed": sum(t.resumed for t in seen)}
+
+
+def _protocol(ok: list[RunRecord]) -> dict | None:
+    """For runs that asked for HTTP/2: the protocols asked and spoken (the engine's report:
+    what the responses came in) and the streams per connection."""
+    h2 = [r.load for r in ok if r.load.asked_protocol != "http/1.1"]
+    if not h2:
+        return None
+    return {"asked": sorted({x.asked_protocol for x in h2}),
+            "spoken": sorted({x.protocol or "none" for x in h2}),
+            "streams": sorted({x.streams for x in h2})}
 
 
 def _agents(ok: list[RunRecord]) -> dict | None:

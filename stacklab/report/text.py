@@ -69,6 +69,12 @@ def print_summary(view: ExperimentView, console: Console) -> None:
             console.print(f"TLS {s.label}: {', '.join(s.tls['protocols'])} "
                           f"{', '.join(s.tls['ciphers'])}, {s.tls['handshakes']:,} handshakes, "
                           f"{s.tls['resumed']:,} resumed", markup=False)
+        if s.protocol:
+            p = s.protocol
+            console.print(f"protocol {s.label}: responses in {', '.join(p['spoken'])} "
+                          f"(asked {', '.join(p['asked'])}), "
+                          f"{', '.join(map(str, p['streams']))} streams per connection",
+                          markup=False)
         for line in agent_lines(s, series_name(s, common)):
             console.print(line, markup=False)
         for outcome, why in reason_parts(s):
@@ -452,7 +458,7 @@ def _trial_doc(s: TrialSummary, common: dict) -> dict:
         "layers": {layer: {"hit_ratio": _estimate(fig["hit_ratio"]) if fig["hit_ratio"]
                            else None, "replica_shares": fig["spread"]}
                    for layer, fig in s.layers.items()},
-        "conditions": s.conditions, "tls": s.tls, "agents": s.agents,
+        "conditions": s.conditions, "tls": s.tls, "protocol": s.protocol, "agents": s.agents,
         "capacity": _estimate(s.capacity) if s.capacity.values else None}
 
 

@@ -31,10 +31,12 @@ COUNTED = 3        # requests the "requests counted" check sends between two rea
 # one each, this 2-core VM, 2026-11-29; tcp_nopush off changed nothing: 341 req/s). Over
 # TLS nginx does not use sendfile, and HTTP/1.1 with it on is fast.
 H2C_SENDFILE = ("nginx 1.22 serving cleartext HTTP/2 (h2c) with sendfile on holds each "
-                "small response ~48 ms, a stall and not HTTP/2's cost: measured here, "
+                "small response ~48 ms when its connection has no other stream open, a "
+                "stall and not HTTP/2's cost: measured here, one stream per connection, "
                 "static-page 352 req/s at c=16 against 34,915 with sendfile off (21 against "
                 "25,323 at c=1), photos 2,061 against 5,348, while HTTP/1.1 with sendfile "
-                "on did 46,758; nginx.sendfile = false measures h2c")
+                "on did 46,758 (with 2 streams per connection: 30,244 at c=4, p50 0.26 ms); "
+                "nginx.sendfile = false measures h2c")
 # A worker (or the cache manager or loader) that died by a signal, in nginx's error log:
 # "worker process 123 exited on signal 9". The master forks another at once.
 WORKER_DIED = re.compile(r"exited on signal (\d+)")
