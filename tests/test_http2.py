@@ -146,6 +146,23 @@ def test_a_protocol_the_front_cannot_speak_is_refused(spec_args, load, knobs, st
     assert said in e.value.problem and "(trial " in e.value.problem
 
 
+@pytest.mark.parametrize("knobs, said", [
+    ({"nginx.http2": True}, "nginx.http2 on without nginx.tls gives (its port takes h2c only"),
+    ({"nginx.tls": True}, "nginx.tls on gives"),
+])
+def test_squid_in_front_of_an_nginx_it_cannot_reach_is_refused(spec_args, knobs, said):
+    """squid talks plain HTTP over TCP to its backend: nginx's h2c port (HTTP/1.1 only on
+    a unix socket) or TLS is refused before any server starts, naming the stack and the
+    knob; the layers that take a unix socket or TLS are planned."""
+    with pytest.raises(SpecError) as e:
+        plan_of(spec_args, {}, knobs, stack=("squid > nginx",))
+    assert e.value.key == "matrix.stack" and e.value.value == "squid > nginx"
+    assert "squid talks plain HTTP over TCP" in e.value.problem and said in e.value.problem
+    for layer in ("varnish", "haproxy", "nginx-proxy", "apache-proxy"):
+        plan_of(spec_args, {}, {"nginx.http2": True}, stack=(f"{layer} > nginx",))
+    plan_of(spec_args, {}, {}, stack=("squid > nginx",))
+
+
 def test_the_protocol_axis_is_named_where_it_is_given(spec_args):
     with pytest.raises(SpecError) as e:
         plan_of(spec_args, knobs={"nginx.http2": True, "nginx.tls": True},
@@ -261,6 +278,33 @@ def test_a_real_run_is_stored_with_the_protocol_it_came_in(tmp_path, stack, prot
     shown = CliRunner().invoke(cli, ["show", "--db", str(db), "--json"])
     assert json.loads(shown.output)["trials"][0]["protocol"] == {
         "asked": [protocol], "spoken": [protocol], "streams": [2]}
+
+
+@pytest.mark.integration
+def test_front_layers_reach_an_h2c_nginx_by_its_http1_socket(tmp_path):
+    """nginx with http2 on and tls off takes h2c only on its port; the layers in front of
+    it (varnish, haproxy, nginx-proxy, apache-proxy) reach its HTTP/1.1 unix socket, and
+    a real HTTP/1.1 load through each is served and verified."""
+    from typer.testing import CliRunner
+    from stacklab.cli import cli
+    from stacklab.store import Outcome, Store
+    from helpers import require_engine
+    require_engine()
+    spec = tmp_path / "layers.toml"
+    spec.write_text(RUN.format(name="layers", protocol="http/1.1", stack="nginx",
+                               knobs="nginx.http2 = true")
+                    .replace("streams = 2\n", "")
+                    .replace('stack = ["nginx"]', 'stack = ["varnish > nginx", "haproxy > nginx", '
+                             '"nginx-proxy > nginx", "apache-proxy > nginx"]'))
+    result = CliRunner().invoke(cli, ["run", str(spec), "--db", str(tmp_path / "r.db")])
+    assert result.exit_code == 0, result.output
+    store = Store.open(tmp_path / "r.db", readonly=True)
+    runs = list(store.runs(store.experiment().id))
+    assert len(runs) == 4
+    for run in runs:
+        assert run.outcome is Outcome.OK, (run.knobs, run.reason)
+        assert run.load.completed > 0 and run.load.protocol == "http/1.1"
+        assert run.knobs["nginx"]["http2"] is True
 
 
 @pytest.mark.integration

@@ -282,6 +282,20 @@ class Component(ABC):
         `known-slow` with it (analysis/flags.py)."""
         return None
 
+    def reached_as(self, knobs: dict[str, Any]) -> tuple[str, str]:
+        """How a front layer reaches this component with these knobs, and the knobs that
+        make it so (a sentence's start: "x.tls on gives"): "http", or "https" with its tls
+        knob on (as its endpoint says once started)."""
+        if knobs.get("tls"):
+            return "https", f"{self.name}.tls on gives"
+        return "http", ""
+
+    def backend_problem(self, reached: str, why: str) -> str | None:
+        """Why this front layer cannot talk to its backend reached as `reached` (see
+        reached_as), or None: every layer here speaks HTTP and HTTPS to its backend and
+        takes its unix socket, unless it says otherwise."""
+        return None
+
     def protocol_problem(self, knobs: dict[str, Any], protocol: str) -> str | None:
         """Why the load cannot speak `protocol` (load.protocol: http/1.1, h2, h2c) to this
         component as the stack's front with these knobs, or None. HTTP/1.1 only unless it

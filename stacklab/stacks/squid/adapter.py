@@ -108,6 +108,11 @@ class Squid(Component):
         pinger is off and logs are written by squid itself (no log daemons)."""
         return 1
 
+    def backend_problem(self, reached: str, why: str) -> str | None:
+        if reached == "http":
+            return None
+        return f"squid talks plain HTTP over TCP to its backend, which is not what {why}"
+
     def check(self, knobs: dict[str, Any]) -> str | None:
         mem, disk = knobs["cache_mem_mb"], knobs["disk_cache_mb"]
         if mem == 0 and disk == 0:
