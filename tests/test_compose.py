@@ -156,6 +156,33 @@ def test_https_behind_a_layer_that_speaks_only_http_is_refused_before_anything_s
             in said and str(spec) in said
 
 
+@pytest.mark.parametrize("layer, refused", [
+    ("squid", True), ("varnish", False), ("haproxy", False), ("nginx-proxy", False),
+    ("apache-proxy", False),
+])
+def test_an_h2c_nginx_behind_a_layer_that_cannot_reach_its_socket_is_refused(
+        tmp_path, layer, refused):
+    """nginx with http2 on and tls off takes h2c only on its port and HTTP/1.1 on a unix
+    socket: squid reaches its backends over TCP only, so the plan refuses it in one line
+    naming the knobs; the other layers reach the socket (tests/test_http2.py loads
+    through each)."""
+    from typer.testing import CliRunner
+    from stacklab.cli import cli
+    spec = tmp_path / "t.toml"
+    spec.write_text('[experiment]\nremeasure = 0\nname = "t"\nrepetitions = 1\nduration = "1s"\n'
+                    f'[knobs]\nnginx.http2 = true\n[matrix]\nstack = ["{layer} > nginx"]\n'
+                    'workload = ["static-page"]\nconcurrency = [1]\n')
+    result = CliRunner().invoke(cli, ["run", str(spec), "--db", str(tmp_path / "r.db"),
+                                      "--dry-run"])
+    said = " ".join(result.output.split())
+    if not refused:
+        assert result.exit_code == 0, result.output
+        return
+    assert result.exit_code == 2, result.output
+    assert ("squid reaches what is behind it over TCP only, and nginx.http2 is on and "
+            "nginx.tls off (its port takes h2c only)") in said and str(spec) in said
+
+
 def test_how_a_layer_spreads_is_inert_where_it_has_one_backend(spec_args):
     """haproxy.balance in front of one nginx chooses nothing: noted where some trials
     have replicas, refused where none has (as every knob that cannot act)."""

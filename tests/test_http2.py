@@ -146,23 +146,6 @@ def test_a_protocol_the_front_cannot_speak_is_refused(spec_args, load, knobs, st
     assert said in e.value.problem and "(trial " in e.value.problem
 
 
-@pytest.mark.parametrize("knobs, said", [
-    ({"nginx.http2": True}, "nginx.http2 on without nginx.tls gives (its port takes h2c only"),
-    ({"nginx.tls": True}, "nginx.tls on gives"),
-])
-def test_squid_in_front_of_an_nginx_it_cannot_reach_is_refused(spec_args, knobs, said):
-    """squid talks plain HTTP over TCP to its backend: nginx's h2c port (HTTP/1.1 only on
-    a unix socket) or TLS is refused before any server starts, naming the stack and the
-    knob; the layers that take a unix socket or TLS are planned."""
-    with pytest.raises(SpecError) as e:
-        plan_of(spec_args, {}, knobs, stack=("squid > nginx",))
-    assert e.value.key == "matrix.stack" and e.value.value == "squid > nginx"
-    assert "squid talks plain HTTP over TCP" in e.value.problem and said in e.value.problem
-    for layer in ("varnish", "haproxy", "nginx-proxy", "apache-proxy"):
-        plan_of(spec_args, {}, {"nginx.http2": True}, stack=(f"{layer} > nginx",))
-    plan_of(spec_args, {}, {}, stack=("squid > nginx",))
-
-
 def test_the_protocol_axis_is_named_where_it_is_given(spec_args):
     with pytest.raises(SpecError) as e:
         plan_of(spec_args, knobs={"nginx.http2": True, "nginx.tls": True},

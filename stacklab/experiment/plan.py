@@ -201,19 +201,15 @@ def effective_knobs(registry: KnobRegistry, stack: StackInfo,
 InertRule = Callable[[dict[str, dict[str, Any]]], dict[str, str]]
 # A front's rule: its knobs and load.protocol → why the load cannot speak it there, or None.
 ProtocolRule = Callable[[dict[str, Any], str], str | None]
-# A layer and the component behind it, with its knobs → why the layer cannot reach it.
-BackendRule = Callable[[str, str, dict[str, Any]], str | None]
 
 
 def make_plan(spec: ExperimentSpec, stacks: Mapping[str, StackInfo],
               registry: KnobRegistry | None = None,
               rules: Mapping[str, InertRule] | None = None,
-              fronts: Mapping[str, ProtocolRule] | None = None,
-              backends: BackendRule | None = None) -> Plan:
+              fronts: Mapping[str, ProtocolRule] | None = None) -> Plan:
     """Trials, runs and notes; raises SpecError for a plan that cannot run as written.
     `registry`, `rules` and `fronts` default to the lab's own (stacks.REGISTRY, whose
-    knobs say when they act, each component's `inert`, `protocol_problem` and, for each
-    layer and what is behind it, `backend_problem` of `reached_as`)."""
+    knobs say when they act, each component's `inert` and `protocol_problem`)."""
     if registry is None or rules is None:
         lab_registry, lab_rules = _lab()
         registry = lab_registry if registry is None else registry
@@ -222,8 +218,6 @@ def make_plan(spec: ExperimentSpec, stacks: Mapping[str, StackInfo],
     check_stack_knobs(spec, stacks, trials, registry)
     check_protocols(spec, stacks, trials, registry,
                     _lab_fronts() if fronts is None else fronts)
-    check_backends(spec, stacks, trials, registry,
-                   _lab_backends if backends is None else backends)
     notes = inert_notes(spec, stacks, trials, registry, rules)
     trials, folded = fold_inert(stacks, trials, registry, rules)
     return Plan(tuple(trials), tuple(interleave(trials, spec.experiment.first_repetitions)),
@@ -269,23 +263,6 @@ def check_protocols(spec: ExperimentSpec, stacks: Mapping[str, StackInfo],
         if problem:
             raise SpecError(spec.path, where(spec, "load.protocol"), protocol,
                             f"{problem} (trial {trial.label()})")
-
-
-def check_backends(spec: ExperimentSpec, stacks: Mapping[str, StackInfo],
-                   trials: list[Trial], registry: KnobRegistry, rule: BackendRule) -> None:
-    """Each front layer can reach the component behind it as that one's knobs have it
-    listen (squid only over plain HTTP on TCP: not nginx's h2c port, nor TLS); refused
-    naming the stack and why, before any server starts."""
-    for trial in trials:
-        stack = stacks[trial.stack]
-        layers = len(getattr(stack, "layers", ()))
-        if not layers:
-            continue
-        knobs = effective_knobs(registry, stack, trial)
-        for front, back in zip(stack.components[:layers], stack.components[1:layers + 1]):
-            if problem := rule(front, back, knobs.get(back, {})):
-                raise SpecError(spec.path, where(spec, "stack"), trial.stack,
-                                f"{problem} (trial {trial.label()})")
 
 
 def inert_notes(spec: ExperimentSpec, stacks: Mapping[str, StackInfo], trials: list[Trial],
@@ -424,8 +401,3 @@ def _lab() -> tuple[KnobRegistry, dict[str, InertRule]]:
 def _lab_fronts() -> dict[str, ProtocolRule]:
     from ..stacks import COMPONENTS
     return {name: c.protocol_problem for name, c in COMPONENTS.items()}
-
-
-def _lab_backends(front: str, back: str, knobs: dict[str, Any]) -> str | None:
-    from ..stacks import COMPONENTS
-    return COMPONENTS[front].backend_problem(*COMPONENTS[back].reached_as(knobs))

@@ -288,7 +288,8 @@ def front_layers_problem(stack: StackDef, knobs: dict[str, dict]) -> tuple[str, 
     """(layer, why) when a front layer cannot split what is behind it as its knobs say —
     as many weights as backends: the replicas for the layer in front of them, one for
     the others — or cannot speak to it: HTTPS behind a layer that speaks only HTTP
-    (Varnish, Squid)."""
+    (Varnish, Squid), HTTP/1.1 on a unix socket only (nginx's h2c port) behind a layer
+    that reaches its backends over TCP only (Squid)."""
     behind = (*stack.layers[1:], stack.base[0])
     for layer, next_one in zip(stack.layers, behind):
         try:
@@ -301,4 +302,10 @@ def front_layers_problem(stack: StackDef, knobs: dict[str, dict]) -> tuple[str, 
                            f"{next_one}.tls is on; leave {next_one}.tls off (TLS in front "
                            f"of {layer} is not built), or put a layer that speaks HTTPS to "
                            f"its backends there ({https})")
+        if (why := COMPONENTS[next_one].http1_on_unix_only(knobs[next_one])) \
+                and not COMPONENTS[layer].unix_to_backends:
+            unix = ", ".join(n for n, c in COMPONENTS.items() if c.layer and c.unix_to_backends)
+            return layer, (f"{layer} reaches what is behind it over TCP only, and {why}: "
+                           f"its HTTP/1.1 is on a unix socket; put a layer that reaches one "
+                           f"there ({unix})")
     return None

@@ -176,6 +176,7 @@ class Component(ABC):
     layer: str | None = None
     balances: bool = False        # a front layer that spreads over several backends
     tls_to_backends: bool = True  # a front layer that can speak HTTPS to what is behind it
+    unix_to_backends: bool = True  # … and reach it on a unix socket
     spread_knobs: tuple[str, ...] = ()  # its knobs that choose how to spread over backends
     # Its counter of requests served (in counters()), by which a balancer's spread over
     # replicas is checked; None: it counts none.
@@ -275,25 +276,16 @@ class Component(ABC):
         """Why this combination of knob values cannot run, or None if it can."""
         return None
 
+    def http1_on_unix_only(self, knobs: dict[str, Any]) -> str | None:
+        """Why, with these knobs, a front layer reaches this component's HTTP/1.1 on a
+        unix socket only (its port speaks something else), or None."""
+        return None
+
     def known_slow(self, knobs: dict[str, Any]) -> str | None:
         """A setting of these knobs that this server is known, by a measurement here, to
         serve pathologically slowly — a stall, not the cost the trial means to measure —
         in one sentence with the figures; None otherwise. Its runs are flagged
         `known-slow` with it (analysis/flags.py)."""
-        return None
-
-    def reached_as(self, knobs: dict[str, Any]) -> tuple[str, str]:
-        """How a front layer reaches this component with these knobs, and the knobs that
-        make it so (a sentence's start: "x.tls on gives"): "http", or "https" with its tls
-        knob on (as its endpoint says once started)."""
-        if knobs.get("tls"):
-            return "https", f"{self.name}.tls on gives"
-        return "http", ""
-
-    def backend_problem(self, reached: str, why: str) -> str | None:
-        """Why this front layer cannot talk to its backend reached as `reached` (see
-        reached_as), or None: every layer here speaks HTTP and HTTPS to its backend and
-        takes its unix socket, unless it says otherwise."""
         return None
 
     def protocol_problem(self, knobs: dict[str, Any], protocol: str) -> str | None:

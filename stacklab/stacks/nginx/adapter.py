@@ -92,11 +92,9 @@ class Nginx(userconf.IncludingServer):
     def protocol_problem(self, knobs: dict[str, Any], protocol: str) -> str | None:
         return protocol_problem(self.name, knobs, protocol, h2c_only=True)
 
-    def reached_as(self, knobs: dict[str, Any]) -> tuple[str, str]:
-        if h2c_only(knobs):
-            return "unix", ("nginx.http2 on without nginx.tls gives (its port takes h2c only; "
-                            "HTTP/1.1 is on a unix socket)")
-        return super().reached_as(knobs)
+    def http1_on_unix_only(self, knobs: dict[str, Any]) -> str | None:
+        return "nginx.http2 is on and nginx.tls off (its port takes h2c only)" \
+            if h2c_only(knobs) else None
 
     def known_slow(self, knobs: dict[str, Any]) -> str | None:
         return H2C_SENDFILE if h2c_only(knobs) and knobs.get("sendfile") else None

@@ -50,6 +50,7 @@ class Squid(Component):
     layer = "cache"
     balances = False
     tls_to_backends = False   # plain HTTP to its backends only
+    unix_to_backends = False  # … over TCP only
     requests_counter = "client_http.requests"
 
     def caches(self, knobs: dict[str, Any]) -> bool:
@@ -107,11 +108,6 @@ class Squid(Component):
         """One: -N runs no kids, aufs does its disk I/O in threads (no unlinkd), the
         pinger is off and logs are written by squid itself (no log daemons)."""
         return 1
-
-    def backend_problem(self, reached: str, why: str) -> str | None:
-        if reached == "http":
-            return None
-        return f"squid talks plain HTTP over TCP to its backend, which is not what {why}"
 
     def check(self, knobs: dict[str, Any]) -> str | None:
         mem, disk = knobs["cache_mem_mb"], knobs["disk_cache_mb"]
