@@ -11,8 +11,9 @@
 # --streams 10. Needs nginx, h2load (nghttp2-client), wrk, ab, openssl, taskset and
 # python3. Starts its own nginx (never the system service) and stops it on exit. Figures
 # are medians over the rounds; the ratio per case is the median of the per-round ratios
-# (each round runs both tools back to back). The last line is the worst HTTP/2 case's
-# ratio, to stay <= 1.0.
+# (each round runs both tools back to back, in turn first: a run just after another
+# case's, or after nginx started, is not always the same tool's). The last line is the
+# worst HTTP/2 case's ratio, to stay <= 1.0.
 set -euo pipefail
 
 ROUNDS=${ROUNDS:-5}
@@ -99,7 +100,13 @@ results="$work/results.txt"
 : > "$results"
 for round in $(seq "$ROUNDS"); do
     for case in "${cases[@]}"; do
-        for tool in ${tools[$case]}; do
+        order=(${tools[$case]})
+        if (( round % 2 == 0 )); then    # every other round the other way round
+            for ((i = ${#order[@]} - 1, j = 0; i > j; i--, j++)); do
+                t=${order[i]}; order[i]=${order[j]}; order[j]=$t
+            done
+        fi
+        for tool in "${order[@]}"; do
             line=$(run "$tool" "$case")
             echo "$round $case $tool $line" >> "$results"
             echo "round $round  $case  $tool: $line (rps completed cpu_s)" >&2
