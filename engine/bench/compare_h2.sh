@@ -3,7 +3,7 @@
 # private nginx on loopback (server pinned to one CPU, clients to another), side by side
 # in each round, and HTTP/1.1 keep-alive for reference (stacklab-load vs wrk vs ab).
 #
-#   engine/bench/compare_h2.sh            # 5 rounds x 5 s per tool and case
+#   engine/bench/compare_h2.sh            # 6 rounds x 5 s per tool and case
 #   ROUNDS=1 DURATION=2 engine/bench/compare_h2.sh   # quick look
 #
 # Cases: h2c and h2 (TLS, ALPN) at CONNECTIONS=50 connections x STREAMS=10 streams, the
@@ -11,12 +11,12 @@
 # --streams 10. Needs nginx, h2load (nghttp2-client), wrk, ab, openssl, taskset and
 # python3. Starts its own nginx (never the system service) and stops it on exit. Figures
 # are medians over the rounds; the ratio per case is the median of the per-round ratios
-# (each round runs both tools back to back, in turn first: a run just after another
-# case's, or after nginx started, is not always the same tool's). The last line is the
-# worst HTTP/2 case's ratio, to stay <= 1.0.
+# (each round runs both tools back to back, taking turns at running first, so that the
+# run just after the previous case's load is not always the same tool's: keep ROUNDS
+# even). The last line is the worst HTTP/2 case's ratio, to stay <= 1.0.
 set -euo pipefail
 
-ROUNDS=${ROUNDS:-5}
+ROUNDS=${ROUNDS:-6}
 DURATION=${DURATION:-5}
 CONNECTIONS=${CONNECTIONS:-50}
 STREAMS=${STREAMS:-10}

@@ -397,7 +397,7 @@ def recommendations_tables(view: ExperimentView, effects, bests,
 # JSON documents: what the tables above show, as data (report/schemas/*.schema.json) ---
 
 # Each document's version, bumped when a field changes (recommend's: recommend.py)
-SHOW_VERSION = 3        # of show --json (schemas/show.schema.json)
+SHOW_VERSION = 4        # of show --json (schemas/show.schema.json)
 COMPARE_VERSION = 2     # of compare --json (schemas/compare.schema.json)
 # compare_trials names its metrics for the table; the JSON names them with their unit
 METRIC_KEYS = {"req/s": "rps", "p50 ms": "p50_ms", "p99 ms": "p99_ms", "MB/s": "mbps",

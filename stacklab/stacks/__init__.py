@@ -228,9 +228,11 @@ def needs_problem(stack: str, needs: Iterable[str]) -> str | None:
 
 def known_slow(knobs: dict[str, dict[str, Any]]) -> tuple[str, ...]:
     """What the components among these owners (owner → {knob: value}, a run's effective
-    knobs) say they serve pathologically slowly with them (Component.known_slow)."""
+    knobs) say they serve pathologically slowly with them and the run's load knobs
+    (Component.known_slow)."""
+    load = knobs.get("load", {})
     return tuple(why for name, component in COMPONENTS.items()
-                 if name in knobs and (why := component.known_slow(knobs[name])))
+                 if name in knobs and (why := component.known_slow(knobs[name], load)))
 
 
 def build_registry() -> KnobRegistry:

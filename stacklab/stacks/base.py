@@ -281,9 +281,9 @@ class Component(ABC):
         unix socket only (its port speaks something else), or None."""
         return None
 
-    def known_slow(self, knobs: dict[str, Any]) -> str | None:
-        """A setting of these knobs that this server is known, by a measurement here, to
-        serve pathologically slowly — a stall, not the cost the trial means to measure —
+    def known_slow(self, knobs: dict[str, Any], load: dict[str, Any]) -> str | None:
+        """A setting of these knobs, under a load with these knobs (load.protocol, …),
+        that this server is known, by a measurement here, to serve pathologically slowly — a stall, not the cost the trial means to measure —
         in one sentence with the figures; None otherwise. Its runs are flagged
         `known-slow` with it (analysis/flags.py)."""
         return None

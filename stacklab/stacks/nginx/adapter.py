@@ -96,8 +96,11 @@ class Nginx(userconf.IncludingServer):
         return "nginx.http2 is on and nginx.tls off (its port takes h2c only)" \
             if h2c_only(knobs) else None
 
-    def known_slow(self, knobs: dict[str, Any]) -> str | None:
-        return H2C_SENDFILE if h2c_only(knobs) and knobs.get("sendfile") else None
+    def known_slow(self, knobs: dict[str, Any], load: dict[str, Any]) -> str | None:
+        # an h2c load reaches only a front that speaks it: behind a layer, nginx's h2c
+        # port is not used (the layer takes its HTTP/1.1 socket)
+        h2c = load.get("protocol") == "h2c"
+        return H2C_SENDFILE if h2c and h2c_only(knobs) and knobs.get("sendfile") else None
 
     def render(self, ctx: RenderContext, knobs: dict[str, Any]) -> dict[str, str]:
         (ctx.run_dir / "tmp").mkdir(exist_ok=True)
