@@ -9,9 +9,11 @@ import os
 import shutil
 import signal
 import subprocess
+import tempfile
 import threading
 import time
 import uuid
+from pathlib import Path
 
 import pytest
 from hdrh.histogram import HdrHistogram
@@ -111,6 +113,7 @@ def test_an_agent_killed_midway_fails_the_load_within_5_s(lab, tmp_path):
     """And the next load starts it again: the experiment goes on."""
     pool = lab["pool"]
     killed: dict = {}
+    in_tmp = set(Path(tempfile.gettempdir()).glob("stacklab-agent-*"))
 
     def kill():
         killed["at"] = time.monotonic()
@@ -132,6 +135,10 @@ def test_an_agent_killed_midway_fails_the_load_within_5_s(lab, tmp_path):
                              for ns in pool.net.agent_ns[1:2]), 5, "agent-1's processes")
     again = pool.run_load(plan(lab["url"], duration_s=1.0), tmp_path, AGENTS)
     assert again.failed == 0 and len(again.agents) == AGENTS
+    # what the killed agent was working in is the pool's, removed at its close; none of
+    # the agents' directories went to the system's temporary directory
+    assert list((pool._work_root).glob("stacklab-agent-*")), "the killed agent's directory"
+    assert set(Path(tempfile.gettempdir()).glob("stacklab-agent-*")) == in_tmp
 
 
 def test_nothing_of_the_agents_is_left_after_the_pool_closes(tmp_path):
@@ -141,7 +148,11 @@ def test_nothing_of_the_agents_is_left_after_the_pool_closes(tmp_path):
     made = {pool.net.control_ns, *pool.net.agent_ns}
     pids = [p.pid for p in pool.procs]
     assert made <= namespaces()
+    left = pool._work_root / "stacklab-agent-killed"      # as an agent killed mid-load
+    left.mkdir(parents=True)
+    (left / "urls.txt").write_text("http://198.18.0.1/\n")
     pool.close()
     assert not made & namespaces()
     assert not [p for p in pids if os.path.exists(f"/proc/{p}")]
+    assert not pool._work_root.exists()
     assert not list(tmp_path.glob("netlab-*.json"))

@@ -69,6 +69,10 @@ class AgentPool:
         self.engine_version = task_engine_version(str(engine_path()))
         self._addresses = list(addresses)    # local workers' scheduler address each
         self._log_dir = log_dir
+        # local agents' working directories (URL lists, raw logs): under the pool's own
+        # directory, removed with it at close, so that an agent killed mid-load (or
+        # stopped by close) leaves none behind in the system's temporary directory
+        self._work_root = log_dir / "agent-work" if log_dir is not None else None
         self._loads = 0
 
     # --- making and closing ---------------------------------------------------------
@@ -139,6 +143,8 @@ class AgentPool:
 
     def close(self) -> None:
         _close(self.client, self.cluster, self.procs, self.net)
+        if self._work_root is not None:
+            shutil.rmtree(self._work_root, ignore_errors=True)
 
     def __enter__(self) -> "AgentPool":
         return self
@@ -263,7 +269,12 @@ class AgentPool:
         files = {"urls.txt": url_lines(plan)}
         if plan.schedule:
             files["schedule.txt"] = schedule_lines(plan)
+        work_root = None
+        if agent.netns and self._work_root is not None:
+            self._work_root.mkdir(parents=True, exist_ok=True)
+            work_root = str(self._work_root)
         return {"key": key, "argv": argv, "files": files, "target": plan.urls[0][0],
+                "work_root": work_root,
                 "lab_netns": agent.netns, "allow_remote": plan.allow_remote,
                 "timeout_s": engine_timeout_s(plan), "connections": share.connections}
 

@@ -78,7 +78,9 @@ def agent_load(job: dict[str, Any]) -> dict[str, Any]:
     key, name = job["key"], get_worker().name
     out: dict[str, Any] = {"name": name, "host": socket.gethostname(),
                            "report": None, "exit": None, "error": None}
-    with tempfile.TemporaryDirectory(prefix="stacklab-agent-") as work:
+    # a local agent's under its pool's directory (removed at the pool's close, should this
+    # process be killed first); an agent on another host's in that host's temporary one
+    with tempfile.TemporaryDirectory(prefix="stacklab-agent-", dir=job.get("work_root")) as work:
         version = None
         try:
             engine = str(engine_path())
