@@ -73,6 +73,8 @@ class AgentPool:
         # directory, removed with it at close, so that an agent killed mid-load (or
         # stopped by close) leaves none behind in the system's temporary directory
         self._work_root = log_dir / "agent-work" if log_dir is not None else None
+        if self._work_root is not None:
+            self._work_root.mkdir(parents=True, exist_ok=True)
         self._loads = 0
 
     # --- making and closing ---------------------------------------------------------
@@ -269,10 +271,7 @@ class AgentPool:
         files = {"urls.txt": url_lines(plan)}
         if plan.schedule:
             files["schedule.txt"] = schedule_lines(plan)
-        work_root = None
-        if agent.netns and self._work_root is not None:
-            self._work_root.mkdir(parents=True, exist_ok=True)
-            work_root = str(self._work_root)
+        work_root = str(self._work_root) if agent.netns and self._work_root else None
         return {"key": key, "argv": argv, "files": files, "target": plan.urls[0][0],
                 "work_root": work_root,
                 "lab_netns": agent.netns, "allow_remote": plan.allow_remote,
