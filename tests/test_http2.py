@@ -129,6 +129,44 @@ def test_nginx_h2c_with_sendfile_is_flagged_known_slow_with_its_figures():
     assert known_slow(knobs_for("nginx", nginx__http2=True)) == ()
 
 
+def _stored(streams, p99_us, flags=()):
+    """A run of nginx h2c with sendfile as the store holds it."""
+    from dataclasses import replace
+    from stacklab.store import Outcome, RunRecord
+    from fakes import fake_resources
+    load = LoadReport.from_json(fake_load(1000, 200, seed=1, config={
+        "connections": 4, "streams": streams, "protocol": "h2c"}))
+    load = replace(load, protocol="h2c", latency_us=replace(load.latency_us, p99=p99_us))
+    return RunRecord(experiment_id=1, trial_id="t1", repetition=1, outcome=Outcome.OK,
+                     started_at="", ended_at="", versions={}, configs={},
+                     knobs=knobs_for("nginx", nginx__http2=True, load__protocol="h2c"),
+                     load=load, resources=fake_resources("nginx", 1.0, 10.0),
+                     flags=tuple(flags))
+
+
+def test_show_says_the_streams_per_connection_in_the_singular_for_one():
+    from stacklab.analysis.analyze import summarize
+    from stacklab.report.text import protocol_line
+    definition = {"stack": "nginx", "workload": "static-page", "concurrency": 4, "knobs": {}}
+    one, two = (summarize(definition, "t", "t1", [_stored(m, 500)]) for m in (1, 2))
+    assert protocol_line(one) == ("protocol t: responses in h2c (asked h2c), "
+                                  "1 stream per connection")
+    assert protocol_line(two).endswith(", 2 streams per connection")
+
+
+def test_a_known_slow_flag_stored_under_the_older_rule_still_says_its_setting():
+    """Runs stored before the p99 rule carry known-slow whatever their p99: the flag is
+    theirs, and its detail says the setting, not an empty sentence."""
+    from stacklab.analysis.analyze import summarize
+    from stacklab.stacks import known_slow
+    definition = {"stack": "nginx", "workload": "static-page", "concurrency": 4, "knobs": {}}
+    setting = known_slow(knobs_for("nginx", nginx__http2=True, load__protocol="h2c"))[0]
+    old = dict(summarize(definition, "t", "t1", [_stored(2, 500, ["known-slow"])]).flag_details)
+    assert old["known-slow"] == f"1 of 1 runs; run 1: {setting}"
+    held = dict(summarize(definition, "t", "t1", [_stored(1, 44_000, ["known-slow"])]).flag_details)
+    assert held["known-slow"] == f"1 of 1 runs; run 1: {setting} (this run's p99: 44.0 ms)"
+
+
 # -- spec errors: refused before any server starts, naming load.protocol ---------------------
 
 @pytest.mark.parametrize("load, knobs, stack, said", [

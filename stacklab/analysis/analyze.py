@@ -321,9 +321,11 @@ def _flag_details(ok: list[RunRecord]) -> list[tuple[str, str]]:
     out = []
     for name in sorted({f for r in ok for f in r.flags}):
         runs = [r for r in ok if name in r.flags]
-        details = {f.name: f.detail for f in run_flags(runs[0].load, runs[0].resources,
-                                                        known_slow(runs[0].knobs))}
-        detail = details.get(name, "")
+        known = known_slow(runs[0].knobs)
+        details = {f.name: f.detail for f in run_flags(runs[0].load, runs[0].resources, known)}
+        # A run stored under an older rule keeps its flag; known-slow then says the
+        # setting, as that rule did, since today's rule no longer derives its numbers.
+        detail = details.get(name) or ("; ".join(known) if name == "known-slow" else "")
         out.append((name, f"{len(runs)} of {len(ok)} runs; run {runs[0].repetition}: "
                     f"{detail}" if detail else f"{len(runs)} of {len(ok)} runs"))
     spread = dispersion([r.load.rps for r in ok])

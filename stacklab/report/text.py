@@ -70,17 +70,22 @@ def print_summary(view: ExperimentView, console: Console) -> None:
                           f"{', '.join(s.tls['ciphers'])}, {s.tls['handshakes']:,} handshakes, "
                           f"{s.tls['resumed']:,} resumed", markup=False)
         if s.protocol:
-            p = s.protocol
-            console.print(f"protocol {s.label}: responses in {', '.join(p['spoken'])} "
-                          f"(asked {', '.join(p['asked'])}), "
-                          f"{', '.join(map(str, p['streams']))} streams per connection",
-                          markup=False)
+            console.print(protocol_line(s), markup=False)
         for line in agent_lines(s, series_name(s, common)):
             console.print(line, markup=False)
         for outcome, why in reason_parts(s):
             console.print(f"[red]{outcome}[/red] {s.label}: {why}")
     for line in capacity_lines(view):
         console.print(line, markup=False)
+
+
+def protocol_line(s: TrialSummary) -> str:
+    """HTTP/2 asked: what the responses came in, and the streams per connection."""
+    p = s.protocol
+    streams = "stream" if p["streams"] == [1] else "streams"
+    return (f"protocol {s.label}: responses in {', '.join(p['spoken'])} "
+            f"(asked {', '.join(p['asked'])}), "
+            f"{', '.join(map(str, p['streams']))} {streams} per connection")
 
 
 def agent_lines(s: TrialSummary, name: str) -> list[str]:
