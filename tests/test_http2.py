@@ -274,6 +274,7 @@ concurrency = [4]
     ("nginx", "h2c", {"nginx.http2": True}),
     ("nginx", "h2", {"nginx.http2": True, "nginx.tls": True}),
     ("apache", "h2", {"apache.http2": True, "apache.tls": True}),
+    ("apache", "h2c", {"apache.http2": True}),
     ("lighttpd", "h2c", {}),                          # lighttpd's own default: on
 ])
 def test_a_real_run_is_stored_with_the_protocol_it_came_in(tmp_path, stack, protocol, knobs):
