@@ -12,6 +12,14 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
+# What a knob's type takes, as an error says it ("load.keepalive takes true or false").
+TYPE_WORDS = {bool: "true or false", int: "an integer", float: "a number", str: "a string",
+              list: "a list"}
+
+
+def type_words(t: type) -> str:
+    return TYPE_WORDS.get(t, f"a {t.__name__}")
+
 
 @dataclass(frozen=True)
 class Knob:
@@ -73,7 +81,7 @@ class Knob:
         if ok and self.type is float and not math.isfinite(value):
             raise ValueError(f"{self.key} must be a finite number")
         if not ok:
-            raise ValueError(f"{self.key} takes a {self.type.__name__}")
+            raise ValueError(f"{self.key} takes {type_words(self.type)}")
         if self.choices and value not in self.choices:
             raise ValueError(f"{self.key} must be one of {', '.join(map(str, self.choices))}")
         if self.min is not None and value < self.min:

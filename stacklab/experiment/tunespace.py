@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from ..knobs import Knob, KnobRegistry
+from ..knobs import Knob, KnobRegistry, type_words
 
 # A range wider than this many times its low end is searched on a log scale unless the
 # spec says otherwise (worker counts 1..256: 2 and 4 are as far apart as 128 and 256).
@@ -101,8 +101,8 @@ def _whole(knob: Knob, base: dict) -> Dimension:
 
 def _narrowed(knob: Knob, how: dict, base: dict) -> Dimension:
     if knob.type not in (int, float):
-        raise SpaceError(knob.key, how, f"a range needs a number; {knob.key} takes a "
-                                        f"{knob.type.__name__}: give a list of values")
+        raise SpaceError(knob.key, how, f"a range needs a number; {knob.key} takes "
+                                        f"{type_words(knob.type)}: give a list of values")
     unknown = set(how) - {"min", "max", "log"}
     if unknown or "min" not in how or "max" not in how:
         raise SpaceError(knob.key, how, "expected { min = A, max = B } (and log = true "
