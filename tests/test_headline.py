@@ -44,6 +44,17 @@ def label(s) -> str:
     return s.label
 
 
+def test_a_large_effect_is_said_as_a_multiple_not_a_percentage(tmp_path):
+    view = stored(tmp_path / "r.db", [("nginx", {"nginx.sendfile": True}, 100.0, {}),
+                                      ("nginx", {"nginx.sendfile": False}, 35000.0, {})])
+    [h] = headlines(view)
+    assert h.sentence(label).startswith("nginx.sendfile = False: 350× req/s vs the default")
+    slower = stored(tmp_path / "s.db", [("nginx", {"nginx.sendfile": True}, 35000.0, {}),
+                                        ("nginx", {"nginx.sendfile": False}, 100.0, {})])
+    [h] = headlines(slower)
+    assert h.sentence(label).startswith("nginx.sendfile = False: -99.7% req/s vs the default")
+
+
 def test_a_knob_is_answered_against_its_default_without_a_winner_line(tmp_path):
     view = stored(tmp_path / "r.db", [("nginx", {"nginx.sendfile": True}, 20000.0, {}),
                                       ("nginx", {"nginx.sendfile": False}, 24000.0, {})])

@@ -83,6 +83,12 @@ def change(gain: float) -> str:
     return f"{gain * 100:+.1f}%"
 
 
+def ratio_change(ratio: float) -> str:
+    """B against A: a change below 3× as a percentage (1.2 → "+20.0%", 0.06 → "-94.0%"),
+    a larger one as a multiple (349.4 → "349×"), not as "+34840.0%"."""
+    return f"{ratio:.3g}×" if ratio >= 3 else change(ratio - 1)
+
+
 def _interval(e: Estimate, write) -> str:
     if not e.ci:
         return DASH
