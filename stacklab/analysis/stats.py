@@ -226,7 +226,13 @@ class Comparison:
             return "no verdict: fewer than 2 runs a side"
         if not self.significant:
             return "~ no significant difference"
-        return f"{(self.ratio - 1) * 100:+.1f}%"
+        return signed_change(self.ratio)
+
+
+def signed_change(ratio: float) -> str:
+    """B against A: a change below 3× as a percentage (1.2 → "+20.0%", 0.06 → "-94.0%"),
+    a larger one as a multiple (349.4 → "349×"), not as "+34840.0%"."""
+    return f"{ratio:.3g}×" if ratio >= 3 else f"{(ratio - 1) * 100:+.1f}%"
 
 
 def compare(a: Sequence[float], b: Sequence[float], alpha: float = ALPHA) -> Comparison:

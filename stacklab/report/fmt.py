@@ -14,6 +14,7 @@ from rich.text import Text
 
 from ..analysis.analyze import Estimate, TrialSummary
 from ..analysis.flags import BOUNDING, INVALIDATING
+from ..analysis.stats import signed_change
 
 DASH = "—"
 
@@ -75,18 +76,14 @@ def vs(c) -> str:
         return DASH
     if c.ratio == 1.0 and c.p == 1.0:
         return "same variant"
+    if c.significant and c.ratio >= 3:
+        return times(c.ratio)       # the verdict would only say the multiple again
     return f"{times(c.ratio)} ({c.verdict})"
 
 
 def change(gain: float) -> str:
-    """A relative change (0.5 → "+50.0%")."""
-    return f"{gain * 100:+.1f}%"
-
-
-def ratio_change(ratio: float) -> str:
-    """B against A: a change below 3× as a percentage (1.2 → "+20.0%", 0.06 → "-94.0%"),
-    a larger one as a multiple (349.4 → "349×"), not as "+34840.0%"."""
-    return f"{ratio:.3g}×" if ratio >= 3 else change(ratio - 1)
+    """A relative change (0.5 → "+50.0%"; from 3× up a multiple: 348.8 → "349×")."""
+    return signed_change(gain + 1)
 
 
 def _interval(e: Estimate, write) -> str:

@@ -16,7 +16,7 @@ from ..analysis.analyze import (Bound, Decision, ExperimentView, MetricCompariso
 from ..analysis.recommend import Change, changes, default_of
 from ..stacks import REGISTRY, STACKS
 from ..analysis.stats import Comparison, compare
-from .fmt import number, p_value, ratio_change, ratio_ci
+from .fmt import change, number, p_value, ratio_ci
 
 
 def facts(s: TrialSummary, owners: Iterable[str]) -> tuple[str, ...]:
@@ -69,7 +69,7 @@ class Answer:
         c = m.comparison
         if c.ratio is None:
             return f"{self.change}: no req/s to compare with {self.against}"
-        said = f"{self.change}: {ratio_change(c.ratio)} req/s vs {self.against}"
+        said = f"{self.change}: {change(c.ratio - 1)} req/s vs {self.against}"
         if c.ci is not None:
             said += f" (95% CI {ratio_ci(c.ci)}, {_p(c)})"
         said += f", {_verdict(m)}"
