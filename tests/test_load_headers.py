@@ -82,19 +82,22 @@ def test_a_literal_condition_beside_load_conditional_is_refused(spec_args):
     assert "load.headers already sends If-None-Match" in e.value.problem
 
 
-def test_trials_without_the_new_knobs_keep_their_ids_and_labels(spec_args):
-    """Ids pinned from the code before these knobs existed."""
+def test_trials_without_the_new_knobs_keep_their_ids(spec_args):
+    """Ids pinned from the code before these knobs existed; the labels say the spec's
+    load.keepalive = false, as they say any load knob away from its default."""
     trials = make_plan(parse(spec_args), STACKS).trials
     assert [(t.label(), t.id) for t in trials] == [
-        ("nginx static-page c=4", "38c44ca14cfb"),
-        ("apache+mod_php static-page c=4", "eca609e68bb7")]
+        ("nginx static-page c=4 load.keepalive=False", "38c44ca14cfb"),
+        ("apache+mod_php static-page c=4 load.keepalive=False", "eca609e68bb7")]
 
 
 def test_a_conditional_axis_is_in_the_label_but_none_is_not(spec_args):
+    """(like any load knob: said away from its default)"""
     trials = make_plan(parse(spec_args, matrix={
         "stack": ["nginx"], "load": {"conditional": ["none", "etag"]}}), STACKS).trials
-    assert [t.label() for t in trials] == ["nginx static-page c=4",
-                                           "nginx static-page c=4 load.conditional=etag"]
+    assert [t.label() for t in trials] == [
+        "nginx static-page c=4 load.keepalive=False",
+        "nginx static-page c=4 load.conditional=etag load.keepalive=False"]
 
 
 # argv ----------------------------------------------------------------------------------
@@ -175,7 +178,10 @@ def run(tmp_path, text: str) -> dict:
             "SELECT t.label, r.outcome, r.reason, r.load_json, r.verdicts_json "
             "FROM runs r JOIN trials t USING (trial_id)"):
         mine = [v for v in json.loads(verdicts) if v["check"] == "conditional GET"]
-        rows[label.replace(" c=4", "")] = (outcome, reason, load and json.loads(load), mine)
+        # keyed without what every trial of the spec shares
+        for common in (" c=4", " load.keepalive=False", " load.headers=['If-None-Match: *']"):
+            label = label.replace(common, "")
+        rows[label] = (outcome, reason, load and json.loads(load), mine)
     assert server_processes() == []
     return rows
 

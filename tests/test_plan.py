@@ -153,6 +153,24 @@ def test_every_preset_plans_without_errors():
     for path in presets:
         spec, plan = load(path)
         assert plan.trials, path
+        # each trial says what sets it apart: compare, export and the progress bar name
+        # trials by label (load.keepalive and load.agents axes once gave twins)
+        labels = [t.label() for t in plan.trials]
+        assert len(set(labels)) == len(labels), (path, labels)
+
+
+def test_a_load_knob_is_in_the_label_away_from_its_default(spec_args):
+    trials = make_plan(parse_spec({
+        "experiment": {"name": "x", "repetitions": 1, "requests": 100},
+        "knobs": {"net": {"mode": "veth"}},
+        "matrix": {"stack": ["nginx"], "workload": ["static-page"], "concurrency": [4],
+                   "load": {"keepalive": [True, False], "agents": [0, 2]}}},
+        "x.toml", *spec_args), STACKS).trials
+    assert sorted(t.label() for t in trials) == [
+        "nginx static-page c=4 load.agents=2 load.keepalive=False net.mode=veth",
+        "nginx static-page c=4 load.agents=2 net.mode=veth",
+        "nginx static-page c=4 load.keepalive=False net.mode=veth",
+        "nginx static-page c=4 net.mode=veth"]
 
 
 # --- trials that cannot differ: folded, or refused when the knob acts nowhere ---------

@@ -19,7 +19,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Protocol
 
-from ..measure.drive import conditional_conflict, protocol_conflict
+from ..measure.drive import LOAD_KNOBS, conditional_conflict, protocol_conflict
 from ..errors import SpecError
 from ..knobs import KnobRegistry
 from .spec import Experiment, ExperimentSpec
@@ -35,11 +35,10 @@ def lab_condition(key: str) -> bool:
     return key.split(".", 1)[0] in LAB_OWNERS
 
 
-# Load knobs that change what is asked, not how hard: a trial's label says them (an axis
-# of them would otherwise give trials the same label). At the value given here (their
-# default) they are not said, so labels of trials without them stay as they were.
-LABELLED_LOAD = {"load.conditional": "none", "load.protocol": "http/1.1",
-                 "load.streams": 1}
+# A trial's label says a load knob only away from its default (an axis of any of them,
+# load.keepalive or load.agents as much as load.protocol, would otherwise give trials the
+# same label), so labels of trials that leave the load alone stay short.
+LOAD_DEFAULTS = {f"load.{k.name}": k.default for k in LOAD_KNOBS}
 # Seconds a run costs beyond warm-up and load: start, readiness, verify, stop.
 RUN_OVERHEAD_S = 1.5
 
@@ -73,7 +72,7 @@ class Trial:
     def label(self) -> str:
         parts = [self.stack, self.workload, f"c={self.concurrency}"]
         parts += [f"{k}={v}" for k, v in self.knobs
-                  if not k.startswith("load.") or LABELLED_LOAD.get(k, v) != v]
+                  if k not in LOAD_DEFAULTS or LOAD_DEFAULTS[k] != v]
         return " ".join(parts)
 
 
