@@ -381,3 +381,14 @@ def test_an_h2_run_the_server_answers_by_alpn_with_http1_is_failed_naming_both(
     assert ("load.protocol = 'h2' but no response came: the server chose 'http/1.1' by "
             "ALPN") in run.reason
     assert {v.check: v.status for v in run.verdicts}["protocol"] is Status.FAIL
+
+
+@pytest.mark.parametrize("handshakes, said", [
+    (400, "400 handshakes, 3 resumed"),
+    (0, "no handshake while measured (the connections were opened in warm-up and kept)")])
+def test_show_says_a_tls_run_whose_connections_all_came_from_warm_up(handshakes, said):
+    from types import SimpleNamespace
+    from stacklab.report.text import tls_line
+    s = SimpleNamespace(label="t", tls={"protocols": ["TLSv1.3"], "ciphers": ["AES"],
+                                        "handshakes": handshakes, "resumed": 3})
+    assert tls_line(s) == f"TLS t: TLSv1.3 AES, {said}"

@@ -66,9 +66,7 @@ def print_summary(view: ExperimentView, console: Console) -> None:
         for line in [*layer_lines(s), *condition_lines(s), *page_view_lines(s)]:
             console.print(line, markup=False)
         if s.tls:
-            console.print(f"TLS {s.label}: {', '.join(s.tls['protocols'])} "
-                          f"{', '.join(s.tls['ciphers'])}, {s.tls['handshakes']:,} handshakes, "
-                          f"{s.tls['resumed']:,} resumed", markup=False)
+            console.print(tls_line(s), markup=False)
         if s.protocol:
             console.print(protocol_line(s), markup=False)
         for line in agent_lines(s, series_name(s, common)):
@@ -77,6 +75,15 @@ def print_summary(view: ExperimentView, console: Console) -> None:
             console.print(f"[red]{outcome}[/red] {s.label}: {why}")
     for line in capacity_lines(view):
         console.print(line, markup=False)
+
+
+def tls_line(s: TrialSummary) -> str:
+    """What TLS the engine negotiated, and its handshakes in the measured window."""
+    t = s.tls
+    shook = (f"{t['handshakes']:,} handshakes, {t['resumed']:,} resumed" if t["handshakes"]
+             else "no handshake while measured (the connections were opened in warm-up "
+                  "and kept)")
+    return f"TLS {s.label}: {', '.join(t['protocols'])} {', '.join(t['ciphers'])}, {shook}"
 
 
 def protocol_line(s: TrialSummary) -> str:
@@ -95,8 +102,9 @@ def agent_lines(s: TrialSummary, name: str) -> list[str]:
     if not a:
         return []
     skew = a["start_skew_us_max"]
-    head = (f"load agents of {name}: {a['count']}, started at most "
-            f"{skew / 1000:.2f} ms apart, {a['overhead_s']:.2f} s spent beside each load"
+    apart = f"{skew / 1000:.2f} ms" if skew >= 10 else f"{skew} µs"
+    head = (f"load agents of {name}: {a['count']}, started at most {apart} apart, "
+            f"{a['overhead_s']:.2f} s spent beside each load"
             if skew is not None else f"load agents of {name}: {a['count']}")
     return [head] + [
         f"  {agent} ({fig['netns'] or fig['host']}): {fig['connections']} connections, "
