@@ -201,6 +201,13 @@ def test_apache_http2_under_prefork_is_refused_not_left_to_alpn(spec_args):
         plan_of(spec_args, {"protocol": "h2c"}, {"apache.http2": True},
                 stack=("apache+mod_php",), workload=["php-page"])
     assert "mod_http2 does not support the prefork MPM" in e.value.problem
+    # the spec never set apache.mpm: the error says where prefork came from
+    assert e.value.problem.endswith("(stack apache+mod_php runs apache.mpm = 'prefork')")
+    with pytest.raises(SpecError) as e:                 # set by the spec: nothing to add
+        plan_of(spec_args, {"protocol": "h2c"}, {"apache.http2": True,
+                                                 "apache.mpm": "prefork"}, stack=("apache",))
+    assert "does not support the prefork MPM" in e.value.problem
+    assert "(stack" not in e.value.problem
     from stacklab.stacks import COMPONENTS
     refused = COMPONENTS["apache"].check(knobs_for("apache", apache__http2=True,
                                                    apache__mpm="prefork")["apache"])

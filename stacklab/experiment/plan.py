@@ -329,6 +329,17 @@ def inert_in(trial: Trial, stack: StackInfo, registry: KnobRegistry,
     for component in stack.components:
         if component in rules:
             why |= rules[component](knobs)
+    # A knob it needs whose value the stack gave, not the spec (a stack built on one
+    # process model): say so, since the spec never set it.
+    given = dict(trial.knobs)
+    from_stack = {k: v for k, v in stack.defaults.items() if k not in given} | stack.knobs
+    for key in why:
+        knob = registry.get(key)
+        owner = key.split(".", 1)[0]
+        needed = [f"{owner}.{name}" for name in (knob.acts_with if knob else ())]
+        said = [f"{k} = {from_stack[k]!r}" for k in needed if k in from_stack]
+        if said:
+            why[key] += f" (stack {trial.stack} runs {', '.join(said)})"
     return why
 
 
