@@ -196,6 +196,30 @@ def test_the_protocol_axis_is_named_where_it_is_given(spec_args):
     assert e.value.key == "matrix.load.protocol" and e.value.value == "h2c"
 
 
+def test_axes_that_meet_where_no_protocol_can_be_spoken_get_the_exclude_that_would_do(
+        spec_args):
+    """Each refusal names the rule that leaves its combination out; with those rules the
+    matrix plans. One axis alone gets no such rule (its value is what is wrong)."""
+    import tomllib
+    matrix = {"stack": ["nginx"], "workload": ["static-page"], "concurrency": [4],
+              "load": {"protocol": ["http/1.1", "h2c"]}, "nginx": {"http2": [False, True]},
+              "exclude": []}
+    doc = {"experiment": {"name": "h2", "repetitions": 1, "requests": 100}, "matrix": matrix}
+    for _ in range(2):
+        with pytest.raises(SpecError) as e:
+            make_plan(parse_spec(doc, "h2.toml", *spec_args), STACKS)
+        rule = e.value.problem.split("; or leave such trials out: ")[1]
+        assert rule.endswith(" in [matrix]")
+        matrix["exclude"] += tomllib.loads(rule.removesuffix(" in [matrix]"))["exclude"]
+    plan = make_plan(parse_spec(doc, "h2.toml", *spec_args), STACKS)
+    assert sorted(t.label() for t in plan.trials) == [
+        "nginx static-page c=4 load.protocol=h2c nginx.http2=True",
+        "nginx static-page c=4 nginx.http2=False"]
+    with pytest.raises(SpecError) as e:
+        plan_of(spec_args, {"protocol": "h2c"}, {}, stack=("nginx",))
+    assert "exclude" not in e.value.problem
+
+
 def test_apache_http2_under_prefork_is_refused_not_left_to_alpn(spec_args):
     with pytest.raises(SpecError) as e:
         plan_of(spec_args, {"protocol": "h2c"}, {"apache.http2": True},

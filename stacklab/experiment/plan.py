@@ -261,7 +261,27 @@ def check_protocols(spec: ExperimentSpec, stacks: Mapping[str, StackInfo],
             problem = fronts[front](knobs[front], protocol)
         if problem:
             raise SpecError(spec.path, where(spec, "load.protocol"), protocol,
-                            f"{problem} (trial {trial.label()})")
+                            f"{problem} (trial {trial.label()}){_exclude_hint(spec, trial, front)}")
+
+
+def _exclude_hint(spec: ExperimentSpec, trial: Trial, front: str) -> str:
+    """Where axes meet in a combination that cannot be spoken (load.protocol = ["h2",
+    "h2c"] × nginx.tls = [true, false]), no one value is wrong: the fix is to leave that
+    combination out, and this says the rule that would."""
+    values = dict(trial.knobs)
+    keys = [k for k in spec.axes if k in values and k.split(".", 1)[0] in ("load", front)]
+    stacks = len(spec.axes.get("stack", ())) > 1
+    if len(keys) + stacks < 2:
+        return ""
+    parts = [f"stack = {_toml(trial.stack)}"] * stacks + [f"{k} = {_toml(values[k])}" for k in keys]
+    return f"; or leave such trials out: exclude = [{{ {', '.join(parts)} }}] in [matrix]"
+
+
+def _toml(value: Any) -> str:
+    """A scalar as an experiment file writes it."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return json.dumps(value) if isinstance(value, str) else str(value)
 
 
 def inert_notes(spec: ExperimentSpec, stacks: Mapping[str, StackInfo], trials: list[Trial],
