@@ -260,8 +260,9 @@ def check_protocols(spec: ExperimentSpec, stacks: Mapping[str, StackInfo],
         if not problem and front in fronts:
             problem = fronts[front](knobs[front], protocol)
         if problem:
+            hint = _exclude_hint(spec, trial, front)
             raise SpecError(spec.path, where(spec, "load.protocol"), protocol,
-                            f"{problem} (trial {trial.label()}){_exclude_hint(spec, trial, front)}")
+                            f"{problem} (trial {trial.label()}){hint}")
 
 
 def _exclude_hint(spec: ExperimentSpec, trial: Trial, front: str) -> str:
@@ -273,7 +274,8 @@ def _exclude_hint(spec: ExperimentSpec, trial: Trial, front: str) -> str:
     stacks = len(spec.axes.get("stack", ())) > 1
     if len(keys) + stacks < 2:
         return ""
-    parts = [f"stack = {_toml(trial.stack)}"] * stacks + [f"{k} = {_toml(values[k])}" for k in keys]
+    parts = [f"stack = {_toml(trial.stack)}"] * stacks
+    parts += [f"{k} = {_toml(values[k])}" for k in keys]
     return f"; or leave such trials out: exclude = [{{ {', '.join(parts)} }}] in [matrix]"
 
 
