@@ -311,3 +311,20 @@ def test_a_server_that_dies_during_verification_is_a_failed_run(tmp_path, monkey
                if label.startswith("nginx"))
     assert conn.execute("SELECT status FROM experiments").fetchone()[0] == "complete"
     assert server_processes() == []
+
+
+@pytest.mark.parametrize("then, named", [
+    (ONE_NGINX.replace("requests = 200", "requests = 300"), "measure.requests: 200 → 300"),
+    (ONE_NGINX.replace("concurrency = [2]", "concurrency = [2, 4]"), "concurrency: 2 → 2, 4"),
+    (ONE_NGINX.replace("repetitions = 2", "repetitions = 3"), "experiment.repetitions: 1 → 3"),
+], ids=["requests", "an axis", "repetitions"])
+def test_a_resume_of_another_plan_says_what_differs(tmp_path, then, named):
+    spec, db = tmp_path / "up.toml", tmp_path / "r.db"
+    spec.write_text(ONE_NGINX.replace("repetitions = 2", "repetitions = 1"))
+    assert invoke("run", spec, "--db", db).exit_code == 0
+    spec.write_text(then.replace("repetitions = 2", "repetitions = 1"))
+    result = subprocess.run([sys.executable, "-m", "stacklab.cli", "run", str(spec), "--db",
+                             str(db), "--resume"], capture_output=True, text=True, cwd=tmp_path)
+    assert result.returncode == 1, result.stderr
+    [line] = result.stderr.strip().splitlines()
+    assert f"planned from a different spec ({named}); run without --resume" in line, line

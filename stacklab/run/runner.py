@@ -21,7 +21,7 @@ from contextlib import ExitStack, contextmanager, nullcontext
 from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
-from typing import Callable, Iterable, Iterator, Protocol, TypeVar
+from typing import Any, Callable, Iterable, Iterator, Protocol, TypeVar
 
 from .. import __version__
 from ..host import lab
@@ -493,6 +493,37 @@ def more_rounds(spec: ExperimentSpec, plan: Plan, store: Store, exp_id: int) -> 
     return out
 
 
+def plan_changes(stored: list, plan: Plan, stored_reps: Any, reps: Any, most: int = 3) -> str:
+    """What differs between a stored experiment's trials and this plan's: each definition
+    key whose values differ ("measure.duration_s: 3.0 → 2.0"), else the repetitions."""
+    def values(definitions) -> dict[str, set[str]]:
+        out: dict[str, set[str]] = {}
+        for d in definitions:
+            for key, value in _flat(d):
+                out.setdefault(key, set()).add(repr(value))
+        return out
+    old = values(t.definition for t in stored)
+    new = values(t.definition() for t in plan.trials)
+    def listed(found: dict[str, set[str]], key: str) -> str:
+        return ", ".join(sorted(found.get(key, {"—"})))
+    said = [f"{k}: {listed(old, k)} → {listed(new, k)}"
+            for k in sorted(old.keys() | new.keys()) if old.get(k) != new.get(k)]
+    if not said:
+        return (f"experiment.repetitions: {stored_reps} → {reps}" if stored_reps != reps
+                else "the same trials, other runs")
+    return "; ".join(said[:most]) + (f"; and {len(said) - most} more" if len(said) > most else "")
+
+
+def _flat(d: dict, prefix: str = "") -> list[tuple[str, Any]]:
+    out = []
+    for key, value in d.items():
+        if isinstance(value, dict):
+            out += _flat(value, f"{prefix}{key}.")
+        else:
+            out.append((f"{prefix}{key}", value))
+    return out
+
+
 def _experiment_for(spec: ExperimentSpec, plan: Plan, store: Store, resume: bool,
                     system: dict, clock: Callable[[], str]) -> int:
     name = spec.experiment.name
@@ -503,8 +534,12 @@ def _experiment_for(spec: ExperimentSpec, plan: Plan, store: Store, resume: bool
         except NotFound:
             raise StoreError(f"--resume: no earlier experiment {name!r} to resume") from None
         if row.spec_hash != digest:
+            changed = plan_changes(store.trials(row.id), plan,
+                                   row.spec.get("experiment", {}).get("repetitions"),
+                                   spec.experiment.repetitions)
             raise StoreError(f"--resume: experiment {name!r} (id {row.id}) was planned "
-                             f"from a different spec; run without --resume to start anew")
+                             f"from a different spec ({changed}); run without --resume "
+                             f"to start anew")
         store.set_status(row.id, "running")
         return row.id
     trials = [(t.id, t.label(), t.definition()) for t in plan.trials]
