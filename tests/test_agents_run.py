@@ -88,6 +88,11 @@ def test_one_and_three_agents_give_one_merged_run_each(tmp_path):
     assert CliRunner().invoke(cli, ["report", "--db", str(db), "-o", str(report)]
                               ).exit_code == 0
     assert 'id="agents"' in report.read_text()
+    # complete: a resume has nothing to load, and starts no agent for it
+    again = CliRunner().invoke(cli, ["run", str(tmp_path / "agents.toml"), "--db", str(db),
+                                     "--resume"])
+    assert again.exit_code == 0, again.output
+    assert "joined" not in again.output
     assert lab_namespaces() == before
 
 

@@ -256,7 +256,8 @@ def _run_all(env: Environment, spec: ExperimentSpec, plan: Plan, registry: KnobR
                              agents_listen=agents_listen)
             progress.begin(len(plan.runs), len(plan.runs) - len(todo))
             try:
-                ctx.agents = _agent_pool(ctx, plan.runs, progress)
+                if todo or spec.experiment.auto:     # else nothing would load through them
+                    ctx.agents = _agent_pool(ctx, plan.runs, progress)
                 for run in todo:
                     _run_and_store(ctx, run, progress)
                 while spec.experiment.auto and (more := more_rounds(spec, plan, store, exp_id)):
