@@ -77,6 +77,15 @@ def test_an_unknown_trial_id_points_at_show(db):
         results.compare(on(Console(record=True)), "zz", "ng", db, None)
 
 
+def test_an_unknown_experiment_names_the_database_and_points_at_list(db):
+    store = Store.open(db)
+    with pytest.raises(NotFound) as e:
+        store.experiment("nosuch")
+    store.close()
+    assert str(e.value) == (f"no experiment 'nosuch' in the results database {db}; "
+                            "`stacklab list` lists its experiments")
+
+
 def test_comparing_experiments_names_both_and_matches_trials_by_definition(tmp_path):
     fake_experiment(tmp_path / "r.db", name="before", flag_apache_256=False)
     fake_experiment(tmp_path / "r.db", name="after", flag_apache_256=False,

@@ -228,7 +228,9 @@ class Store:
                                     "ORDER BY id DESC", (name_or_id,)).fetchone()
         if row is None:
             what = "no experiments" if name_or_id is None else f"no experiment {name_or_id!r}"
-            raise NotFound(f"{what} in the results database")
+            raise NotFound(f"{what} in the results database"
+                           + (f" {self.path}; `stacklab list` lists its experiments"
+                              if self.path else ""))
         return ExperimentRecord.from_row(row)
 
     @_sqlite_errors("cannot read the experiments")
