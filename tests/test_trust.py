@@ -298,7 +298,7 @@ def test_show_and_the_report_say_which_tls_protocol_was_negotiated(tmp_path):
     result = CliRunner().invoke(cli, ["run", str(spec), "--db", str(db)])
     assert result.exit_code == 0, result.output
     shown = " ".join(result.output.split())
-    assert "TLS nginx static-page c=2 nginx.tls=True: TLSv1.3" in shown
+    assert "TLS nginx static-page c=2 load.keepalive=False nginx.tls=True: TLSv1.3" in shown
     import re
     resumed = re.search(r"400 handshakes, (\d+) resumed", shown)
     assert resumed and int(resumed.group(1)) >= 390      # all but the first per connection
