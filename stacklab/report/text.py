@@ -58,7 +58,8 @@ def print_summary(view: ExperimentView, console: Console) -> None:
                   "srv CPU: every server process and its children (each component's cgroup, "
                   "CGI scripts included)", markup=False)
     for h in headlines(view):
-        console.print(f"• {h.workload}, {h.concurrency} connections: "
+        plural = "s" if h.concurrency != 1 else ""
+        console.print(f"• {h.workload}, {h.concurrency} connection{plural}: "
                       f"{h.sentence(lambda s: series_name(s, common))}", markup=False)
     for note in notes.notes:
         console.print(note, style="yellow", markup=False)
