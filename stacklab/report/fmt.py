@@ -76,7 +76,7 @@ def vs(c) -> str:
         return DASH
     if c.ratio == 1.0 and c.p == 1.0:
         return "same variant"
-    if c.verdict == signed_change(c.ratio) and c.ratio >= 3:
+    if c.verdict.endswith("×"):
         return times(c.ratio)       # the verdict would only say the multiple again
     return f"{times(c.ratio)} ({c.verdict})"
 

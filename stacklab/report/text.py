@@ -103,10 +103,10 @@ def agent_lines(s: TrialSummary, name: str) -> list[str]:
     if not a:
         return []
     skew = a["start_skew_us_max"]
-    apart = f"{skew / 1000:.2f} ms" if skew >= 10 else f"{skew} µs"
-    head = (f"load agents of {name}: {a['count']}, started at most {apart} apart, "
-            f"{a['overhead_s']:.2f} s spent beside each load"
-            if skew is not None else f"load agents of {name}: {a['count']}")
+    head = f"load agents of {name}: {a['count']}"
+    if skew is not None:
+        apart = f"{skew / 1000:.2f} ms" if skew >= 10 else f"{skew} µs"
+        head += f", started at most {apart} apart, {a['overhead_s']:.2f} s spent beside each load"
     return [head] + [
         f"  {agent} ({fig['netns'] or fig['host']}): {fig['connections']} connections, "
         f"{fig['rps']:,.0f} req/s, engine busy {fig['busy']:.0%}, p99 "

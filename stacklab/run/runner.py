@@ -52,13 +52,13 @@ from ..host.placement import parse_cpus
 from ..experiment.plan import Plan, PlannedRun, Trial, effective_knobs
 from .quiet import Settled, settle, wait_quiet
 from .replay import replay_versions
-from ..experiment.spec import ExperimentSpec
+from ..experiment.spec import ExperimentSpec, flatten
 from .stack import RunningStack, Site, StackLayer
 from ..stacks import COMPONENTS, STACKS, StackDef, known_slow
 from ..stacks.base import RunningComponent, versions_of
 from ..stacks.tls import make_certificate
 from ..store import Outcome, RunRecord, Store
-from ..store.records import Resources
+from ..store.records import Resources, TrialRecord
 from ..host.systune import CpuAwake
 from ..measure.verify import RequestChecks, Verdict, check_protocol
 from ..workloads import WORKLOADS, Deployed, deploy
@@ -494,35 +494,27 @@ def more_rounds(spec: ExperimentSpec, plan: Plan, store: Store, exp_id: int) -> 
     return out
 
 
-def plan_changes(stored: list, plan: Plan, stored_reps: Any, reps: Any, most: int = 3) -> str:
+def plan_changes(stored: list[TrialRecord], plan: Plan, stored_reps: Any, reps: Any,
+                 most: int = 3) -> str:
     """What differs between a stored experiment's trials and this plan's: each definition
     key whose values differ ("measure.duration_s: 3.0 → 2.0"), else the repetitions."""
-    def values(definitions) -> dict[str, set[str]]:
+    def values(definitions: Iterable[dict]) -> dict[str, set[str]]:
         out: dict[str, set[str]] = {}
         for d in definitions:
-            for key, value in _flat(d):
+            for key, value in flatten(d).items():
                 out.setdefault(key, set()).add(repr(value))
         return out
+
     old = values(t.definition for t in stored)
     new = values(t.definition() for t in plan.trials)
-    def listed(found: dict[str, set[str]], key: str) -> str:
-        return ", ".join(sorted(found.get(key, {"—"})))
-    said = [f"{k}: {listed(old, k)} → {listed(new, k)}"
+    said = [f"{k}: {', '.join(sorted(old.get(k, {'—'})))} → "
+            f"{', '.join(sorted(new.get(k, {'—'})))}"
             for k in sorted(old.keys() | new.keys()) if old.get(k) != new.get(k)]
     if not said:
         return (f"experiment.repetitions: {stored_reps} → {reps}" if stored_reps != reps
                 else "the same trials, other runs")
-    return "; ".join(said[:most]) + (f"; and {len(said) - most} more" if len(said) > most else "")
-
-
-def _flat(d: dict, prefix: str = "") -> list[tuple[str, Any]]:
-    out = []
-    for key, value in d.items():
-        if isinstance(value, dict):
-            out += _flat(value, f"{prefix}{key}.")
-        else:
-            out.append((f"{prefix}{key}", value))
-    return out
+    more = f"; and {len(said) - most} more" if len(said) > most else ""
+    return "; ".join(said[:most]) + more
 
 
 def _experiment_for(spec: ExperimentSpec, plan: Plan, store: Store, resume: bool,
