@@ -384,3 +384,23 @@ def test_a_watched_cgroup_gives_its_cpu_time(tmp_path, own_cgroup):
         assert run.resources.figure("external", "cpu_source") == "cgroup"
         assert run.resources.figure("external", "cpu_s") > 0
         assert proc.poll() is None
+
+
+@pytest.mark.parametrize("url", ["http://stacklab-test.invalid:8080/",
+                                 "http://127.0.0.1.nip.io:8080/"])
+def test_a_name_is_refused_without_a_lookup_unless_the_flag(tmp_path, monkeypatch, url):
+    """Loopback is decided on the literal, as the engine decides it: without
+    --allow-remote a name other than localhost is refused before the resolver is asked
+    (a lookup leaves the machine; DNS may say loopback now and another host later)."""
+    looked_up = []
+    real = socket.getaddrinfo
+    monkeypatch.setattr(socket, "getaddrinfo",
+                        lambda host, *a, **k: looked_up.append(host) or real(host, *a, **k))
+    spec, db = write_spec(tmp_path, url), tmp_path / "r.db"
+    for args in ((), ("--dry-run",)):
+        code, line = invoke("run", spec, "--db", db, *args)
+        assert code == 2, line
+        assert "external.url" in line and "is a name" in line and "--allow-remote" in line
+    assert looked_up == []
+    assert remote_problem("http://localhost:8080/", allow_remote=False) is None
+    assert looked_up == ["localhost"]           # /etc/hosts' name only

@@ -61,6 +61,11 @@ def origin(url: str) -> Origin:
     return Origin(parts.scheme, parts.hostname, port)
 
 
+# The one name looked up without --allow-remote: /etc/hosts gives it, not DNS (the
+# engine's rule, engine/src/target.rs).
+LOCAL_NAME = "localhost"
+
+
 def addresses(host: str) -> list[str]:
     """Every address `host` resolves to (the engine connects to one of them); OSError when
     it resolves to none."""
@@ -68,13 +73,25 @@ def addresses(host: str) -> list[str]:
                                                              type=socket.SOCK_STREAM)})
 
 
+def literal(host: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    """The address `host` is written as, or None for a name."""
+    try:
+        return ipaddress.ip_address(host)
+    except ValueError:
+        return None
+
+
 def remote_addresses(host: str) -> list[str]:
     """The addresses of `host` that are not loopback (127.0.0.0/8, ::1): [] for a local
-    server. A name is resolved, as the engine resolves it."""
-    return [a for a in addresses(host) if not ipaddress.ip_address(a.split("%")[0]).is_loopback]
+    server. A literal is itself, not looked up; a name is resolved, as the engine
+    resolves it (only `localhost`, or any name with --allow-remote: remote_problem)."""
+    found = [str(ip)] if (ip := literal(host)) is not None else addresses(host)
+    return [a for a in found if not ipaddress.ip_address(a.split("%")[0]).is_loopback]
 
 
 def is_remote(host: str) -> bool:
+    if (ip := literal(host)) is not None:
+        return not ip.is_loopback
     try:
         return bool(remote_addresses(host))
     except OSError:
@@ -83,8 +100,15 @@ def is_remote(host: str) -> bool:
 
 def remote_problem(url: str, allow_remote: bool) -> str | None:
     """Why the lab may not load `url`, or None: a host that is not loopback needs the
-    user's --allow-remote (a command-line flag, never an experiment file's value)."""
+    user's --allow-remote (a command-line flag, never an experiment file's value).
+    Decided on the literal before anything is looked up: without --allow-remote a name
+    other than `localhost` is refused unresolved (a lookup leaves the machine, and DNS may
+    say loopback now and another host later), as the engine refuses it."""
     host = origin(url).host
+    if literal(host) is None and host != LOCAL_NAME and not allow_remote:
+        return (f"host {host!r} is a name, and names other than {LOCAL_NAME} are looked up "
+                "through DNS: use an IP literal (127.0.0.1) or pass --allow-remote on the "
+                "command line")
     try:
         remote = remote_addresses(host)
     except OSError as e:
