@@ -5,7 +5,6 @@ from __future__ import annotations
 import math
 import os
 import re
-import stat
 import tomllib
 from pathlib import Path
 from typing import Any, Literal, Protocol
@@ -14,6 +13,7 @@ from pydantic import (BaseModel, ConfigDict, Field, ValidationError, ValidationI
                       field_validator)
 
 from ..errors import SpecError, plain_text
+from ..host.regular import NotRegular, read_regular
 from .gate import KEYS as GATE_KEYS, Gate, parse_limit
 from .slo import Slo, parse_error_rate, parse_slo
 from .sizes import parse_mib
@@ -295,25 +295,14 @@ def parse_file_doc(doc: dict, path: Path, registry: KnobRegistry, stacks: StackN
 def read_text(path: Path) -> str:
     """The experiment file's text, refused before reading unless it is a regular file
     of at most MAX_FILE_BYTES: /dev/zero would be read until memory ran out, and a FIFO
-    would block forever (opened without blocking, then checked on the open file, so
-    what is read is what was checked)."""
+    would block forever (host.regular: checked on the open file, so what is read is
+    what was checked)."""
     file = str(path)
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     try:
-        mode = os.fstat(fd).st_mode
-        if not stat.S_ISREG(mode):
-            kind = _KINDS.get(stat.S_IFMT(mode), "not a file")
-            raise SpecError(file, "(file)", file, f"not a regular file ({kind})")
-        data = os.read(fd, MAX_FILE_BYTES + 1)
-    finally:
-        os.close(fd)
-    if len(data) > MAX_FILE_BYTES:
-        raise SpecError(file, "(file)", file, "larger than 1 MiB: not an experiment file")
+        data = read_regular(path, MAX_FILE_BYTES, "an experiment file")
+    except NotRegular as e:
+        raise SpecError(file, "(file)", file, str(e)) from None
     return data.decode("utf-8")
-
-
-_KINDS = {stat.S_IFDIR: "a directory", stat.S_IFIFO: "a FIFO", stat.S_IFCHR:
-          "a character device", stat.S_IFBLK: "a block device", stat.S_IFSOCK: "a socket"}
 
 
 def parse_spec(doc: dict, file: str, registry: KnobRegistry, stacks: StackNames,
