@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import hashlib
+import os
+import stat
 import json
 import sqlite3
 
@@ -122,3 +124,53 @@ def test_a_php_script_may_change_its_length_a_static_file_may_not(tmp_path):
     (site / "now.php").write_text("<?php echo time();")
     w = WORKLOADS[f"dir:{site}"]
     assert w.varying_length == frozenset({"/now.php"})
+
+
+# What the directory holds besides files: a link out of it is never served ----------------
+
+def _refused(tmp_path) -> str:
+    with pytest.raises(SpecError) as e:
+        load_spec(_spec(tmp_path), REGISTRY, STACKS, set(WORKLOADS))
+    text = str(e.value)
+    assert "matrix.workload" in text and len(text.splitlines()) == 1
+    return text
+
+
+def test_a_symlink_out_of_the_directory_is_refused_not_served(tmp_path):
+    """stacklab runs as root: a link to /etc/shadow was copied into the docroot and
+    served as /shadow.html."""
+    site = _site(tmp_path)
+    (site / "shadow.html").symlink_to("/etc/shadow")
+    text = _refused(tmp_path)
+    assert f"{site / 'shadow.html'}: a symlink out of the directory (to /etc/shadow)" in text
+    (site / "shadow.html").unlink()
+    (site / "up.html").symlink_to("../own.toml")          # relative, still out
+    assert "a symlink out of the directory" in _refused(tmp_path)
+
+
+def test_a_symlink_inside_the_directory_serves_its_target(tmp_path):
+    site = _site(tmp_path)
+    (site / "home.html").symlink_to("index.html")
+    w = WORKLOADS[f"dir:{site}"]
+    assert dict(w.urls) == {"/home.html": 1, "/index.html": 1, "/img/dot.bin": 1}
+    from stacklab.workloads import owndir
+    built = {f.path: f.content for f in owndir.build(site)}
+    assert built["/home.html"] == built["/index.html"] == (site / "index.html").read_bytes()
+
+
+@pytest.mark.parametrize("make, said", [
+    (lambda site: os.mkfifo(site / "pipe.html"), "a FIFO, not a file"),
+    (lambda site: (site / "zero.html").symlink_to("/dev/zero"), "a symlink out of"),
+    (lambda site: (site / "gone.html").symlink_to("nothing-here"), "a broken symlink"),
+    (lambda site: (site / "img2").symlink_to(site / "img"), "a symlink to a directory"),
+])
+def test_what_is_not_a_file_is_named_not_skipped(tmp_path, make, said):
+    site = _site(tmp_path)
+    make(site)
+    assert said in _refused(tmp_path)
+
+
+def test_a_device_file_is_named_not_skipped(tmp_path):
+    site = _site(tmp_path)
+    os.mknod(site / "null.html", 0o600 | stat.S_IFCHR, os.makedev(1, 3))
+    assert "null.html: a character device, not a file" in _refused(tmp_path)

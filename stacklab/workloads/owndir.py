@@ -6,8 +6,11 @@ server before measuring: a static file by its exact bytes (sha256 and length, as
 generated corpora are), a PHP script by its status (200) — its output is the user's and
 may change from request to request. Hidden files and directories (.git, .env) are never
 copied; `.htaccess` files are, but not requested. A URL mix of one's own comes from an
-access log (load.replay). A missing, unreadable or empty directory, or one past the
-limits below, is refused with one line naming the path.
+access log (load.replay). A symlink is served as the file it points to while that
+file is inside the directory; a symlink leading out of it (stacklab runs as root: it
+would serve /etc/shadow), a symlink to a directory, a broken link, a FIFO, a socket or a
+device is refused with one line naming it, never skipped unsaid. A missing, unreadable
+or empty directory, or one past the limits below, is refused the same way.
 """
 
 from __future__ import annotations
@@ -15,9 +18,11 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import stat
 from functools import lru_cache
 from pathlib import Path
 
+from ..host.regular import kind, open_regular
 from ..measure.verify import Expect
 from .files import File
 
@@ -48,30 +53,58 @@ def resolve(text: str, base: Path | None = None) -> Path:
 
 
 def files(root: Path) -> list[tuple[str, Path]]:
-    """(URL path, file) for every file to copy, in a stable order."""
+    """(URL path, file) for every file to copy, in a stable order: the file is the one
+    to read, a symlink's target inside the directory. ValueError naming the first entry
+    that cannot be served as it is (stacklab runs as root: a link to /etc/shadow would
+    be copied into the docroot and served)."""
+    real_root = root.resolve()
     found, total = [], 0
     for directory, dirs, names in os.walk(root, followlinks=False):
         dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        for d in dirs:
+            if Path(directory, d).is_symlink():     # os.walk lists it, never enters it
+                raise ValueError(f"{Path(directory, d)}: a symlink to a directory: not "
+                                 "followed (copy the directory in, or leave it out)")
         for name in sorted(names):
             if name.startswith(".") and name not in KEEP_HIDDEN:
                 continue
             path = Path(directory, name)
-            if not path.is_file():          # a broken link, a socket, a device
-                continue
-            if not os.access(path, os.R_OK):
-                raise ValueError(f"{path}: not readable")
+            source = _servable(path, real_root)
             url = "/" + path.relative_to(root).as_posix()
             if not URL_SAFE.fullmatch(url):
                 raise ValueError(f"{path}: a name a URL must encode (space, %, ?, #, …): "
                                  "rename it or leave it out of the directory")
-            total += path.stat().st_size
-            found.append((url, path))
+            total += source.stat().st_size
+            found.append((url, source))
             if len(found) > MAX_FILES or total > MAX_BYTES:
                 raise ValueError(f"{root}: more than {MAX_FILES} files or "
                                  f"{MAX_BYTES >> 30} GiB (the run copies them)")
     if not any(not _hidden(url) for url, _ in found):
         raise ValueError(f"{root}: holds no file to serve")
     return found
+
+
+def _servable(path: Path, real_root: Path) -> Path:
+    """The regular file to read for `path`: itself, or a symlink's target when that stays
+    inside the directory; ValueError naming anything else (a link leaving it, a broken
+    link, a FIFO, a socket, a device), never skipped unsaid."""
+    source = path
+    if path.is_symlink():
+        source = path.resolve()
+        if not source.is_relative_to(real_root):
+            raise ValueError(f"{path}: a symlink out of the directory (to {source}): "
+                             "refused, only the directory's own files are served")
+    try:
+        mode = source.stat().st_mode
+    except OSError as e:
+        raise ValueError(f"{path}: {e.strerror or e}"
+                         + (" (a broken symlink)" if path.is_symlink() else "")) from None
+    if not stat.S_ISREG(mode):
+        raise ValueError(f"{path}: {kind(mode)}, not a file: refused (a site is regular "
+                         "files)")
+    if not os.access(source, os.R_OK):
+        raise ValueError(f"{path}: not readable")
+    return source
 
 
 def _hidden(url: str) -> bool:
@@ -90,9 +123,18 @@ def urls(root: Path) -> tuple[tuple[str, int], ...]:
 def build(root: Path) -> list[File]:
     """The directory's files, read now: what the run serves is what was there when it
     was deployed. A PHP script is checked by its status only."""
-    return [File(url, path.read_bytes(), Expect() if is_php(url) else None,
+    return [File(url, _read(path, root), Expect() if is_php(url) else None,
                  mode=0o644, check=not _hidden(url))
             for url, path in files(root)]
+
+
+def _read(path: Path, root: Path) -> bytes:
+    """A file files() found, read as checked: still inside the directory and still a
+    regular file when opened (a link or a file swapped since is refused, not read)."""
+    if not path.resolve().is_relative_to(root.resolve()):
+        raise ValueError(f"{path}: left the directory {root} since it was listed")
+    with open_regular(path) as f:
+        return f.read()
 
 
 def versions(root: Path) -> dict[str, str]:
@@ -113,7 +155,7 @@ def digest(root: Path) -> str:
 def _digest(root: Path, stamp: tuple[tuple[str, int, int], ...]) -> str:
     total = hashlib.sha256()
     for url, *_ in stamp:
-        with open(root / url.lstrip("/"), "rb") as f:
+        with open_regular(root / url.lstrip("/")) as f:
             data = hashlib.file_digest(f, "sha256").digest()
         total.update(url.encode() + b"\0" + data)
     return total.hexdigest()
