@@ -227,3 +227,47 @@ def test_mariadb_cnf_extra_wins_and_a_knob_it_overrides_fails(session, tmp_path)
 def record(configs: dict[str, str]) -> RunRecord:
     return RunRecord(experiment_id=1, trial_id="t", repetition=1, outcome="ok",
                      started_at="s", ended_at="e", knobs={}, versions={}, configs=configs)
+
+
+# what an include may write: only inside the run directory --------------------------------
+
+OUTSIDE = {   # a directive writing to {out}, a file outside the lab, per server
+    "nginx": ["error_log {out};\n", "access_log {out};\n",
+              "location /x {{\n    access_log '{out}' combined;\n}}\n",
+              "client_body_temp_path ../../{name};\n", "include /etc/nginx/mime.types;\n"],
+    "apache": ["ErrorLog {out}\n", 'CustomLog "{out}" common\n',
+               'CustomLog "|/bin/touch {out}" common\n', "TransferLog \\\n  {out}\n",
+               "Mutex file:{dir} default\n", "IncludeOptional /etc/apache2/conf-enabled/*.conf\n"],
+    "php": ["error_log = {out}\n", 'session.save_path = "{dir}"\n'],
+    "mariadb": ["log_error = {out}\n", "general-log-file={out}\n", "loose-pid-file = {out}\n"],
+}
+
+
+@pytest.mark.parametrize("owner, line", [(o, t) for o, texts in OUTSIDE.items()
+                                         for t in texts])
+def test_an_include_that_writes_outside_the_lab_is_refused_before_any_test_runs(
+        tmp_path, spec_args, owner, line):
+    """Servers and their config tests run as root: `nginx -t` created an include's
+    error_log outside the lab at spec time, even under --dry-run."""
+    out = tmp_path / "outside" / "written.log"
+    out.parent.mkdir()
+    write(tmp_path / "mine.conf", line.format(out=out, dir=out.parent, name=out.name))
+    with pytest.raises(SpecError) as e:
+        parse_spec(spec(tmp_path, owner, "mine.conf"), str(tmp_path / "e.toml"), *spec_args)
+    problem = e.value.problem
+    at = 2 if line.startswith("location") else 1       # the directive's own line
+    assert problem.startswith(f"{owner}.{KNOBS[owner]}: line {at}: "), problem
+    assert "run directory" in problem and "\n" not in str(e.value)
+    assert list(out.parent.iterdir()) == []
+
+
+@pytest.mark.parametrize("owner, text", [
+    ("nginx", "access_log mine.log;\nerror_log stderr;\naccess_log off;\n"
+              "# error_log /var/log/x.log;\nadd_header X-Log \"/var/log/x.log\";\n"),
+    ("apache", "ErrorLog mine.log\n# ErrorLog /var/log/x.log\nErrorLog syslog:local1\n"),
+    ("php", "error_log = /dev/null\n; error_log = /var/log/x.log\n"),
+    ("mariadb", "log_error = mine.err\n# log_error = /var/log/x.err\n"),
+])
+def test_a_relative_path_a_sink_or_a_comment_is_accepted(tmp_path, spec_args, owner, text):
+    write(tmp_path / "mine.conf", text)
+    parse_spec(spec(tmp_path, owner, "mine.conf"), str(tmp_path / "e.toml"), *spec_args)

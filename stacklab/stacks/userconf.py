@@ -17,7 +17,6 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-import stat
 import subprocess
 import tempfile
 from abc import abstractmethod
@@ -27,8 +26,10 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ..errors import StackError, printable
+from ..host.regular import read_regular
 from ..knobs import Knob
 from .base import Component, RenderContext, RunningComponent
+from .includewrites import Scanner
 
 INCLUDE = "include"           # an IncludingServer's knob naming the user's file
 MAX_BYTES = 1 << 20          # a file of directives, not a data set
@@ -57,12 +58,15 @@ class UserFile:
                 "the user's lines, verbatim\n")
 
 
-def include_knob(component: str, name: str, meaning: str, test: Tester) -> Knob:
+def include_knob(component: str, name: str, meaning: str, test: Tester,
+                 writes: Scanner) -> Knob:
     """A knob naming a file of the user's directives: default "" (none); refused at
-    spec time unless it is a readable text file the server's own test accepts."""
+    spec time unless it is a readable text file that writes nothing outside the run
+    directory (`writes`, includewrites.py: read before any config test runs it) and
+    the server's own test accepts."""
     key = f"{component}.{name}"
     return Knob(component, name, str, "", meaning, path=True,
-                validate=partial(_problem, key, test))
+                validate=partial(_problem, key, test, writes))
 
 
 def read(knob: str, value: str) -> UserFile:
@@ -155,7 +159,7 @@ class IncludingServer(Component):
         return super().start(ctx, knobs, ready_timeout_s, run_as)
 
 
-def _problem(knob: str, test: Tester, value: str) -> str | None:
+def _problem(knob: str, test: Tester, writes: Scanner, value: str) -> str | None:
     """Why `value` cannot be used (Knob.validate), or None."""
     if not value:
         return None
@@ -163,6 +167,11 @@ def _problem(knob: str, test: Tester, value: str) -> str | None:
         user = read(knob, value)
     except StackError as e:
         return str(e).removeprefix(f"{knob}: ")
+    if found := writes(user.text):
+        line, directive, path, why = found
+        return (f"line {line}: {directive} {path}: {why} (an include may write only "
+                "inside the run directory: a relative path, or off, /dev/null, stderr, "
+                "syslog)")
     with tempfile.TemporaryDirectory(prefix="stacklab-conftest-") as scratch:
         try:
             error = test(user.path, Path(scratch))
@@ -172,18 +181,9 @@ def _problem(knob: str, test: Tester, value: str) -> str | None:
 
 
 def _text(path: Path) -> str:
-    """A regular text file's content, read as checked (a FIFO would block, /dev/zero
-    never end)."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-    try:
-        mode = os.fstat(fd).st_mode
-        if not stat.S_ISREG(mode):
-            raise ValueError("not a regular file")
-        data = os.read(fd, MAX_BYTES + 1)
-    finally:
-        os.close(fd)
-    if len(data) > MAX_BYTES:
-        raise ValueError(f"larger than {MAX_BYTES >> 20} MiB: not a file of directives")
+    """A regular text file's content (host.regular: a FIFO would block, /dev/zero never
+    end)."""
+    data = read_regular(path, MAX_BYTES, "a file of directives")
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError:

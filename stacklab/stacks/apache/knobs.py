@@ -6,6 +6,7 @@ from ..http2 import http2_knob
 from ..limits import nofile_knob
 from ..tls import tls_knobs
 from ..tlsrules import described
+from .. import includewrites
 from ..userconf import include_knob
 from .configtest import check_file
 
@@ -106,5 +107,5 @@ KNOBS = [
                  "the experiment file), included verbatim at the end of httpd.conf, after "
                  "stacklab's, under every MPM and handler; \"\" = none. A later directive "
                  "wins in Apache's main config; LoadModule the modules it needs.",
-                 check_file),
+                 check_file, includewrites.apache),
 ]

@@ -1,6 +1,7 @@
 from functools import partial
 
 from ...knobs import Knob
+from .. import includewrites
 from ..userconf import include_knob
 from .configtest import check_file
 
@@ -39,5 +40,5 @@ KNOBS = [
     include_knob(COMPONENT, "cnf_extra", "A file of your own server options (relative to "
                  "the experiment file), read after stacklab's my.cnf in the [mariadbd] "
                  "group unless it opens another; a later option wins; \"\" = none.",
-                 check_file),
+                 check_file, includewrites.ini(includewrites.MARIADB_WRITES)),
 ]

@@ -6,6 +6,7 @@ from ..http2 import http2_knob
 from ..limits import nofile_knob
 from ..tls import tls_knobs
 from ..tlsrules import described
+from .. import includewrites
 from ..userconf import include_knob
 from .configtest import check_file
 
@@ -60,5 +61,6 @@ KNOBS = [
     include_knob(COMPONENT, "include", "A file of your own nginx directives (relative to "
                  "the experiment file), included verbatim at the end of the server block, "
                  "after stacklab's; \"\" = none. nginx refuses a directive the block "
-                 "already has (root, listen…): no later-one-wins.", check_file),
+                 "already has (root, listen…): no later-one-wins.", check_file,
+                 includewrites.nginx),
 ]

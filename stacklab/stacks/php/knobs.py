@@ -1,6 +1,7 @@
 from functools import partial
 
 from ...knobs import Knob
+from .. import includewrites
 from ..userconf import include_knob
 from .ini import check_extra
 
@@ -57,6 +58,7 @@ KNOBS = [
     include_knob(COMPONENT, "ini_extra", "A file of your own php.ini directives (relative "
                  "to the experiment file), read after stacklab's php.ini by every handler "
                  "(mod_php, PHP-FPM, FastCGI, CGI: conf.d, scanned last); its values win; "
-                 "\"\" = none.", check_extra),
+                 "\"\" = none.", check_extra,
+                 includewrites.ini(includewrites.PHP_WRITES)),
 ]
 
