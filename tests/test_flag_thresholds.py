@@ -131,6 +131,26 @@ def test_memory_pressure_over_one_percent_of_the_window(stall, raised):
     assert (flag is not None and flag.name == "memory-pressure") == raised
 
 
+# A 40 MiB profile, 90% of it 36 MiB (exact in floating point): its group peaking under
+# that left memory the run did not use, so a wait was the host's (memory-pressure); at it
+# and over, the profile held the run (memory-limited). 0.5 or 0.99 fails a row, ≥ turned
+# to > fails the row on it.
+MIB = 2**20
+
+
+@pytest.mark.parametrize("peak_bytes, flagged", [
+    (20 * MIB, "memory-pressure"),                          # 50%
+    (int(35.6 * MIB), "memory-pressure"),                   # 89%
+    (36 * MIB - 1, "memory-pressure"),
+    (36 * MIB, "memory-limited"),                           # 90%, on it
+    (int(36.4 * MIB), "memory-limited"),                    # 91%
+    (int(39.6 * MIB), "memory-limited")])                   # 99%
+def test_memory_limited_from_nine_tenths_of_the_profile(peak_bytes, flagged):
+    machine = {"memory_mb": 40, "memory_oom_kills": 0, "memory_peak_bytes": peak_bytes}
+    flag = memory_pressure({"memory_stall_share": 0.05}, machine)
+    assert flag is not None and flag.name == flagged, (peak_bytes / MIB, flag)
+
+
 @pytest.mark.parametrize("stall, raised", [(0.049, False), (0.05, False), (0.051, True)])
 def test_io_pressure_over_five_percent_of_the_window(stall, raised):
     assert (io_pressure({"io_stall_share": stall}, {}, {}) is not None) == raised
@@ -146,6 +166,7 @@ def test_the_readme_states_the_thresholds_tested_here():
                          "host-busy": ("> 0.10 of a core", "> 2%"),
                          "io-pressure": ("more than 5%",),
                          "memory-pressure": ("more than 1%",),
+                         "memory-limited": ("≥ 90%",),
                          "error-responses": ("more than 1%",),
                          "high-dispersion": ("> 1.5×",)}.items():
         for words in stated:
