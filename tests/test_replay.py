@@ -5,6 +5,8 @@ reported before the load (and a run refused past the share), the engine's URL li
 schedule; and one short replay through the real engine on a real nginx on loopback."""
 
 import json
+import os
+import threading
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -13,7 +15,8 @@ import pytest
 from stacklab.errors import SpecError, VerificationFailed
 from stacklab.experiment.spec import parse_spec
 from stacklab.host.net import Endpoint
-from stacklab.measure.drive import LOAD_KNOBS, LoadPlan, engine_argv, schedule_lines, url_lines
+from stacklab.measure.drive import (LOAD_KNOBS, LoadPlan, _average_rate, engine_argv,
+                                     schedule_lines, url_lines)
 from stacklab.run.replay import MISSING_SHARE, replay_plan
 from stacklab.workloads.accesslog import (Request, arrival_offsets, parse_line, parse_log,
                                           read_log)
@@ -328,3 +331,60 @@ def test_what_the_log_holds_besides_is_said_before_anything_runs():
 def test_a_replayed_url_may_vary_where_the_site_may_compute_it(path, varies):
     from stacklab.run.replay import may_vary
     assert may_vary(path) is varies
+
+
+# ---- what is not a log, and a replay too short to measure
+
+
+def _refused_replay(tmp_path, spec_args, load: dict) -> str:
+    with pytest.raises(SpecError) as caught:
+        parse_spec(spec_doc(load), str(tmp_path / "exp.toml"), *spec_args)
+    line = str(caught.value)
+    assert "\n" not in line
+    return line
+
+
+def test_a_fifo_or_dev_zero_as_the_log_is_refused_not_read(tmp_path, spec_args):
+    """load.replay naming a FIFO hung; a symlink to /dev/zero grew to 1.3 GB in 12 s."""
+    os.mkfifo(tmp_path / "pipe.log")
+    (tmp_path / "zero.log").symlink_to("/dev/zero")
+    done = {}
+
+    def parse(name):
+        done[name] = _refused_replay(tmp_path, spec_args, {"replay": name})
+    for name in ("pipe.log", "zero.log"):
+        worker = threading.Thread(target=parse, args=(name,), daemon=True)
+        worker.start()
+        worker.join(10)
+        if worker.is_alive():
+            if name == "pipe.log":
+                with open(tmp_path / name, "w"):     # let the blocked reader end
+                    pass
+            pytest.fail(f"reading {name} as a replay log did not end")
+    assert "load.replay" in done["pipe.log"] and "not a regular file (a FIFO)" in done[
+        "pipe.log"]
+    assert "not a regular file (a character device)" in done["zero.log"]
+
+
+def test_a_line_without_an_end_is_refused_not_grown(tmp_path, spec_args):
+    (tmp_path / "one.log").write_bytes(b"x" * (200 << 10))
+    assert "line 1 is longer than 64 KiB" in _refused_replay(tmp_path, spec_args,
+                                                             {"replay": "one.log"})
+
+
+def test_a_timed_replay_too_short_to_measure_is_refused(tmp_path, spec_args):
+    """3 requests at 100/s were played in 0.03 s and stored as an `ok` run."""
+    write_log(tmp_path / "short.log", ["/a", "/b", "/c"])
+    line = _refused_replay(tmp_path, spec_args,
+                           {"replay": "short.log", "replay_times": True, "rate": 100})
+    assert "load.rate = 100" in line and "played in 0.03 s" in line and "0.1 s" in line
+    parse_spec(spec_doc({"replay": "short.log", "replay_times": True, "rate": 30}),
+               str(tmp_path / "exp.toml"), *spec_args)                 # 0.1 s: measured
+
+
+@pytest.mark.parametrize("requests, span_s, rate", [(3, 0.02, 100.0), (1001, 10.0, 100.0),
+                                                    (1, 0.0, 1e6), (2, 0.0, 2e6)])
+def test_a_replays_asked_rate_is_its_gaps_over_its_span(requests, span_s, rate):
+    """n requests span n - 1 gaps: 3 sent 10 ms apart asked for 100/s, not '150' (the
+    flag said '250 asked for' of load.rate = 100)."""
+    assert _average_rate({"requests": requests, "span_s": span_s}) == rate

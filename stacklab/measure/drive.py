@@ -438,10 +438,14 @@ def _agents(doc: dict | None) -> dict:
 
 
 def _average_rate(schedule: dict | None) -> float | None:
-    """A replay's average rate (schema 3 on): its requests over its span; None when there
-    is no schedule (a closed loop unless config.rate says otherwise)."""
+    """A replay's average rate (schema 3 on): the gaps between its requests over its span
+    (n requests span n - 1 gaps: 3 sent 10 ms apart are 100/s, not 150/s; all at once:
+    as fast as can be); None when there is no schedule (a closed loop unless
+    config.rate says otherwise)."""
     if not schedule:
         return None
+    if schedule["requests"] >= 2 and schedule["span_s"] > 0:
+        return (schedule["requests"] - 1) / schedule["span_s"]
     return schedule["requests"] / max(schedule["span_s"], 1e-6)
 
 

@@ -19,11 +19,15 @@ from datetime import datetime
 from pathlib import Path
 
 from ..errors import SpecError
+from ..host.regular import open_regular
 
 REPLAYED_METHODS = ("GET", "HEAD")
 # A log larger than this is refused: its schedule and URL list live in memory twice (here
 # and in the engine) and it is parsed again before every run.
 MAX_LOG_LINES = 2_000_000
+# A timed replay shorter than this is refused, as experiment.duration is.
+MIN_REPLAY_S = 0.1
+MAX_LINE_CHARS = 64 << 10   # a request line and its fields; /dev/zero has no end of line
 # host ident user [time] "request" status bytes, then Combined's "referer" "user-agent";
 # a quoted field may hold \" (Apache and nginx escape quotes that way).
 _QUOTED = r'"((?:[^"\\]|\\.)*)"'
@@ -148,12 +152,15 @@ def read_log(path: Path) -> AccessLog:
     """The log at `path` parsed (latin-1: any byte is a character, so no line is lost
     to decoding; a non-ASCII path is then refused by reason), with its sha256. OSError
     when unreadable, ValueError when past MAX_LOG_LINES."""
-    with open(path, "rb") as raw:
+    with open_regular(path) as raw:
         digest = hashlib.sha256()
         text = io.TextIOWrapper(io.BufferedReader(_Hashed(raw, digest)), encoding="latin-1",
                                 newline=None)
         lines = []
-        for line in text:
+        while line := text.readline(MAX_LINE_CHARS + 1):
+            if len(line) > MAX_LINE_CHARS:
+                raise ValueError(f"line {len(lines) + 1} is longer than "
+                                 f"{MAX_LINE_CHARS >> 10} KiB: not an access log")
             lines.append(line.rstrip("\n"))
             if len(lines) > MAX_LOG_LINES:
                 raise ValueError(f"more than {MAX_LOG_LINES:,} lines")
@@ -162,7 +169,7 @@ def read_log(path: Path) -> AccessLog:
 
 def log_sha256(path: Path) -> str:
     """The file's sha256, without parsing it (what a run's versions record of its log)."""
-    with open(path, "rb") as f:
+    with open_regular(path) as f:
         return hashlib.file_digest(f, "sha256").hexdigest()
 
 
@@ -240,4 +247,9 @@ def resolve_replay(file: str, fixed: dict, axes: dict) -> None:
         if not all(rates):
             raise SpecError(file, "load.replay_times", True, "needs load.rate (the log's "
                             "average rate is scaled to it: an open loop)")
+        if (span := len(log.requests) / max(rates)) < MIN_REPLAY_S:
+            raise SpecError(file, "load.rate", max(rates), f"the log's "
+                            f"{len(log.requests)} requests at {max(rates)}/s are played in "
+                            f"{span:.3g} s: at least {MIN_REPLAY_S} s can be measured "
+                            "(the monitor samples every 100 ms); a lower rate or a longer log")
     fixed["load.replay"] = str(path)
