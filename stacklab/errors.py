@@ -5,6 +5,7 @@ Per-request failures are never errors: they are counted data in load reports.
 
 from __future__ import annotations
 
+import re
 import unicodedata
 from enum import IntEnum
 
@@ -25,6 +26,20 @@ def printable(text: str) -> str:
     """`text` with every character a terminal would act on (ESC, newline, NUL, bidi
     overrides…) written as a Python repr writes it: one line that shows, never does."""
     return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
+# A word (a run without whitespace: a URL, a path, a value) longer than this is cut where
+# a message says it: a 200 KB URL would otherwise be printed and stored whole.
+MAX_WORD_CHARS = 200
+_LONG_WORD = re.compile(r"\S{%d,}" % (MAX_WORD_CHARS + 1))
+
+
+def clip(text: str) -> str:
+    """`text` with every word past MAX_WORD_CHARS cut to its start, saying how long it
+    was: 'http://h/aaaa… (204,817 characters)' (a cut word is MAX_WORD_CHARS long, so
+    clipping twice cuts nothing more)."""
+    return _LONG_WORD.sub(
+        lambda m: f"{m[0][:MAX_WORD_CHARS - 1]}… ({len(m[0]):,} characters)", text)
 
 
 def control_character(text: str, allowed: str = "\t\n") -> str | None:
@@ -59,7 +74,7 @@ class StacklabError(Exception):
         cls.exit_code = int(cls.exit_status)
 
     def __str__(self) -> str:
-        return printable(super().__str__())
+        return printable(clip(super().__str__()))
 
 
 class SpecError(StacklabError):

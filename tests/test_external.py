@@ -17,6 +17,7 @@ import os
 import pwd
 import signal
 import socket
+import sqlite3
 import subprocess
 import tomllib
 from pathlib import Path
@@ -404,3 +405,15 @@ def test_a_name_is_refused_without_a_lookup_unless_the_flag(tmp_path, monkeypatc
     assert looked_up == []
     assert remote_problem("http://localhost:8080/", allow_remote=False) is None
     assert looked_up == ["localhost"]           # /etc/hosts' name only
+
+
+def test_a_huge_url_is_said_by_its_start_and_its_length(tmp_path):
+    """A 200 KB path's error was printed and stored whole."""
+    path = "/" + "a" * 200_000
+    spec = write_spec(tmp_path, "http://127.0.0.1:1/", external=f'paths = ["{path}"]')
+    db = tmp_path / "r.db"
+    code, line = invoke("run", spec, "--db", db)
+    assert code != 0 and len(line) < 2_000, line[:300]
+    assert f"http://127.0.0.1:1/{'a' * 100}" in line and "(200,020 characters)" in line
+    stored = sqlite3.connect(db).execute("SELECT * FROM runs").fetchall() if db.exists() else []
+    assert all(len(repr(row)) < 20_000 for row in stored)

@@ -17,6 +17,7 @@ from enum import StrEnum
 from pathlib import Path
 
 from .drive import CONDITIONAL_HEADERS, MAX_HEADER_CHARS, LoadReport, parse_header
+from ..errors import clip
 from ..host.net import Endpoint, check_reachable
 
 
@@ -39,6 +40,10 @@ class Verdict:
     status: Status
     detail: str
     data: dict = field(default_factory=dict)   # figures behind the verdict, for reports
+
+    def __post_init__(self) -> None:
+        # what is stored and printed: a 200 KB URL said by its start and its length
+        object.__setattr__(self, "detail", clip(self.detail))
 
 
 def any_fail(verdicts: Iterable[Verdict]) -> bool:
