@@ -4,9 +4,10 @@ the same values on both sides it is not shown (a claim of no difference: holds, 
 does not hold at twice), in both modes. So a check whose selectors do not name one trial
 a side (at every level of a mean over levels), whose sum or mean is not what B/A reads,
 whose metric is not its claim's, or whose sides are the other way round from its claim's
-(where a stack, workload or knob name tells them apart) is seen before a study runs for
-an hour. Which two trials a claim means is not otherwise known to the test: a check whose
-sides differ only by numbers or switches is held to its claim by its note alone.
+is seen before a study runs for an hour. The last is read from the claim's words: what
+tells a check's two trials apart (a stack's part, the workload, the concurrency, a knob's
+value, switches and numbers too) must be named by the claim on its own side more than on
+the other, for every check; a check no word orients fails until its difference is named.
 
 The runs are TrialSummary values for every trial the step plans, each metric filled the
 way the store's summary fills it (analyze.summarize), so a check's selectors, its sums
@@ -16,13 +17,14 @@ from __future__ import annotations
 
 import math
 import re
+from dataclasses import replace
 
 import pytest
 
 from stacklab.analysis.analyze import Estimate, ExperimentView, TrialSummary
 from stacklab.stacks import REGISTRY, STACKS
 from stacklab.studies.findings import STUDY_IDS, load_study
-from stacklab.studies.plans import load_plan, matches, prepare
+from stacklab.studies.plans import Sum, load_plan, matches, prepare
 from stacklab.studies.verdict import (claim_band, direction_verdict, measure_check, same_band,
                                       size_verdict)
 from stacklab.workloads import WORKLOADS
@@ -156,30 +158,163 @@ def test_size_follows_the_made_up_ratio():
         assert size_verdict(then, m, "b>a") == size
 
 
-def _markers(own: dict, other: dict) -> list[str]:
-    """The words that tell a side from the other: its stack, workload or knob values
-    that differ and are names (not numbers or switches), each as a whole word."""
-    return [str(v).lower() for k, v in own.items()
-            if isinstance(v, str) and len(v) >= 3 and not v.isdigit() and other.get(k) != v]
+# How the claims' prose names what tells two trials apart, by what differs: a component
+# of one side's stack only, the workload, the concurrency, a knob both stacks have set to
+# different values. A value missing here has no words (a check the others do not orient
+# fails below, naming what differs). Claims say "raw", "same with keep-alive"; a word is
+# matched whole, case aside, and a knob's "off" words are kept from matching its "on".
+COMPONENT_WORDS = {
+    "apache": ["apache"], "nginx": ["nginx"], "nginx-proxy": ["nginx"],
+    "lighttpd": ["lighttpd"], "webfs": ["webfs", "boa"], "mini-httpd": ["mini-httpd", "thttpd"],
+    "varnish": ["varnish"], "squid": ["squid"], "haproxy": ["haproxy", "balancer"],
+    "apache-proxy": ["mod_cache", "mod_proxy"], "mod_php": ["mod_php"],
+    "php-fpm": ["php-fpm", "fastcgi"], "fcgid": ["fcgid", "fastcgi"], "perl-cgi": ["cgi"],
+    "mod_perl": ["ModPerl::Registry"], "mod_perl-perlrun": ["ModPerl::PerlRun"],
+    "mariadb": ["mariadb", "mysql"], "memcached": ["memcached?"],
+}
+WORKLOAD_WORDS = {
+    "static-page": ["static", "index.html"], "static-page:256": ["static"],
+    "php-simple": ["simple.php"], "picture": ["picture.png"], "php-blank": ["blank"],
+    "php-session": [r"session_start\(\)"], "editor-page": ["WYSIWYG"],
+    "editor-page-min": ["minified"], "php-output-uncached": ["rendered on every request"],
+    "php-output-cache": ["cached file"], "perl-page": ["Perl CGI page", "Perl page"],
+    "portal-page": ["portal"], "photos": ["photos"], "php-uncacheable": ["uncacheable"],
+}
+KNOB_WORDS = {
+    ("load.keepalive", True): [r"(?<!no )keep-alive"],
+    ("load.keepalive", False): ["no keep-alive", "new connection"],
+    ("apache.keepalive", True): ["KeepAlive On"], ("apache.keepalive", False): ["KeepAlive Off"],
+    ("apache.tls", True): ["TLS"], ("apache.tls", False): ["raw"],
+    ("nginx.tls", True): ["TLS"], ("nginx.tls", False): ["raw"],
+    ("apache.deflate", True): ["mod_deflate", "gzip"],
+    ("apache.deflate", False): ["uncompressed", "raw"],
+    ("nginx.gzip", True): ["gzip"], ("nginx.gzip", False): ["uncompressed", "raw"],
+    ("apache.expires", "off"): ["no Expires"], ("apache.expires", "1d"): [r"(?<!no )Expires"],
+    ("apache.modules", "debian"): ["distribution's"],
+    ("apache.modules", "minimal"): ["unneeded modules off", "only the modules"],
+    ("php.opcache", True): [r"(?<!no )(?<!without an )opcode cache", "OPcache"],
+    ("php.opcache", False): ["no opcode cache", "without an opcode cache"],
+    ("php.session_auto_start", True): ["auto_start = 1"],
+    ("php.session_auto_start", False): ["auto_start = 0"],
+    ("php.session_dir", "run"): ["default directory"],
+    ("php.session_dir", "nested"): ["another directory"],
+    ("php.zlib_output_compression", True): ["compressed", "zlib.output_compression on"],
+    ("php.zlib_output_compression", False): ["uncompressed"],
+    ("mariadb.innodb_buffer_pool_size_mb", 128): ["default buffers"],
+    ("mariadb.innodb_buffer_pool_size_mb", 256): ["sized to the data"],
+    ("fs.type", "ext3"): ["ext3", "on disk"], ("fs.type", "tmpfs"): ["tmpfs", "ramdisk"],
+    ("net.link", "100mbit"): ["100 Mbit"], ("net.link", "1gbit"): ["1 Gbit"],
+    ("net.tcp_sack", "0"): ["TCP sysctls"],
+    ("machine.cpu_quota", 0.5): ["weak(?:er)?"], ("machine.cpu_quota", 1.0): ["strong(?:er)?"],
+    ("load.conditional", "none"): ["unconditional"], ("load.conditional", "etag"): ["conditional"],
+    ("nginx.tls_session_cache", False): ["no session cache"],
+    ("nginx.tls_session_cache", True): [r"(?<!no )(?:shared )?session cache"],
+}
+LEVEL_KNOBS = ("apache.deflate_level", "nginx.gzip_comp_level")      # "gzip level 9"
+NAME_KNOBS = ("apache.mpm", "fs.type")                                # "prefork", "xfs"
+# knob sections every trial has, whatever its stack
+LAB_SECTIONS = ("load", "net", "fs", "machine")
 
 
-def _says(text: str, words: list[str]) -> bool:
-    return any(re.search(rf"(?<![\w>+-]){re.escape(w)}(?![\w+-])", text.lower()) for w in words)
+def knob_words(key: str, value) -> list[str]:
+    if (key, value) in KNOB_WORDS:
+        return KNOB_WORDS[key, value]
+    if key in LEVEL_KNOBS:
+        return [f"level {value}"]
+    return [str(value)] if key in NAME_KNOBS else []
 
 
-@pytest.mark.parametrize("sid, ps, check", [p for p in CHECKS
-                                            if isinstance(p.values[2].a, dict)
-                                            and isinstance(p.values[2].b, dict)])
+def concurrency_words(n: int) -> list[str]:
+    """c=50, 25 clients, 100 Apache processes; one client stands for an idle Apache (its
+    start servers only: S2's and S4's notes say so)."""
+    return [f"c={n}", f"{n} clients", rf"{n} (?:\w+ )?processes"] + (
+        ["one client", "idle", "stopped"] if n == 1 else [])
+
+
+def components(stack: str) -> set[str]:
+    """The parts a stack expression names: 'nginx-proxy > apache+mod_php+mariadb' →
+    nginx-proxy, apache, mod_php, mariadb (a replica count is not one)."""
+    return {t for t in re.split(r"[\s>+*]+", stack) if t and not t.isdigit()}
+
+
+def effective_knobs(trial) -> dict:
+    """Every knob the trial's stack has, as it runs: declared defaults < the stack's
+    defaults < what the stack fixes < the trial's own."""
+    d = STACKS[trial.stack]
+    out = {f"{owner}.{k}": v for owner in (*d.knob_owners, *LAB_SECTIONS)
+           for k, v in REGISTRY.defaults(owner).items()}
+    return out | d.defaults | d.knobs | dict(trial.knobs)
+
+
+def words_apart(a, b) -> tuple[list[str], list[str], list[str]]:
+    """The words that name trial `a` against `b`, those that name `b` against `a`, and
+    what differs between them (for a failure's message)."""
+    wa, wb, apart = [], [], []
+    for own, other, words in ((a, b, wa), (b, a, wb)):
+        for c in sorted(components(own.stack) - components(other.stack)):
+            words += COMPONENT_WORDS.get(c, [re.escape(c)])
+    if components(a.stack) != components(b.stack):
+        apart.append(f"stack {a.stack} / {b.stack}")
+    if a.workload != b.workload:
+        wa += WORKLOAD_WORDS.get(a.workload, [])
+        wb += WORKLOAD_WORDS.get(b.workload, [])
+        apart.append(f"workload {a.workload} / {b.workload}")
+    if a.concurrency != b.concurrency:
+        wa += concurrency_words(a.concurrency)
+        wb += concurrency_words(b.concurrency)
+        apart.append(f"c={a.concurrency} / c={b.concurrency}")
+    ka, kb = effective_knobs(a), effective_knobs(b)
+    for key in sorted(ka.keys() & kb.keys()):
+        if ka[key] != kb[key]:
+            wa += knob_words(key, ka[key])
+            wb += knob_words(key, kb[key])
+            apart.append(f"{key} {ka[key]!r} / {kb[key]!r}")
+    return wa, wb, apart
+
+
+def said(text: str, words: list[str]) -> list[str]:
+    return [w for w in words if re.search(rf"(?<![\w-]){w}(?!\w)", text, re.I)]
+
+
+SUMMED = re.compile(r"\b(?:added|plus|sum)\b")
+
+
+def orientation(claim, ps, check) -> list[str]:
+    """What is wrong with the check's sides against its claim's A and B ([] when nothing):
+    a side that is a sum of trials must be the claim's side that adds; plain sides must
+    be named by their own claim's words more than by the other's, at each level of a mean
+    over levels. Swapping A and B swaps the two counts, so a swapped check never passes."""
+    if isinstance(check.a, Sum) or isinstance(check.b, Sum):
+        return [f"side {side}: {'a sum' if isinstance(sel, Sum) else 'one trial'}, its "
+                f"claim {text!r}" for side, sel, text in (("a", check.a, claim.a),
+                                                          ("b", check.b, claim.b))
+                if isinstance(sel, Sum) != bool(SUMMED.search(text))]
+    levels = check.levels(ps.plan.trials)
+    problems = []
+    for (_, sel_a), (_, sel_b) in zip(check.selectors("a", levels), check.selectors("b", levels)):
+        [a] = [t for t in ps.plan.trials if matches(sel_a, t, REGISTRY)]
+        [b] = [t for t in ps.plan.trials if matches(sel_b, t, REGISTRY)]
+        wa, wb, apart = words_apart(a, b)
+        right = said(claim.a, wa) + said(claim.b, wb)
+        wrong = said(claim.a, wb) + said(claim.b, wa)
+        if len(right) <= len(wrong):
+            problems.append(f"claim A {claim.a!r}, B {claim.b!r}; the trials differ in "
+                            f"{'; '.join(apart) or 'nothing'}: its own words {right}, the "
+                            f"other side's {wrong}")
+    return problems
+
+
+@pytest.mark.parametrize("sid, ps, check", CHECKS)
 def test_no_checks_sides_are_swapped_against_its_claim(sid, ps, check):
-    """Where the sides differ by a name (a stack, a workload, a knob's value), the claim's
-    B must not name A's and A's not B's while its own does not: a check whose selectors
-    are swapped against its claim would judge the claim backwards."""
+    """Every check: what tells its two trials apart (a stack's part, the workload, the
+    concurrency, a knob) is named by the claim on the check's own side more than on the
+    other, or a sum of trials stands where the claim adds. A claim of no difference too,
+    where a swap leaves the verdict but inverts the ratio. A check that no word orients
+    fails here: name its difference in the tables above."""
     claim = load_study(sid).finding(check.finding).claim
-    a, b = _markers(check.a, check.b), _markers(check.b, check.a)
-    crossed = ((_says(claim.a, b) and not _says(claim.b, b))
-               or (_says(claim.b, a) and not _says(claim.a, a)))
-    assert not crossed, (f"claim A {claim.a!r}, B {claim.b!r}; "
-                         f"check A names {a}, B names {b}")
+    assert orientation(claim, ps, check) == []
+    swapped = replace(check, a=check.b, b=check.a)
+    assert orientation(claim, ps, swapped) != []
 
 
 def test_a_no_difference_claim_holds_at_its_own_figure_in_the_report():
