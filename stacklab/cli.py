@@ -10,7 +10,9 @@ from enum import Enum
 from pathlib import Path
 from typing import Optional
 
+import click
 import typer
+from rich.markup import escape
 from typer.completion import completion_init, get_completion_script, install
 from typer.core import TyperGroup
 
@@ -45,7 +47,13 @@ def error_line(e: BaseException) -> tuple[ExitStatus, str] | None:
 class Boundary(TyperGroup):
     """The one error boundary, around every command: an error becomes one line on
     stderr and its ExitStatus (`--traceback` shows the rest); what a command returns
-    is the exit status. The Environment is made here unless the caller gave one."""
+    is the exit status. The Environment is made here unless the caller gave one.
+    Every command's help is shown as written (as_written)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        for command in (self, *self.commands.values()):
+            as_written(command)
 
     def invoke(self, ctx):
         env = ctx.obj = ctx.obj or Environment.default()
@@ -63,6 +71,16 @@ class Boundary(TyperGroup):
             raise typer.Exit(said[0]) from None
         if status:
             raise typer.Exit(status)
+
+
+def as_written(command: click.Command) -> None:
+    """The command's help texts (its own, its epilog, its parameters') escaped for Rich,
+    which typer renders them with: a word in square brackets ("[external]", "[tune]",
+    "[default: 5s]") is shown, not read as a markup tag and dropped."""
+    for part in (command, *command.params):
+        for field in ("help", "short_help", "epilog"):
+            if isinstance(text := getattr(part, field, None), str):
+                setattr(part, field, escape(text))
 
 
 DB_HELP = (f"Results go to one database per user, whichever directory a command runs in: "
