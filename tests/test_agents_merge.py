@@ -117,6 +117,29 @@ def test_agents_that_start_apart_are_flagged_with_both_spreads():
                 "agents-skewed") is None
 
 
+@pytest.mark.parametrize("duration_s, limit_ms", [
+    (0.5, 20),       # 1% is 5 ms: the 20 ms floor rules
+    (1.0, 20),       # 1% is 10 ms
+    (3.0, 30),       # 1% of the run above the floor
+    (10.0, 100),
+])
+def test_agents_skewed_holds_at_its_edges(duration_s, limit_ms):
+    """The rule's edges: at the limit, max(20 ms, 1% of the measured phase), not flagged;
+    1 µs past it, flagged, by the start skew or by the clocks' spread alike. Moving the
+    floor (to 5 ms, say) or the share fails a row."""
+    limit_us = limit_ms * 1000
+    for at, flagged in ((limit_us, False), (limit_us + 1, True)):
+        skewed = merged_report([1_000_000, 1_000_000 + at // 2, 1_000_000 + at],
+                               duration_s=duration_s)
+        clocks = merged_report([1_000_000] * 3, [0, at, at // 3], duration_s=duration_s)
+        for load in (skewed, clocks):
+            found = flag(load, "agents-skewed")
+            assert (found is not None) == flagged, (duration_s, at, found)
+            if found:
+                assert f"limit {limit_ms} ms: 1% of the {duration_s:g} s measured, at " \
+                    "least 20 ms" in found.detail
+
+
 def test_one_saturated_agent_is_generator_bound_by_name():
     fine = merged_report([1_000_000] * 3, cpu=[0.4, 0.4, 0.4])
     assert flag(fine, "generator-bound") is None
@@ -130,7 +153,8 @@ def test_a_replays_schedule_is_the_agents_shares_added_up():
     for k, d in enumerate(parts):
         d["config"]["schedule"] = {"requests": 100 + k, "span_s": 10.0 - k / 100}
     merged = LoadReport.from_json(merge_reports(parts, ABOUT))
-    assert merged.rate == pytest.approx(303 / 10.0)
+    # as one engine's replay of all 303: 302 gaps over the longest span (drive's rule)
+    assert merged.rate == pytest.approx((303 - 1) / 10.0)
 
 
 def test_agents_whose_responses_came_in_different_protocols_are_refused():
