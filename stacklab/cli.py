@@ -165,13 +165,17 @@ def run(ctx: typer.Context,
         wait_quiet: bool = WaitQuietOpt,
         allow_remote: bool = typer.Option(
             False, "--allow-remote", help="Let an [external] server's url be a host that is "
-            "not loopback (its host is not checked; the report says so). Only here, never "
-            "in an experiment file."),
+            "not loopback (its host is not checked; the report says so), and "
+            "--agents-listen an address that is not loopback (an unauthenticated Dask "
+            "scheduler: README, \"Load from several hosts\"). Only here, never in an "
+            "experiment file."),
         agents_listen: Optional[str] = typer.Option(
             None, "--agents-listen", metavar="HOST:PORT", help="load.agents on other "
             "hosts: listen here for their Dask workers (`dask worker tcp://HOST:PORT "
             "--name NAME --nthreads 1 --no-nanny` on each) instead of starting local "
-            "agents; for an [external] server. Only here, never in an experiment file."),
+            "agents; for an [external] server. An IPv6 address in brackets "
+            "([2001:db8::10]:8786); not loopback: with --allow-remote. Only here, never in "
+            "an experiment file."),
         agents_wait: float = typer.Option(
             120.0, "--agents-wait", min=1, max=3600, help="Seconds to wait for "
             "--agents-listen's workers to join.")) -> ExitStatus:

@@ -99,10 +99,12 @@ class AgentPool:
                 warnings.simplefilter("ignore", RuntimeWarning)
                 cluster = _scheduler("0.0.0.0", 0)
                 client = Client(cluster)
-            port = cluster.scheduler_address.rsplit(":", 1)[1]
+            # tcp://…, or tls://… when Dask's configuration requires encryption
+            listening = cluster.scheduler_address
+            protocol, port = listening.split("://")[0], listening.rsplit(":", 1)[1]
             agents = [Agent(f"agent-{k}", ns, addr) for k, (ns, addr) in
                       enumerate(zip(net.agent_ns, net.agent_addrs))]
-            addresses = [f"tcp://{a}:{port}" for a in net.control_addrs]
+            addresses = [f"{protocol}://{a}:{port}" for a in net.control_addrs]
             for agent, address in zip(agents, addresses):
                 procs.append(_start_worker(["ip", "netns", "exec", agent.netns], address,
                                            agent.name, state_dir))
@@ -124,13 +126,22 @@ class AgentPool:
         from distributed import Client
 
         host, _, port = address.rpartition(":")
-        cluster = _scheduler(host, int(port))
+        try:
+            cluster = _scheduler(host, int(port))
+        except RuntimeError as e:        # distributed's "Cluster failed to start"
+            why: BaseException = e      # … from "Scheduler failed to start", from the
+            while why.__cause__ is not None:    # OSError that says why
+                why = why.__cause__
+            raise EngineError(f"--agents-listen {address}: the scheduler cannot listen "
+                              f"there: {why}") from None
         client = Client(cluster)
         pool = cls(cluster, client, [], scheduler=cluster.scheduler_address)
         try:
+            tls = (" --tls-ca-file CA --tls-cert CERT --tls-key KEY"
+                   if cluster.scheduler_address.startswith("tls://") else "")
             say(f"waiting for {count} load agent(s) at {cluster.scheduler_address}: on "
                 f"each load host run `dask worker {cluster.scheduler_address} --name NAME "
-                "--nthreads 1 --no-nanny`")
+                f"--nthreads 1 --no-nanny{tls}`")
             client.wait_for_workers(count, timeout=timeout_s)
         except BaseException as e:
             joined = len(pool._workers())

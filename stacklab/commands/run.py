@@ -6,7 +6,7 @@ import shlex
 from pathlib import Path
 from typing import Any, Callable
 
-from ..agents.rules import AgentsListen, check_listen
+from ..agents.rules import AgentsListen, check_bindable, check_listen
 from ..host import lab
 from ..analysis.analyze import ExperimentView, load_view
 from ..env import Environment
@@ -57,7 +57,7 @@ def run(env: Environment, spec_path: Path, db: Path | None, resume: bool,
     spec, plan = load(spec_path)
     agents = None
     if agents_listen is not None:
-        agents = AgentsListen(check_listen(agents_listen), agents_wait)
+        agents = AgentsListen(check_listen(agents_listen, allow_remote), agents_wait)
     view = measured(env, spec, plan, db, resume, dry_run, wait_quiet, allow_remote,
                     resume_command(spec_path, db), agents=agents)
     return ExitStatus.OK if view is None else gate(env, spec, view)
@@ -74,6 +74,8 @@ def measured(env: Environment, spec: ExperimentSpec, plan: Plan, db: Path | None
     `agents`: the user's --agents-listen (load.agents on other hosts)."""
     check_targets(spec, allow_remote)    # a remote server only with the user's flag
     check_agent_hosts(agents_asked(REGISTRY, plan.runs), agents)
+    if agents is not None:
+        check_bindable(agents.address)   # the scheduler can listen there, said before a run
     print_notes(plan.notes, env.stdout)     # knobs set where they cannot act in some trials
     print_notes(replay_notes(spec), env.stdout)
     if dry_run:
