@@ -326,6 +326,8 @@ def parse_spec(doc: dict, file: str, registry: KnobRegistry, stacks: StackNames,
     for key, value in _table(doc.get("load", {}), file, "load").items():
         fixed[_knob(registry, file, f"load.{key}", "load", key, value)] = value
     for component, table in _table(doc.get("knobs", {}), file, "knobs").items():
+        if "." in component and not isinstance(table, dict):
+            raise _quoted_key(file, "knobs", component, table)
         for name, value in _table(table, file, f"knobs.{component}").items():
             value = _file_value(registry, f"{component}.{name}", value, file)
             fixed[_knob(registry, file, f"knobs.{component}.{name}", component, name,
@@ -593,6 +595,14 @@ def _external_alone(fixed: dict[str, Any], axes: dict[str, tuple], file: str) ->
                             "experiment does not start")
 
 
+def _quoted_key(file: str, section: str, key: str, value: object) -> SpecError:
+    """A knob's dotted name written in quotes: TOML reads "nginx.workers" as one key,
+    not the table nginx holding workers, so it reaches no component."""
+    owner, name = key.split(".", 1)
+    return SpecError(file, f'{section}."{key}"', value, f"a quoted key is one name to "
+                     f"TOML, not {owner}'s knob {name!r}: write {key} without the quotes")
+
+
 def _axes(matrix: dict, file: str, registry: KnobRegistry, stacks: StackNames,
           workloads: set[str], given: dict[str, tuple] | None = None) -> dict[str, tuple]:
     """The matrix's axes; `given` are axes already decided (an external server's stack
@@ -612,6 +622,8 @@ def _axes(matrix: dict, file: str, registry: KnobRegistry, stacks: StackNames,
                 for v in values:
                     knob_key = _knob(registry, file, where, key, name, v)
                 axes[knob_key] = values
+        elif "." in key:
+            raise _quoted_key(file, "matrix", key, value)
         else:
             raise SpecError(file, f"matrix.{key}", value, "unknown axis (expected stack, "
                             "workload, concurrency or a component's knobs such as "
