@@ -265,7 +265,7 @@ def private_nginx(base: Path, servers: str, ports=(), prefix=()) -> Iterator[Pat
     import shutil
     import signal
     if not shutil.which("nginx"):
-        pytest.skip("nginx is not installed")
+        pytest.fail("nginx is not installed: run `make test` (it installs the test dependencies)")
     (base / "www").mkdir(parents=True, exist_ok=True)
     (base / "tmp").mkdir(exist_ok=True)
     temp = " ".join(f"{d}_temp_path {base}/tmp;" for d in
