@@ -265,7 +265,7 @@ def test_a_pool_predicted_over_the_memory_budget_is_never_started(tmp_path):
     spec.write_text(BUDGET_SPEC.format(budget=int(peak) + 6, seed=1))
     status, out = invoke("tune", spec, "--db", db)
     assert status == 0, out
-    storage = f"sqlite:///{tmp_path / 'runs' / 'tune' / 'tb.optuna.db'}"
+    storage = f"sqlite:///{tmp_path / 'r.db.tune' / 'tb.optuna.db'}"
     trials = optuna.load_study(study_name="tb", storage=storage).get_trials()
     stored = set(experiments(db))
     big = [ft for ft in trials if ft.user_attrs["values"]["php-fpm.max_children"] == 40]

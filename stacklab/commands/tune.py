@@ -3,9 +3,11 @@ experiment of the one run lifecycle, then the best measured again against the de
 
 - The search space is the knob registry's (experiment/tunespace.py); Optuna's TPE
   (multivariate, grouped over the conditional knobs) asks, stacklab measures, Optuna is
-  told. Its study lives beside the results database (`tune/<name>.optuna.db`), so
-  `--resume` continues a search: a trial an interrupt cut short is asked again with
-  the same values.
+  told. Its study is the results database's own (`<db>.tune/<name>.optuna.db`,
+  store/tunestudy.py), so `--resume` continues a search: a trial an interrupt or a kill
+  cut short is continued as the same trial, with its values, in its experiment (its
+  stored runs kept; what a kill left `running` settled first), and the final comparison
+  is resumed like any experiment. Nothing measured is measured again.
 - Each trial is an experiment `<name>.tune-<n>`: the spec's point with the trial's
   values as fixed knobs, the experiment's repetitions, stored like any run (nothing
   lost). A trial whose runs all failed is a failed trial (Optuna samples elsewhere).
@@ -42,9 +44,12 @@ from ..experiment.tunespace import Dimension, dimensions, suggest
 from ..report.tunelines import final_lines, history_line, space_lines, tally_line
 from ..stacks import REGISTRY, STACKS
 from ..store import Outcome, RunRecord
+from ..store.tunestudy import (absent, former_study_file, planned_as, settle, storage,
+                               study_errors, study_file)
 from ..workloads import WORKLOADS
+from ..run.runner import plan_hash
 from ..run.validate import SpecOrigin, validate_plan
-from .run import logs_dir, measured, planned
+from .run import measured, planned
 
 
 def tune(env: Environment, spec_path: Path, db: Path | None, resume: bool, dry_run: bool,
@@ -76,12 +81,16 @@ def tune(env: Environment, spec_path: Path, db: Path | None, resume: bool, dry_r
     search = Search(env, optuna, doc, spec_path, spec, dims, fixed,
                     parse_mib(t.memory) if t.memory else None, db, wait_quiet, allow_remote,
                     shlex.join(["stacklab", "tune", str(spec_path), "--db", str(db),
-                                "--resume"]))
-    study = open_study(optuna, db, spec, resume)
-    while counted(optuna, study) < t.trials and search.step(study):
-        pass
-    env.stdout.print(tally_line(*tally(optuna, study), search.budget), markup=False)
-    search.answer(study)
+                                "--resume"]), resume)
+    path = study_file(db, spec.experiment.name)
+    with study_errors(path, db):       # a study file gone bad mid-search too: one line
+        study = open_study(optuna, db, path, spec, resume)
+        for trial in cut_short(optuna, study):
+            search.step(study, trial)
+        while counted(optuna, study) < t.trials and search.step(study):
+            pass
+        env.stdout.print(tally_line(*tally(optuna, study), search.budget), markup=False)
+        search.answer(study)
     return ExitStatus.OK
 
 
@@ -101,6 +110,7 @@ class Search:
     wait_quiet: bool
     allow_remote: bool
     again: str                      # the command that resumes it
+    resume: bool                    # --resume: a stored final comparison is resumed
 
     @property
     def spec_stack(self) -> Any:
@@ -109,11 +119,13 @@ class Search:
     def say(self, line: str) -> None:
         self.env.stdout.print(line, markup=False)
 
-    def step(self, study: Any) -> bool:
-        """Ask one trial, measure it (unless its memory is predicted over the budget or
-        the plan refuses it) and tell Optuna; False when the search must stop."""
+    def step(self, study: Any, trial: Any = None) -> bool:
+        """Ask one trial (or continue `trial`, one cut short: cut_short), measure it
+        (unless its memory is predicted over the budget or the plan refuses it) and tell
+        Optuna; False when the search must stop."""
         states = self.optuna.trial.TrialState
-        trial = study.ask()
+        continued = trial is not None and "experiment" in trial.user_attrs
+        trial = trial or study.ask()
         values = suggest(trial, self.dims, self.fixed)
         name = f"{self.spec.experiment.name}.tune-{trial.number}"
         trial.set_user_attr("experiment", name)
@@ -140,9 +152,10 @@ class Search:
         t = self.spec.tune
         watch = (pruning(trial, t.objective, self.spec.experiment.first_repetitions)
                  if t.prune else None)
-        try:
-            view = measured(self.env, *point, self.db, False, False, self.wait_quiet,
-                            self.allow_remote, self.again, watch)
+        try:    # a trial cut short goes on in its experiment, if one was stored
+            view = measured(self.env, *point, self.db,
+                            continued and resumable(self.db, *point), False,
+                            self.wait_quiet, self.allow_remote, self.again, watch)
         except Pruned as e:
             trial.set_user_attr("pruned", str(e))
             study.tell(trial, state=states.PRUNED)
@@ -195,7 +208,7 @@ class Search:
                 **({f"alone {k}": self.alone(k, differ) for k in differ}
                    if t.alone and len(differ) > 1 else {})}
         got = final(self.env, self.doc, self.spec_path, arms, t.final_repetitions,
-                    self.db, self.wait_quiet, self.allow_remote, self.again)
+                    self.db, self.wait_quiet, self.allow_remote, self.again, self.resume)
         # an arm that came to the best's or the defaults' own trial is not set against it
         against = {name: self.rows(got[name], got["best"]) for name in ("defaults", "hand")
                    if name in got and got[name] is not got["best"]}
@@ -345,42 +358,84 @@ def searched_space(spec: ExperimentSpec) -> str:
                       sort_keys=True, default=str)
 
 
-def open_study(optuna: Any, db: Path, spec: ExperimentSpec, resume: bool) -> Any:
-    """The search's study, beside the database; a new one refuses an existing search of
-    the name (--resume continues it, when it is of the same space). A trial an interrupt
-    left running is failed and asked again with the same values. The sampler's seed moves
-    on with the trials stored, so a resume does not draw the first trials again."""
+def open_study(optuna: Any, db: Path, path: Path, spec: ExperimentSpec,
+               resume: bool) -> Any:
+    """The search's study, the database's own (at `path`: tunestudy.study_file); a new
+    one refuses an existing search of the name (--resume continues it, when it is of the
+    same space and its trials are in the database). On a resume, what a kill left
+    `running` is settled first (tunestudy.settle). The sampler's seed moves on with the
+    trials stored, so a resume does not draw the first trials again."""
     name = spec.experiment.name
-    path = logs_dir(db).parent / "tune" / f"{name}.optuna.db"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    storage = optuna.storages.RDBStorage(f"sqlite:///{path}")
-    exists = name in {s.study_name for s in optuna.get_all_study_summaries(storage)}
+    if resume and not path.exists():      # refused without leaving an empty study
+        raise UsageError(f"--resume: no stored search named {name!r} for {db} ({path})"
+                         + moved_hint(db, path, name))
+    kept = storage(optuna, path, db)
+    exists = name in {s.study_name for s in optuna.get_all_study_summaries(kept)}
     if exists and not resume:
         raise UsageError(f"tune {name}: a search of this name is stored ({path}); "
                          "--resume continues it, or rename [experiment] name")
     if resume and not exists:
-        raise UsageError(f"--resume: no stored search named {name!r} ({path})")
-    stored = optuna.load_study(study_name=name, storage=storage) if exists else None
+        raise UsageError(f"--resume: no stored search named {name!r} for {db} ({path})")
+    stored = optuna.load_study(study_name=name, storage=kept) if exists else None
     if stored is not None and stored.user_attrs.get("space") != searched_space(spec):
         raise UsageError(f"--resume: the stored search {name!r} was of another space "
                          "([tune], the matrix point, [knobs] or [load] changed); rename "
                          "[experiment] name to start anew")
+    if stored is not None and (gone := absent(db, measured_in(optuna, stored))):
+        raise UsageError(f"--resume: the stored search {name!r} ({path}) measured "
+                         f"trials the results database {db} does not hold "
+                         f"({', '.join(gone[:3])}{', …' if len(gone) > 3 else ''}): it is "
+                         "another database's search; give --db the database it measured "
+                         "into, or move the study away to start anew")
+    if resume:
+        settle(db, f"{name}.tune-")
     done = len(stored.get_trials(deepcopy=False)) if stored is not None else 0
     with warnings.catch_warnings():     # WilcoxonPruner: "experimental"
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
         pruner = (optuna.pruners.WilcoxonPruner(p_threshold=spec.tune.prune)
                   if spec.tune.prune else optuna.pruners.NopPruner())
     direction = "minimize" if spec.tune.objective == "cpu" else "maximize"
-    study = optuna.create_study(study_name=name, storage=storage,
+    study = optuna.create_study(study_name=name, storage=kept,
                                 sampler=sampler(optuna, spec.tune.seed + done,
                                                 spec.tune.trials),
                                 pruner=pruner, direction=direction, load_if_exists=True)
     study.set_user_attr("space", searched_space(spec))
-    for ft in study.get_trials(deepcopy=False,
-                               states=(optuna.trial.TrialState.RUNNING,)):
-        study.tell(ft.number, state=optuna.trial.TrialState.FAIL)
-        study.enqueue_trial(ft.params, skip_if_exists=False)
     return study
+
+
+def moved_hint(db: Path, path: Path, name: str) -> str:
+    """Where a study of the name is at the place stacklab kept studies before, if one is."""
+    former = former_study_file(db, name).absolute()
+    if not former.exists():
+        return ""
+    return (f"; one is at {former}, where stacklab kept searches before, shared by every "
+            f"database in {db.absolute().parent}: if it measured into {db}, move it to "
+            f"{path}")
+
+
+def measured_in(optuna: Any, study: Any) -> list[str]:
+    """The experiments of the study's trials that stored runs: complete, pruned after a
+    run, or failed (every run of it failed, and is stored)."""
+    states = optuna.trial.TrialState
+    return [ft.user_attrs["experiment"] for ft in study.get_trials(deepcopy=False)
+            if "experiment" in ft.user_attrs
+            and (ft.state == states.COMPLETE or "pruned" in ft.user_attrs
+                 or "failed" in ft.user_attrs)]
+
+
+def cut_short(optuna: Any, study: Any) -> list[Any]:
+    """The trials an interrupt or a kill left running, to be continued as they were: the
+    same number (so still `<name>.tune-<n>`'s trial), the same values, the reports the
+    pruner had. Made as Optuna's own ask() makes a trial of a stored one."""
+    return [optuna.trial.Trial(study, ft._trial_id)
+            for ft in study.get_trials(deepcopy=False,
+                                       states=(optuna.trial.TrialState.RUNNING,))]
+
+
+def resumable(db: Path, spec: ExperimentSpec, plan: Plan) -> bool:
+    """Whether the database's newest experiment of the spec's name was planned as
+    `plan`: it is then resumed, its stored runs kept, not measured anew."""
+    return planned_as(db, spec.experiment.name) == plan_hash(plan)
 
 
 def sampler(optuna: Any, seed: int, trials: int) -> Any:
@@ -452,14 +507,15 @@ def figure(s: TrialSummary, kind: str) -> float | None:
 
 def final(env: Environment, doc: dict, spec_path: Path, arms: dict[str, dict[str, Any]],
           repetitions: int, db: Path, wait_quiet: bool, allow_remote: bool,
-          again: str) -> dict[str, TrialSummary]:
+          again: str, resume: bool) -> dict[str, TrialSummary]:
     """The arms (name -> the knob values in which it differs from the defaults; the
     defaults' is {}) measured side by side, interleaved in one experiment
     `<name>.tune-final` (`repetitions` fresh stacks each): each arm planned as its own
     point (so the plan folds a setting that cannot act as it would anywhere), their
     trials in one plan, validated once, repetition by repetition. Arms that come to the
-    same trial are measured once and share its summary (the same object). Each arm's
-    summary by name."""
+    same trial are measured once and share its summary (the same object). With `resume`,
+    a stored one of the same plan is resumed: its stored runs kept, the rest measured.
+    Each arm's summary by name."""
     doc = copy.deepcopy(doc)
     doc.setdefault("experiment", {})["repetitions"] = repetitions
     specs = {name: trial_spec(doc, spec_path, values, "tune-final")
@@ -469,7 +525,8 @@ def final(env: Environment, doc: dict, spec_path: Path, arms: dict[str, dict[str
     plan = Plan(tuple(trials), tuple(interleave(trials, repetitions)),
                 tuple(dict.fromkeys(n for p in plans.values() for n in p.notes)))
     validate_plan(plan, SpecOrigin(specs["defaults"]))
-    view = measured(env, specs["defaults"], plan, db, False, False, wait_quiet,
+    view = measured(env, specs["defaults"], plan, db,
+                    resume and resumable(db, specs["defaults"], plan), False, wait_quiet,
                     allow_remote, again)
     by_id = {s.trial_id: s for s in view.summaries}
     return {name: by_id[p.trials[0].id] for name, p in plans.items()}
