@@ -229,7 +229,8 @@ def tune(ctx: typer.Context,
          spec: Path = typer.Argument(..., help="Experiment file (TOML) with a [tune] section."),
          db: Optional[Path] = DbOpt,
          resume: bool = typer.Option(False, "--resume", help="Continue the stored search of "
-                                     "this name (a trial cut short is measured again)."),
+                                     "this name (a trial or the final comparison cut short "
+                                     "is completed, its stored runs kept)."),
          dry_run: bool = typer.Option(False, "--dry-run", help="Print the search space, "
                                       "start nothing."),
          wait_quiet: bool = WaitQuietOpt,
