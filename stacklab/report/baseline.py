@@ -27,7 +27,7 @@ from rich.text import Text
 from ..analysis.analyze import (ExperimentView, MetricComparison, TrialSummary, compare_trials,
                        same_definition_pairs)
 from ..knobs import ABSENT, setting_differences
-from .fmt import DASH, Col, Fitted, Footnotes, number, p_cell, ratio_ci
+from .fmt import DASH, Col, Fitted, Footnotes, multiple, number, p_cell, ratio_ci, times
 
 # The host facts (hostinfo.host_facts) that change what a server can do; the host's name
 # and the Python libraries that compute the statistics do not.
@@ -154,7 +154,7 @@ def metric_change(m: MetricComparison) -> MetricChange:
         return MetricChange(m.metric, c.median_a, c.median_b, c.ratio, c.ci, c.p,
                             Change.NONE, "fewer than 2 successful runs a side")
     notes = ([] if b is None else [f"not a measurement: {b.why}" if b.relation == "?" else
-                                   f"a bound, {b.relation} {c.ratio:.3g}×: {b.why}"])
+                                   f"a bound, {b.relation} {multiple(c.ratio)}: {b.why}"])
     notes += [] if r is None else [r.why]
     change = {"better": Change.BETTER, "worse": Change.WORSE, "same": Change.SAME}.get(
         d.kind, Change.NONE)
@@ -239,7 +239,7 @@ def table(b: Baseline, new: ExperimentView) -> Group:
         name = [r.trial.label, f"{r.trial.trial_id} {marks}".strip()]
         for n, m in enumerate((r.rps, r.p99)):
             decimals = 2 if m.metric == "p99 ms" else 0
-            ratio = DASH if m.ratio is None else f"{m.ratio:.3f}"
+            ratio = times(m.ratio, 3, "")
             t.rows.append([name[n], m.metric, number(m.base, decimals),
                            number(m.new, decimals), ratio, ratio_ci(m.ci, 3, ""),
                            p_cell(m.p), _word(m)])

@@ -27,6 +27,7 @@ from ..analysis.flags import LATENCY_DISTORTING
 from ..analysis.stats import decode_histogram, value_at_percentile
 from ..store import Outcome
 from . import common_knobs, series_name
+from .fmt import multiple, times
 
 # Plotly's own default colours (D3 category10), named here so a line, its band and its
 # repetitions share one.
@@ -750,9 +751,11 @@ def _ratio_trace(found: list[tuple[int, Ratio]], metric: str, offset: float,
             "error_x": {"type": "data", "symmetric": False, "color": color, "width": 4,
                         "array": [(r.ci or (r.ratio,) * 2)[1] - r.ratio for r in rows],
                         "arrayminus": [r.ratio - (r.ci or (r.ratio,) * 2)[0] for r in rows]},
-            "customdata": [[label(r.trial), label(r.decision.reason or "")] for r in rows],
-            "hovertemplate": f"%{{customdata[0]}}<br>{metric} new/baseline %{{x:.3~g}}×, "
-                             f"{VERDICT_WORDS[kind]} %{{customdata[1]}}<extra></extra>"}
+            "customdata": [[label(r.trial), label(r.decision.reason or ""),
+                            times(r.ratio)] for r in rows],
+            "hovertemplate": f"%{{customdata[0]}}<br>{metric} new/baseline "
+                             f"%{{customdata[2]}}, {VERDICT_WORDS[kind]} "
+                             "%{customdata[1]}<extra></extra>"}
 
 
 # Ratios a reader knows (×½, ×⅔, ×1.25 …), for the ticks of a ratio axis.
@@ -789,7 +792,7 @@ def baseline_chart(ratios: list[Ratio], baseline: str) -> Drawn:
     ticks = ratio_ticks(min(xs), max(xs))
     xaxis = _axis(f"new / baseline {label(baseline)} (log axis; req/s: higher is better, "
                   "p99: lower is better)", type="log", tickvals=ticks,
-                  ticktext=[f"{t:g}×" for t in ticks],
+                  ticktext=[multiple(t) for t in ticks],
                   range=[math.log10(min(xs) / 1.15), math.log10(max(xs) * 1.15)])
     yaxis = _axis("", tickvals=list(range(len(trials))),
                   ticktext=[_wrapped(t) for t in trials], autorange="reversed",

@@ -4,6 +4,7 @@ terminal it is printed on (Fitted)."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from rich import box
@@ -45,15 +46,30 @@ def count(value: float) -> str:
     return f"{value:g}"
 
 
-def times(ratio: float | None) -> str:
-    """A ratio to a reference: "1.52×"."""
-    return DASH if ratio is None else f"{_ratio(ratio, 2)}×"
+def times(ratio: float | None, decimals: int = 2, unit: str = "×") -> str:
+    """A ratio to a reference, in the one form every command writes a multiple in:
+    "1.52×", "34.9×", "1,482×" (never "1.48e+03×" nor "5876761.10×")."""
+    return DASH if ratio is None else f"{_ratio(ratio, decimals)}{unit}"
 
 
 def _ratio(x: float, decimals: int) -> str:
-    """Two decimals, but two significant digits below 0.1: 0.0072, not 0.01 (OPcache off
-    at -99% read "0.01–0.01×")."""
-    return f"{x:.{decimals}f}" if x >= 0.095 or x == 0 else f"{x:.2g}"
+    """`decimals` decimals below 10, one below 100, none above with the thousands grouped
+    (1,482); two significant digits below 0.1 (0.0072, not 0.01: OPcache off at -99%
+    read "0.01–0.01×"); never an exponent at either end."""
+    if x >= 99.95:
+        return f"{x:,.0f}"
+    if x >= 9.995:
+        return f"{x:.{min(decimals, 1)}f}"
+    if x >= 0.095 or x <= 0:
+        return f"{x:.{decimals}f}"
+    return f"{x:.{1 - math.floor(math.log10(x))}f}".rstrip("0")
+
+
+def multiple(ratio: float) -> str:
+    """`times` in words rather than a column: without the zeros that end its decimals
+    ("2×", "0.5×", "34.9×", "1,482×"); a change of 3× and more, an axis's tick."""
+    text = _ratio(ratio, 2)
+    return (text.rstrip("0").rstrip(".") if "." in text else text) + "×"
 
 
 def p_value(p: float | None) -> str:
@@ -82,8 +98,10 @@ def vs(c) -> str:
 
 
 def change(gain: float) -> str:
-    """A relative change (0.5 → "+50.0%"; from 3× up a multiple: 348.8 → "349×")."""
-    return signed_change(gain + 1)
+    """A relative change (0.5 → "+50.0%"; from 3× up a multiple: 348.8 → "349×",
+    1481 → "1,482×"): analysis.stats.signed_change's rule, in `multiple`'s form."""
+    ratio = gain + 1
+    return multiple(ratio) if ratio >= 3 else signed_change(ratio)
 
 
 def _interval(e: Estimate, write) -> str:
@@ -139,7 +157,8 @@ def trial_notes(s: TrialSummary) -> list[str]:
                    "latency")
     if s.disturbance > 1.0:
         out.append("ran on a busy host: " + (
-            f"up to {s.disturbance:.2g}× slower" if s.disturbance < float("inf")
+            f"up to {multiple(round(s.disturbance, 1))} slower"   # 1.7×, 1,482×
+            if s.disturbance < float("inf")
             else "its slow-down was not measured"))
     if s.runs_set_aside:
         out.append(f"{s.runs_set_aside} disturbed run{'' if s.runs_set_aside == 1 else 's'}"

@@ -16,7 +16,7 @@ from ..analysis.analyze import (Bound, Decision, ExperimentView, MetricCompariso
 from ..analysis.recommend import Change, changes, default_of
 from ..stacks import REGISTRY, STACKS
 from ..analysis.stats import Comparison, compare
-from .fmt import change, number, p_value, ratio_ci
+from .fmt import change, multiple, number, p_value, ratio_ci, times
 
 
 def facts(s: TrialSummary, owners: Iterable[str]) -> tuple[str, ...]:
@@ -89,7 +89,7 @@ def _verdict(m: MetricComparison) -> str:
         return text if text.startswith("no verdict") else f"no verdict ({d.reason}): {text}"
     said = d.kind
     if m.bound:
-        said += f", a bound ({m.bound.relation} {c.ratio:.3g}×): {m.bound.why}"
+        said += f", a bound ({m.bound.relation} {multiple(c.ratio)}): {m.bound.why}"
     if m.reach:
         said += f", beyond what the busy host could explain: {m.reach.why}"
     return said
@@ -135,30 +135,30 @@ class Headline:
         if m.bound:
             return _bounded(w, r, c, m.bound, interval, d)
         if d.kind == "no-verdict":
-            return (f"no verdict: {w} measured {c.ratio:.2f}× the req/s of {r} ({interval}), "
+            return (f"no verdict: {w} measured {times(c.ratio)} the req/s of {r} ({interval}), "
                     f"but the busy host could explain it: {m.reach.why}")
         if d.kind == "same":
             hint = ("; more repetitions narrow the interval (repetitions = \"auto\")"
                     if min(c.n) < 6 else "")
             return (f"{w} and {r} are not distinguishable "
                     f"({number(self.winner.rps.median)} vs "
-                    f"{number(self.runner_up.rps.median)} req/s, ratio {c.ratio:.2f}×, "
+                    f"{number(self.runner_up.rps.median)} req/s, ratio {times(c.ratio)}, "
                     f"{interval}): ~ no significant difference{hint}")
         busy = f"; beyond what the busy host could explain: {m.reach.why}" if m.reach else ""
-        return f"{w} wins: {c.ratio:.2f}× the req/s of {r}, {interval}{busy}"
+        return f"{w} wins: {times(c.ratio)} the req/s of {r}, {interval}{busy}"
 
 
 def _bounded(w: str, r: str, c: Comparison, limit: Bound, interval: str,
              d: Decision) -> str:
     """A side limited by the load engine or short of memory: the ratio is a bound."""
     if limit.relation == "≤":
-        return (f"no verdict: {w} measured {c.ratio:.2f}× the req/s of {r} ({interval}), "
-                f"but {limit.why}, so the true ratio could be smaller (≤ {c.ratio:.2f}×)")
+        return (f"no verdict: {w} measured {times(c.ratio)} the req/s of {r} ({interval}), "
+                f"but {limit.why}, so the true ratio could be smaller (≤ {times(c.ratio)})")
     if limit.relation == "?":
-        return (f"no verdict: {w} measured {c.ratio:.2f}× the req/s of {r} ({interval}), "
+        return (f"no verdict: {w} measured {times(c.ratio)} the req/s of {r} ({interval}), "
                 f"but {limit.why}: the ratio is not a measurement")
     lead = f"{w} wins" if d.kind == "better" else f"no verdict: {w} measured"
-    return (f"{lead}: ≥ {c.ratio:.2f}× the req/s of {r} ({interval}); a bound: "
+    return (f"{lead}: ≥ {times(c.ratio)} the req/s of {r} ({interval}); a bound: "
             f"{limit.why}, so the true ratio could be larger")
 
 

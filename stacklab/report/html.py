@@ -183,7 +183,7 @@ def against_baseline(baseline: Baseline, found: dict[tuple[str, str], MetricComp
     decided = [(r, m) for r, m in rps if m.decision.kind in ("better", "worse")]
     if decided:
         r, m = max(decided, key=lambda x: abs(math.log(x[1].comparison.ratio)))
-        said += (f"; the largest: {r.trial.label} {m.comparison.ratio:.2f}× "
+        said += (f"; the largest: {r.trial.label} {fmt.times(m.comparison.ratio)} "
                  f"(95% CI {fmt.ratio_ci(m.comparison.ci)}), {m.decision.kind}")
     return said
 

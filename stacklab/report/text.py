@@ -181,7 +181,7 @@ RANK_NOTE = "MW p: Mann-Whitney U (5 or more runs a side), for information, not 
 def _ratio(m) -> str:
     c, b = m.comparison, m.bound
     rel = f"{b.relation} " if b and b.relation != "?" else ""
-    return DASH if c.ratio is None else f"{rel}{c.ratio:.3f}"
+    return DASH if c.ratio is None else f"{rel}{times(c.ratio, 3, '')}"
 
 
 def verdict_words(m: MetricComparison) -> str:

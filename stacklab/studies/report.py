@@ -19,7 +19,7 @@ from rich.table import Table
 from .. import __version__
 from ..errors import SpecError
 from ..report.charts import Drawn, label, ms_ticks
-from ..report.fmt import DASH, p_value, ratio_ci, times
+from ..report.fmt import DASH, multiple, p_value, ratio_ci, times
 from ..report.html import Verbatim, plotly_js
 from .findings import DIGEST, seeds_section
 from .memory import FIELDS, MemoryRow
@@ -402,14 +402,15 @@ def forest_plot(report: StudyReport) -> Drawn:
                        "x": [t for _, t in then], "y": [i for i, _ in then],
                        "marker": {"color": THEN_COLOR, "size": 11, "symbol": "diamond-open",
                                   "line": {"width": 2}},
-                       "hovertemplate": "%{y}: then %{x:.3~g}×<extra></extra>"})
+                       "customdata": [times(t) for _, t in then],
+                       "hovertemplate": "%{y}: then %{customdata}<extra></extra>"})
     ticks = ms_ticks(low, high)
     layout = {
         "title": {"text": f"{label(report.study.id)}: today's B/A (95% CI) against the "
                           "study's figure", "font": {"size": 13}, "x": 0.0, "xanchor": "left"},
         "height": 140 + 26 * len(ids), "margin": {"l": 200, "r": 20, "t": 50, "b": 50},
         "xaxis": {"type": "log", "title": {"text": "B/A (log scale; 1 = no difference)"},
-                  "tickvals": ticks, "ticktext": [f"{t:g}×" for t in ticks],
+                  "tickvals": ticks, "ticktext": [multiple(t) for t in ticks],
                   "range": [math.log10(low / 1.15), math.log10(high * 1.15)],
                   "gridcolor": "#e5e5e5", "zeroline": False},
         "yaxis": {"type": "category", "categoryorder": "array", "categoryarray": ids,
