@@ -55,7 +55,8 @@ def gate_lines(output: str) -> list[str]:
 @pytest.mark.parametrize("text, threshold", [
     ("rps<-5%", Threshold("rps", "<", -5.0)),
     ("p99>+10%", Threshold("p99", ">", 10.0)),
-    (" p50 > 2.5 % ", Threshold("p50", ">", 2.5)),
+    (" p50 > +2.5 % ", Threshold("p50", ">", 2.5)),
+    ("rps<0%", Threshold("rps", "<", 0.0)),
     ("mbps<-0.5%", Threshold("mbps", "<", -0.5)),
 ])
 def test_thresholds_parse(text, threshold):
@@ -72,6 +73,18 @@ def test_bad_thresholds_say_why(text, fragment):
     with pytest.raises(ValueError, match=fragment):
         parse_threshold(text)
 
+
+@pytest.mark.parametrize("text, readings", [
+    ("rps<5%", '"rps<-5%" fails on a drop of more than 5%, "rps<+5%" fails unless rps '
+               'rose by 5% or more'),
+    ("p99>10%", '"p99>+10%" fails on a rise of more than 10%, "p99>-10%" fails unless '
+                'p99 dropped by 10% or more'),
+])
+def test_a_threshold_without_a_sign_is_refused_with_both_readings(text, readings):
+    with pytest.raises(ValueError) as e:
+        parse_threshold(text)
+    assert "no sign" in str(e.value) and readings in str(e.value)
+    assert "\n" not in str(e.value)
 
 
 def test_every_metric_a_threshold_names_can_be_judged():
@@ -257,6 +270,8 @@ def test_fewer_than_two_runs_a_side_is_inconclusive(tmp_path):
     (("--fail-if", "rps<-5"), "--fail-if 'rps<-5': "),
     (("--fail-if", "latency>+10%"), "--fail-if 'latency>+10%': unknown metric"),
     (("--fail-if", "rps<-5%", "--fail-if", "p99>>1%"), "--fail-if 'p99>>1%': "),
+    (("--fail-if", "rps<5%"), "--fail-if 'rps<5%': 5% has no sign: \"rps<-5%\" fails on a "
+                              "drop of more than 5%, \"rps<+5%\" fails unless"),
     (("--strict",), "--strict: "),
 ])
 def test_bad_fail_if_is_one_line(tmp_path, args, fragment):
@@ -291,6 +306,8 @@ def test_thresholds_parse_in_the_spec(spec_args):
 @pytest.mark.parametrize("thresholds, key, fragment", [
     ({"rps": "-5%", "baseline": {"stack": "nginx"}}, "thresholds.rps", "percent"),
     ({"rps": -5, "baseline": {"stack": "nginx"}}, "thresholds.rps", "percent"),
+    ({"rps": "<5%", "baseline": {"stack": "nginx"}}, "thresholds.rps",
+     '5% has no sign: "<-5%" fails on a drop of more than 5%, "<+5%" fails unless rps rose'),
     ({"qps": "<-5%", "baseline": {"stack": "nginx"}}, "thresholds.qps", "unknown key"),
     ({"rps": "<-5%", "strict": "yes", "baseline": {"stack": "nginx"}}, "thresholds.strict",
      "true or false"),

@@ -39,18 +39,35 @@ class Threshold:
         return f"{self.metric}{self.op}{self.percent:+g}%"
 
 
-def parse_limit(metric: str, text: Any) -> Threshold:
-    """`metric` with "<-5%" or ">+10%"; ValueError says what is wrong."""
+def parse_limit(metric: str, text: Any, named: bool = False) -> Threshold:
+    """`metric` with "<-5%" or ">+10%"; ValueError says what is wrong (`named`: the
+    threshold was written with its metric, "rps<-5%", and is quoted so)."""
     if metric not in METRICS:
         raise ValueError(f"unknown metric {metric!r} (known: {', '.join(METRICS)})")
     m = _LIMIT.match(text) if isinstance(text, str) else None
     if not m:
         raise ValueError('expected "<" or ">" and a signed percent change, such as '
                          '"<-5%" or ">+10%"')
-    percent = float(m.group(2))
+    op, number = m.group(1), m.group(2)
+    percent = float(number)
+    if percent and number[0] not in "+-":
+        raise ValueError(_unsigned(metric, op, number, named))
     if percent <= -100:
         raise ValueError("a change must be above -100% (a ratio above 0)")
-    return Threshold(metric, m.group(1), percent)
+    return Threshold(metric, op, percent)
+
+
+def _unsigned(metric: str, op: str, number: str, named: bool) -> str:
+    """"rps<5%" has two readings, a drop and a rise: both said, neither guessed."""
+    write = (lambda sign: f'"{metric}{op}{sign}{number}%"') if named else (
+        lambda sign: f'"{op}{sign}{number}%"')
+    if op == "<":
+        readings = (f"{write('-')} fails on a drop of more than {number}%, {write('+')} "
+                    f"fails unless {metric} rose by {number}% or more")
+    else:
+        readings = (f"{write('+')} fails on a rise of more than {number}%, {write('-')} "
+                    f"fails unless {metric} dropped by {number}% or more")
+    return f"{number}% has no sign: {readings}; write the one meant"
 
 
 def parse_threshold(text: str) -> Threshold:
@@ -59,7 +76,7 @@ def parse_threshold(text: str) -> Threshold:
     if not m or not m.group(2):
         raise ValueError('expected a metric, "<" or ">" and a signed percent change, '
                          'such as "rps<-5%" or "p99>+10%"')
-    return parse_limit(m.group(1), m.group(2))
+    return parse_limit(m.group(1), m.group(2), named=True)
 
 
 @dataclass(frozen=True)
