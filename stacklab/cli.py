@@ -21,7 +21,7 @@ from .commands import listing, measure, results
 from .commands import study as studying
 from .commands import run as running
 from .env import DB_VARIABLE, DEFAULT_DB_SPELLED, Environment
-from .errors import ExitStatus, StacklabError, printable
+from .errors import ExitStatus, StacklabError, UsageError, printable
 from .run.quiet import QUIET_MAX_S
 from .stacks import COMPONENTS
 
@@ -90,9 +90,20 @@ cli = typer.Typer(cls=Boundary, add_completion=False, no_args_is_help=True,
                   pretty_exceptions_enable=False,
                   help="stacklab: a performance lab for web stacks.", epilog=DB_HELP)
 
-DbOpt = typer.Option(None, "--db", show_default=False,
-                     help=f"Results database (SQLite); default: ${DB_VARIABLE}, else "
-                          f"{DEFAULT_DB_SPELLED}, one per user.")
+
+def _db(ctx: typer.Context, param: typer.CallbackParam, path: Path | None) -> Path | None:
+    """A command's --db, or the one written before the command (`stacklab --db PATH
+    show`): either place, not two different paths."""
+    before = ctx.parent.params.get("db") if ctx.parent else None
+    if path is not None and before is not None and path != before:
+        raise UsageError(f"--db given twice: {before} before the command, {path} after it; "
+                         "give one")
+    return before if path is None else path
+
+
+DB_OPT_HELP = (f"Results database (SQLite); default: ${DB_VARIABLE}, else "
+               f"{DEFAULT_DB_SPELLED}, one per user.")
+DbOpt = typer.Option(None, "--db", show_default=False, callback=_db, help=DB_OPT_HELP)
 WaitQuietOpt = typer.Option(False, "--wait-quiet", help="Before measuring a run again "
                             "because other work disturbed it, wait up to "
                             f"{QUIET_MAX_S:.0f} s for the host to go quiet.")
@@ -134,8 +145,12 @@ def _completion(ctx: typer.Context, param: typer.CallbackParam, shell: Shell | N
 
 
 @cli.callback()
-def _options(traceback: bool = typer.Option(False, "--traceback",
+def _options(ctx: typer.Context,
+             traceback: bool = typer.Option(False, "--traceback",
                                             help="Show the full traceback on errors."),
+             db: Optional[Path] = typer.Option(None, "--db", show_default=False,
+                                               help=DB_OPT_HELP + " Before or after the "
+                                               "command."),
              version: bool = typer.Option(False, "--version", callback=_version,
                                           is_eager=True, help="Print the version."),
              show_completion: Optional[Shell] = typer.Option(
@@ -147,6 +162,10 @@ def _options(traceback: bool = typer.Option(False, "--traceback",
                  expose_value=False, metavar="SHELL", help="Install completion for bash, "
                  "zsh or fish (in that shell's startup files).")):
     """stacklab: a performance lab for web stacks."""
+    command = ctx.command.commands.get(ctx.invoked_subcommand or "")
+    if db is not None and command and not any(p.name == "db" for p in command.params):
+        raise UsageError(f"--db {db}: `stacklab {ctx.invoked_subcommand}` reads no results "
+                         "database")
 
 
 @cli.command()

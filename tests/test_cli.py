@@ -123,6 +123,27 @@ def test_compare_two_experiments_matches_trials_by_definition(db):
     assert "1.500" in rps["ng0000000001"] and "1.000" in rps["ap0000000001"]
 
 
+@pytest.mark.parametrize("before", [True, False])
+def test_db_is_taken_before_or_after_the_command(db, before):
+    args = ["--db", db, "list"] if before else ["list", "--db", db]
+    result = invoke(*args)
+    assert result.exit_code == 0, result.output
+    assert "fixed" in result.output and "faster" in result.output
+    assert invoke("--db", db, "show", "fixed", "--db", db).exit_code == 0
+
+
+@pytest.mark.parametrize("args, said", [
+    (["--db", "a.db", "list", "--db", "b.db"], "--db given twice: a.db before the command, "
+                                               "b.db after it"),
+    (["--db", "a.db", "stacks"], "--db a.db: `stacklab stacks` reads no results database"),
+])
+def test_db_before_the_command_is_refused_where_it_would_be_ignored(args, said):
+    result = invoke(*args)
+    assert result.exit_code == 2
+    assert result.output.strip().startswith(f"stacklab: error: {said}")
+    assert len(result.output.strip().splitlines()) == 1
+
+
 def test_compare_names_an_unknown_trial(db):
     result = invoke("compare", "zz", "ng0000000016", "-e", "fixed", "--db", db)
     assert result.exit_code != 0
