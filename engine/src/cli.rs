@@ -129,6 +129,10 @@ struct Cli {
     /// Test only: write "INTENDED_US LATENCY_US" per value recorded into the latency histogram.
     #[arg(long, value_name = "FILE", hide = true)]
     raw_log: Option<PathBuf>,
+    /// Also write the JSON report into FILE (whatever --json), over its start, cut to its
+    /// length and synced before the exit; a FILE that cannot be opened is refused first.
+    #[arg(long, value_name = "FILE")]
+    report_file: Option<PathBuf>,
     /// Print one JSON document instead of the human summary.
     #[arg(long)]
     json: bool,
@@ -221,6 +225,7 @@ impl Cli {
             segment: self.segment,
             start_at: self.start_at,
             raw_log: self.raw_log,
+            report_file: self.report_file,
         })
     }
 

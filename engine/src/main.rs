@@ -4,6 +4,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
+use stacklab_load::error::escape_controls;
 use stacklab_load::outcome::EXIT_USAGE;
 use stacklab_load::{Outcome, cli, report};
 
@@ -19,6 +20,14 @@ fn main() -> ExitCode {
             return ExitCode::from(EXIT_USAGE);
         }
     };
+    // Opened before the run: a path that cannot be written is refused with nothing run.
+    let report_file = match options.report_file.as_deref().map(report::ReportFile::open).transpose() {
+        Ok(file) => file,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(EXIT_USAGE);
+        }
+    };
     // Ctrl-C, SIGTERM and SIGHUP end the run early; the report of what was measured still prints.
     let interrupt = Arc::new(AtomicBool::new(false));
     // No "second signal kills" shortcut: tools like timeout(1) deliver the
@@ -29,6 +38,13 @@ fn main() -> ExitCode {
     }
     match stacklab_load::run(&options, &interrupt) {
         Ok(report) => {
+            // In its file first: whoever waits for this process may be gone once it exits.
+            if let Some(file) = report_file {
+                let shown = file.path().display().to_string();
+                if let Err(e) = file.write(&report) {
+                    eprintln!("stacklab-load: --report-file {}: {e}", escape_controls(&shown));
+                }
+            }
             report::print(&report, options.output);
             let outcome = Outcome::of(&report, options.max_error_rate);
             if let Some(line) = outcome.message() {

@@ -150,6 +150,8 @@ pub struct Options {
     pub start_at: Option<SystemTime>,
     /// Test-only: write each value recorded into the latency histogram to this file.
     pub raw_log: Option<PathBuf>,
+    /// Also write the JSON report into this file, synced before the process exits.
+    pub report_file: Option<PathBuf>,
 }
 
 impl Options {
@@ -182,6 +184,7 @@ impl Options {
             segment: None,
             start_at: None,
             raw_log: None,
+            report_file: None,
         }
     }
 }

@@ -23,6 +23,7 @@ fn bad_arguments_exit_2_with_one_line_naming_the_flag() {
         (&["--start-at", "tomorrow", "http://127.0.0.1:1/"], "--start-at"),
         (&["--start-at", "99999999999.5", "http://127.0.0.1:1/"], "--start-at"),
         (&["--raw-log", "/nonexistent/raw", "-n", "1", "http://127.0.0.1:1/"], "--raw-log"),
+        (&["--report-file", "/nonexistent/report", "-n", "1", "http://127.0.0.1:1/"], "--report-file"),
     ];
     for (args, flag) in table {
         let out = run(args);
@@ -39,7 +40,9 @@ fn help_and_version_exit_0() {
     let help = run(&["--help"]);
     assert_eq!(help.status.code(), Some(0));
     let text = String::from_utf8_lossy(&help.stdout);
-    for needle in ["Exit status", "  3 ", "  4 ", "  130 ", "--max-error-rate", "--segment", "--start-at"] {
+    for needle in
+        ["Exit status", "  3 ", "  4 ", "  130 ", "--max-error-rate", "--segment", "--start-at", "--report-file"]
+    {
         assert!(text.contains(needle), "--help lacks {needle:?}:\n{text}");
     }
     assert!(!text.contains("--raw-log"), "a test-only option stays out of --help");
@@ -93,6 +96,34 @@ fn exit_status_says_how_the_run_went() {
     assert_eq!(out.status.code(), Some(3));
     assert!(String::from_utf8_lossy(&out.stdout).contains("Complete requests:      0"), "the report still prints");
     assert!(String::from_utf8_lossy(&out.stderr).contains("no request completed"));
+}
+
+#[test]
+fn the_report_file_holds_the_report_when_the_engine_exits() {
+    let server = start(Behavior::Length(100));
+    let path = std::env::temp_dir().join(format!("stacklab-load-report-file-{}", std::process::id()));
+    let shown = path.display().to_string();
+    // a room reserved beforehand, zeros longer than the report: written over, cut to it
+    std::fs::write(&path, vec![0u8; 1 << 20]).unwrap();
+    let out = run(&["--json", "-c", "2", "-n", "50", "--report-file", &shown, &server.url("/")]);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let printed: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let written: serde_json::Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    assert_eq!(written, printed);
+    // JSON whatever is printed; a run that completed nothing has its report there too
+    let refused = format!("http://127.0.0.1:{}/", common::closed_port());
+    let out = run(&["-n", "3", "--report-file", &shown, &refused]);
+    assert_eq!(out.status.code(), Some(3));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("Complete requests:      0"));
+    let written: serde_json::Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    assert_eq!((written["requests"]["completed"].as_u64(), written["schema_version"].as_u64()), (Some(0), Some(5)));
+    std::fs::remove_file(&path).unwrap();
+    // a file that cannot be opened: refused before anything is sent
+    let out = run(&["-n", "3", "--report-file", &format!("{shown}/none"), &server.url("/")]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).starts_with("error: --report-file"));
+    let requests = server.seen.requests.load(std::sync::atomic::Ordering::SeqCst);
+    assert_eq!(requests, 50, "only the first run's requests");
 }
 
 #[test]

@@ -16,7 +16,10 @@ What it keeps of the real engine, because the orchestrator relies on it:
   says when it began), read and refused as the engine reads them;
 - it takes the planned time (warm-up, then `-d`, or `-n` at `--rate`, or a schedule's
   last offset), and SIGINT,
-  SIGTERM or SIGHUP end it early with `"interrupted": true` and exit 130.
+  SIGTERM or SIGHUP end it early with `"interrupted": true` and exit 130;
+- `--report-file FILE`: opened before the run (one that cannot be is refused, exit 2);
+  the report is written over its start, the file cut to it and synced before the report
+  is printed and the process exits.
 
 What a test may ask of it, by environment (it inherits the orchestrator's):
 - FAKE_ENGINE_LOG: a directory where each load leaves `run-<n>.json`, {"argv", "report"}:
@@ -161,6 +164,7 @@ def parser() -> Parser:
     p.add_argument("--lab-netns")
     p.add_argument("--segment", type=segment)
     p.add_argument("--start-at", type=start_at)
+    p.add_argument("--report-file", type=Path)
     p.add_argument("--json", action="store_true")
     p.add_argument("--version", action="store_true")
     return p
@@ -295,6 +299,37 @@ def report(args, urls: list[dict], measured_s: float, interrupted: bool,
     return checked(doc)
 
 
+def report_file(path: Path | None) -> int | None:
+    """--report-file's descriptor, opened before the run as the engine opens it (created
+    if missing, not truncated), its name synced; None without one."""
+    if path is None:
+        return None
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
+        directory = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(directory)
+        finally:
+            os.close(directory)
+    except OSError as e:
+        raise SystemExit(_usage(f"--report-file '{path}': {e.strerror}"))
+    return fd
+
+
+def write_report(fd: int | None, doc: dict) -> None:
+    """The report over the file's start, the file cut to it and synced (the engine's
+    ReportFile::write)."""
+    if fd is None:
+        return
+    data = (json.dumps(doc, indent=2) + "\n").encode()
+    written = 0
+    while written < len(data):
+        written += os.pwrite(fd, data[written:], written)
+    os.ftruncate(fd, len(data))
+    os.fsync(fd)
+    os.close(fd)
+
+
 def log(argv: list[str], doc: dict | None, kind: str = "run") -> None:
     """`<kind>-<n>.json` in FAKE_ENGINE_LOG: the argv, and the report when one was given."""
     if not (where := os.environ.get("FAKE_ENGINE_LOG")):
@@ -321,6 +356,7 @@ def main(argv: list[str]) -> int:
         return _usage(refusal)
     urls = url_list(args)
     offsets = schedule(args, urls)
+    written = report_file(args.report_file)
     if offsets:                   # a replay: each entry once, over its span
         args.requests = len(offsets)
     warmup_s, measured_s = ((0.0, max(offsets[-1], 0.001)) if offsets else planned_s(args))
@@ -333,6 +369,7 @@ def main(argv: list[str]) -> int:
         measured_s = max(0.0, time.monotonic() - began - warmup_s)
     doc = report(args, urls, measured_s, interrupted, offsets, began_unix_us)
     log(argv, doc)
+    write_report(written, doc)          # before the exit, as the engine does
     print(json.dumps(doc))
     if interrupted:
         return EXIT_INTERRUPTED

@@ -1,5 +1,6 @@
 //! The report: one plain data structure, rendered as JSON or for humans.
 
+mod file;
 mod human;
 mod json;
 
@@ -14,6 +15,7 @@ use crate::load::Measurement;
 use crate::options::{Options, Output, StopAfter};
 use crate::record::{ErrorClass, Recorder, Stats, summarize_in_flight, summarize_slots};
 
+pub use file::ReportFile;
 pub use human::render as render_human;
 pub use json::render as render_json;
 
