@@ -31,7 +31,7 @@ from typing import Callable
 from ..errors import EngineError
 from ..host.procs import proc_stat
 from ..measure.drive import (REPORT_EXITS, LoadPlan, LoadReport, engine_argv, engine_path,
-                             engine_timeout_s, schedule_lines, url_lines)
+                             engine_timeout_s, schedule_lines, url_lines, write_report)
 from ..measure.monitor import TICKS
 from .merge import merge_reports
 from .task import agent_load, ready_queue, start_variable, stop_engines
@@ -250,7 +250,10 @@ class AgentPool:
             for r in results)
         workers_cpu = (None if cpu_before is None
                        else self._workers_cpu_s() - cpu_before)
-        return self._merged(results, agents, overhead, workers_cpu, work_dir, raw_log)
+        merged = self._merged(results, agents, overhead, workers_cpu, work_dir, raw_log)
+        if plan.report_file is not None:
+            _write_report(plan.report_file, merged)
+        return merged
 
     def _clock_offsets_us(self) -> dict[str, int]:
         """Each worker's clock against the scheduler's, from its last heartbeat (the
@@ -272,7 +275,7 @@ class AgentPool:
         share = replace(plan, connections=_share(plan.connections, k, count),
                         requests=(None if plan.requests is None
                                   else _share(plan.requests, k, count)),
-                        seed=plan.seed + k, netns=None)
+                        seed=plan.seed + k, netns=None, report_file=None)
         argv = engine_argv(share, Path("urls.txt"))[1:] + ["--segment", f"{k}/{count}"]
         agent = self.agents[k]
         if agent.netns:
@@ -375,6 +378,18 @@ class AgentPool:
         exits = [r["exit"] for r in results]
         status = 130 if 130 in exits else 0 if merged["requests"]["completed"] else 3
         return LoadReport.from_json(merged, status)
+
+
+def _write_report(path: Path, merged: LoadReport) -> None:
+    """The merged report where one engine would have written its own (the plan's
+    report_file: the run's journal), as soon as it is made: from here on a stacklab
+    stopped keeps the load for a resume. (From the last agent's exit to here, the
+    results' transfer and the merge, it is kept by nothing but this process.) A report
+    that cannot be written there is still returned, kept from its return on."""
+    try:
+        write_report(path, merged.raw)
+    except OSError:
+        pass
 
 
 def _scheduler(host: str, port: int):

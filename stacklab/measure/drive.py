@@ -206,6 +206,9 @@ class LoadPlan:
     # sent once (open loop); the run then has no duration, request count or warm-up.
     schedule: tuple[tuple[float, int], ...] = ()
     allow_remote: bool = False          # the user's --allow-remote (command line only)
+    # Where the engine writes its report, synced, before it exits (its --report-file; the
+    # run's room in the journal, Store.pending), besides printing it; None: printed only
+    report_file: Path | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -510,6 +513,8 @@ def engine_argv(plan: LoadPlan, urls_file: Path) -> list[str]:
             argv.append("--no-tls-resume")
     if plan.allow_remote:   # the user's flag on stacklab's command line, never a file's
         argv.append("--allow-remote")
+    if plan.report_file is not None:
+        argv += ["--report-file", str(plan.report_file)]
     if plan.netns:      # inside the lab's client namespace, where its targets are allowed
         argv = ["ip", "netns", "exec", plan.netns, *argv, "--lab-netns", plan.netns]
     return argv
@@ -567,6 +572,39 @@ def run_load(plan: LoadPlan, work_dir: Path) -> LoadReport:
         raise EngineError(f"{ENGINE_NAME} printed no JSON report (exit {proc.returncode}): "
                           f"{e}") from e
     return LoadReport.from_json(doc, proc.returncode)
+
+
+def report_in(path: Path) -> LoadReport | None:
+    """The report an engine wrote to its --report-file (or write_report put there), or
+    None while the file holds none: no file, the zeros of a room, a write cut short (no
+    whole JSON document). EngineError for a whole document that is no report."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    try:
+        doc = json.loads(data)
+    except ValueError:                 # undecodable, or not one whole document
+        return None
+    try:
+        return LoadReport.from_json(doc)
+    except (KeyError, TypeError, AttributeError) as e:
+        raise EngineError(f"{path}: not an engine report (no {e})") from None
+
+
+def write_report(path: Path, doc: dict) -> None:
+    """A report made here (agents.merge's) into `path` as the engine writes its
+    --report-file: over the file's start, the file cut to it and synced."""
+    data = (json.dumps(doc) + "\n").encode()
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
+    try:
+        written = 0
+        while written < len(data):
+            written += os.pwrite(fd, data[written:], written)
+        os.ftruncate(fd, len(data))
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def engine_version() -> str:

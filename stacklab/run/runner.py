@@ -5,9 +5,12 @@ left in reverse (layers.Composition), then store.
 
 Each finished run is committed at once. A server that fails is a recorded failed run and
 the experiment goes on. On Ctrl-C or SIGTERM the current run is abandoned, every server
-is stopped, and `--resume` later completes what is missing. A load that has returned is
-not abandoned: it is journaled at once (into room reserved before the load), and an
-interrupt waits until its run is stored.
+is stopped, and `--resume` later completes what is missing. A load that has ended is
+not abandoned: the engine writes its report into the run's journal before it exits,
+beside the run as known before the load (into room reserved before the run), so that
+whatever stops stacklab after the engine's exit a resume stores the run; once the load
+has returned, the whole run is journaled at once, and an interrupt waits until it is
+stored.
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ from ..knobs import KnobRegistry, setting_differences
 from .layercheck import layer_verdicts
 from ..layer import Layer, Place
 from .layers import Composition, failed, kinds, makes
+from .journaled import AFTER_THE_LOAD, before_load, from_the_journal, journaled
 from .measurement import load_outcome, measure
 from ..netlab.cgroups import CgroupError
 from ..netlab.fs import FilesystemUnavailable, MountError, fs_type_of
@@ -70,10 +74,12 @@ LAB_MIN_FREE_MIB = 64
 LAB_FULL_MIB = 1
 
 # The room a run's journal entry is given before its load (_kept): the servers' configs
-# and the engine's histogram, and a timeseries bucket (~100 B) per second of load. A run
-# bounded by requests rather than time is given a minute's. An entry larger than its room
-# takes the rest from the disk's own space.
+# and the engine's histogram, and a timeseries bucket (~100 B) per second of load; and
+# the room of the engine's report (its histograms and config, and the buckets): a few
+# KiB for a short load. A run bounded by requests rather than time is given a minute's.
+# An entry larger than its room takes the rest from the disk's own space.
 ENTRY_BASE_BYTES = 64 << 10
+REPORT_BASE_BYTES = 16 << 10
 ENTRY_BUCKET_BYTES = 128
 REQUESTS_RUN_S = 60
 
@@ -127,6 +133,8 @@ class RunContext:
     busy_streak: int = 0          # runs made again that were disturbed too, in a row
     resume_command: str = ""      # what completes the experiment, as an error says it
     landed: Callable[[RunRecord], None] | None = None   # the current run's (_kept)
+    # the current run's before its load (_kept): where its engine writes its report
+    pending: Callable[[RunRecord], Path | None] | None = None
     # The user's --allow-remote (the command line only): the engine may load a host that
     # is not loopback, a server stacklab did not start (its own rule, target.rs)
     allow_remote: bool = False
@@ -161,7 +169,8 @@ def run_experiment(env: Environment, spec: ExperimentSpec, plan: Plan,
         versions = _versions(plan, registry)
         status = _status(store, name) if resume else None
         exp_id = _experiment_for(spec, plan, store, resume, system, env.clock)
-        store.replay_journal(exp_id)       # runs measured before the database refused them
+        # runs measured before the database refused them, or stacklab stopped
+        store.replay_journal(exp_id, from_the_journal)
         if resume and _more_to_run(spec, plan, store, exp_id) and (
                 change := changed_since(store, exp_id, plan, registry, versions,
                                         spec.observe)):
@@ -368,29 +377,48 @@ def _run_and_store(ctx: RunContext, run: PlannedRun, progress: Progress) -> None
 
 @contextmanager
 def _kept(ctx: RunContext, run: PlannedRun) -> Iterator[None]:
-    """A run's load kept from the moment it returns until the run is stored: its journal
-    entry's room reserved before the load (a disk filling meanwhile cannot keep it out);
-    once the load returns, the entry written and synced (a kill -9 leaves what `--resume`
-    stores) and interrupts held until the commit (a SIGTERM during the counters, the stop
-    and the lab's teardown waits for it, then interrupts as usual)."""
+    """A run's load kept from the moment its engine exits until the run is stored: its
+    journal rooms reserved before the run (a disk filling meanwhile cannot keep it out);
+    just before the load, the run as known then journaled (`pending`), beside the room
+    the engine writes its report into, synced, before it exits (a kill -9 or an
+    interrupt from then on leaves what `--resume` stores); once the load returns, the
+    whole entry written and synced and interrupts held until the commit (a SIGTERM
+    during the counters, the stop and the lab's teardown waits for it, then interrupts
+    as usual)."""
     key = (ctx.exp_id, run.trial.id, run.repetition)
     seconds = min(3600, ctx.spec.experiment.duration or REQUESTS_RUN_S)
     try:
-        ctx.store.reserve(*key, ENTRY_BASE_BYTES + int(seconds) * ENTRY_BUCKET_BYTES)
+        buckets = int(seconds) * ENTRY_BUCKET_BYTES
+        ctx.store.reserve(*key, ENTRY_BASE_BYTES + buckets, REPORT_BASE_BYTES + buckets)
     except StoreError as e:
         raise StoreError(f"{e}, then `{ctx.resume_command}`") from None
     with ExitStack() as held:
         def landed(record: RunRecord) -> None:
             held.enter_context(lab.interrupts_held())
             ctx.store.landed(record)
-        ctx.landed = landed
+        ctx.landed, ctx.pending = landed, ctx.store.pending
         try:
             yield
         except BaseException:
-            ctx.store.unreserve(*key)      # a load that landed stays in the journal
+            ctx.store.unreserve(*key)      # a load that ended stays in the journal
             raise
         finally:
-            ctx.landed = None
+            ctx.landed = ctx.pending = None
+
+
+def _before_load(ctx: RunContext, run: PlannedRun, started_at: str, knobs: dict,
+                 running: RunningStack, verdicts: tuple[Verdict, ...]) -> RunRecord:
+    return before_load(ctx.exp_id, run.trial.id, run.repetition, started_at, knobs,
+                       ctx.versions, running.files(), verdicts)
+
+
+def _pending(ctx: RunContext, run: PlannedRun, started_at: str, knobs: dict,
+             running: RunningStack, verdicts: tuple[Verdict, ...]) -> Path | None:
+    """Hand the run as known before its load to the current run's keeper (_kept); where
+    the engine is to write its report (None: nowhere, the load kept once it returns)."""
+    if ctx.pending is None:
+        return None
+    return ctx.pending(_before_load(ctx, run, started_at, knobs, running, verdicts))
 
 
 def _landed(ctx: RunContext, run: PlannedRun, started_at: str, knobs: dict,
@@ -400,18 +428,8 @@ def _landed(ctx: RunContext, run: PlannedRun, started_at: str, knobs: dict,
     and logs are read after the load)."""
     if ctx.landed is None:
         return
-    outcome, reason = load_outcome(load, running.alive())
-    note = ("stored from the journal: stacklab was stopped after the load, before the "
-            "run's resources, counters and logs were read")
-    # no window, so no telling whether the host disturbed it: host-busy, unsized (a
-    # verdict sets it aside while two undisturbed runs remain)
-    unread = Resources(lab={"host": {"window_unread": True}})
-    ctx.landed(RunRecord(
-        experiment_id=ctx.exp_id, trial_id=run.trial.id, repetition=run.repetition,
-        outcome=outcome, reason=f"{reason}; {note}" if reason else note,
-        started_at=started_at, ended_at=ctx.clock(), knobs=knobs, versions=ctx.versions,
-        configs=running.files(), verdicts=verdicts, load=load, resources=unread,
-        flags=tuple(flag_names(load, unread, known_slow(knobs)))))
+    ctx.landed(journaled(_before_load(ctx, run, started_at, knobs, running, verdicts), load,
+                         running.alive(), ctx.clock(), AFTER_THE_LOAD))
 
 
 def _made_again(store: Store, exp_id: int) -> dict[str, int]:
@@ -631,7 +649,8 @@ class Measurement:
     @contextmanager
     def entered(self) -> Iterator[LoadReport]:
         settled = settle()     # the previous run's writeback is not this run's
-        self.load, self.resources = self.measured(self.plan(), settled, self.landed())
+        plan = replace(self.plan(), report_file=self.pending())
+        self.load, self.resources = self.measured(plan, settled, self.landed())
         yield self.load
 
     def plan(self) -> LoadPlan:
@@ -645,6 +664,13 @@ class Measurement:
                        netns=net.client_ns, headers=(*deployed.headers,
                                                      *s.layer(RequestChecks).requests.headers),
                        allow_remote=ctx.allow_remote)
+
+    def pending(self) -> Path | None:
+        """The run as known before its load, journaled (the runner's _kept); where the
+        engine is to write its report so that the run is kept from its exit on."""
+        s = self.scope
+        return _pending(s.ctx, s.run, s.started_at, s.knobs, s.running,
+                        s.composition.verdicts)
 
     def landed(self) -> Callable[[LoadReport], None]:
         """What keeps the run's load the moment it returns (the runner's _kept)."""

@@ -4,8 +4,11 @@ A run that cannot be committed (the database locked by another connection past t
 timeout, the disk full) is not lost: it was written to a journal beside the database
 (`<db>.journal/<experiment>-<trial>-r<repetition>.json`) before the insert, and stays
 there until `stacklab run SPEC --resume` stores it. The runner gives each entry its room
-before the load (`reserve`) and writes it the moment the load returns (`landed`), so a
-full disk, an interrupt or a kill -9 before the commit loses nothing. Every SQLite error
+before the load (`reserve`), journals the run as known before the load just before the
+engine starts (`pending`; the engine writes its report beside it, synced, before it
+exits) and the whole run the moment the load returns (`landed`), so a full disk, an
+interrupt or a kill -9 at any moment after the engine's exit loses nothing (the files:
+journal.py). Every SQLite error
 a command meets becomes one StoreError line; database files made immutable under an open
 connection too, before SQLite would touch them (a SIGBUS).
 """
@@ -23,11 +26,14 @@ import sqlite3
 import struct
 from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 from urllib.parse import quote
 
 from ..errors import EngineError, NotFound, StoreError
+from ..measure.drive import LoadReport, report_in
+from . import journal
 from .migrations import MIGRATIONS
 from .records import (ExperimentRecord, ExperimentStatus, HeldTrial, Outcome, RunRecord,
                       TrialRecord, row_of_fields)
@@ -53,6 +59,12 @@ _STATX = getattr(_LIBC, "statx", None)
 if _STATX is not None:
     _STATX.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_uint,
                        ctypes.c_char_p]
+
+
+# What makes a run journaled before its load (`pending`) whole, once its engine finished
+# the load: (the run as known before the load, its load, when the report was written)
+# -> the run to store. The runner's: it knows what a load's outcome and flags are.
+Completion = Callable[[RunRecord, LoadReport, str], RunRecord]
 
 
 class AlreadyStored(StoreError):
@@ -274,8 +286,8 @@ class Store:
         """Commit one finished run at once (a run is never overwritten); journaled first,
         so that a run the database refuses is kept for `--resume`."""
         row = r.to_row()             # serialized once, for the journal and the insert
-        journal = self._journal(r, row)
-        kept = (f"it is kept in {journal}" if journal
+        entry = self._journal(r, row)
+        kept = (f"it is kept in {entry}" if entry
                 else "and it could not be journaled either: it is lost")
         self.check_not_frozen(f"run {r.trial_id} #{r.repetition} of experiment "
                               f"{r.experiment_id} not stored; {kept}")
@@ -286,18 +298,19 @@ class Store:
         try:
             self._insert_run(r, row)
         except AlreadyStored:
-            if journal:
-                _remove(journal)
+            if entry:
+                journal.remove(entry)
             raise
         except sqlite3.Error as e:
-            kept = (f"it is kept in {journal}; `stacklab run SPEC --resume` stores it"
-                    if journal else "and it could not be journaled either: it is lost")
+            kept = (f"it is kept in {entry}; `stacklab run SPEC --resume` stores it"
+                    if entry else "and it could not be journaled either: it is lost")
             raise StoreError(f"{self.path or 'results database'}: run {r.trial_id} "
                              f"#{r.repetition} of experiment {r.experiment_id} not stored: "
                              f"{_explained(e)}; {kept}") from e
-        if journal:
-            _remove(journal)
-        self.unreserve(r.experiment_id, r.trial_id, r.repetition)
+        if entry:
+            journal.remove(entry)
+        if (path := self._entry(r.experiment_id, r.trial_id, r.repetition)) is not None:
+            self._release(path)        # stored: its rooms, and a load's report, go
 
     def _moved(self) -> str | None:
         """What became of the database file since it was opened (deleted, or another file
@@ -325,8 +338,8 @@ class Store:
         return None if self.path is None else Path(f"{self.path.resolve()}.journal")
 
     def _entry(self, experiment_id: int, trial_id: str, repetition: int) -> Path | None:
-        """Where one run's journal entry goes (`.json`; its room before the load:
-        `.reserved`); None without a journal."""
+        """Where one run's journal entry goes (`.json`; its rooms, by their suffixes:
+        journal.py); None without a journal."""
         directory = self.journal_dir()
         return None if directory is None else directory / (
             f"{experiment_id}-{trial_id}-r{repetition}.json")
@@ -356,30 +369,48 @@ class Store:
         return {"experiment": {"id": exp_id, "created_at": self._created(exp_id)}, "row": row}
 
     def reserve(self, experiment_id: int, trial_id: str, repetition: int,
-                room_bytes: int) -> None:
-        """Give the run's journal entry its room (`room_bytes`, written and synced) before
-        its load starts: a filesystem that fills during the load would otherwise
-        keep the finished load from both the journal and the database. StoreError, one
-        line, when the room cannot be had: no load is started that could not be kept."""
+                room_bytes: int, report_bytes: int | None = None) -> None:
+        """Give the run's journal entry its room (`room_bytes`) and its engine's report
+        its own (`report_bytes`; None: as much), written and synced, before its load
+        starts: a filesystem that fills during the load would otherwise keep the
+        finished load from both the journal and the database. StoreError, one line, when
+        the room cannot be had: no load is started that could not be kept."""
         path = self._entry(experiment_id, trial_id, repetition)
         if path is None:
             return
         self.check_not_frozen(f"no run of experiment {experiment_id} is measured that "
                               "could not be stored")
         self._created(experiment_id)
-        room = path.with_suffix(".reserved")
+        sizes = {journal.ROOM: room_bytes, journal.REPORT: report_bytes or room_bytes}
         try:
             path.parent.mkdir(exist_ok=True)
-            with open(room, "wb") as f:
-                f.write(bytes(room_bytes))
-                f.flush()
-                os.fsync(f.fileno())
+            for suffix, size in sizes.items():
+                journal.make_room(path.with_suffix(suffix), size)
         except OSError as e:
-            _remove(room)
+            self._release(path)
             raise StoreError(f"{path.parent}: no room for a run's journal entry "
-                             f"({room_bytes >> 10} KiB): {e.strerror or e}; a load "
+                             f"({sum(sizes.values()) >> 10} KiB): {e.strerror or e}; a load "
                              "measured now would be lost if the database's disk filled: "
                              "free some space") from None
+
+    def pending(self, r: RunRecord) -> Path | None:
+        """Journal the run as known before its load (`r`: no load yet), synced, just
+        before the engine starts, and say where the engine is to write its report (its
+        --report-file: the room `reserve` gave it): from the engine's exit on, a resume
+        stores the run (replay_journal) whatever stops stacklab. None without a room (no
+        journal, or none reserved) or when it could not be written (a disk full before
+        the load): the load is then kept from its return on (`landed`)."""
+        path = self._entry(r.experiment_id, r.trial_id, r.repetition)
+        if path is None or not path.with_suffix(journal.REPORT).is_file():
+            return None
+        pending = path.with_suffix(journal.PENDING)
+        try:
+            journal.write_in_place(pending,
+                                   json.dumps(self._entry_doc(r, r.to_row())).encode())
+        except OSError:
+            journal.remove(pending)
+            return None
+        return path.with_suffix(journal.REPORT)
 
     def landed(self, r: RunRecord) -> Path | None:
         """Journal a run whose load has just returned, into the room `reserve` gave it, so
@@ -389,28 +420,48 @@ class Store:
         path = self._entry(r.experiment_id, r.trial_id, r.repetition)
         if path is None:
             return None
-        room = path.with_suffix(".reserved")
-        data = json.dumps(self._entry_doc(r, r.to_row())).encode()
+        room = path.with_suffix(journal.ROOM)
         try:
             path.parent.mkdir(exist_ok=True)
-            fd = os.open(room, os.O_WRONLY | os.O_CREAT, 0o644)
-            try:
-                written = 0
-                while written < len(data):      # past the room: the disk's own space
-                    written += os.write(fd, data[written:])
-                os.ftruncate(fd, len(data))
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+            journal.write_in_place(room, json.dumps(self._entry_doc(r, r.to_row())).encode())
             os.replace(room, path)
         except OSError:
             return None
+        self._release(path)   # the report and the run before it: their space back now
         return path
 
     def unreserve(self, experiment_id: int, trial_id: str, repetition: int) -> None:
-        """Give back the room of a run that ended before its load did (nothing landed)."""
-        if (path := self._entry(experiment_id, trial_id, repetition)) is not None:
-            _remove(path.with_suffix(".reserved"))
+        """Give back the rooms of a run that ended before it was stored, but for a load
+        the engine finished: its report and the run before it stay for a resume (and so
+        does a report that cannot be read: the resume says so)."""
+        if (path := self._entry(experiment_id, trial_id, repetition)) is None:
+            return
+        try:
+            finished = self._finished(path.with_suffix(journal.REPORT)) is not None
+        except StoreError:               # called as the run ends on an error of its own
+            finished = True
+        if finished:
+            journal.remove(path.with_suffix(journal.ROOM))
+        else:
+            self._release(path)
+
+    def _release(self, path: Path) -> None:
+        """Remove the files of the run whose entry is `path` but the entry itself: its
+        rooms, its report and the run before its load (stored, whole, or never to be)."""
+        for suffix in journal.BESIDE:
+            journal.remove(path.with_suffix(suffix))
+
+    def _finished(self, report: Path) -> LoadReport | None:
+        """The load the engine finished and wrote to `report`, or None: not written whole
+        (zeros, a write cut short, no file), or stopped early by a signal (an interrupted
+        run is measured again, not kept). StoreError for a whole document that is no
+        report, which a resume would otherwise drop unseen."""
+        try:
+            load = report_in(report)
+        except (OSError, EngineError) as e:
+            raise StoreError(f"{report}: unreadable engine report ({e}): move it and its "
+                             f"{journal.PENDING} away to resume without it") from e
+        return None if load is None or load.interrupted else load
 
     def _created(self, exp_id: int) -> str | None:
         """The experiment's creation time: tells its journal entries from those of a
@@ -428,34 +479,70 @@ class Store:
         return self.created[exp_id]
 
     @_sqlite_errors("cannot store the journaled runs")
-    def replay_journal(self, exp_id: int) -> int:
+    def replay_journal(self, exp_id: int, complete: Completion | None = None) -> int:
         """Store the runs of this experiment that wait in the journal; how many. An entry
         already stored (committed, then the process died) is dropped; one from another
-        database (same id, another creation time) is left alone."""
+        database (same id, another creation time) is left alone. A run known only from
+        before its load (`.pending`) is stored when its engine finished the load: made
+        whole by `complete` (the run, its load, when the report was written; without
+        it, left for a caller that has one); one whose load did not finish is dropped."""
         directory = self.journal_dir()
         if directory is None or not directory.is_dir():
             return 0
         created = self.experiment(str(exp_id)).created_at
-        for room in directory.glob(f"{exp_id}-*.reserved"):
-            _remove(room)            # a run stopped before its load ended: nothing in it
+        for room in directory.glob(f"{exp_id}-*{journal.ROOM}"):
+            journal.remove(room)     # a run stopped before its load ended: nothing in it
+        for report in directory.glob(f"{exp_id}-*{journal.REPORT}"):
+            if not report.with_suffix(journal.PENDING).exists():
+                journal.remove(report)   # no run to make whole: its load never started
         stored = 0
-        for path in sorted(directory.glob(f"{exp_id}-*.json")):
-            try:
-                entry = json.loads(path.read_text())
-                # "run": an entry written before records were rows (the fields by name)
-                record = RunRecord.from_row(entry["row"] if "row" in entry
-                                            else row_of_fields(entry["run"]))
-            except (OSError, ValueError, KeyError, TypeError, EngineError) as e:
-                raise StoreError(f"{path}: unreadable journal entry ({e}): move it away to "
-                                 "resume without it") from e
-            if entry["experiment"] != {"id": exp_id, "created_at": created}:
+        for path in sorted(directory.glob(f"{exp_id}-*{journal.ENTRY}")):
+            record, ours = self._read_entry(path, exp_id, created)
+            if not ours:
                 continue
-            try:                     # it is journaled already: insert, then let it go
-                self._insert_run(record, record.to_row())
-                stored += 1
-            except AlreadyStored:
-                pass
-            _remove(path)
+            stored += self._insert_journaled(record)
+            self._release(path)
+            journal.remove(path)
+        for pending in sorted(directory.glob(f"{exp_id}-*{journal.PENDING}")):
+            stored += self._replay_pending(pending, exp_id, created, complete)
+        return stored
+
+    def _read_entry(self, path: Path, exp_id: int, created: str | None
+                    ) -> tuple[RunRecord, bool]:
+        """A journal entry's run, and whether it is of this database's experiment."""
+        try:
+            entry = json.loads(path.read_text())
+            # "run": an entry written before records were rows (the fields by name)
+            record = RunRecord.from_row(entry["row"] if "row" in entry
+                                        else row_of_fields(entry["run"]))
+        except (OSError, ValueError, KeyError, TypeError, EngineError) as e:
+            raise StoreError(f"{path}: unreadable journal entry ({e}): move it away to "
+                             "resume without it") from e
+        return record, entry["experiment"] == {"id": exp_id, "created_at": created}
+
+    def _insert_journaled(self, record: RunRecord) -> int:
+        """1 once inserted, 0 when it was already stored (committed, then the process
+        died before its journal went)."""
+        try:
+            self._insert_run(record, record.to_row())
+        except AlreadyStored:
+            return 0
+        return 1
+
+    def _replay_pending(self, pending: Path, exp_id: int, created: str | None,
+                        complete: Completion | None) -> int:
+        entry = pending.with_suffix(journal.ENTRY)
+        load = self._finished(pending.with_suffix(journal.REPORT))
+        if load is None:
+            self._release(entry)     # its load never finished: nothing to store
+            return 0
+        record, ours = self._read_entry(pending, exp_id, created)
+        if not ours or complete is None:
+            return 0
+        written = pending.with_suffix(journal.REPORT).stat().st_mtime
+        stored = self._insert_journaled(complete(record, load, datetime.fromtimestamp(
+            written, timezone.utc).isoformat(timespec="milliseconds")))
+        self._release(entry)
         return stored
 
     @_sqlite_errors("cannot read the stored runs")
@@ -607,15 +694,6 @@ def _read_only(path: Path, e: Exception) -> str | None:
     if isinstance(e, OSError):
         return "its filesystem is read-only"
     return "the file cannot be written" if "readonly" in str(e) else None
-
-
-def _remove(entry: Path) -> None:
-    """Remove a journal entry, and the journal directory once it is empty."""
-    entry.unlink(missing_ok=True)
-    try:
-        entry.parent.rmdir()
-    except OSError:
-        pass                          # other entries wait there
 
 
 def _connect_readonly(path: Path) -> sqlite3.Connection:
