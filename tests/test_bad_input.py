@@ -100,6 +100,16 @@ def test_a_duration_too_short_to_measure_is_refused(tmp_path, value):
     refused(tmp_path, "experiment.duration", "0.1 s", experiment=f"duration = {value}")
 
 
+@pytest.mark.parametrize("experiment, key, number", [
+    ('duration = "2000"', "experiment.duration", "2000"),
+    ('duration = "1s"\nwarmup = "0.5"', "experiment.warmup", "0.5"),
+])
+def test_a_duration_without_its_unit_is_refused(tmp_path, experiment, key, number):
+    """"2000" was 2000 s, where 2 s was meant."""
+    refused(tmp_path, key, f"'{number}' has no unit", f"'{number}ms' or '{number}s'",
+            experiment=experiment)
+
+
 def test_the_shortest_duration_is_accepted(tmp_path):
     _, result, line = dry_run(tmp_path, experiment='duration = "100ms"')
     assert result.exit_code == 0, line

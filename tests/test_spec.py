@@ -102,7 +102,7 @@ def test_durations(text, seconds):
     assert parse_duration(text) == seconds
 
 
-@pytest.mark.parametrize("text", ["5 parsecs", "", "-1s", True])
+@pytest.mark.parametrize("text", ["5 parsecs", "", "-1s", True, "2000", " 5 "])
 def test_bad_durations(text):
     with pytest.raises(ValueError):
         parse_duration(text)

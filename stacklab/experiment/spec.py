@@ -52,10 +52,15 @@ MAX_FILE_BYTES = 1 << 20
 
 
 def parse_duration(value: Any) -> float:
-    """'500ms', '5s', '2m', 3 → seconds. Raises ValueError."""
+    """'500ms', '5s', '2m', 3 → seconds. Raises ValueError. A string must name its unit:
+    "2000" read as 2000 s was meant as 2 s as often as not."""
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         seconds = float(value)
     elif isinstance(value, str) and (m := _DURATION.match(value)):
+        if m.group(2) is None:
+            number = m.group(1)
+            raise ValueError(f"{number!r} has no unit: write it with one, "
+                             f"'{number}ms' or '{number}s'")
         seconds = float(m.group(1)) * _UNIT_S[m.group(2)]
     else:
         raise ValueError("expected a duration such as '500ms', '5s' or '2m'")
