@@ -21,6 +21,7 @@ from typer.testing import CliRunner
 
 import stacklab.store as store_module
 from stacklab.host import hostinfo, lab
+from stacklab.netlab import rundir
 from stacklab.netlab.sweep import SWEEPS
 from stacklab.run import measurement, runner
 from stacklab.cli import cli
@@ -223,20 +224,24 @@ def test_a_lab_directory_short_of_space_is_refused_before_measuring(tmp_path, la
     assert rows(db, "SELECT status FROM experiments")[0][0] == "interrupted"
 
 
-def test_a_lab_directory_that_fills_up_during_the_run_fails_the_run(tmp_path, lab_on,
-                                                                   monkeypatch):
-    """The lab's filesystem filled up during the load: the server's log is cut, the run
-    is failed, not stored ok. (The fake engine fills it, as a real load's access log
-    would: the lab starts above the minimum a run needs.)"""
+def test_a_run_directory_that_fills_up_during_the_run_fails_the_run(tmp_path, lab_on,
+                                                                    monkeypatch):
+    """The run directory's filesystem (its own tmpfs, 64 MiB here) filled up during the
+    load: the server's log is cut, the run is failed, saying which filesystem filled,
+    not stored ok. (The fake engine fills it, as a real load's access log would.)"""
     root = lab_on(f"{runner.LAB_MIN_FREE_MIB + 16}m")
-    filler = shlex.quote(str(root / "filler"))
+    monkeypatch.setattr(rundir, "RUN_TMPFS_MAX_MIB", 64)
+    filler = shlex.quote(str(root)) + "/s-*/*-r1"
     use_fake_engine(monkeypatch, tmp_path / "engine",
-                    during=f"cat /dev/zero > {filler} 2>/dev/null || true")
+                    during=f"for d in {filler}; do cat /dev/zero > $d/filler; done "
+                           "2>/dev/null || true")
     spec, db = one_run(tmp_path, measure="requests = 20000"), tmp_path / "stacklab.db"
     result = invoke("run", spec, "--db", db)
     assert result.exit_code == 0, result.output
     [run] = rows(db, "SELECT outcome, reason FROM runs")
-    assert run["outcome"] == "failed" and "filled up during the run" in run["reason"]
+    assert run["outcome"] == "failed", run["reason"]
+    assert "the run directory's tmpfs (64 MiB, 32,768 inodes) filled up during the run" \
+        in run["reason"]
     assert server_processes() == []
 
 

@@ -77,6 +77,7 @@ class Mount:
     image: Path | None = None
     device: str | None = None            # /dev/loopN
     direct_io: bool = False              # the loop device bypasses the host's page cache
+    inodes: int | None = None            # a tmpfs's nr_inodes (None: the kernel's default)
 
     @property
     def source(self) -> str:
@@ -99,6 +100,8 @@ class Mount:
         problems += [f"{o} did not take" for o in self.options if not _took(o, shown)]
         if self.fs == "tmpfs" and f"size={self.size_mb * 1024}k" not in shown:
             problems.append(f"size is not {self.size_mb} MB")
+        if self.inodes is not None and f"nr_inodes={self.inodes}" not in shown:
+            problems.append(f"nr_inodes is not {self.inodes}")
         said = f"{fstype} at {self.mount_point} from {source} in {view}: {','.join(shown)}"
         if self.image:
             said += f"; loop direct I/O {'on' if self.direct_io else 'off'}"
@@ -119,18 +122,26 @@ class Mount:
         _forget_pages(self.image)
         _mount(self.fs, self.options, self.device, self.mount_point)
 
-    def close(self) -> None:
-        """Unmount, detach the loop device, delete the image and the record."""
-        _teardown(self.run_id, self.fs, self.mount_point, self.state_file)
+    def close(self, lazy: bool = False) -> None:
+        """Unmount, detach the loop device, delete the image and the record. `lazy`: a
+        mount still in use is detached from the tree now and goes when its last file
+        is closed (umount -l), where a plain unmount would fail: busy."""
+        _teardown(self.run_id, self.fs, self.mount_point, self.state_file, lazy)
 
 
 def mount_fs(run_id: str, state_dir: Path, mount_point: Path, fs: str, size_mb: int,
-             options: tuple[str, ...] = (), lab_dir: Path | None = None) -> Mount:
+             options: tuple[str, ...] = (), lab_dir: Path | None = None,
+             inodes: int | None = None) -> Mount:
     """Mount a fresh `fs` of size_mb on mount_point (created if missing, must be empty,
-    inside lab_dir — by default state_dir), its root mode 0755 so a server user reads it.
-    ValueError names an invalid value; FilesystemUnavailable says why `fs` cannot be
-    had here; MountError names a failed command (what was made is removed again)."""
+    inside lab_dir — by default state_dir), its root mode 0755 so a server user reads it;
+    a tmpfs holds at most `inodes` files and directories (None: the kernel's default,
+    half the host's pages). ValueError names an invalid value; FilesystemUnavailable says
+    why `fs` cannot be had here; MountError names a failed command (what was made is
+    removed again)."""
     check_args(run_id, fs, size_mb, options)
+    if inodes is not None and (fs != "tmpfs" or isinstance(inodes, bool)
+                               or not isinstance(inodes, int) or inodes < 1):
+        raise ValueError(f"inodes {inodes!r}: a positive count, for a tmpfs only")
     state_dir, mount_point = _check_dirs(state_dir, mount_point, lab_dir)
     reason = why_not(fs)
     if reason:
@@ -140,7 +151,8 @@ def mount_fs(run_id: str, state_dir: Path, mount_point: Path, fs: str, size_mb: 
         raise ValueError(f"run id {run_id!r} already has a filesystem ({state_file}): "
                          "close it or cleanup_stale first")
     image = None if fs == "tmpfs" else state_dir / IMAGE.format(run_id=run_id)
-    mount = Mount(run_id, fs, mount_point, size_mb, tuple(options), state_file, image)
+    mount = Mount(run_id, fs, mount_point, size_mb, tuple(options), state_file, image,
+                  inodes=inodes)
     record = {"version": 1, "run_id": run_id, "fs": fs, "mount_point": str(mount_point),
               "image": str(image) if image else None, "device": None}
     try:
@@ -155,7 +167,8 @@ def mount_fs(run_id: str, state_dir: Path, mount_point: Path, fs: str, size_mb: 
 def _make(mount: Mount, record: dict) -> None:
     if mount.image is None:
         _record(mount.state_file, record, "mount")
-        options = (f"size={mount.size_mb}m", "mode=0755", *mount.options)
+        options = (f"size={mount.size_mb}m", "mode=0755", *mount.options,
+                   *([f"nr_inodes={mount.inodes}"] if mount.inodes is not None else []))
         _run(["mount", "-t", "tmpfs", "-o", ",".join(options), mount.source,
               str(mount.mount_point)])
         return
@@ -232,11 +245,12 @@ def _loops_backed_by(image: Path) -> list[str]:
                   if _loop_attr(d.name, "backing_file") == str(image))
 
 
-def _unmount(mount_point: Path, sources: set[str]) -> bool:
-    """Unmount mount_point while its topmost mount is from one of sources (ours)."""
+def _unmount(mount_point: Path, sources: set[str], lazy: bool = False) -> bool:
+    """Unmount mount_point while its topmost mount is from one of sources (ours); `lazy`
+    detaches one still in use (umount -l)."""
     done = False
     while (entry := _mounted(mount_point)) is not None and entry[0] in sources:
-        _run(["umount", str(mount_point)])
+        _run(["umount", *(["-l"] if lazy else []), str(mount_point)])
         done = True
     return done
 
@@ -252,7 +266,8 @@ def _forget_pages(image: Path) -> None:
         os.close(fd)
 
 
-def _teardown(run_id: str, fs: str, mount_point: Path, state_file: Path) -> list[str]:
+def _teardown(run_id: str, fs: str, mount_point: Path, state_file: Path,
+              lazy: bool = False) -> list[str]:
     """Remove what a record names, each thing only if it is really the lab's: a mount
     from our loop device or our tmpfs name, loop devices backed by our image, the image
     at its fixed name. Returns what was removed."""
@@ -260,7 +275,7 @@ def _teardown(run_id: str, fs: str, mount_point: Path, state_file: Path) -> list
     image = state_file.parent / IMAGE.format(run_id=run_id)
     loops = set(_loops_backed_by(image))
     sources = loops if fs != "tmpfs" else {SOURCE.format(run_id=run_id)}
-    if _unmount(mount_point, sources):
+    if _unmount(mount_point, sources, lazy):
         removed.append(f"mount {mount_point}")
     for device in sorted(loops):
         _run(["losetup", "--detach", device], timeout_s=30)

@@ -98,7 +98,9 @@ on_fs = partial(Knob, "fs", acts_with={"type": ("tmpfs", "ext3", "ext4", "xfs", 
 FS_KNOBS = [
     Knob("fs", "type", str, "none", "The filesystem the docroot lies on, made for the run: "
          "none (the lab's own directory), tmpfs (a ramdisk), or ext3/ext4/xfs/btrfs/jfs/"
-         "reiserfs on a loop device (what this kernel lacks is refused with its reason).",
+         "reiserfs on a loop device (what this kernel lacks is refused with its reason). "
+         "The run's own directory (logs, sessions, temp files) is a fresh one of the same "
+         "type; with none, a fresh tmpfs.",
          choices=("none", "tmpfs", "ext3", "ext4", "xfs", "btrfs", "jfs", "reiserfs"),
          source="S1"),
     on_fs("options", str, "", "Mount options, comma-separated (noatime, nodiratime, "

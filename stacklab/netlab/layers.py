@@ -15,7 +15,7 @@ from ..errors import StacklabError
 from ..layer import Place, Running
 from ..measure.verify import Verdict
 from ..workloads import Deployed
-from . import cgroups, fs, net
+from . import cgroups, fs, net, rundir
 from .knobs import sysctls
 from .run import (Machine, Network, cool, cool_verdicts, filesystem, fs_verdicts, machine,
                   machine_verdicts, network)
@@ -101,8 +101,10 @@ class MachineLayer:
 
 @dataclass(eq=False)
 class FilesystemLayer:
-    """The workload on a filesystem of the run's own (fs.* knobs), or as deployed; its
-    verdict judges the docroot in the server's view."""
+    """The workload on a filesystem of the run's own (fs.* knobs), or as deployed with
+    its writable directories fresh; its verdict judges the docroot in the server's view.
+    Its plan rule is also the run directory's filesystem's (rundir.problem), which the
+    runner mounts around the run."""
 
     knobs: dict[str, Any]
     deployed: Deployed
@@ -111,22 +113,24 @@ class FilesystemLayer:
     name = "fs"
     waits = True
     mount: fs.Mount | None = None
+    dirs: list[dict[str, Any]] = field(default_factory=list)   # the writable ones
 
     @classmethod
     def problem(cls, knobs: dict[str, dict[str, Any]]) -> str | None:
-        return fs_problem(knobs["fs"])
+        return fs_problem(knobs["fs"]) or rundir.problem(knobs)
 
     @contextmanager
     def entered(self) -> Iterator[Deployed]:
-        with filesystem(self.knobs, self.deployed, self.place.run_id,
-                        self.place.state_dir) as (self.deployed, self.mount):
+        with filesystem(self.knobs, self.deployed, self.place.run_id, self.place.state_dir,
+                        host_memory_mb()) as (self.deployed, self.mount, self.dirs):
             yield self.deployed
 
     def verdicts(self) -> tuple[Verdict, ...]:
         return tuple(fs_verdicts(self.mount, _pids(self.running)[0]))
 
     def record(self) -> dict[str, Any]:
-        return {"_fs": {**self.knobs, "mounted": bool(self.mount)}}
+        return {"_fs": {**self.knobs, "mounted": bool(self.mount)},
+                "_writable": {"docroot_dirs": self.dirs}}
 
 
 @dataclass(eq=False)

@@ -6,7 +6,8 @@ removed when it ends (also after a kill: the session's cleanup reads their recor
   calling thread inside the server's namespace while the stack starts, is verified and
   measured (thread.py: the servers it forks and the sockets it opens are there), the
   engine in the client's;
-- filesystem (`fs.*`): the docroot copied onto a filesystem of its own (fs.py);
+- filesystem (`fs.*`): the docroot copied onto a filesystem of its own (fs.py), or as
+  deployed with its writable directories each on a fresh tmpfs (rundir.py);
 - machine (`machine.*`): a cgroup the servers join before exec (cgroups.py); with or
   without a profile, each component's processes in a group of their own, whose CPU time
   the monitor reads (CGI scripts included), where this machine lets the lab make cgroups.
@@ -29,6 +30,7 @@ from ..measure.verify import Status, Verdict
 from ..workloads import Deployed
 from . import cgroups, fs, net, netkernel
 from .knobs import sysctls
+from .rundir import fresh_docroot_dirs
 from .thread import in_netns
 
 LOOPBACK = "127.0.0.1"
@@ -125,13 +127,17 @@ def _effective(server_ns: str) -> dict[str, dict[str, str]]:
 
 
 @contextmanager
-def filesystem(knobs: dict[str, Any], deployed: Deployed, run_id: str, state_dir: Path
-               ) -> Iterator[tuple[Deployed, fs.Mount | None]]:
+def filesystem(knobs: dict[str, Any], deployed: Deployed, run_id: str, state_dir: Path,
+               host_mib: int) -> Iterator[tuple[Deployed, fs.Mount | None, list[dict]]]:
     """The workload on a filesystem of the run's own (fs.* knobs): made, filled with a
     copy of the deployed docroot, its cache dropped if asked (before any server opens a
-    file), and removed when the block ends; with fs.type none, the deployment as it is."""
+    file), and removed when the block ends; with fs.type none, the deployment as it is,
+    its writable directories each on a fresh tmpfs (rundir.fresh_docroot_dirs). Also
+    yields where each writable directory was, for the record."""
     if knobs["type"] == "none":
-        yield deployed, None
+        with fresh_docroot_dirs(deployed.docroot, deployed.writable, run_id, state_dir,
+                                host_mib) as dirs:
+            yield deployed, None, dirs
         return
     options = tuple(o for o in knobs["options"].split(",") if o)
     mount = fs.mount_fs(run_id, state_dir, state_dir / f"docroot-{run_id}", knobs["type"],
@@ -141,7 +147,8 @@ def filesystem(knobs: dict[str, Any], deployed: Deployed, run_id: str, state_dir
                         symlinks=True)
         if knobs["cold_cache"]:
             mount.drop_cache()
-        yield replace(deployed, docroot=mount.mount_point), mount
+        yield (replace(deployed, docroot=mount.mount_point), mount,
+               [{"dir": rel, "fs": knobs["type"], "fresh": True} for rel in deployed.writable])
     finally:
         mount.close()
 

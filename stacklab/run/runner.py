@@ -48,8 +48,9 @@ from .measurement import load_outcome, measure
 from ..netlab.cgroups import CgroupError
 from ..netlab.fs import FilesystemUnavailable, MountError, fs_type_of
 from ..netlab.layers import (PLAN_ORDER, ColdCacheLayer, FilesystemLayer, MachineLayer,
-                             NetworkLayer)
+                             NetworkLayer, host_memory_mb)
 from ..netlab.net import NetlabError
+from ..netlab.rundir import FreshDir, fresh_dir
 from ..netlab.run import Network
 from ..netlab.sweep import SWEEPS
 from ..host.placement import parse_cpus
@@ -69,9 +70,9 @@ from ..workloads import WORKLOADS, Deployed, deploy
 
 # A run needs room in the lab directory for its servers' logs: on a full filesystem they
 # are cut silently (an access log stops growing; the error log saying so is cut too).
-# Below the minimum no run starts; under LAB_FULL_MIB left after a run, its logs were cut.
+# Below the minimum no run starts; a run whose directory filled up (rundir.FreshDir.full)
+# is failed.
 LAB_MIN_FREE_MIB = 64
-LAB_FULL_MIB = 1
 
 # The room a run's journal entry is given before its load (_kept): the servers' configs
 # and the engine's histogram, and a timeseries bucket (~100 B) per second of load; and
@@ -801,15 +802,33 @@ def plan_rules() -> tuple[type[Layer], ...]:
 
 
 def execute_run(ctx: RunContext, run: PlannedRun) -> RunRecord:
-    """One run: its layers (LAYERS) entered in order — the stack, the lab's conditions
-    and checks around the measurement — and always left in reverse. Failures become data:
-    a FAIL is an invalid run, a server or engine that breaks (or a stack that does not
-    stop cleanly) a failed one."""
+    """One run in a directory of its own on a fresh filesystem (rundir.fresh_dir: a
+    tmpfs, or fs.type's), so that no run starts from what an earlier one did to a disk:
+    mounted before its layers, removed once its logs are kept. Where its writable
+    directories were is its record's `_writable`."""
     trial = run.trial
     knobs = observed(effective_knobs(ctx.registry, STACKS[trial.stack], trial),
                      ctx.spec.observe)
     name = lab.run_name(trial.id, run.repetition)
-    run_dir = ctx.session.run_dir(name)
+    place = Place(ctx.session.layer_id(name), ctx.session.dir)
+    with fresh_dir(place.run_id, place.state_dir, ctx.session.run_dir(name), knobs,
+                   host_memory_mb()) as fresh:
+        record = _execute_in(ctx, run, knobs, place, fresh)
+    lab_parts = record.resources.lab
+    writable = {**fresh.writable.record(), **lab_parts.get("writable", {})}
+    return replace(record, resources=Resources(record.resources.components,
+                                               {**lab_parts, "writable": writable}))
+
+
+def _execute_in(ctx: RunContext, run: PlannedRun, knobs: dict, place: Place,
+                fresh: FreshDir) -> RunRecord:
+    """One run: its layers (LAYERS) entered in order — the stack, the lab's conditions
+    and checks around the measurement — and always left in reverse. Failures become data:
+    a FAIL is an invalid run, a server or engine that breaks (or a stack that does not
+    stop cleanly, or whose directory filled up) a failed one."""
+    trial = run.trial
+    name = lab.run_name(trial.id, run.repetition)
+    run_dir = fresh.dir
     kept = kept_dir(ctx.results_dir / str(ctx.exp_id), name, ctx.clock)
     started_at = ctx.clock()
     running = RunningStack(STACKS[trial.stack])
@@ -817,8 +836,7 @@ def execute_run(ctx: RunContext, run: PlannedRun) -> RunRecord:
     verdicts: tuple[Verdict, ...] = ()
     resources = Resources()
     flags: tuple[str, ...] = ()
-    scope = RunScope(ctx, run, knobs, running, run_dir,
-                     Place(ctx.session.layer_id(name), ctx.session.dir), started_at)
+    scope = RunScope(ctx, run, knobs, running, run_dir, place, started_at)
     try:
         with scope.compose(LAYERS).entered() as composed:
             resources = Resources.from_json(composed.record())
@@ -838,9 +856,8 @@ def execute_run(ctx: RunContext, run: PlannedRun) -> RunRecord:
         # a server that dies, resets or answers garbage while being verified or loaded
         outcome, reason = Outcome.FAILED, f"{type(e).__name__}: {e}"
         verdicts = verdicts or _given(scope)
-    if outcome is Outcome.OK and (free := lab.free_mib(run_dir)) < LAB_FULL_MIB:
-        outcome, reason = Outcome.FAILED, (f"the lab directory filled up during the run "
-                                           f"({free:.2f} MiB left): the servers' logs are cut")
+    if outcome is not Outcome.INVALID and (full := fresh.full()):
+        outcome, reason = Outcome.FAILED, (f"{reason}; {full}" if reason else full)
     if outcome is Outcome.FAILED and not tail:
         tail = running.log_tail()
     if note := keep_logs(run_dir, kept):        # the run is stored all the same

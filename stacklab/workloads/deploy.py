@@ -34,6 +34,7 @@ class Deployed:
     cacheable: float | None = None             # see Workload.cacheable
     php_log: Path | None = None                # see Workload.php_log
     headers: tuple[tuple[str, str], ...] = ()  # see Workload.headers
+    writable: tuple[str, ...] = ()             # see Workload.writable
 
 
 
@@ -79,7 +80,8 @@ def deploy_workload(workload: Any, docroot: Path, seed: int = 1) -> Deployed:
     database = workload.database(seed) if workload.database else None
     php_log = _php_log(docroot) if workload.php_log else None
     return Deployed(name, docroot, workload.urls, expected, database,
-                    workload.varying_length, workload.cacheable, php_log, workload.headers)
+                    workload.varying_length, workload.cacheable, php_log, workload.headers,
+                    workload.writable)
 
 
 def php_log_path(docroot: Path) -> Path:
