@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .flags import (BOUNDING, DISTURBED, INVALIDATING, LATENCY_DISTORTING, disturbance_factor,
-                    dispersion, run_flags)
+                    dispersion, history_dependent, run_flags)
 from .stats import (Comparison, compare, median, median_ci, median_ci_level,
                     merged_percentiles)
 from ..store import ExperimentStatus, Outcome, RunRecord, Store
@@ -331,6 +331,10 @@ def _flag_details(ok: list[RunRecord]) -> list[tuple[str, str]]:
     spread = dispersion([r.load.rps for r in ok])
     if spread:
         out.append((spread.name, spread.detail))
+    # the runs in the order they were measured: a run measured again comes last
+    history = history_dependent([r.load.rps for r in sorted(ok, key=lambda r: r.started_at)])
+    if history:
+        out.append((history.name, history.detail))
     return out
 
 

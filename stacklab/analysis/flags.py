@@ -61,11 +61,16 @@ in the README's "Flags" section.
   needs a connection with one stream open: with 2 streams per connection, measured
   30,244 req/s at p99 0.51 ms), and is not flagged. The component's own sentence, with
   its figures (Component.known_slow), and the run's p99 are the detail.
+
+Two flags are a trial's, from its repetitions' req/s: high-dispersion (max / min over
+1.5×) and history-dependent (the first run measured apart from the rest, beyond their
+spread: history_dependent). Each is said with the trial, not held against a verdict.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from statistics import median
 
 from ..measure.drive import LoadReport
 from .stats import tail_time_share
@@ -167,6 +172,44 @@ def dispersion(rps: list[float]) -> Flag | None:
     return Flag("high-dispersion", f"req/s over {len(rps)} repetitions from "
                 f"{min(rps):,.0f} to {max(rps):,.0f} ({max(rps) / min(rps):.2f}× apart, "
                 f"limit {DISPERSION_MAX_MIN}×)")
+
+
+# history-dependent: the first run of a trial outside the range of the others by more
+# than HISTORY_SPREADS × their spread and more than HISTORY_SHARE of their median, with
+# HISTORY_MIN_RUNS runs at least. With normal noise of 8% (this VM's run-to-run sd) a
+# first run like the others is flagged in 0.4% of trials of 3 runs, 0.2% of 4; at 15% in
+# 7% and 2%. PHP file sessions on the lab root's disk gave 6,555 then 1,860-2,012 req/s
+# (its gap 30× the others' spread and over twice their median).
+HISTORY_MIN_RUNS = 3
+HISTORY_SPREADS = 2.0
+HISTORY_SHARE = 0.25
+
+
+def history_dependent(rps: list[float]) -> Flag | None:
+    """A trial whose first run (`rps` in the order the runs were measured) measured
+    other conditions than the runs after it: what earlier runs left behind (files, a
+    disk's writeback, a cache filled) changed what the later ones measured, or the first
+    one paid for a start the warm-up did not cover. Raised when the first lies outside
+    the others' range by more than HISTORY_SPREADS × their spread (max - min) and by
+    more than HISTORY_SHARE of their median: a run as far off as the others' own spread
+    is noise, and a few per cent off a tight group is still the same run."""
+    if len(rps) < HISTORY_MIN_RUNS or min(rps) <= 0:
+        return None
+    first, rest = rps[0], rps[1:]
+    low, high = min(rest), max(rest)
+    gap = low - first if first < low else first - high if first > high else 0.0
+    spread, middle = high - low, median(rest)
+    if gap <= HISTORY_SPREADS * spread or gap <= HISTORY_SHARE * middle:
+        return None
+    times = f"{gap / spread:,.1f}× their spread" if spread else "their spread is 0"
+    side = "faster" if first > high else "slower"
+    return Flag("history-dependent", f"the first of {len(rps)} runs measured "
+                f"{first:,.0f} req/s, the {len(rest)} after it {low:,.0f} to {high:,.0f} "
+                f"(median {middle:,.0f}): it was {gap:,.0f} req/s {side} than their range, "
+                f"{times} (limit {HISTORY_SPREADS:g}×) and {gap / middle:.0%} of their "
+                f"median (limit {HISTORY_SHARE:.0%}); what earlier runs left changed what "
+                "the later ones measured, or the first paid for a start its warm-up did "
+                "not cover")
 
 
 def _generator_bound(load: LoadReport) -> Flag | None:
