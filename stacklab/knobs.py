@@ -21,6 +21,11 @@ def type_words(t: type) -> str:
     return TYPE_WORDS.get(t, f"a {t.__name__}")
 
 
+# A unit as an error says a number is in it ("takes an integer in seconds"); a unit not
+# here is said as written ("in MB", "in KiB").
+UNIT_WORDS = {"s": "seconds", "ms": "milliseconds", "req/s": "requests per second"}
+
+
 @dataclass(frozen=True)
 class Knob:
     component: str
@@ -48,10 +53,29 @@ class Knob:
     # A file the user gives (nginx.include): named relative to the experiment file's
     # directory, which spec.py resolves to an absolute path before `validate` reads it.
     path: bool = False
+    # The unit a number is in ("s", "ms", "MB", "MiB", "KiB", "bytes", "req/s"), said by
+    # every error about the value: "65s" or "128M" is refused naming it.
+    unit: str = ""
 
     @property
     def key(self) -> str:
         return f"{self.component}.{self.name}"
+
+    def _amount(self, bound: float) -> str:
+        """A bound with its unit: "1 s", "8 MB"."""
+        return f"{bound:g} {self.unit}" if self.unit else f"{bound:g}"
+
+    def _refused_type(self, value: Any) -> str:
+        """"nginx.keepalive_timeout takes an integer in seconds", and where the value was
+        a number with its unit, that the unit is not written: "(a number alone, not
+        '65s')"."""
+        said = f"{self.key} takes {type_words(self.type)}"
+        if not self.unit:
+            return said
+        said += f" in {UNIT_WORDS.get(self.unit, self.unit)}"
+        if isinstance(value, str) and value.strip()[:1].isdigit():
+            said += f" (a number alone, not {value!r})"
+        return said
 
     def inert(self, values: Mapping[str, Any]) -> str | None:
         """Why this knob cannot act with its owner's `values`, or None when it can."""
@@ -81,13 +105,13 @@ class Knob:
         if ok and self.type is float and not math.isfinite(value):
             raise ValueError(f"{self.key} must be a finite number")
         if not ok:
-            raise ValueError(f"{self.key} takes {type_words(self.type)}")
+            raise ValueError(self._refused_type(value))
         if self.choices and value not in self.choices:
             raise ValueError(f"{self.key} must be one of {', '.join(map(str, self.choices))}")
         if self.min is not None and value < self.min:
-            raise ValueError(f"{self.key} must be >= {self.min:g}")
+            raise ValueError(f"{self.key} must be >= {self._amount(self.min)}")
         if self.max is not None and value > self.max:
-            raise ValueError(f"{self.key} must be <= {self.max:g}")
+            raise ValueError(f"{self.key} must be <= {self._amount(self.max)}")
         problem = self.validate(value) if self.validate else None
         if problem:
             raise ValueError(f"{self.key}: {problem}")

@@ -114,12 +114,12 @@ LOAD_KNOBS = [
     Knob("load", "threads", int, 0, "Engine threads (0 = one per core, at most one per "
          "connection).", min=0, max=256),
     Knob("load", "rate", int, 0, "Open loop: requests per second in total, latency timed from "
-         "the intended send time (0 = closed loop).", min=0, max=10_000_000),
+         "the intended send time (0 = closed loop).", min=0, max=10_000_000, unit="req/s"),
     Knob("load", "compressed", bool, False, "Send Accept-Encoding: gzip, deflate."),
     Knob("load", "tls_resume", bool, True, "Resume TLS sessions on new connections (off: a "
          "full handshake every time).", source="S2"),
     Knob("load", "timeout_s", float, 10.0, "Per-request timeout in seconds.", min=0.01,
-         max=600),
+         max=600, unit="s"),
     Knob("load", "headers", list, [], "Extra request headers, each 'Name: value', sent with "
          "every request (wrk -H, ab -H); not Host, Content-Length, Transfer-Encoding or "
          "Connection.",

@@ -50,15 +50,15 @@ KNOBS = [
          "(S2 compared 100 Mbit and 1 Gbit); measured before the run.", choices=LINK_RATES,
          source="S2"),
     veth("rtt_ms", int, 0, "Added round-trip time in ms (tc netem); refused on a kernel "
-         "without netem.", min=0, max=1000),
+         "without netem.", min=0, max=1000, unit="ms"),
     veth("tcp_sack", str, "kernel", "net.ipv4.tcp_sack in the server's namespace.",
          choices=("kernel", "0", "1"), source="S1"),
     veth("tcp_timestamps", str, "kernel", "net.ipv4.tcp_timestamps in the server's "
          "namespace.", choices=("kernel", "0", "1"), source="S1"),
     veth("tcp_fin_timeout", int, 0, "net.ipv4.tcp_fin_timeout (s) in the server's namespace "
-         "(0 = the kernel's).", min=0, max=600, source="S1"),
+         "(0 = the kernel's).", min=0, max=600, source="S1", unit="s"),
     veth("tcp_keepalive_time", int, 0, "net.ipv4.tcp_keepalive_time (s) in the server's "
-         "namespace (0 = the kernel's).", min=0, max=86400, source="S1"),
+         "namespace (0 = the kernel's).", min=0, max=86400, source="S1", unit="s"),
     veth("tcp_rmem", str, "kernel", "net.ipv4.tcp_rmem \"min default max\" in the server's "
          "namespace.", source="S1", validate=three_sizes),
     veth("tcp_wmem", str, "kernel", "net.ipv4.tcp_wmem \"min default max\" in the server's "
@@ -66,9 +66,9 @@ KNOBS = [
     veth("somaxconn", int, 0, "net.core.somaxconn in the server's namespace (0 = the "
          "kernel's).", min=0, max=65535, source="S5"),
     veth("rmem_max", int, 0, "net.core.rmem_max (bytes; 0 = the kernel's); refused where "
-         "it is not per namespace.", min=0, max=1 << 30, source="S1"),
+         "it is not per namespace.", min=0, max=1 << 30, source="S1", unit="bytes"),
     veth("wmem_max", int, 0, "net.core.wmem_max (bytes; 0 = the kernel's); refused where "
-         "it is not per namespace.", min=0, max=1 << 30, source="S1"),
+         "it is not per namespace.", min=0, max=1 << 30, source="S1", unit="bytes"),
 ]
 
 
@@ -107,7 +107,7 @@ FS_KNOBS = [
           "relatime, strictatime; data=… for ext3/ext4).", source="S1",
           validate=fs_options),
     on_fs("size_mb", int, 512, "The filesystem's size in MB (at least the workload's files; "
-          "xfs needs 300).", min=16, max=65536),
+          "xfs needs 300).", min=16, max=65536, unit="MB"),
     on_fs("cold_cache", bool, False, "Start every run with the docroot's files out of the "
           "page cache (unmount and mount again, as S1 rebooted); not on tmpfs. Use no "
           "warm-up to measure the cold reads.", source="S1"),
@@ -120,5 +120,5 @@ MACHINE_KNOBS = [
          "(CFS quota: 0.5 = half a core; 0 = no limit).", min=0.0, max=256.0, source="S2"),
     Knob("machine", "memory_mb", int, 0, "Memory limit of the stack's processes in MiB "
          "(0 = none): files larger than its memory, as S1's large-file test.", min=0,
-         max=1 << 20, source="S1, S2"),
+         max=1 << 20, source="S1, S2", unit="MiB"),
 ]

@@ -50,7 +50,7 @@ KNOBS = [
     knob("keepalive", bool, True, "KeepAlive: keep connections open between requests.",
          source="S1, S5"),
     knob("keepalive_timeout", int, 5, "KeepAliveTimeout in seconds.", min=1, max=3600,
-         source="S1", acts_with={"keepalive": True}),
+         source="S1", acts_with={"keepalive": True}, unit="s"),
     knob("max_keepalive_requests", int, 100, "MaxKeepAliveRequests (0 = unlimited).",
          min=0, max=10_000_000, source="S5", acts_with={"keepalive": True}),
     knob("enable_sendfile", bool, False, "EnableSendfile: serve files with sendfile(2).",

@@ -67,17 +67,17 @@ KNOBS = [
     knob("cache_default_expire", int, 3600, "CacheDefaultExpire: seconds a response with "
          "neither an expiry nor a Last-Modified stays fresh (with "
          "cache_ignore_no_lastmod on).", min=0, max=31_536_000, acts_with=CACHING,
-         inert_why=ONLY_CACHING),
+         inert_why=ONLY_CACHING, unit="s"),
     knob("cache_ignore_no_lastmod", bool, False, "CacheIgnoreNoLastMod: also cache responses "
          "without a Last-Modified header (dynamic pages).", acts_with=CACHING,
          inert_why=ONLY_CACHING),
     knob("cache_max_object_bytes", int, 0, "Largest response cached: CacheMaxFileSize "
          "(disk) or CacheSocacheMaxSize (socache); 0 = the module's default (1,000,000 B "
          "for disk, 102,400 B for socache).", min=0, max=1 << 31, acts_with=CACHING,
-         inert_why=ONLY_CACHING),
+         inert_why=ONLY_CACHING, unit="bytes"),
     knob("cache_socache_bytes", int, 512_000, "Size of the shmcb shared-memory cache "
          "(shmcb's default 512,000 B).", min=65_536, max=1 << 31,
-         acts_with={"cache": "socache"}),
+         acts_with={"cache": "socache"}, unit="bytes"),
     nofile_knob(COMPONENT, "Open-files limit of the proxy's processes (a client and a "
                 "backend connection per request in progress; 0 = inherit)."),
 ]

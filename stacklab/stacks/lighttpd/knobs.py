@@ -29,7 +29,7 @@ KNOBS = [
          "over one keep-alive connection (0 disables keep-alive).", min=0, max=10_000_000,
          source="S2"),
     knob("max_keep_alive_idle", int, 5, "server.max-keep-alive-idle: seconds an idle "
-         "keep-alive connection stays open.", min=1, max=3600, source="S2"),
+         "keep-alive connection stays open.", min=1, max=3600, source="S2", unit="s"),
     knob("stat_cache", bool, True, "server.stat-cache-engine: cache file metadata "
          "(simple) or stat every request (disable).", source="S1"),
     knob("access_log", bool, True, "Write an access log (mod_accesslog, in the run "

@@ -12,5 +12,5 @@ KNOBS = [
     knob("access_log", bool, True, "Write an access log (-l, in the run directory).",
          source="S1"),
     knob("max_age", int, 0, "Cache-Control max-age and Expires on every response, in "
-         "seconds (-M; 0 = none).", min=0, max=31_536_000, source="S1"),
+         "seconds (-M; 0 = none).", min=0, max=31_536_000, source="S1", unit="s"),
 ]

@@ -19,7 +19,7 @@ KNOBS = [
     knob("worker_connections", int, 1024, "Connections each worker may hold open.",
          min=16, max=65536),
     knob("keepalive_timeout", int, 65, "Seconds an idle keep-alive connection stays open "
-         "(0 disables keep-alive).", min=0, max=3600, source="S1, S5"),
+         "(0 disables keep-alive).", min=0, max=3600, source="S1, S5", unit="s"),
     knob("keepalive_requests", int, 1000, "Requests served over one keep-alive connection.",
          min=1, max=10_000_000),
     # On with tcp_nopush, as Debian's nginx.conf ships them. Off, nginx copies each file

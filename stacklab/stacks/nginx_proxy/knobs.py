@@ -23,7 +23,7 @@ KNOBS = [
     knob("worker_connections", int, 1024, "Connections each worker may hold open, client "
          "and backend sides together (a proxied request holds two).", min=16, max=65536),
     knob("keepalive_timeout", int, 65, "Seconds an idle client keep-alive connection stays "
-         "open (0 disables keep-alive).", min=0, max=3600),
+         "open (0 disables keep-alive).", min=0, max=3600, unit="s"),
     knob("access_log", bool, True, "Write an access log (in the run directory; the "
          "counters' own log is always written)."),
     knob("balance", str, "round_robin", "How requests are spread over the backends: "
@@ -42,15 +42,16 @@ KNOBS = [
          "pure pass-through.", source="S1"),
     knob("cache_zone_mb", int, 10, "Shared memory for the cache's keys (keys_zone; 1 MB "
          "holds about 8000 keys).", min=1, max=4096, acts_with={"cache": True},
-         inert_why=CACHING),
+         inert_why=CACHING, unit="MB"),
     knob("cache_max_mb", int, 1024, "Most the cache holds on disk, in the run directory "
          "(max_size; the cache manager evicts the least recently used).", min=1,
-         max=1_048_576, acts_with={"cache": True}, inert_why=CACHING),
+         max=1_048_576, acts_with={"cache": True}, inert_why=CACHING, unit="MB"),
     # Not nginx's 0 (no proxy_cache_valid): the stacks behind send no expiry by default,
     # so the cache would keep nothing.
     knob("cache_valid_s", int, 60, "Seconds a 200 response is cached when the backend's "
          "headers do not say (proxy_cache_valid; 0 = only what its Expires/Cache-Control "
-         "allow).", min=0, max=31_536_000, acts_with={"cache": True}, inert_why=CACHING),
+         "allow).", min=0, max=31_536_000, acts_with={"cache": True}, inert_why=CACHING,
+         unit="s"),
     knob("cache_lock", bool, False, "One request at a time fills a missing cache entry; "
          "the others wait for it (proxy_cache_lock).", acts_with={"cache": True},
          inert_why=CACHING),

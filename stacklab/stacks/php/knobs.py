@@ -19,7 +19,7 @@ KNOBS = [
          inert_why="acts only with the extension loaded (php.opcache = true)"),
     knob("opcache_memory_mb", int, 128, "opcache.memory_consumption in MB.", min=8,
          max=4096, source="S1", acts_with={"opcache": True, "opcache_enable": True},
-         inert_why=OPCACHE_ON),
+         inert_why=OPCACHE_ON, unit="MB"),
     knob("opcache_validate_timestamps", bool, True, "Check scripts' mtimes for changes "
          "(off: never recompile until restart).", source="S1",
          acts_with={"opcache": True, "opcache_enable": True}, inert_why=OPCACHE_ON,
@@ -34,7 +34,7 @@ KNOBS = [
     knob("register_argc_argv", bool, False, "Build $argv/$argc for every request.",
          source="S1"),
     knob("realpath_cache_size_kb", int, 4096, "realpath cache size in KiB.", min=0,
-         max=1048576, source="S1"),
+         max=1048576, source="S1", unit="KiB"),
     knob("session_auto_start", bool, False, "Start a session on every request.",
          source="S5", caution="starts a session (a file lock and a write) on every request, "
          "even for pages that never use it"),

@@ -7,12 +7,12 @@ knob = partial(Knob, COMPONENT)   # every knob below is one of this component
 # Defaults are Debian's varnish.service (-s malloc,256m) and varnishd 7.1's parameters.
 KNOBS = [
     knob("storage_mb", int, 256, "Cache storage in memory, in MB (-s malloc).", min=8,
-         max=65536),
+         max=65536, unit="MB"),
     knob("ttl", int, 120, "Seconds an object stays fresh when the backend says nothing "
          "(-t default_ttl), and for every object with varnish.honour_cache_control off.",
-         min=0, max=31_536_000),
+         min=0, max=31_536_000, unit="s"),
     knob("grace", int, 10, "Seconds an expired object may still be served while a fresh "
-         "copy is fetched (default_grace).", min=0, max=31_536_000),
+         "copy is fetched (default_grace).", min=0, max=31_536_000, unit="s"),
     knob("honour_cache_control", bool, True, "Whether the backend's Cache-Control and "
          "Expires decide what is cached and for how long; off: every cacheable response "
          "is kept varnish.ttl seconds whatever they say, as S1 did to cache dynamic pages.",

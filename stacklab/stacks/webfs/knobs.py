@@ -10,7 +10,7 @@ knob = partial(Knob, COMPONENT)   # every knob below is one of this component
 # are not declared for it.
 KNOBS = [
     knob("timeout", int, 60, "Network timeout in seconds (-t): also how long an idle "
-         "keep-alive connection stays open.", min=1, max=3600, source="S1"),
+         "keep-alive connection stays open.", min=1, max=3600, source="S1", unit="s"),
     knob("max_connections", int, 32, "Connections served at once (-c); more wait in the "
          "listen queue.", min=1, max=65536, source="S1"),
     knob("dir_cache", int, 128, "Directories whose listings are cached (-a).", min=1,
@@ -19,5 +19,5 @@ KNOBS = [
          "run directory).", source="S1"),
     knob("expires", int, 0, "Expires header on every file (-e; 0 = none). webfsd dates "
          "it from the file's mtime, not from now: on files older than this it is already "
-         "past.", min=0, max=31_536_000, source="S1"),
+         "past.", min=0, max=31_536_000, source="S1", unit="s"),
 ]
