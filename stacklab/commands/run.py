@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import shlex
+import sqlite3
 from pathlib import Path
 from typing import Any, Callable
 
 from ..agents.rules import AgentsListen, check_bindable, check_listen
 from ..host import lab
 from ..analysis.analyze import ExperimentView, load_view
+from ..analysis.overhead import stored_overhead
 from ..env import Environment
-from ..errors import ExitStatus
+from ..errors import ExitStatus, StacklabError
 from ..analysis.gate import baseline_pairs, matches
-from ..experiment.plan import Plan, PlannedRun, make_plan
+from ..experiment.plan import Plan, PlannedRun, RunOverhead, make_plan
 from ..run.quiet import QUIET_MAX_S
 from ..run.validate import SpecOrigin, check_installed, validate_plan
 from ..report.listings import print_notes, print_plan
@@ -79,7 +81,8 @@ def measured(env: Environment, spec: ExperimentSpec, plan: Plan, db: Path | None
     print_notes(plan.notes, env.stdout)     # knobs set where they cannot act in some trials
     print_notes(replay_notes(spec), env.stdout)
     if dry_run:
-        print_plan(spec, plan, env.stdout)
+        print_plan(spec, plan, env.stdout, plan.estimate(
+            spec, overhead_here(env, db), QUIET_MAX_S if wait_quiet else 0.0))
         return None
     check_installed(plan.components(STACKS), engine=True)
     verify_targets(spec)     # a server stacklab did not start answers each path, or FAIL
@@ -99,6 +102,25 @@ def measured(env: Environment, spec: ExperimentSpec, plan: Plan, db: Path | None
     finally:
         store.close()
     return view
+
+
+def overhead_here(env: Environment, db: Path | None) -> RunOverhead:
+    """What a run costs on this host beside its load, from the database's stored runs;
+    the lab's guess where there are none (or the database cannot be read: a dry run
+    estimates, it does not fail on that)."""
+    path = env.database(db)
+    if not path.is_file():
+        return RunOverhead()
+    try:
+        store = Store.open(path, readonly=True)
+    except (StacklabError, sqlite3.Error):
+        return RunOverhead()
+    try:
+        return stored_overhead(store)
+    except (StacklabError, sqlite3.Error):
+        return RunOverhead()
+    finally:
+        store.close()
 
 
 class Watched:

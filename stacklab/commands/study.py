@@ -199,9 +199,11 @@ def covered(findings, plan: StudyPlan) -> None:
 def print_steps(env: Environment, steps: list[PlannedStep],
                 breakdowns: list[PlannedBreakdown]) -> float:
     """Each step's experiment or breakdown with its estimate; returns the total (s)."""
+    estimates = [ps.plan.estimate(ps.spec) for ps in steps]
     lines = [(f"{ps.spec.experiment.name}: {len(ps.plan.trials)} trials, "
-              f"{len(ps.plan.runs)} runs", ps.plan.estimated_s(ps.spec),
-              ", ".join(c.finding for c in ps.step.checks), ps.step.scaling) for ps in steps]
+              f"{len(ps.plan.runs)} runs", est.typical_s,
+              ", ".join(c.finding for c in ps.step.checks), ps.step.scaling)
+             for ps, est in zip(steps, estimates)]
     lines += [(f"{breakdown_name(pb)}: {pb.plan.repetitions} fresh stack(s) × "
                f"{len(pb.plan.passes())} network(s)", breakdown_estimate_s(pb),
                pb.step.finding, pb.step.scaling) for pb in breakdowns]
@@ -210,9 +212,11 @@ def print_steps(env: Environment, steps: list[PlannedStep],
                          + (f"\n  scaling: {scaling}" if scaling else ""),
                          markup=False, highlight=False)
     total = sum(est for _, est, _, _ in lines)
+    again = sum(est.most_s - est.typical_s for est in estimates)
     env.stdout.print(f"{len(steps)} experiments, {len(breakdowns)} breakdowns, "
-                     f"~{total / 60:.0f} min (at the planned repetitions; auto repetitions "
-                     "may add rounds)", markup=False)
+                     f"~{total / 60:.0f} min typically, up to ~{(total + again) / 60:.0f} min "
+                     "if a busy host has runs measured again (at the planned repetitions; "
+                     "auto repetitions may add rounds)", markup=False)
     return total
 
 

@@ -39,8 +39,38 @@ def lab_condition(key: str) -> bool:
 # load.keepalive or load.agents as much as load.protocol, would otherwise give trials the
 # same label), so labels of trials that leave the load alone stay short.
 LOAD_DEFAULTS = {f"load.{k.name}": k.default for k in LOAD_KNOBS}
-# Seconds a run costs beyond warm-up and load: start, readiness, verify, stop.
+# Seconds a run costs beyond warm-up and load (start, readiness, verify, stop) where no
+# stored run of the stack says otherwise (RunOverhead): nginx took 0.5-1.7 s here, a stack
+# with PHP and MariaDB about 4 s (commands/study.py's BREAKDOWN_STACK_S).
 RUN_OVERHEAD_S = 1.5
+# Seconds an experiment costs before its first run: the components' versions, the lab's
+# checks, the database.
+EXPERIMENT_OVERHEAD_S = 2.0
+
+
+@dataclass(frozen=True)
+class RunOverhead:
+    """What a run costs beyond its warm-up and load, in seconds: per stack as the stored
+    runs of this host measured it (`runs` of them), else `default_s`."""
+
+    default_s: float = RUN_OVERHEAD_S
+    by_stack: Mapping[str, float] = field(default_factory=dict, hash=False)
+    runs: int = 0
+
+    def of(self, stack: str) -> float:
+        return self.by_stack.get(stack, self.default_s)
+
+
+@dataclass(frozen=True)
+class TimeEstimate:
+    """How long an experiment takes: `typical_s` its planned runs, each with its start,
+    verification and stop; `most_s` also every run a busy host may have measured again
+    (`remeasure` a trial), each after `wait_s` (--wait-quiet's longest wait)."""
+
+    typical_s: float
+    most_s: float
+    overhead: RunOverhead
+    wait_s: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -89,20 +119,30 @@ class Plan:
     notes: tuple[str, ...] = ()   # knobs set where they cannot act in some trials
 
     def estimated_s(self, spec: ExperimentSpec) -> float:
-        """Every run's warm-up, load and overhead; a `requests` run paced by load.rate
-        takes requests / rate (an unpaced one is guessed at 5 s); a capacity search at
-        most its steps (fewer when it resolves early)."""
+        """`estimate`'s typical time."""
+        return self.estimate(spec).typical_s
+
+    def estimate(self, spec: ExperimentSpec, overhead: RunOverhead = RunOverhead(),
+                 wait_s: float = 0.0) -> TimeEstimate:
+        """Every run's warm-up, load and overhead (its stack's), after the experiment's
+        own start; a `requests` run paced by load.rate takes requests / rate (an unpaced
+        one is guessed at 5 s); a capacity search at most its steps (fewer when it
+        resolves early). At most, each trial also has `remeasure` runs measured again."""
         e = spec.experiment
 
-        def load_s(trial: Trial) -> float:
-            rate = dict(trial.knobs).get("load.rate")
-            requests = trial.requests(e)
-            return requests / rate if requests and rate else (e.duration or 5.0)
-        if (c := spec.capacity) is not None:
-            # a search: the probe, its steps, three profile steps, then the confirmation
-            each = (1 + c.max_steps + 3) * (c.step + e.warmup) + (e.duration or 0.0)
-            return len(self.runs) * (each + RUN_OVERHEAD_S)
-        return sum(load_s(r.trial) + e.warmup + RUN_OVERHEAD_S for r in self.runs)
+        def run_s(trial: Trial) -> float:
+            if (c := spec.capacity) is not None:
+                # a search: the probe, its steps, three profile steps, the confirmation
+                load = (1 + c.max_steps + 3) * (c.step + e.warmup) + (e.duration or 0.0)
+            else:
+                rate = dict(trial.knobs).get("load.rate")
+                requests = trial.requests(e)
+                load = (requests / rate if requests and rate else (e.duration or 5.0)
+                        ) + e.warmup
+            return load + overhead.of(trial.stack)
+        typical = EXPERIMENT_OVERHEAD_S + sum(run_s(r.trial) for r in self.runs)
+        again = sum(e.remeasure * (run_s(t) + wait_s) for t in self.trials)
+        return TimeEstimate(typical, typical + again, overhead, wait_s)
 
     def max_runs(self, spec: ExperimentSpec) -> int:
         e = spec.experiment

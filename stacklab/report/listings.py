@@ -9,7 +9,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from ..inventory import Feature, KnobSection, Tool
-from ..experiment.plan import Plan
+from ..experiment.plan import Plan, TimeEstimate
 from ..experiment.spec import ExperimentSpec
 from ..stacks.compose import UNAVAILABLE
 
@@ -120,16 +120,46 @@ def plan_table(spec: ExperimentSpec, plan: Plan) -> Table:
     return table
 
 
-def print_plan(spec: ExperimentSpec, plan: Plan, out: Console) -> None:
+def print_plan(spec: ExperimentSpec, plan: Plan, out: Console,
+               estimate: TimeEstimate | None = None) -> None:
     out.print(plan_table(spec, plan))
-    minutes, seconds = divmod(int(plan.estimated_s(spec)), 60)
-    e = spec.experiment
+    e, estimate = spec.experiment, estimate or plan.estimate(spec)
     out.print(f"{len(plan.trials)} trials × {e.first_repetitions} repetitions = "
-              f"{len(plan.runs)} runs, estimated {minutes} min {seconds} s")
+              f"{len(plan.runs)} runs, {estimate_words(e, estimate)}", soft_wrap=True)
+    out.print(overhead_words(plan, estimate), style="dim", soft_wrap=True)
     if e.auto:
         out.print(f"repetitions = auto: more rounds until each trial's req/s CI half-width is "
                   f"under {e.ci_target:.0%}, at most {e.max_repetitions} repetitions "
                   f"({plan.max_runs(spec)} runs)")
+
+
+def duration_words(seconds: float) -> str:
+    """"54 s", "3 min 22 s"."""
+    minutes, seconds = divmod(round(seconds), 60)
+    return f"{minutes} min {seconds} s" if minutes else f"{seconds} s"
+
+
+def estimate_words(e, estimate: TimeEstimate) -> str:
+    """"typically 54 s, up to 3 min 22 s if a busy host has runs measured again (2 a
+    trial, experiment.remeasure)"."""
+    said = f"estimated {duration_words(estimate.typical_s)} typically"
+    if estimate.most_s > estimate.typical_s:
+        said += (f", up to {duration_words(estimate.most_s)} if a busy host has runs "
+                 f"measured again ({e.remeasure} a trial, experiment.remeasure"
+                 + (", each after --wait-quiet's wait" if estimate.wait_s else "") + ")")
+    return said
+
+
+def overhead_words(plan: Plan, estimate: TimeEstimate) -> str:
+    """What each run costs besides its warm-up and load, and where that figure is from."""
+    o = estimate.overhead
+    stacks = sorted({t.stack for t in plan.trials})
+    each = ", ".join(f"{s} {o.of(s):.1f} s" for s in stacks)
+    return (f"a run's start, verification and stop beside its load: {each} ("
+            + (f"the mean of {o.runs} stored runs of this host"
+               + ("" if all(s in o.by_stack for s in stacks) else "; a stack none of them "
+                  "ran: the larger of that and the lab's guess") if o.runs else
+               "the lab's guess: no stored run to measure it by") + ")")
 
 
 def _bound(value: float, kind: type) -> str:
