@@ -21,6 +21,7 @@ from __future__ import annotations
 import os
 import time
 from dataclasses import dataclass
+from typing import Callable
 
 from ..analysis.flags import HOST_BUSY_CORE_SHARE
 from ..measure.monitor import host_cpu, host_io_stall_us
@@ -86,13 +87,25 @@ def busy_cores(spell_s: float = QUIET_SPELL_S, sleep=time.sleep) -> float:
     return max(0.0, busy - own) / span
 
 
-def wait_quiet(max_s: float = QUIET_MAX_S, clock=time.monotonic, reading=busy_cores) -> Quiet:
+def wait_quiet(max_s: float = QUIET_MAX_S, clock=time.monotonic, reading=busy_cores,
+               say: Callable[[str], None] = lambda line: None) -> Quiet:
     """Wait until the others' work on the host is under what flags host-busy (a spell of
-    QUIET_SPELL_S), at most `max_s`."""
+    QUIET_SPELL_S), at most `max_s`. When the first spell is busy, `say` is told that the
+    wait begins, and then how it ended: a wait of minutes is never silent."""
     start = clock()
+    busy = reading()
+    if busy <= HOST_BUSY_CORE_SHARE:
+        return Quiet(clock() - start, True, round(busy, 3))
+    say(f"waiting up to {max_s:.0f} s for the host to go quiet: {busy:.2f} cores of "
+        f"other work (quiet: at most {HOST_BUSY_CORE_SHARE:.2f})")
     while True:
+        if clock() - start >= max_s:
+            q = Quiet(clock() - start, False, round(busy, 3))
+            say(f"the host stayed busy: {q.busy_cores:.2f} cores of other work after "
+                f"{q.seconds:.0f} s of waiting; measuring all the same")
+            return q
         busy = reading()
         if busy <= HOST_BUSY_CORE_SHARE:
-            return Quiet(clock() - start, True, round(busy, 3))
-        if clock() - start >= max_s:
-            return Quiet(clock() - start, False, round(busy, 3))
+            q = Quiet(clock() - start, True, round(busy, 3))
+            say(f"the host went quiet after {q.seconds:.0f} s of waiting")
+            return q

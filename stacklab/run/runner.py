@@ -465,12 +465,9 @@ def _again(ctx: RunContext, run: PlannedRun, record: RunRecord,
     flags = ", ".join(f for f in record.flags if f in DISTURBED)
     note = (f"{trial.label()} #{run.repetition} was disturbed ({flags}): measured again "
             f"({ctx.remeasured[trial.id]} of at most {ctx.remeasure.limit})")
-    if ctx.remeasure.wait_quiet_s > 0:
-        q = wait_quiet(ctx.remeasure.wait_quiet_s)
-        note += (f" after {q.seconds:.0f} s waiting for the host to go quiet" if q.quiet else
-                 f"; the host stayed busy ({q.busy_cores:.2f} cores of other work after "
-                 f"{q.seconds:.0f} s of waiting)")
     progress.note(note)
+    if ctx.remeasure.wait_quiet_s > 0:        # says when it waits, and how that ended
+        wait_quiet(ctx.remeasure.wait_quiet_s, say=progress.note)
     repetition = 1 + max(rep for t, rep in ctx.taken if t == trial.id)
     ctx.again_runs.setdefault(trial.id, set()).add(repetition)
     return PlannedRun(trial, repetition)
