@@ -198,6 +198,47 @@ def host_cpu() -> tuple[float, float, float, int, float, float, int]:
             (idle + iowait) / TICKS, cpus)
 
 
+@dataclass(frozen=True)
+class CpuMark:
+    """The host's CPU (host_cpu) and this process's own at one moment: the start of a
+    span whose others' work `others_cores` reads at its end (a spell of --wait-quiet, a
+    server's readiness wait)."""
+
+    read_s: float
+    cpu: tuple[float, float, float, int, float, float, int]
+    own_s: float
+
+
+def cpu_mark() -> CpuMark:
+    own = os.times()
+    return CpuMark(time.monotonic(), host_cpu(), own.user + own.system)
+
+
+def others_cores(mark: CpuMark, mine_s: float = 0.0) -> float:
+    """Cores' worth of CPU the host's other work used since `mark`: its busy time (as
+    _busy_s reads it) less this process's and `mine_s` (seconds of processes of the
+    lab's own: a server being started)."""
+    now, cpu = cpu_mark(), mark.cpu
+    span = now.read_s - mark.read_s
+    if span <= 0:
+        return 0.0
+    b0, steal0, _, _, irq0, idle0, cpus = cpu
+    b1, steal1, _, _, irq1, idle1, _ = now.cpu
+    away = (idle1 - idle0) + (irq1 - irq0) + (steal1 - steal0)
+    busy = max(0.0, cpus * span - away) if cpus else b1 - b0
+    return max(0.0, busy - (now.own_s - mark.own_s) - mine_s) / span
+
+
+def group_cpu_s(pgid: int) -> float:
+    """CPU seconds the live processes of a process group used, their reaped children's
+    included."""
+    total = 0
+    for pid in group_members(pgid):
+        if f := proc_stat(pid):
+            total += int(f[11]) + int(f[12]) + int(f[13]) + int(f[14])
+    return total / TICKS
+
+
 def _busy_s(a: HostSample, b: HostSample) -> float:
     """All cores' busy CPU seconds between two samples: their time less idle, interrupts
     and steal, when both samples know when they were read and the same cores were online;

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from ..analysis.flags import HOST_BUSY_CORE_SHARE
-from ..measure.monitor import host_cpu, host_io_stall_us
+from ..measure.monitor import cpu_mark, host_io_stall_us, others_cores
 
 SETTLE_MAX_S = 30.0         # the longest a run waits for the disk
 SETTLE_SPELL_S = 0.2        # a spell with no task waiting for I/O…
@@ -75,16 +75,9 @@ class Quiet:
 def busy_cores(spell_s: float = QUIET_SPELL_S, sleep=time.sleep) -> float:
     """The host's busy CPU over one spell, less this process's own: between runs no lab
     server runs, so this is the others' work."""
-    b0, steal0, _, _, irq0, idle0, cpus = host_cpu()
-    t0, own0 = time.monotonic(), os.times()
+    mark = cpu_mark()
     sleep(spell_s)
-    b1, steal1, _, _, irq1, idle1, _ = host_cpu()
-    t1, own1 = time.monotonic(), os.times()
-    own = (own1.user + own1.system) - (own0.user + own0.system)
-    span = t1 - t0
-    away = (idle1 - idle0) + (irq1 - irq0) + (steal1 - steal0)
-    busy = max(0.0, cpus * span - away) if cpus else b1 - b0      # as monitor._busy_s
-    return max(0.0, busy - own) / span
+    return others_cores(mark)
 
 
 def wait_quiet(max_s: float = QUIET_MAX_S, clock=time.monotonic, reading=busy_cores,

@@ -18,6 +18,7 @@ from ..host import procs
 from ..errors import StackError
 from ..knobs import Knob
 from ..host.net import Endpoint, free_port, socket_ready  # noqa: F401 (re-exported)
+from ..measure.monitor import CpuMark, cpu_mark, group_cpu_s, others_cores
 from ..measure.verify import Verdict
 from .limits import limits_problem, spawn_limits
 
@@ -345,6 +346,7 @@ class Component(ABC):
         the process is alive."""
         deadline = time.monotonic() + timeout_s
         want = self.processes(started.knobs)
+        mark = cpu_mark()          # what else the host did meanwhile, said on a timeout
         while True:
             if not started.proc.alive():
                 raise StackError(f"{self.name} exited with code {started.proc.popen.returncode} "
@@ -359,7 +361,8 @@ class Component(ABC):
                 have = len(procs.group_members(started.proc.pgid))
                 raise StackError(f"{self.name} not ready on {started.endpoint.unix or ''}"
                                  f"{started.ctx.host}:{started.ctx.port} after {timeout_s:g} s "
-                                 f"({have} of {want} configured processes)",
+                                 f"({have} of {want} configured processes)"
+                                 + busy_host(mark, group_cpu_s(started.proc.pgid)),
                                  self.log_tail(started))
             time.sleep(0.05)
 
@@ -405,6 +408,25 @@ class Component(ABC):
         procs.stop(started.proc)
         if procs.group_members(started.proc.pgid):
             raise StackError(f"{self.name}: processes of group {started.proc.pgid} survived stop")
+
+
+# Others' work during a readiness wait worth naming in the timeout's message: half a core
+# of it slows a starting server's every step (nginx missed 15 s on a host running the
+# test suite), as does a load average at or above the host's cores.
+READY_BUSY_CORES = 0.5
+
+
+def busy_host(mark: CpuMark, server_s: float, others=others_cores,
+              load=os.getloadavg) -> str:
+    """"; the host was busy meanwhile: …" for a readiness timeout, when others' work since
+    `mark` (less the starting server's `server_s`) reached READY_BUSY_CORES or the load
+    average the host's cores; "" otherwise."""
+    cores = mark.cpu[6] or os.cpu_count() or 1
+    busy, load1 = others(mark, server_s), load()[0]
+    if busy < READY_BUSY_CORES and load1 < cores:
+        return ""
+    return (f"; the host was busy meanwhile: {busy:.2f} cores of other work of its {cores} "
+            f"(load average {load1:.2f}), which can delay a server's start")
 
 
 def _chown_tree(root: Path, user: str) -> None:
