@@ -16,8 +16,9 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
+import random
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Protocol
+from typing import Any, Callable, Mapping, Protocol, Sequence
 
 from ..measure.drive import LOAD_KNOBS, conditional_conflict, protocol_conflict
 from ..errors import SpecError
@@ -220,8 +221,22 @@ def fixed_conflict(stack: StackInfo, key: str, value: Any) -> str | None:
 
 
 def interleave(trials: list[Trial], repetitions: int) -> list[PlannedRun]:
-    """A B C A B C …, not A A B B C C: drift of the machine spreads over every trial."""
-    return [PlannedRun(t, rep) for rep in range(1, repetitions + 1) for t in trials]
+    """Rounds of every trial once (A B C, C A B, …), not A A B B C C: drift of the machine
+    spreads over every trial, and two trials' runs of one round ran close together, so a
+    comparison pairs them (stats.paired_log). Each round's order is drawn anew
+    (round_order), so a run's place in its round (first after the previous round's
+    writeback, last before the next) favours no trial."""
+    return [PlannedRun(t, rep) for rep in range(1, repetitions + 1)
+            for t in round_order(trials, rep)]
+
+
+def round_order(trials: Sequence[Trial], repetition: int) -> list[Trial]:
+    """The trials in round `repetition`'s order: a permutation seeded by the round and the
+    trials' ids, so a resume and a dry run plan the same order."""
+    seed = hashlib.sha256(f"{repetition}:{','.join(t.id for t in trials)}".encode())
+    order = list(trials)
+    random.Random(seed.digest()).shuffle(order)
+    return order
 
 
 def effective_knobs(registry: KnobRegistry, stack: StackInfo,

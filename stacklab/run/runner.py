@@ -54,7 +54,7 @@ from ..netlab.rundir import FreshDir, fresh_dir
 from ..netlab.run import Network
 from ..netlab.sweep import SWEEPS
 from ..host.placement import parse_cpus
-from ..experiment.plan import Plan, PlannedRun, Trial, effective_knobs
+from ..experiment.plan import Plan, PlannedRun, Trial, effective_knobs, round_order
 from .quiet import Settled, settle, wait_quiet
 from .replay import replay_versions
 from ..experiment.spec import ExperimentSpec, flatten
@@ -495,7 +495,7 @@ def more_rounds(spec: ExperimentSpec, plan: Plan, store: Store, exp_id: int) -> 
         last[r.trial_id] = max(last.get(r.trial_id, 0), r.repetition)
         runs.setdefault(r.trial_id, []).append(r)
     out = []
-    for t in plan.trials:
+    for t in round_order(plan.trials, 1 + max(last.values(), default=0)):
         mine = runs.get(t.id, [])
         counted = [r for r in mine if not disturbed(r)]    # runs measured again: once
         if (len(counted) >= e.max_repetitions
