@@ -224,7 +224,7 @@ def estimate(median, ci, values=(1.0, 2.0, 3.0, 4.0, 5.0, 6.0)):
     (fmt.vs(SimpleNamespace(ratio=None, p=None, verdict="")), "—"),
     (fmt.vs(SimpleNamespace(ratio=1.0, p=1.0, verdict="~")), "same variant"),
     (fmt.vs(SimpleNamespace(ratio=1.523, p=0.01, verdict="B wins")), "1.52× (B wins)"),
-    (fmt.vs(SimpleNamespace(ratio=348.78, p=0.001, verdict="349×")), "348.78×"),
+    (fmt.vs(SimpleNamespace(ratio=348.78, p=0.001, verdict="349×")), "349×"),
     (fmt.vs(SimpleNamespace(ratio=4.0, p=0.2, verdict="~ no significant difference")),
      "4.00× (~ no significant difference)"),
     (fmt.ci(estimate(20000.0, (19500.0, 21000.0))), "19,500–21,000"),

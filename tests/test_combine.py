@@ -79,16 +79,18 @@ def test_winners_are_the_significant_single_changes(tmp_path):
     assert g.default.knobs["nginx.access_log"] is True
 
 
-def test_no_winner_that_a_busy_host_could_explain(tmp_path):
-    """1.2× and 1.1× over the defaults, but the defaults ran beside other work that could
-    have slowed them 1.5×: neither is a winner (the combination would measure noise)."""
+def test_a_busy_host_takes_no_winner_away(tmp_path):
+    """1.2× and 1.1× over the defaults, the defaults beside other work: the worst case of
+    what it could have done (1.5×) used to leave no winner; the interval decides now."""
     from dataclasses import replace
     knob_experiment(tmp_path / "r.db", "knobs", SINGLES)
     v = view(tmp_path / "r.db", "knobs")
     busy = replace(v, summaries=[replace(s, disturbance=1.5) if not s.knobs.get(
         "nginx.open_file_cache") and s.knobs.get("nginx.access_log", True) else s
         for s in v.summaries])
-    assert winners(v, REGISTRY) and winners(busy, REGISTRY) == []
+    def found(view):
+        return [[(w.knob, w.value) for w in g.winners] for g in winners(view, REGISTRY)]
+    assert found(v) and found(busy) == found(v)
 
 
 def test_no_winner_when_nothing_beats_the_defaults(tmp_path):

@@ -165,7 +165,7 @@ def test_repetitions_far_apart_are_flagged():
     """One trial's repetitions 3.7× apart must not pass silently."""
     assert dispersion([10_000, 9_800, 10_300]) is None
     spread = dispersion([10_000, 2_700, 9_900])
-    assert spread and "3.70×" in spread.detail
+    assert spread and "3.7×" in spread.detail
 
 
 def test_processes_taking_turns_on_the_cpus_are_not_starvation():

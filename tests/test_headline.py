@@ -112,20 +112,19 @@ def test_the_winner_line_stays_for_stacks_beside_the_knob_answers(tmp_path):
     assert second.startswith("nginx.sendfile = False on nginx: +20.0% req/s")
 
 
-@pytest.mark.parametrize("speedup, kind", [(1.2, "no-verdict"), (10.0, "better")])
-def test_a_busy_host_bounds_an_answer_by_what_it_could_explain(tmp_path, speedup, kind):
+@pytest.mark.parametrize("speedup", [1.2, 10.0])
+def test_a_busy_host_is_named_beside_an_answer_never_a_veto(tmp_path, speedup):
+    """Both sides beside other work that a worst-case bound sizes at 1.5×: a 1.2× gain
+    used to read "no verdict: the busy host could explain it"; the rounds are paired, so
+    the answer is the interval's, with the busy sides named."""
     view = stored(tmp_path / "r.db", [("nginx", {"nginx.sendfile": True}, 2000.0, {}),
                                       ("nginx", {"nginx.sendfile": False}, 2000.0 * speedup,
                                        {})])
     busy = replace(view, summaries=[replace(s, disturbance=1.5) for s in view.summaries])
     [a] = headlines(busy)[0].answers
-    assert a.decision.kind == kind
+    assert a.decision.kind == "better"
     text = a.sentence(label)
-    if kind == "no-verdict":
-        assert a.decision.reason == "host-busy" and "no verdict" in text
-        assert "busy host could explain it" in text
-    else:
-        assert ", better, beyond what the busy host could explain" in text
+    assert ", better (" in text and "ran on a busy host, compared round by round)" in text
 
 
 def test_two_knobs_each_answered_against_its_default_with_the_other_said(tmp_path):

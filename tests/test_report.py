@@ -86,18 +86,25 @@ def headline_of(view, path):
 
 def test_three_repetitions_name_a_clear_winner_with_its_interval(view, tmp_path):
     headline = headline_of(view, tmp_path / "r.html")
+    # the fakes' runs step alike in both trials: paired round by round, exactly 2×
     assert ("nginx static-page wins: 2.00× the req/s of apache static-page, "
-            "95% CI 1.96–2.05×, p &lt; 0.001") in headline
-    assert "Welch" in headline                # the rule, named
+            "95% CI 2.00–2.00×, p &lt; 0.001") in headline
+    assert "paired round by round" in headline                # the rule, named
 
 
 def test_a_difference_within_the_noise_is_said_plainly(tmp_path):
-    fake_experiment(tmp_path / "close.db", speed={"nginx": 10050.0, "apache": 10000.0})
+    # nginx 0.5% faster, each trial's runs stepping their own way (±1%, ±2%)
+    fake_experiment(tmp_path / "close.db", speed={"nginx": 10050.0, "apache": 10000.0},
+                    rps_of={"ng0000000001": [10150.5, 9949.5, 10452.0],
+                            "ap0000000001": [10100.0, 10200.0, 9800.0],
+                            "ng0000000016": [11775.0, 11658.0, 11892.0],
+                            "ap0000000016": [11600.0, 11832.0, 11368.0]})
     store = Store.open(tmp_path / "close.db")
     headline = headline_of(load_view(store, "fixed"), tmp_path / "r.html")
     store.close()
     assert "wins" not in headline and "not distinguishable" in headline
-    assert "~ no significant difference" in headline and "repetitions = " in headline
+    assert "no verdict: " in headline and "reaches past ±5%" in headline
+    assert "repetitions = " in headline
 
 
 def test_plotly_js_is_inlined_once_and_nothing_is_fetched(view, tmp_path):

@@ -34,7 +34,7 @@ def test_repetitions_1_6x_apart_get_the_high_dispersion_note(tmp_path):
     assert re.search(r" ⚑1\b", row)                      # the trial's row is marked
     [note] = [line for line in text.splitlines() if line.startswith("⚑")]
     assert note.startswith("⚑1 nginx static-page c=1: high-dispersion — ")
-    assert "req/s over 3 repetitions from 10,000 to 16,000 (1.60× apart, limit 1.5×)" in note
+    assert "req/s over 3 repetitions from 10,000 to 16,000 (1.6× apart, limit 1.5×)" in note
 
 
 @pytest.mark.parametrize("rps", [[10_000.0, 12_000.0, 14_000.0], [10_000.0, 15_000.0]])

@@ -8,13 +8,14 @@ Latency percentiles: from the runs' merged HdrHistograms, never averaged.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable, Sequence
 
 from .flags import (BOUNDING, DISTURBED, INVALIDATING, LATENCY_DISTORTING, disturbance_factor,
                     dispersion, history_dependent, run_flags)
 from .stats import (Comparison, compare, median, median_ci, median_ci_level,
-                    merged_percentiles)
+                    merged_percentiles, multiple, ratio_text)
 from ..store import ExperimentStatus, Outcome, RunRecord, Store
 from ..measure.verify import Verdict
 from ..stacks import known_slow
@@ -25,10 +26,20 @@ class Estimate:
     median: float | None
     ci: tuple[float, float] | None
     values: tuple[float, ...]
+    # each value's round (its run's repetition: the runs of a round ran one after the
+    # other), for a paired comparison; () when not known
+    rounds: tuple[int, ...] = ()
 
     @classmethod
-    def of(cls, values: list[float]) -> "Estimate":
-        return cls(median(values), median_ci(values), tuple(values))
+    def of(cls, values: list[float], rounds: Sequence[int] = ()) -> "Estimate":
+        return cls(median(values), median_ci(values), tuple(values), tuple(rounds))
+
+    @classmethod
+    def per_run(cls, runs: list[RunRecord], value: Callable[[RunRecord], float | None]
+                ) -> "Estimate":
+        """One value a run (None: the run has none), each with its round."""
+        got = [(v, r.repetition) for r in runs if (v := value(r)) is not None]
+        return cls.of([v for v, _ in got], [k for _, k in got])
 
     @property
     def ci_level(self) -> float | None:
@@ -106,6 +117,9 @@ class TrialSummary:
     # A capacity experiment's ([capacity]): each run's confirmed capacity, req/s offered
     # under the SLO (a search that found none gives no value)
     capacity: Estimate = field(default_factory=lambda: Estimate.of([]))
+    # The experiment its runs belong to: two trials of one experiment ran in the same
+    # rounds, so their comparison is paired (compare_trials); None: not known
+    experiment_id: int | None = None
 
     @property
     def latency_distorted(self) -> bool:
@@ -173,7 +187,7 @@ def pooled(runs: list[RunRecord]) -> list[RunRecord]:
 
 
 def summarize(definition: dict, label: str, trial_id: str,
-              runs: list[RunRecord]) -> TrialSummary:
+              runs: list[RunRecord], experiment_id: int | None = None) -> TrialSummary:
     measured = [r for r in runs if r.outcome is Outcome.OK and r.load and r.load.completed]
     ok = pooled(runs)
     comps = _components(ok)
@@ -183,12 +197,13 @@ def summarize(definition: dict, label: str, trial_id: str,
         out = {}
         for c in comps:
             if per_request:
-                vals = [_per_request(r.resources.components[c][key], r) for r in ok
-                        if c in r.resources.components]
+                e = Estimate.per_run(ok, lambda r: _per_request(
+                    r.resources.components[c][key], r) if c in r.resources.components
+                    else None)
             else:
-                vals = [v for r in ok if (v := r.resources.figure(c, key)) is not None]
-            if vals:
-                out[c] = Estimate.of(vals)
+                e = Estimate.per_run(ok, lambda r: r.resources.figure(c, key))
+            if e.values:
+                out[c] = e
         return out
 
     invalid = len([r for r in runs if r.outcome is Outcome.INVALID])
@@ -197,15 +212,15 @@ def summarize(definition: dict, label: str, trial_id: str,
         workload=definition["workload"], concurrency=definition["concurrency"],
         knobs=definition["knobs"], runs_ok=len(ok),
         runs_failed=len(runs) - invalid - len(measured),
-        rps=Estimate.of([r.load.rps for r in ok]),
-        mbps=Estimate.of([r.load.bytes_total / r.load.duration_s / 1e6 for r in ok
-                          if r.load.duration_s]),
+        rps=Estimate.per_run(ok, lambda r: r.load.rps),
+        mbps=Estimate.per_run(ok, lambda r: r.load.bytes_total / r.load.duration_s / 1e6
+                              if r.load.duration_s else None),
         latency_us=merged_percentiles([r.load.histogram for r in ok if r.load.histogram]),
-        latency_runs_us={"p50": Estimate.of([r.load.p50_us for r in ok]),
-                         "p99": Estimate.of([r.load.p99_us for r in ok])},
+        latency_runs_us={"p50": Estimate.per_run(ok, lambda r: r.load.p50_us),
+                         "p99": Estimate.per_run(ok, lambda r: r.load.p99_us)},
         cpu_us_per_request=per_component("cpu_s", per_request=True),
-        engine_cpu_us_per_request=Estimate.of(
-            [_per_request(r.load.engine_cpu_measured_s, r) for r in ok]),
+        engine_cpu_us_per_request=Estimate.per_run(
+            ok, lambda r: _per_request(r.load.engine_cpu_measured_s, r)),
         rss_mib_peak=per_component("rss_mib_peak"),
         pss_mib_per_worker=per_component("pss_mib_per_worker"),
         errors=sum(r.load.failed for r in ok),
@@ -220,8 +235,9 @@ def summarize(definition: dict, label: str, trial_id: str,
         disturbance=max((disturbance_factor(r.resources.host) for r in ok),
                         default=1.0),
         runs_set_aside=len(measured) - len(ok),
-        capacity=Estimate.of([c for r in ok
-                              if (c := r.resources.part("capacity").get("capacity"))]))
+        capacity=Estimate.per_run(
+            ok, lambda r: r.resources.part("capacity").get("capacity") or None),
+        experiment_id=experiment_id)
 
 
 def _page_views(ok: list[RunRecord]) -> dict[str, Estimate]:
@@ -344,7 +360,8 @@ def load_view(store: Store, experiment: str | int | None) -> ExperimentView:
     by_trial: dict[str, list[RunRecord]] = {}
     for r in runs:
         by_trial.setdefault(r.trial_id, []).append(r)
-    summaries = [summarize(t.definition, t.label, t.trial_id, by_trial.get(t.trial_id, []))
+    summaries = [summarize(t.definition, t.label, t.trial_id, by_trial.get(t.trial_id, []),
+                           exp.id)
                  for t in store.trials(exp.id)]
     versions = runs[-1].versions if runs else {}
     return ExperimentView(id=exp.id, name=exp.name,
@@ -406,44 +423,39 @@ def _limited(a: TrialSummary, b: TrialSummary, flags: dict[str, str],
 
 @dataclass(frozen=True)
 class Reach:
-    """How far other work on the host could have moved each side: the largest slow-down
-    it could have caused A's and B's runs (TrialSummary.disturbance, ≥ 1)."""
+    """Which sides ran on a busy host, for the words beside a verdict: the largest
+    slow-down a worst-case bound gives other work on A's and B's runs
+    (TrialSummary.disturbance, ≥ 1). Said, never used to widen an interval: two trials of
+    one experiment are compared round by round (stats.paired_log), so what the host did
+    to both runs of a round cancels, and what it did to one is noise the interval carries
+    (its coverage measured beside CPU hogs: tests/test_paired.py)."""
 
     a: float
     b: float
-    why: str          # "A (apache c=16) ran beside 0.95 core of other work: up to 1.9×"
-
-    def interval(self, ci: tuple[float, float], limited_is_low: bool | None
-                 ) -> tuple[float, float]:
-        """Where the true ratio B/A can lie given its interval `ci`: a disturbed side's
-        throughput could have been up to its factor higher (limited_is_low True), its
-        latency that much lower (False), a figure with no known direction either way."""
-        lo, hi = ci
-        if limited_is_low is True:
-            return lo / self.a, hi * self.b
-        if limited_is_low is False:
-            return lo / self.b, hi * self.a
-        return lo / (self.a * self.b), hi * self.a * self.b
+    why: str          # "A (apache c=16) ran on a busy host"
 
 
 def reach(a: TrialSummary, b: TrialSummary, name=None) -> Reach | None:
     """None when neither side ran on a busy host."""
     if a.disturbance <= 1.0 and b.disturbance <= 1.0:
         return None
-    why = "; ".join(f"{_side(side, s, name)} ran on a busy host: "
-                    + (f"up to {s.disturbance:.2g}× slower" if s.disturbance < float("inf")
-                       else "its slow-down was not measured")
+    why = "; ".join(f"{_side(side, s, name)} ran on a busy host"
+                    + ("" if s.disturbance < float("inf") else " (its window was not read)")
                     for side, s in (("A", a), ("B", b)) if s.disturbance > 1.0)
     return Reach(a.disturbance, b.disturbance, why)
 
 
 # The one verdict vocabulary of every command and document (show, compare, recommend,
-# the study, the gate): B against A is better, worse, the same as far as the interval can
-# tell, or no verdict with a reason code.
+# the study, the gate): B against A is better, worse, the same within the margin, or no
+# verdict with a reason code.
 VERDICTS = ("better", "worse", "same", "no-verdict")
 # Reason codes of "no-verdict": fewer than 2 runs a side, nothing to compare, a flag that
-# bounds or invalidates a side (its name), a host busy enough to explain the ratio.
-REASONS = ("few-runs", "no-data", "limited", "host-busy", *BOUNDING, *INVALIDATING)
+# bounds or invalidates a side (its name), an interval too wide to call it the same.
+REASONS = ("few-runs", "no-data", "limited", "imprecise", *BOUNDING, *INVALIDATING)
+# "same" only when the whole interval of the ratio lies within ±MARGIN of 1 (an
+# equivalence test at the interval's level): an interval that merely holds 1, as
+# 0.60–1.07× does with 2 runs a side, cannot tell a 20% drop from none.
+MARGIN = 0.05
 
 
 @dataclass(frozen=True)
@@ -455,60 +467,90 @@ class Decision:
         return {"verdict": self.kind, "reason": self.reason}
 
 
-def reachable(ci: tuple[float, float], b: Bound | None, r: Reach | None,
-              limited_is_low: bool | None) -> tuple[float, float]:
-    """Where the true ratio can lie: the interval `ci` widened by what a busy host could
-    have done to each side, then left open (0 or inf) on the side a limited run leaves
-    unknown. What decide, the gate and a study's finding judge."""
-    lo, hi = r.interval(ci, limited_is_low) if r else ci
+def reachable(ci: tuple[float, float], b: Bound | None, limited_is_low: bool | None
+              ) -> tuple[float, float]:
+    """Where the true ratio can lie: the interval `ci`, left open (0 or inf) on the side a
+    limited run leaves unknown. What decide, the gate and a study's finding judge."""
+    lo, hi = ci
     if b is not None and b.relation in ("≥", "≤"):   # the true ratio only larger/smaller
         lo, hi = (lo, float("inf")) if b.relation == "≥" else (0.0, hi)
     return lo, hi
 
 
-def decide(c: Comparison, b: Bound | None, r: Reach | None, limited_is_low: bool | None,
-           higher_is_better: bool = True) -> Decision:
-    """B against A: better or worse when the interval of the ratio — widened by what a
-    busy host could have done to each side (`r`), open on the side a limited run leaves
-    unknown (`b`) — lies wholly on one side of 1; the same when it holds 1 and nothing
-    bent it; else no verdict, with the reason."""
+def within_margin(lo: float, hi: float, margin: float = MARGIN) -> bool:
+    """The whole interval within ±margin of 1."""
+    return 1 - margin <= lo and hi <= 1 + margin
+
+
+def decide(c: Comparison, b: Bound | None, limited_is_low: bool | None,
+           higher_is_better: bool = True, margin: float = MARGIN) -> Decision:
+    """B against A: better or worse when the interval of the ratio — open on the side a
+    limited run leaves unknown (`b`) — lies wholly on one side of 1; the same when it lies
+    wholly within ±margin of 1 and nothing bent it; else no verdict, with the reason
+    (`imprecise`: more rounds would narrow it)."""
     if c.ratio is None:
         return Decision("no-verdict", "no-data")
     if c.p is None or c.ci is None:
         return Decision("no-verdict", "few-runs")
     if b is not None and b.relation == "?":
         return Decision("no-verdict", b.reason)
-    lo, hi = reachable(c.ci, b, r, limited_is_low)
+    lo, hi = reachable(c.ci, b, limited_is_low)
     if lo > 1 or hi < 1:
         return Decision("better" if (lo > 1) == higher_is_better else "worse")
     if b is not None:
         return Decision("no-verdict", b.reason)
-    return Decision("same") if r is None else Decision("no-verdict", "host-busy")
+    return Decision("same") if within_margin(lo, hi, margin) else Decision("no-verdict",
+                                                                           "imprecise")
 
 
 def bounded_verdict(c: Comparison, b: Bound | None, r: Reach | None = None,
-                    limited_is_low: bool | None = True) -> str:
+                    limited_is_low: bool | None = True, margin: float = MARGIN) -> str:
     """The verdict in words: the comparison's own, unless a limited side leaves only a
     bound (then it stands only when the bound points the same way: B measured faster and
-    only B was held back) or a busy host could explain the ratio."""
+    only B was held back), or the interval is too wide to call it the same (with about
+    how many more rounds would decide it). A busy host is said, not weighed."""
     if c.ratio is None or c.p is None or c.ci is None:
         return c.verdict
     if b is not None and b.relation == "?":
         return f"no verdict, not a measurement: {b.why}"
-    d = decide(c, b, r, limited_is_low)
+    d = decide(c, b, limited_is_low, margin=margin)
+    busy = f"; {r.why}" + (" (compared round by round)" if c.paired else "") if r else ""
     if b is not None:
         agrees = d.kind in ("better", "worse")
-        text = (f"{c.verdict if agrees else 'no verdict'}, a bound "
-                f"({b.relation} {c.ratio:.3g}×): {b.why}")
-        return text + (f"; {r.why}" if r else "")
-    if r is None:
-        return c.verdict
-    lo, hi = r.interval(c.ci, limited_is_low)
-    if d.kind in ("better", "worse"):
-        return (f"{c.verdict}, beyond what the busy host could explain (at worst "
-                f"{lo:.3g}–{hi:.3g}×): {r.why}")
-    return (f"no verdict: the busy host could explain it (at worst {lo:.3g}–{hi:.3g}×, "
-            f"measured {c.ratio:.3g}×): {r.why}")
+        return (f"{c.verdict if agrees else 'no verdict'}, a bound "
+                f"({b.relation} {multiple(c.ratio)}): {b.why}") + busy
+    if d.kind == "no-verdict":
+        return f"no verdict: {imprecise(c, margin)}" + busy
+    return (c.verdict if d.kind != "same" else f"same within ±{margin:.0%}") + busy
+
+
+def imprecise(c: Comparison, margin: float = MARGIN) -> str:
+    """Why an interval that holds 1 is no 'same', and about how many rounds would decide."""
+    more = rounds_to_decide(c, margin)
+    lo, hi = c.ci or (0.0, 0.0)
+    return (f"{ratio_text(lo)}–{ratio_text(hi)}× holds 1 but reaches past ±{margin:.0%}"
+            + (f": about {more} rounds in all would decide it" if more else
+               ": more rounds than a run would take to decide it"))
+
+
+def rounds_to_decide(c: Comparison, margin: float = MARGIN, most: int = 200) -> int | None:
+    """About how many rounds (runs a side) would give an interval that decides — wholly
+    past 1 or wholly within ±margin — if the spread stayed as measured; None past `most`
+    (normal quantiles: a planning figure, not a promise)."""
+    if c.ci is None or c.ratio is None or c.ci[0] <= 0:
+        return None
+    n = c.paired or min(c.n)
+    if n < 2:
+        return None
+    from scipy.special import stdtrit
+    q = float(stdtrit(max(n - 1, 1), 0.975))
+    spread = (math.log(c.ci[1]) - math.log(c.ci[0])) / 2 / q * math.sqrt(n)  # sd per round
+    d, m = abs(math.log(c.ratio)), math.log(1 + margin)
+    for k in range(n + 1, most + 1):
+        h = float(stdtrit(k - 1, 0.975)) * spread / math.sqrt(k)
+        if h < d or d + h < m:
+            return k
+    return None
 
 
 @dataclass(frozen=True)
@@ -526,45 +568,50 @@ class MetricComparison:
 
     @property
     def decision(self) -> Decision:
-        return decide(self.comparison, self.bound, self.reach, self.limited_is_low,
+        return decide(self.comparison, self.bound, self.limited_is_low,
                       self.higher_is_better)
 
 
-# A busy host delays wake-ups as well as taking CPU: a tail percentile can move by more
-# than the CPU it took, so its reach is not sized (tests/test_disturbance.py).
-UNSIZED = float("inf")
+def rounds_of(a: TrialSummary, b: TrialSummary, ea: Estimate, eb: Estimate
+              ) -> tuple[tuple[int, ...], tuple[int, ...]] | None:
+    """The rounds of A's and B's values when the two trials are of one experiment (their
+    runs alternated round by round: the comparison pairs them), else None."""
+    if a.experiment_id is None or a.experiment_id != b.experiment_id:
+        return None
+    return ea.rounds, eb.rounds
 
 
 def compare_trials(a: TrialSummary, b: TrialSummary, name=None) -> list[MetricComparison]:
     """B against A on every metric both have, benchstat style; latency from each run's
-    p50 and p99, in ms."""
+    p50 and p99, in ms. Two trials of one experiment are compared round by round (their
+    runs alternated: stats.compare, paired); trials of two experiments as two samples."""
     r = reach(a, b, name)
-    tail = r and Reach(UNSIZED if r.a > 1 else 1.0, UNSIZED if r.b > 1 else 1.0, r.why)
 
-    def row(metric: str, va, vb, limited_is_low: bool | None, higher_is_better: bool,
-            within: Reach | None = r) -> MetricComparison:
-        return MetricComparison(metric, compare(va, vb), bound(a, b, limited_is_low, name),
-                                within, limited_is_low, higher_is_better)
+    def row(metric: str, ea: Estimate, eb: Estimate, limited_is_low: bool | None,
+            higher_is_better: bool) -> MetricComparison:
+        rounds = rounds_of(a, b, ea, eb)
+        return MetricComparison(metric, compare(ea.values, eb.values, rounds=rounds),
+                                bound(a, b, limited_is_low, name), r, limited_is_low,
+                                higher_is_better)
 
-    def ms(s: TrialSummary, p: str) -> list[float]:
-        e = s.latency_runs_us.get(p)
-        return [v / 1000 for v in e.values] if e else []
+    def ms(s: TrialSummary, p: str) -> Estimate:
+        e = s.latency_runs_us.get(p) or Estimate.of([])
+        return Estimate.of([v / 1000 for v in e.values], e.rounds)
 
-    rows = [row("capacity req/s", a.capacity.values, b.capacity.values, True, True)]
+    rows = [row("capacity req/s", a.capacity, b.capacity, True, True)]
     if not (a.capacity.values and b.capacity.values):
         rows = []
-    rows += [row("req/s", a.rps.values, b.rps.values, True, True),
-            row("p50 ms", ms(a, "p50"), ms(b, "p50"), False, False),
-            row("p99 ms", ms(a, "p99"), ms(b, "p99"), False, False, tail),
-            row("MB/s", a.mbps.values, b.mbps.values, True, True),
-            row("engine CPU µs/req", a.engine_cpu_us_per_request.values,
-                b.engine_cpu_us_per_request.values, None, False)]
+    rows += [row("req/s", a.rps, b.rps, True, True),
+             row("p50 ms", ms(a, "p50"), ms(b, "p50"), False, False),
+             row("p99 ms", ms(a, "p99"), ms(b, "p99"), False, False),
+             row("MB/s", a.mbps, b.mbps, True, True),
+             row("engine CPU µs/req", a.engine_cpu_us_per_request,
+                 b.engine_cpu_us_per_request, None, False)]
     for c in sorted(set(a.cpu_us_per_request) & set(b.cpu_us_per_request)):
-        rows.append(row(f"{c} CPU µs/req", a.cpu_us_per_request[c].values,
-                        b.cpu_us_per_request[c].values, None, False))
+        rows.append(row(f"{c} CPU µs/req", a.cpu_us_per_request[c],
+                        b.cpu_us_per_request[c], None, False))
     for c in sorted(set(a.rss_mib_peak) & set(b.rss_mib_peak)):
-        rows.append(row(f"{c} RSS MiB", a.rss_mib_peak[c].values, b.rss_mib_peak[c].values,
-                        None, False))
+        rows.append(row(f"{c} RSS MiB", a.rss_mib_peak[c], b.rss_mib_peak[c], None, False))
     return rows
 
 

@@ -73,7 +73,7 @@ from dataclasses import dataclass
 from statistics import median
 
 from ..measure.drive import LoadReport
-from .stats import tail_time_share
+from .stats import multiple, tail_time_share
 from ..store.records import Resources
 
 GENERATOR_BOUND_SHARE = 0.9
@@ -170,7 +170,7 @@ def dispersion(rps: list[float]) -> Flag | None:
     if len(rps) < 2 or min(rps) <= 0 or max(rps) / min(rps) <= DISPERSION_MAX_MIN:
         return None
     return Flag("high-dispersion", f"req/s over {len(rps)} repetitions from "
-                f"{min(rps):,.0f} to {max(rps):,.0f} ({max(rps) / min(rps):.2f}× apart, "
+                f"{min(rps):,.0f} to {max(rps):,.0f} ({multiple(max(rps) / min(rps))} apart, "
                 f"limit {DISPERSION_MAX_MIN}×)")
 
 

@@ -3,15 +3,16 @@ judged on the 95% interval of the ratio, never on the point estimate.
 
 A threshold is a signed percent change of one metric: "rps<-5%" fails when req/s fell
 by more than 5%, "p99>+10%" when p99 rose by more than 10%. The ratio and its interval
-come from Welch's t-test on the logarithms of each run's value (stats.welch_log, what
-`compare` shows). Each threshold has one of three outcomes:
+come from the t-test on the logarithms of each run's value, paired round by round when
+both trials are of one experiment, else Welch's (stats.compare, what `compare` shows).
+Each threshold has one of three outcomes:
 
 - fail: the WHOLE interval lies beyond the limit (the change is shown);
 - pass: the whole interval lies on the good side (such a change is ruled out);
 - inconclusive: anything else: the interval reaches past the limit, there is no
-  interval (fewer than 2 runs a side), a limited side leaves only a bound that does not
-  decide, or a busy host could have moved the ratio past it (analyze.reach: the
-  interval is widened by the slow-down it could have caused; on p99 that is not sized).
+  interval (fewer than 2 runs a side), or a limited side leaves only a bound that does
+  not decide. A busy host is said beside the outcome, never used to widen the interval:
+  the rounds' pairing cancels what hit both trials of a round.
 
 What an inconclusive threshold does to the gate is the mode's: by default the gate is
 inconclusive (ExitStatus.INCONCLUSIVE) unless a threshold failed; strict counts it as a
@@ -28,26 +29,25 @@ from dataclasses import dataclass
 from typing import Callable, Sequence
 
 from ..experiment.gate import Threshold
-from .analyze import UNSIZED, Bound, Reach, TrialSummary, bound, reach, reachable
-from .stats import welch_log
+from .analyze import (Bound, Estimate, Reach, TrialSummary, bound, reach, reachable,
+                      rounds_of)
+from .stats import compare
 
-# metric (experiment.gate.METRICS) -> each run's values of a trial (what the interval
-# is computed from)
-VALUES: dict[str, Callable[[TrialSummary], Sequence[float]]] = {
-    "rps": lambda s: s.rps.values,
-    "p50": lambda s: s.latency_runs_us["p50"].values if "p50" in s.latency_runs_us else (),
-    "p99": lambda s: s.latency_runs_us["p99"].values if "p99" in s.latency_runs_us else (),
-    "mbps": lambda s: s.mbps.values,
-    "capacity": lambda s: s.capacity.values,
+# metric (experiment.gate.METRICS) -> each run's values of a trial, with their rounds
+# (what the interval is computed from)
+NONE = Estimate.of([])
+VALUES: dict[str, Callable[[TrialSummary], Estimate]] = {
+    "rps": lambda s: s.rps,
+    "p50": lambda s: s.latency_runs_us.get("p50", NONE),
+    "p99": lambda s: s.latency_runs_us.get("p99", NONE),
+    "mbps": lambda s: s.mbps,
+    "capacity": lambda s: s.capacity,
 }
 # Which way a limited or disturbed side's true value lies (analyze.bound): a held-back
 # run served less than it could (throughput only higher), answered slower (latency only
 # lower).
 LIMITED_IS_LOW = {"rps": True, "p50": False, "p99": False, "mbps": True,
                   "capacity": True}
-# A busy host delays wake-ups as well as taking CPU: its reach on a tail percentile is
-# not sized (analyze.UNSIZED), so a disturbed side leaves p99 inconclusive.
-UNSIZED_METRICS = frozenset({"p99"})
 OUTCOMES = ("pass", "fail", "inconclusive")
 
 
@@ -66,14 +66,14 @@ def span(interval: tuple[float, float]) -> str:
 class Judgement:
     """One threshold on one pair of trials: its outcome (OUTCOMES) and, unless it passed,
     `why` in words; `reason` is the code of an inconclusive one ("straddles", "few-runs",
-    "host-busy", or the flag that left only a bound)."""
+    or the flag that left only a bound)."""
 
     threshold: Threshold
     base: str                         # labels of the two trials
     new: str
     ratio: float | None
     ci: tuple[float, float] | None    # the ratio's 95% interval as measured
-    reach: tuple[float, float] | None  # where the true ratio can lie (ci widened or opened)
+    reach: tuple[float, float] | None  # where the true ratio can lie (ci opened by a bound)
     outcome: str
     why: str = ""
     reason: str | None = None
@@ -101,9 +101,8 @@ class Judgement:
 
 def judge(base: TrialSummary, new: TrialSummary,
           limits: Sequence[Threshold]) -> list[Judgement]:
-    """Each threshold on NEW/BASE: failed when the whole 95% interval (widened by what a
-    busy host could explain, opened by a limited side) is beyond it, passed when all of
-    it is on the good side, else inconclusive."""
+    """Each threshold on NEW/BASE: failed when the whole 95% interval (opened by a limited
+    side) is beyond it, passed when all of it is on the good side, else inconclusive."""
     r = reach(base, new, name=lambda s: s.label)
     return [judge_one(base, new, t, r) for t in limits]
 
@@ -111,7 +110,9 @@ def judge(base: TrialSummary, new: TrialSummary,
 def judge_one(base: TrialSummary, new: TrialSummary, t: Threshold,
               r: Reach | None) -> Judgement:
     low = LIMITED_IS_LOW[t.metric]
-    w = welch_log(VALUES[t.metric](base), VALUES[t.metric](new))
+    ea, eb = VALUES[t.metric](base), VALUES[t.metric](new)
+    c = compare(ea.values, eb.values, rounds=rounds_of(base, new, ea, eb))
+    w = c if c.ci is not None and c.ratio is not None else None
 
     def made(outcome: str, why: str = "", reason: str | None = None,
              wide: tuple[float, float] | None = None) -> Judgement:
@@ -124,13 +125,10 @@ def judge_one(base: TrialSummary, new: TrialSummary, t: Threshold,
     b = bound(base, new, low, name=lambda s: s.label)
     if b is not None and b.relation == "?":
         return made("inconclusive", f"not a measurement: {b.why}", b.reason)
-    if r is not None and t.metric in UNSIZED_METRICS:
-        # a disturbed side's tail is not sized: the interval opens on that side only
-        # (a base disturbed and a new p99 far above the limit still fails)
-        r = Reach(UNSIZED if r.a > 1 else 1.0, UNSIZED if r.b > 1 else 1.0, r.why)
-    lo, hi = reachable(w.ci, b, r, low)
+    lo, hi = reachable(w.ci, b, low)
     wide = (lo, hi) if (lo, hi) != w.ci else None
-    interval = f"95% CI {span(w.ci)}" + (f", {_how(b, r)} {span(wide)}," if wide else "")
+    interval = f"95% CI {span(w.ci)}" + (f", opened by a bound to {span(wide)}," if wide
+                                          else "")
     if t.beyond(lo) and t.beyond(hi):
         return made("fail", f"{interval} lies wholly past {percent(t.limit)}"
                     + _because(b, r), wide=wide)
@@ -138,12 +136,6 @@ def judge_one(base: TrialSummary, new: TrialSummary, t: Threshold,
         return made("pass", wide=wide)
     return made("inconclusive", f"{interval} reaches past {percent(t.limit)}"
                 + _because(b, r), _reason(b, w.ci, t), wide=wide)
-
-
-def _how(b: Bound | None, r: Reach | None) -> str:
-    """How the measured interval became the one judged, in words."""
-    return " and ".join((["widened by a busy host"] if r else [])
-                        + (["opened by a bound"] if b else [])) + " to"
 
 
 def _because(b: Bound | None, r: Reach | None) -> str:
@@ -154,10 +146,10 @@ def _because(b: Bound | None, r: Reach | None) -> str:
 
 def _reason(b: Bound | None, ci: tuple[float, float], t: Threshold) -> str:
     """An inconclusive threshold's code: the measured interval itself reaches past the
-    limit (straddles), else what opened it (the bound's flag) or widened it."""
-    if t.beyond(ci[0]) != t.beyond(ci[1]):
+    limit (straddles), else what opened it (the bound's flag)."""
+    if t.beyond(ci[0]) != t.beyond(ci[1]) or b is None:
         return "straddles"
-    return b.reason if b is not None else "host-busy"
+    return b.reason
 
 
 def matches(s: TrialSummary, selector: Sequence[tuple[str, Any]]) -> bool:

@@ -12,7 +12,7 @@ from functools import cached_property
 from typing import Any
 
 from .analyze import (Bound, Decision, ExperimentView, MetricComparison, TrialSummary,
-                      compare_trials)
+                      compare_trials, imprecise)
 from ..knobs import KnobRegistry
 from ..experiment.plan import Trial, effective_knobs, lab_condition
 from ..stacks import REGISTRY, STACKS
@@ -20,7 +20,8 @@ from .stats import Comparison
 
 # recommend --json (report/schemas/recommend.schema.json). 2: conditions apart; each
 # effect's verdict in the one vocabulary (better|worse|same|no-verdict) with its reason.
-SCHEMA_VERSION = 2
+# 3: comparisons carry `paired`; same only within the margin, reason imprecise.
+SCHEMA_VERSION = 3
 
 
 @dataclass(frozen=True)
@@ -110,7 +111,8 @@ class Best:
         if d.kind == "better":
             return top
         if d.kind == "no-verdict" and d.reason not in ("few-runs", "no-data"):
-            why = m.bound.why if m.bound else m.reach.why if m.reach else d.reason
+            why = (m.bound.why if m.bound else imprecise(m.comparison)
+                   if d.reason == "imprecise" else d.reason)
             return f"no verdict ({why}; fastest measured: {top})"
         return f"no significant difference from the default (fastest measured: {top})"
 

@@ -1,6 +1,6 @@
 """Statistics over repetitions: a median's interval from order statistics, bootstrap
 confidence intervals, the comparison of two
-samples (Welch's t-test on logarithms), Mann-Whitney U, merged latency percentiles.
+samples (the t-test on logarithms, paired by round or Welch's), Mann-Whitney U, merged latency percentiles.
 
 Pure functions, seeded, no clock: the same samples always give the same answer.
 """
@@ -204,8 +204,8 @@ def welch_log(a: Sequence[float], b: Sequence[float], alpha: float = ALPHA) -> W
 
 @dataclass(frozen=True)
 class Comparison:
-    """B relative to A: the ratio of geometric means with its CI and p-value from Welch's
-    t-test on logarithms, and a verdict that says plainly when there is no significant
+    """B relative to A: the ratio of geometric means with its CI and p-value from the
+    t-test on logarithms (paired by round where the runs allow, else Welch's), and a verdict that says plainly when there is no significant
     difference. The medians are for display; `p_rank` (Mann-Whitney, both sides ≥ 5
     runs) is secondary information and never decides the verdict."""
 
@@ -217,6 +217,7 @@ class Comparison:
     significant: bool
     n: tuple[int, int] = (0, 0)
     p_rank: float | None = None
+    paired: int = 0               # rounds the test paired (0: Welch's, unpaired)
 
     @property
     def verdict(self) -> str:
@@ -231,16 +232,85 @@ class Comparison:
 
 def signed_change(ratio: float) -> str:
     """B against A: a change below 3× as a percentage (1.2 → "+20.0%", 0.06 → "-94.0%"),
-    a larger one as a multiple (349.4 → "349×"), not as "+34840.0%"."""
-    return f"{ratio:.3g}×" if ratio >= 3 else f"{(ratio - 1) * 100:+.1f}%"
+    a larger one as a multiple (349.4 → "349×", 1481.7 → "1,482×"), not as "+34840.0%"."""
+    return multiple(ratio) if ratio >= 3 else f"{(ratio - 1) * 100:+.1f}%"
 
 
-def compare(a: Sequence[float], b: Sequence[float], alpha: float = ALPHA) -> Comparison:
-    """The decision rule: B differs from A when Welch's t-test on log(values) gives
-    p < alpha, which is exactly when the (1 - alpha) CI of the ratio excludes 1."""
+def ratio_text(x: float, decimals: int = 2) -> str:
+    """A ratio in the one form every command writes it: `decimals` decimals below 10, one
+    below 100, none above with the thousands grouped (1,482); two significant digits
+    below 0.1 (0.0072, not 0.01: OPcache off at -99% read "0.01–0.01×"); never an
+    exponent at either end."""
+    if x >= 99.95:
+        return f"{x:,.0f}"
+    if x >= 9.995:
+        return f"{x:.{min(decimals, 1)}f}"
+    if x >= 0.095 or x <= 0:
+        return f"{x:.{decimals}f}"
+    return f"{x:.{1 - math.floor(math.log10(x))}f}".rstrip("0")
+
+
+def multiple(ratio: float) -> str:
+    """`ratio_text` in words rather than a column: without the zeros that end its
+    decimals ("2×", "0.5×", "34.9×", "1,482×")."""
+    text = ratio_text(ratio)
+    return (text.rstrip("0").rstrip(".") if "." in text else text) + "×"
+
+
+PAIRED_MIN = 2     # rounds with a run of each side: the comparison is paired from here
+
+
+def pairs(a: Sequence[float], b: Sequence[float], rounds_a: Sequence[int],
+          rounds_b: Sequence[int]) -> list[tuple[float, float]]:
+    """(A's value, B's value) of each round both sides have a run in, in round order: the
+    runs of a round ran one after the other (plan.interleave), so what the host did
+    meanwhile hit both. A round with two runs of one side (not planned) is left out."""
+    def by_round(values: Sequence[float], rounds: Sequence[int]) -> dict[int, float]:
+        seen: dict[int, list[float]] = {}
+        for v, k in zip(values, rounds):
+            seen.setdefault(k, []).append(v)
+        return {k: v[0] for k, v in seen.items() if len(v) == 1}
+    if len(rounds_a) != len(a) or len(rounds_b) != len(b):
+        return []
+    ra, rb = by_round(a, rounds_a), by_round(b, rounds_b)
+    return [(ra[k], rb[k]) for k in sorted(ra.keys() & rb.keys())]
+
+
+def paired_log(pairs_ab: Sequence[tuple[float, float]], alpha: float = ALPHA) -> Welch | None:
+    """The paired t-test on log(B/A) of each round: the ratio of geometric means over the
+    rounds, its (1 - alpha) interval and p-value, df = rounds - 1. A slow-down that hit
+    both runs of a round alike cancels in its log-ratio; what is left is each round's
+    own noise, which the interval carries. None with fewer than PAIRED_MIN rounds or a
+    value that is not positive."""
+    if len(pairs_ab) < PAIRED_MIN or min(min(p) for p in pairs_ab) <= 0:
+        return None
+    d = [math.log(b) - math.log(a) for a, b in pairs_ab]
+    mean = statistics.fmean(d)
+    var = statistics.variance(d)
+    if var == 0:
+        return Welch(math.exp(mean), (math.exp(mean), math.exp(mean)),
+                     1.0 if mean == 0 else 0.0, None)
+    from scipy.special import stdtr, stdtrit
+    se = math.sqrt(var / len(d))
+    df = len(d) - 1
+    q = float(stdtrit(df, 1 - alpha / 2))
+    p = float(2 * stdtr(df, -abs(mean) / se))
+    return Welch(math.exp(mean), (math.exp(mean - q * se), math.exp(mean + q * se)), p, df)
+
+
+def compare(a: Sequence[float], b: Sequence[float], alpha: float = ALPHA,
+            rounds: tuple[Sequence[int], Sequence[int]] | None = None) -> Comparison:
+    """The decision rule: B differs from A when the t-test on log(values) gives p < alpha,
+    which is exactly when the (1 - alpha) CI of the ratio excludes 1. With each value's
+    round (`rounds`: A's and B's) and at least PAIRED_MIN rounds holding a run of each,
+    the test is paired (paired_log: what the host did to a round cancels); otherwise
+    Welch's, on the two samples."""
     ma, mb = median(a), median(b)
     n = (len(a), len(b))
     p_rank = mann_whitney_p(a, b) if min(n) >= RANK_TEST_MIN_N else None
+    matched = pairs(a, b, *rounds) if rounds else []
+    if len(matched) >= PAIRED_MIN and (w := paired_log(matched, alpha)) is not None:
+        return Comparison(ma, mb, w.ratio, w.ci, w.p, w.p < alpha, n, p_rank, len(matched))
     w = welch_log(a, b, alpha)
     if w is None:
         positive = bool(a) and bool(b) and min(a) > 0 and min(b) > 0

@@ -10,7 +10,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from ..analysis.analyze import ExperimentView, TrialSummary, bound, decide, reach
+from ..analysis.analyze import ExperimentView, TrialSummary, bound, decide, rounds_of
 from ..knobs import KnobRegistry
 from ..experiment.plan import lab_condition
 from ..analysis.stats import Comparison, compare
@@ -54,7 +54,7 @@ def varied(summaries: list[TrialSummary]) -> list[str]:
 def winners(view: ExperimentView, registry: KnobRegistry) -> list[Group]:
     """Per (stack, workload, concurrency): the all-defaults trial and each server setting
     that, changed alone from it, made req/s better (analyze.decide: significantly, a
-    bound pointing the same way, beyond what a busy host could explain); the best value
+    bound pointing the same way; paired round by round); the best value
     per knob, strongest first. The lab's conditions
     (plan.lab_condition: a faster link, more CPUs) are what was measured under, never a
     setting to put in a configuration: they win nothing."""
@@ -77,10 +77,11 @@ def winners(view: ExperimentView, registry: KnobRegistry) -> list[Group]:
             if len(changed) != 1 or lab_condition(changed[0]):
                 continue
             key = changed[0]
-            c = compare(default.rps.values, t.rps.values)
-            # better by the one decision rule: a bound pointing the other way or a busy
-            # host that could explain the gain leaves no winner
-            if decide(c, bound(default, t, True), reach(default, t), True).kind != "better":
+            c = compare(default.rps.values, t.rps.values,
+                        rounds=rounds_of(default, t, default.rps, t.rps))
+            # better by the one decision rule: a bound pointing the other way leaves no
+            # winner
+            if decide(c, bound(default, t, True), True).kind != "better":
                 continue
             w = Winner(key, _value(t, key, registry), registry.get(key).default, c, t.trial_id)
             if key not in best or w.comparison.ratio > best[key].comparison.ratio:
@@ -167,10 +168,13 @@ def additivity(view: ExperimentView, group: Group,
     for w in group.winners:
         alone = trial({w.knob})
         if alone is not None:
-            singles[w.knob] = compare(base.rps.values, alone.rps.values)
+            singles[w.knob] = compare(base.rps.values, alone.rps.values,
+                                      rounds=rounds_of(base, alone, base.rps, alone.rps))
     ratios = [c.ratio for c in singles.values() if c.ratio]
     expected = math.prod(ratios) if len(ratios) == len(group.winners) else None
-    return Additivity(compare(base.rps.values, combo.rps.values), singles, expected)
+    return Additivity(compare(base.rps.values, combo.rps.values,
+                              rounds=rounds_of(base, combo, base.rps, combo.rps)),
+                      singles, expected)
 
 
 def why_lines(trial: TrialSummary, view: ExperimentView, registry: KnobRegistry,
@@ -205,7 +209,8 @@ def why_lines(trial: TrialSummary, view: ExperimentView, registry: KnobRegistry,
         if default is None or alone is None:
             lines.append(f"{head}\n    not measured alone against the defaults here")
             continue
-        c = compare(default.rps.values, alone.rps.values)
+        c = compare(default.rps.values, alone.rps.values,
+                    rounds=rounds_of(default, alone, default.rps, alone.rps))
         lines.append(f"{head}\n    alone: {fmt(c)} req/s against the defaults "
                      f"(experiment {view.name}: trial {alone.trial_id} vs {default.trial_id})")
     return lines

@@ -244,7 +244,7 @@ def series_summary(records: list[DbBenchRecord]) -> dict[str, Any]:
                 "vs_reference": None if c is None or c.ratio is None else {
                     "ratio": c.ratio, "ci": list(c.ci) if c.ci else None, "p": c.p,
                     # µs a query: lower is better (analyze.decide's vocabulary)
-                    **decide(c, None, None, False, higher_is_better=False).doc(),
+                    **decide(c, None, False, higher_is_better=False).doc(),
                     "text": c.verdict}}
         variants.append({"variant": rs[0].result["variant"], "knobs": rs[0].knobs,
                          "ids": [r.id for r in rs], "repetitions": len(rs),

@@ -25,7 +25,7 @@ from rich.console import Group
 from rich.text import Text
 
 from ..analysis.analyze import (ExperimentView, MetricComparison, TrialSummary, compare_trials,
-                       same_definition_pairs)
+                                imprecise, same_definition_pairs)
 from ..knobs import ABSENT, setting_differences
 from .fmt import DASH, Col, Fitted, Footnotes, multiple, number, p_cell, ratio_ci, times
 
@@ -147,14 +147,15 @@ class MetricChange:
 
 def metric_change(m: MetricComparison) -> MetricChange:
     """`m` (analyze.compare_trials, A = baseline, B = new) as its decision says (better /
-    worse / same / no verdict: analyze.decide, which weighs a side's bound and a busy
-    host's reach), with a note saying why there is no verdict or what bounds it."""
+    worse / same / no verdict: analyze.decide, which weighs a side's bound), with a note
+    saying why there is no verdict, what bounds it, or that a side ran on a busy host."""
     c, b, r, d = m.comparison, m.bound, m.reach, m.decision
     if c.p is None:                   # no interval: no verdict, whatever bounds it
         return MetricChange(m.metric, c.median_a, c.median_b, c.ratio, c.ci, c.p,
                             Change.NONE, "fewer than 2 successful runs a side")
     notes = ([] if b is None else [f"not a measurement: {b.why}" if b.relation == "?" else
                                    f"a bound, {b.relation} {multiple(c.ratio)}: {b.why}"])
+    notes += [] if d.reason != "imprecise" else [imprecise(c)]
     notes += [] if r is None else [r.why]
     change = {"better": Change.BETTER, "worse": Change.WORSE, "same": Change.SAME}.get(
         d.kind, Change.NONE)

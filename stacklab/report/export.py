@@ -14,7 +14,7 @@ from ..analysis.analyze import ExperimentView, TrialSummary, _components, _per_r
 from ..store import RunRecord
 from ..store.records import verdict_doc
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 
 # The CSV's columns before, between and after those that depend on the experiment: its
 # knobs (after `concurrency`), then per error class, status class and component.
@@ -147,7 +147,9 @@ def export_json(view: ExperimentView) -> str:
 
 def _trial(s: TrialSummary) -> dict:
     """Every field of the summary (estimates as {median, ci, values})."""
-    return {**asdict(s), "verdicts": [verdict_doc(v) for v in s.verdicts],
+    doc = asdict(s)
+    del doc["experiment_id"]          # the document's own experiment
+    return {**doc, "verdicts": [verdict_doc(v) for v in s.verdicts],
             # infinite where a busy window could not be sized: JSON has no infinity
             "disturbance": s.disturbance if s.disturbance < float("inf") else None}
 

@@ -15,7 +15,7 @@ from rich.text import Text
 
 from ..analysis.analyze import Estimate, TrialSummary
 from ..analysis.flags import BOUNDING, INVALIDATING
-from ..analysis.stats import signed_change
+from ..analysis.stats import multiple, ratio_text as _ratio, signed_change
 
 DASH = "—"
 
@@ -52,26 +52,6 @@ def times(ratio: float | None, decimals: int = 2, unit: str = "×") -> str:
     return DASH if ratio is None else f"{_ratio(ratio, decimals)}{unit}"
 
 
-def _ratio(x: float, decimals: int) -> str:
-    """`decimals` decimals below 10, one below 100, none above with the thousands grouped
-    (1,482); two significant digits below 0.1 (0.0072, not 0.01: OPcache off at -99%
-    read "0.01–0.01×"); never an exponent at either end."""
-    if x >= 99.95:
-        return f"{x:,.0f}"
-    if x >= 9.995:
-        return f"{x:.{min(decimals, 1)}f}"
-    if x >= 0.095 or x <= 0:
-        return f"{x:.{decimals}f}"
-    return f"{x:.{1 - math.floor(math.log10(x))}f}".rstrip("0")
-
-
-def multiple(ratio: float) -> str:
-    """`times` in words rather than a column: without the zeros that end its decimals
-    ("2×", "0.5×", "34.9×", "1,482×"); a change of 3× and more, an axis's tick."""
-    text = _ratio(ratio, 2)
-    return (text.rstrip("0").rstrip(".") if "." in text else text) + "×"
-
-
 def p_value(p: float | None) -> str:
     return DASH if p is None else ("< 0.001" if p < 0.001 else f"{p:.3f}")
 
@@ -100,8 +80,7 @@ def vs(c) -> str:
 def change(gain: float) -> str:
     """A relative change (0.5 → "+50.0%"; from 3× up a multiple: 348.8 → "349×",
     1481 → "1,482×"): analysis.stats.signed_change's rule, in `multiple`'s form."""
-    ratio = gain + 1
-    return multiple(ratio) if ratio >= 3 else signed_change(ratio)
+    return signed_change(gain + 1)
 
 
 def _interval(e: Estimate, write) -> str:

@@ -11,8 +11,8 @@ from functools import cached_property
 from itertools import groupby
 from typing import Iterable
 
-from ..analysis.analyze import (Bound, Decision, ExperimentView, MetricComparison, TrialSummary,
-                       compare_trials)
+from ..analysis.analyze import (MARGIN, Bound, Decision, ExperimentView, MetricComparison,
+                                TrialSummary, compare_trials, imprecise)
 from ..analysis.recommend import Change, changes, default_of
 from ..stacks import REGISTRY, STACKS
 from ..analysis.stats import Comparison, compare
@@ -91,7 +91,8 @@ def _verdict(m: MetricComparison) -> str:
     if m.bound:
         said += f", a bound ({m.bound.relation} {multiple(c.ratio)}): {m.bound.why}"
     if m.reach:
-        said += f", beyond what the busy host could explain: {m.reach.why}"
+        said += f" ({m.reach.why}, compared round by round)" if c.paired else (
+            f" ({m.reach.why})")
     return said
 
 
@@ -135,16 +136,18 @@ class Headline:
         if m.bound:
             return _bounded(w, r, c, m.bound, interval, d)
         if d.kind == "no-verdict":
-            return (f"no verdict: {w} measured {times(c.ratio)} the req/s of {r} ({interval}), "
-                    f"but the busy host could explain it: {m.reach.why}")
-        if d.kind == "same":
             hint = ("; more repetitions narrow the interval (repetitions = \"auto\")"
                     if min(c.n) < 6 else "")
-            return (f"{w} and {r} are not distinguishable "
+            return (f"{w} and {r} are not distinguishable yet "
                     f"({number(self.winner.rps.median)} vs "
                     f"{number(self.runner_up.rps.median)} req/s, ratio {times(c.ratio)}, "
-                    f"{interval}): ~ no significant difference{hint}")
-        busy = f"; beyond what the busy host could explain: {m.reach.why}" if m.reach else ""
+                    f"{interval}): no verdict: {imprecise(c)}{hint}")
+        if d.kind == "same":
+            return (f"{w} and {r} are the same within ±{MARGIN:.0%} "
+                    f"({number(self.winner.rps.median)} vs "
+                    f"{number(self.runner_up.rps.median)} req/s, ratio {times(c.ratio)}, "
+                    f"{interval})")
+        busy = f"; {m.reach.why}" if m.reach else ""
         return f"{w} wins: {times(c.ratio)} the req/s of {r}, {interval}{busy}"
 
 

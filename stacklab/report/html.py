@@ -13,7 +13,8 @@ import jinja2
 from markupsafe import Markup
 
 from .. import __version__
-from ..analysis.analyze import Decision, ExperimentView, MetricComparison, compare_trials
+from ..analysis.analyze import (Decision, ExperimentView, MetricComparison, compare_trials,
+                                imprecise)
 from ..errors import control_character
 from ..analysis.recommend import CAUTIONS, best_combinations, effects
 from ..stacks import REGISTRY
@@ -195,11 +196,11 @@ NO_VERDICT = {"few-runs": "fewer than 2 successful runs a side",
 
 def verdict_words(m: MetricComparison) -> str:
     """The decision in the one vocabulary; for no verdict, its reason and what it stands
-    on (the limited side, the busy host's reach)."""
+    on (the limited side, an interval too wide to call it the same)."""
     d = m.decision
     if d.kind != "no-verdict":
         return charts.VERDICT_WORDS[d.kind]
-    why = (m.bound.why if m.bound else m.reach.why if m.reach
+    why = (m.bound.why if m.bound else imprecise(m.comparison) if d.reason == "imprecise"
            else NO_VERDICT.get(d.reason, ""))
     return f"no verdict ({d.reason})" + (f": {why}" if why else "")
 

@@ -171,10 +171,12 @@ def condition_lines(s: TrialSummary) -> list[str]:
 
 
 COMPARISON_NOTE = ("A, B: medians of the runs (latency: each run's p50/p99); B/A: ratio of "
-                   "geometric means, with its 95% CI and p from Welch's t-test on log values "
-                   "(p < 0.05 exactly when the CI excludes 1); ≥/≤: a side was limited, the "
-                   "ratio is a bound; verdict: better, worse, same (the interval holds 1) or "
-                   "no verdict with its reason (⚑: the trial's note below)")
+                   "geometric means, with its 95% CI and p from the t-test on log values, "
+                   "paired round by round within an experiment (p < 0.05 exactly when the CI "
+                   "excludes 1); ≥/≤: a side was limited, the ratio is a bound; verdict: "
+                   "better, worse, same (the interval within ±5%) or no verdict with its "
+                   "reason (imprecise: it holds 1 but reaches past ±5%; ⚑: the trial's note "
+                   "below)")
 RANK_NOTE = "MW p: Mann-Whitney U (5 or more runs a side), for information, not the verdict"
 
 
@@ -368,8 +370,8 @@ def recommendations_tables(view: ExperimentView, effects, bests,
         t.add_row(f"{e.knob} = {e.value}", str(e.default),
                   f"{e.stack} / {e.workload} / {e.concurrency}",
                   change(e.gain), ratio_ci(c.ci), p_value(c.p), e.verdict, why)
-    t.caption = ("gain: ratio of geometric means - 1; its 95% CI and p from Welch's t-test "
-                 "on log req/s")
+    t.caption = ("gain: ratio of geometric means - 1; its 95% CI and p from the t-test "
+                 "on log req/s, paired round by round")
     if not effects:
         t.caption = ("no server setting was varied against its default with everything else "
                      "equal; add a knob axis that includes the default value")
@@ -411,8 +413,8 @@ def recommendations_tables(view: ExperimentView, effects, bests,
 # JSON documents: what the tables above show, as data (report/schemas/*.schema.json) ---
 
 # Each document's version, bumped when a field changes (recommend's: recommend.py)
-SHOW_VERSION = 4        # of show --json (schemas/show.schema.json)
-COMPARE_VERSION = 2     # of compare --json (schemas/compare.schema.json)
+SHOW_VERSION = 5        # of show --json (schemas/show.schema.json)
+COMPARE_VERSION = 3     # of compare --json (schemas/compare.schema.json)
 # compare_trials names its metrics for the table; the JSON names them with their unit
 METRIC_KEYS = {"req/s": "rps", "p50 ms": "p50_ms", "p99 ms": "p99_ms", "MB/s": "mbps",
                "engine CPU µs/req": "engine_cpu_us_per_request",
@@ -493,7 +495,7 @@ def _comparison(c: Comparison) -> dict:
     """A comparison's figures; its verdict goes beside them, from a Decision."""
     return {"median_a": c.median_a, "median_b": c.median_b, "ratio": c.ratio,
             "ci95": list(c.ci) if c.ci else None, "p": c.p, "p_rank": c.p_rank,
-            "runs": list(c.n)}
+            "runs": list(c.n), "paired": c.paired}
 
 
 def _bound(b: Bound | None) -> dict | None:
@@ -505,7 +507,7 @@ def _compared(c: Comparison) -> dict:
     never a significance flag of its own."""
     return {"median_a": c.median_a, "median_b": c.median_b, "ratio": c.ratio,
             "ci95": list(c.ci) if c.ci else None, "p": c.p, "p_rank": c.p_rank,
-            "runs": list(c.n)}
+            "runs": list(c.n), "paired": c.paired}
 
 
 def _bound_doc(b: Bound | None) -> dict | None:
@@ -519,14 +521,14 @@ def decision_doc(m: MetricComparison) -> dict:
 
 
 def _reach_doc(m: MetricComparison) -> dict | None:
-    """How far a busy host could have moved each side (factors ≥ 1, null: not sized),
-    and where the true ratio can then lie."""
+    """Which sides ran on a busy host: their worst-case slow-down factors (≥ 1, null: not
+    sized) and the words; said, never used to widen the interval (`interval` is the
+    measured one since show schema 5)."""
     r, c = m.reach, m.comparison
     if r is None:
         return None
-    lo, hi = r.interval(c.ci, m.limited_is_low) if c.ci else (None, None)
     return {"a": _finite(r.a), "b": _finite(r.b),
-            "interval": None if lo is None else [_finite(lo), _finite(hi)], "why": r.why}
+            "interval": [_finite(x) for x in c.ci] if c.ci else None, "why": r.why}
 
 
 def _metric_row(m: MetricComparison, a: TrialSummary, b: TrialSummary) -> dict:

@@ -243,7 +243,7 @@ def then_text(r: Row) -> str:
 
 
 def why_text(r: Row) -> str:
-    """The bound's or the busy host's words behind a verdict ("" when nothing bent it)."""
+    """The bound's words behind a verdict, or the busy host's beside it ("" when neither)."""
     m = r.measured
     if m is None or (m.bound is None and m.reach is None):
         return ""
@@ -292,8 +292,8 @@ def finding_document(r: Row) -> dict:
                "a": m.a.label, "b": m.b.label, "ratio": c.ratio,
                "ci_low": c.ci[0] if c.ci else None, "ci_high": c.ci[1] if c.ci else None,
                "p": c.p, "runs": list(c.n),
-               # where the true ratio can lie: the CI widened by a busy host, opened by
-               # a bound (null: no limit that way)
+               # where the true ratio can lie: the CI, opened by a bound (null: no limit
+               # that way)
                "reach_low": _finite(within[0]) if within else None,
                "reach_high": _finite(within[1]) if within else None,
                "bound": None if m.bound is None else {
@@ -360,7 +360,7 @@ def forest_plot(report: StudyReport) -> Drawn:
         marks.append({"id": r.finding.id, "ratio": c.ratio, "low": lo, "high": hi,
                       "direction": r.direction, "verdict": r.decision.kind,
                       "bound": m.bound.relation if m.bound else None,
-                      "reach": m.interval if m.reach else None, "text": now_text(r),
+                      "reach": m.interval if m.bound else None, "text": now_text(r),
                       "said": r.direction_text})
         xs += [c.ratio, lo, hi]
     # the ratio each size was judged against: the study's at the levels compared where
@@ -378,7 +378,7 @@ def forest_plot(report: StudyReport) -> Drawn:
     if reach:
         def clip(x: float) -> float:          # an open side (0 or inf) ends at the axis
             return min(max(x, low), high)
-        traces.append({"type": "scatter", "mode": "lines", "name": "within a busy host's reach",
+        traces.append({"type": "scatter", "mode": "lines", "name": "where a limited side leaves it",
                        "x": [x for _, lo, hi in reach for x in (clip(lo), clip(hi), None)],
                        "y": [y for i, _, _ in reach for y in (i, i, None)],
                        "line": {"color": REACH_COLOR, "width": 8}, "hoverinfo": "skip"})

@@ -5,8 +5,8 @@ whether the direction still holds and how the size compares.
 The verdict on B against A is the one of every command (analyze.decide: better, worse,
 same or no-verdict with a reason code); a finding's direction (holds, reversed, …) is read
 from it, so a study and `compare` never disagree on the same two trials. A side that ran
-on a busy host widens the interval by what the host could have done (analyze.reach): a
-ratio beyond that keeps its verdict."""
+on a busy host is said beside the verdict (analyze.reach), never used to widen its
+interval."""
 
 from __future__ import annotations
 
@@ -16,8 +16,8 @@ import statistics
 from dataclasses import dataclass, field, replace
 from typing import Callable, Sequence
 
-from ..analysis.analyze import (UNSIZED, Bound, Decision, ExperimentView, Reach, TrialSummary, bound,
-                       bounded_verdict, decide, invalid, reach, reachable)
+from ..analysis.analyze import (Bound, Decision, ExperimentView, Reach, TrialSummary, bound,
+                                bounded_verdict, decide, invalid, reach, reachable)
 from ..knobs import KnobRegistry
 from ..analysis.stats import Comparison, compare
 from .plans import METRICS, Check, matches
@@ -35,9 +35,6 @@ HIGHER_IS_LIMITED = {"ms": None, "rps": True, "mbps": True, "p50": False, "p99":
 SIZE_METRICS = {"bytes", "repeat_bytes", "repeat_requests"}
 # Metrics where B above A is better (the verdict's better/worse); on the others less is.
 HIGHER_IS_BETTER = {"rps", "mbps"}
-# A busy host delays wake-ups as well as taking CPU: a tail's reach is not sized
-# (analyze.UNSIZED, as compare_trials has it).
-TAIL_METRICS = {"p99"}
 # Today's answer to a finding's direction (direction_verdict).
 DIRECTIONS = ("holds", "reversed", "does not hold", "not shown", "no verdict")
 
@@ -84,7 +81,7 @@ class Measured:
     comparison: Comparison
     bound: Bound | None
     versions: dict[str, str] = field(default_factory=dict)   # the components both ran, now
-    reach: Reach | None = None        # what a busy host could have done to each side
+    reach: Reach | None = None        # which sides ran on a busy host (said, not weighed)
     medians: tuple[float | None, float | None] = (None, None)   # today's A and B, as such
     then: float | None = None         # the study's own ratio at the levels compared
     # the best run of each side, the seeds' own statistic (S1 best of 5, S5 best of 3):
@@ -101,7 +98,7 @@ class Measured:
     @property
     def decision(self) -> Decision:
         """B against A in the one vocabulary (better, worse, same, no-verdict)."""
-        return decide(self.comparison, self.bound, self.reach, self.limited_is_low,
+        return decide(self.comparison, self.bound, self.limited_is_low,
                       self.metric in HIGHER_IS_BETTER)
 
     @property
@@ -111,13 +108,12 @@ class Measured:
 
     @property
     def interval(self) -> tuple[float, float] | None:
-        """Where the true ratio can lie, as decide weighs it: the 95% CI widened by a busy
-        host's reach and left open on the side a limited run leaves unknown (0 and inf
-        stand for no limit)."""
+        """Where the true ratio can lie, as decide weighs it: the 95% CI left open on the
+        side a limited run leaves unknown (0 and inf stand for no limit)."""
         ci = self.comparison.ci
         if ci is None or (self.bound is not None and self.bound.relation == "?"):
             return None
-        return reachable(ci, self.bound, self.reach, self.limited_is_low)
+        return reachable(ci, self.bound, self.limited_is_low)
 
 
 def measure_check(check: Check, view: ExperimentView,
@@ -147,7 +143,7 @@ def measure_check(check: Check, view: ExperimentView,
         limit, within = invalid(a, b), None
     else:
         limit = bound(a, b, HIGHER_IS_LIMITED[check.metric])
-        within = host_reach(a, b, check.metric)
+        within = reach(a, b)
     return Measured(view.name, a, b, check.metric, c, limit, dict(sorted(versions.items())),
                     within, medians=(median(a_values), median(b_values)),
                     then=check.then_ratio(levels or (a.concurrency,)),
@@ -199,15 +195,6 @@ def averaged(trials: list[tuple[int, TrialSummary]], metric: str, axis: str,
                    runs_set_aside=sum(s.runs_set_aside for _, s in trials)), values
 
 
-def host_reach(a: TrialSummary, b: TrialSummary, metric: str) -> Reach | None:
-    """What a busy host could have done to each side on `metric`: analyze.reach, unsized
-    for a tail percentile."""
-    r = reach(a, b)
-    if r is None or metric not in TAIL_METRICS:
-        return r
-    return Reach(UNSIZED if r.a > 1 else 1.0, UNSIZED if r.b > 1 else 1.0, r.why)
-
-
 def combined(terms: list[tuple[int, TrialSummary]],
              metric: str) -> tuple[TrialSummary, list[float]]:
     """One side's trial and its values per run; a sum of trials adds and takes away
@@ -225,7 +212,7 @@ def combined(terms: list[tuple[int, TrialSummary]],
     first = terms[0][1]
     disturbance = max(s.disturbance for _, s in terms)
     if disturbance > 1.0 and any(sign < 0 for sign, _ in terms):
-        disturbance = UNSIZED
+        disturbance = float("inf")
     return replace(first, trial_id="+".join(s.trial_id for _, s in terms), label=label,
                    flagged=flagged, runs_ok=len(values), disturbance=disturbance,
                    runs_set_aside=sum(s.runs_set_aside for _, s in terms)), values
@@ -315,22 +302,21 @@ def direction_verdict(direction: str, m: Measured,
                       band: tuple[float, float] = SAME_BAND) -> str:
     """Whether today's measurement shows the study's direction (one of DIRECTIONS), read
     from its decision: holds or reversed when B is better or worse; not shown when the
-    interval holds 1; no verdict when the decision is no-verdict (its reason says why: a
-    limited side, a busy host that could explain the ratio, too few runs). A claim of no
+    interval holds 1 (same, or too wide to say: imprecise); no verdict when the decision
+    is no-verdict for another reason (a limited side, too few runs). A claim of no
     difference (b=a) holds when the whole interval lies within `band` (same_band) and
     does not hold when it lies wholly outside."""
     d = m.decision
-    busy = d.kind == "no-verdict" and d.reason == "host-busy" and m.interval is not None
-    if d.kind == "no-verdict" and not (direction == "b=a" and busy):
+    if d.kind == "no-verdict" and d.reason != "imprecise":
         return "no verdict"
     lo, hi = m.interval
-    if direction == "b=a":     # the interval widened by a busy host decides it too
+    if direction == "b=a":
         if band[0] <= lo and hi <= band[1]:
             return "holds"
         if hi < band[0] or lo > band[1]:
             return "does not hold"
-        return "no verdict" if busy else "not shown"
-    if d.kind == "same":
+        return "not shown"
+    if d.kind in ("same", "no-verdict"):
         return "not shown"
     up = lo > 1
     return "holds" if up == (direction == "b>a") else "reversed"
