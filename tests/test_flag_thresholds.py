@@ -168,6 +168,7 @@ def test_the_readme_states_the_thresholds_tested_here():
                          "memory-pressure": ("more than 1%",),
                          "memory-limited": ("≥ 90%",),
                          "error-responses": ("more than 1%",),
-                         "high-dispersion": ("> 1.5×",)}.items():
+                         "high-dispersion": ("> 1.5×",),
+                         "history-dependent": ("2× their spread", "25% of their median")}.items():
         for words in stated:
             assert words in rows[name], (name, words)
