@@ -271,3 +271,22 @@ def test_an_include_that_writes_outside_the_lab_is_refused_before_any_test_runs(
 def test_a_relative_path_a_sink_or_a_comment_is_accepted(tmp_path, spec_args, owner, text):
     write(tmp_path / "mine.conf", text)
     parse_spec(spec(tmp_path, owner, "mine.conf"), str(tmp_path / "e.toml"), *spec_args)
+
+
+@pytest.mark.parametrize("owner, text", [
+    ("nginx", "add_header X-A a\x0b#;\nerror_log {out};\n"),     # a VT is no space to nginx
+    ("apache", "CustomLog syslog/../../../../../../../../..{out} common\n"),
+    ("apache", 'CustomLog "logs/x(/../../../../../../../../..{out}" common\n'),
+    ("apache", "ScriptSock {out}\n"),
+    ("mariadb", "log_slow_query_file = {out}\n"),
+    ("mariadb", "general_log_fi = {out}\n"),                   # a prefix MariaDB takes
+    ("mariadb", "!include {out}\n"),
+])
+def test_what_a_review_got_past_the_scanner_is_refused(tmp_path, spec_args, owner, text):
+    out = tmp_path / "outside" / "written.log"
+    out.parent.mkdir()
+    write(tmp_path / "mine.conf", text.format(out=out))
+    with pytest.raises(SpecError) as e:
+        parse_spec(spec(tmp_path, owner, "mine.conf"), str(tmp_path / "e.toml"), *spec_args)
+    assert "\n" not in str(e.value)
+    assert list(out.parent.iterdir()) == []

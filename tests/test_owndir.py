@@ -174,3 +174,22 @@ def test_a_device_file_is_named_not_skipped(tmp_path):
     site = _site(tmp_path)
     os.mknod(site / "null.html", 0o600 | stat.S_IFCHR, os.makedev(1, 3))
     assert "null.html: a character device, not a file" in _refused(tmp_path)
+
+
+def test_a_symlink_to_a_hidden_file_is_refused(tmp_path):
+    site = _site(tmp_path)
+    (site / "a.txt").symlink_to(".env")
+    assert "a symlink to a hidden file" in _refused(tmp_path)
+    (site / "a.txt").unlink()
+    (site / "b.txt").symlink_to(".git/config")
+    assert "a symlink to a hidden file" in _refused(tmp_path)
+
+
+def test_a_link_swapped_in_after_the_listing_is_not_read(tmp_path):
+    from stacklab.workloads import owndir
+    site = _site(tmp_path)
+    listed = owndir.files(site)
+    (site / "index.html").unlink()
+    (site / "index.html").symlink_to("/etc/hostname")
+    with pytest.raises(ValueError, match="left the directory"):
+        owndir._read(dict(listed)["/index.html"], site)

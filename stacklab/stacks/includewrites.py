@@ -23,6 +23,11 @@ Finding = tuple[int, str, str, str]
 Scanner = Callable[[str], "Finding | None"]
 
 SINKS = {"off", "/dev/null", "stderr", "/dev/stderr", "none"}
+# A cache's size after its path (SSLSessionCache shmcb:/path(512000)): only digits.
+_SIZE = re.compile(r"\(\d+\)$")
+# nginx's and Apache's whitespace between words: exactly these (a vertical tab or a
+# no-break space is part of a word to them, so it must be to the scanner)
+_SPACE = " \t\r\n"
 # A mechanism or cache type before the path (Apache's Mutex file:/dir, SSLSessionCache
 # shmcb:/path(512000), nginx's error_log memory:32m and syslog:server=…).
 _PREFIX = re.compile(r"^(file|fcntl|flock|posixsem|sysvsem|pthread|default|shmcb|shmht|"
@@ -36,7 +41,8 @@ NGINX_WRITES = frozenset({
 APACHE_WRITES = frozenset(d.lower() for d in (
     "ErrorLog", "CustomLog", "TransferLog", "GlobalLog", "ForensicLog", "ScriptLog",
     "PidFile", "Mutex", "CoreDumpDirectory", "CacheRoot", "DavLockDB", "ScoreBoardFile",
-    "DefaultRuntimeDir", "SSLSessionCache", "SSLStaplingCache", "BufferedLogs"))
+    "DefaultRuntimeDir", "SSLSessionCache", "SSLStaplingCache", "BufferedLogs",
+    "ScriptSock"))
 INCLUDES = frozenset({"include", "includeoptional"})
 PHP_WRITES = frozenset({
     "error_log", "session.save_path", "opcache.file_cache", "opcache.error_log",
@@ -45,16 +51,18 @@ MARIADB_WRITES = frozenset(k.replace("-", "_") for k in (
     "log_error", "general_log_file", "slow_query_log_file", "pid_file", "socket",
     "datadir", "tmpdir", "log_bin", "log_bin_index", "relay_log", "relay_log_index",
     "innodb_data_home_dir", "innodb_log_group_home_dir", "innodb_undo_directory",
-    "innodb_tmpdir", "aria_log_dir_path", "log_basename", "secure_file_priv"))
+    "innodb_tmpdir", "aria_log_dir_path", "log_basename", "secure_file_priv",
+    "log_slow_query_file"))
 
 
 def path_problem(value: str) -> str | None:
     """Why a path a directive writes to leaves the run directory, or None."""
     if value.startswith("|"):
         return "a piped log runs a command: refused"
-    if value.lower() in SINKS or value.lower().startswith("syslog"):
+    if value.lower() in SINKS or value.lower() == "syslog" or value.lower().startswith(
+            "syslog:"):
         return None
-    path = _PREFIX.sub("", value).split("(", 1)[0]
+    path = _SIZE.sub("", _PREFIX.sub("", value))
     if "$" in path or "%{" in path:
         return "a variable in a path written to could name any file: refused"
     if path.startswith("/") or path.startswith("~"):
@@ -97,9 +105,13 @@ def ini(keys: frozenset[str]) -> Scanner:
     """A scanner of `key = value` lines (php.ini, my.cnf) for the keys that write."""
     def scan(text: str) -> Finding | None:
         for number, raw in enumerate(text.splitlines(), 1):
+            if raw.strip().lower().startswith(("!include", "!includedir")):
+                return number, raw.split()[0], " ".join(raw.split()[1:]), _INCLUDE_WHY
             key, eq, value = raw.strip().partition("=")
             key = key.strip().lower().replace("-", "_").removeprefix("loose_")
-            if not eq or key.startswith((";", "#", "[")) or key not in keys:
+            # MariaDB takes an unambiguous prefix of an option's name for the name
+            if not eq or key.startswith((";", "#", "[")) or not any(
+                    k == key or (len(key) >= 3 and k.startswith(key)) for k in keys):
                 continue
             value = value.split(";" if not key.startswith("innodb") else "#", 1)[0]
             value = value.strip().strip("\"'")
@@ -156,7 +168,7 @@ def _tokens(text: str, comment: str | None, single: str) -> Iterator[tuple[str, 
         if c == "\n":
             line += 1
             i += 1
-        elif c.isspace():
+        elif c in _SPACE:
             i += 1
         elif comment and c == comment:
             while i < n and text[i] != "\n":
@@ -176,7 +188,7 @@ def _tokens(text: str, comment: str | None, single: str) -> Iterator[tuple[str, 
             yield "".join(word), start
         else:
             start, word = line, []
-            while i < n and not text[i].isspace() and text[i] not in single and not (
+            while i < n and text[i] not in _SPACE and text[i] not in single and not (
                     comment and text[i] == comment and not word):
                 if text[i] == "\\" and i + 1 < n:
                     i += 1

@@ -25,7 +25,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Callable
 
-from ..errors import StackError, printable
+from ..errors import StackError, control_character, printable
 from ..host.regular import read_regular
 from ..knobs import Knob
 from .base import Component, RenderContext, RunningComponent
@@ -185,6 +185,13 @@ def _text(path: Path) -> str:
     end)."""
     data = read_regular(path, MAX_BYTES, "a file of directives")
     try:
-        return data.decode("utf-8")
+        text = data.decode("utf-8")
     except UnicodeDecodeError:
         raise ValueError("not a UTF-8 text file") from None
+    # a vertical tab or a form feed is whitespace to a reader of the file, not to nginx:
+    # what the servers read and what includewrites reads must be the same words
+    if (c := control_character(text, "\t\n\r")) is not None:
+        line = text[:text.index(c)].count("\n") + 1
+        raise ValueError(f"holds the control character {c!r} on line {line}: a file of "
+                         "directives is text")
+    return text

@@ -94,6 +94,10 @@ def _servable(path: Path, real_root: Path) -> Path:
         if not source.is_relative_to(real_root):
             raise ValueError(f"{path}: a symlink out of the directory (to {source}): "
                              "refused, only the directory's own files are served")
+        inside = source.relative_to(real_root).parts
+        if any(p.startswith(".") for p in inside) and inside[-1] not in KEEP_HIDDEN:
+            raise ValueError(f"{path}: a symlink to a hidden file ({source}): refused, "
+                             "hidden files are never served")
     try:
         mode = source.stat().st_mode
     except OSError as e:
@@ -129,12 +133,21 @@ def build(root: Path) -> list[File]:
 
 
 def _read(path: Path, root: Path) -> bytes:
-    """A file files() found, read as checked: still inside the directory and still a
-    regular file when opened (a link or a file swapped since is refused, not read)."""
-    if not path.resolve().is_relative_to(root.resolve()):
-        raise ValueError(f"{path}: left the directory {root} since it was listed")
-    with open_regular(path) as f:
+    """A file files() found, read as checked: a regular file, and the file opened is still
+    inside the directory (the open descriptor's own path, read after opening: a link
+    swapped in since is refused, not read)."""
+    with _opened(path, root) as f:
         return f.read()
+
+
+def _opened(path: Path, root: Path):
+    """`path` opened as a regular file whose real place is inside `root`; ValueError."""
+    f = open_regular(path)
+    where = Path(os.readlink(f"/proc/self/fd/{f.fileno()}"))
+    if not where.is_relative_to(root.resolve()):
+        f.close()
+        raise ValueError(f"{path}: left the directory {root} since it was listed")
+    return f
 
 
 def versions(root: Path) -> dict[str, str]:
@@ -155,7 +168,7 @@ def digest(root: Path) -> str:
 def _digest(root: Path, stamp: tuple[tuple[str, int, int], ...]) -> str:
     total = hashlib.sha256()
     for url, *_ in stamp:
-        with open_regular(root / url.lstrip("/")) as f:
+        with _opened(root / url.lstrip("/"), root) as f:
             data = hashlib.file_digest(f, "sha256").digest()
         total.update(url.encode() + b"\0" + data)
     return total.hexdigest()
