@@ -102,8 +102,9 @@ def test_rows_judge_each_trial_against_the_same_definition(two_hosts):
         rps, p99 = rows[tid].rps, rows[tid].p99
         assert rps.ratio == pytest.approx(1.0) and rps.ci[0] < 1 < rps.ci[1] or \
             rps.ci == (1.0, 1.0)
-        assert rps.change is Change.SAME and rps.verdict == "no significant difference"
-        assert p99.change is Change.SAME
+        assert rps.change is Change.SAME and rps.verdict == "same within ±5%"
+        # two databases: two samples, not paired; p99's interval reaches past ±5%
+        assert p99.change is Change.NONE and "reaches past ±5%" in p99.note
 
 
 def test_the_slower_side_is_worse(two_hosts):
@@ -183,7 +184,8 @@ def test_the_section_shows_rows_and_differences(two_hosts):
     assert html.startswith('<section id="baseline">') and "base.db" in html
     assert "<b>kernel</b> 6.1.0-18 vs 6.1.0-21; <b>nginx</b> 1.22.1 vs 1.24.0" in html
     assert html.count('class="l v-better">better</td>') == 4      # nginx's req/s and p99
-    assert html.count('class="l v-same">same</td>') == 4          # apache's
+    assert html.count('class="l v-same">same</td>') == 2          # apache's req/s
+    assert html.count("no verdict (imprecise)") == 2               # apache's p99
     assert "2.000" in html and "Without a partner" not in html
 
 
@@ -207,7 +209,7 @@ def test_report_against_a_baseline_of_another_database(two_hosts, tmp_path, no_c
     assert "<b>kernel</b> 6.1.0-18 vs 6.1.0-21" in html
     section = html.split('<section id="baseline">', 1)[1].split("</section>", 1)[0]
     assert section.count('class="l v-better">better</td>') == 4      # nginx's req/s and p99
-    assert section.count('class="l v-same">same</td>') == 4          # apache's
+    assert section.count('class="l v-same">same</td>') == 2          # apache's req/s
 
 
 def test_compare_across_databases_warns(two_hosts):
@@ -344,13 +346,14 @@ def test_verdicts_are_coloured_by_their_kind(two_hosts):
                                                    same_definition_pairs(new, base), "b"))
     kinds = context["baseline_chart"].data["kinds"]
     assert {k for (trial, _), k in kinds.items() if trial.startswith("nginx")} == {"better"}
-    assert {k for (trial, _), k in kinds.items() if trial.startswith("apache")} == {"same"}
+    assert {k for (trial, m), k in kinds.items() if trial.startswith("apache")
+            and m == "req/s"} == {"same"}
     colors = {t["name"]: t["marker"]["color"] for t in context["baseline_chart"].figure["data"]
               if t["mode"] == "markers"}
     assert colors == {"req/s: better": charts.VERDICT_COLORS["better"],
                       "req/s: same": charts.VERDICT_COLORS["same"],
                       "p99 ms: better": charts.VERDICT_COLORS["better"],
-                      "p99 ms: same": charts.VERDICT_COLORS["same"]}
+                      "p99 ms: no verdict": charts.VERDICT_COLORS["no-verdict"]}
     assert context["baseline_chart"].figure["layout"]["xaxis"]["type"] == "log"
 
 

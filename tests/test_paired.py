@@ -21,6 +21,12 @@ from stacklab.analysis.stats import compare, pairs, paired_log
 EXPERIMENTS = 1500
 
 
+def aligned(rounds: int) -> tuple[list, list]:
+    """`when` keys of A and B run by run, A then B in each round."""
+    return ([(f"2026-12-07T14:{k:02d}:00", 1) for k in range(rounds)],
+            [(f"2026-12-07T14:{k:02d}:30", 1) for k in range(rounds)])
+
+
 def simulated(rounds: int, ratio: float, rng: random.Random, shared_sd: float,
               noise_sd: float, alone: float = 0.0, on_off: bool = False,
               rho: float = 0.7) -> tuple[list[float], list[float]]:
@@ -51,7 +57,7 @@ def outcomes(rounds: int, ratio: float, condition: str, seed: int = 7
     rng, covered, verdicts = random.Random(seed), 0, {}
     for _ in range(EXPERIMENTS):
         a, b = simulated(rounds, ratio, rng, *CONDITIONS[condition])
-        c = compare(a, b, rounds=(range(rounds), range(rounds)))
+        c = compare(a, b, when=aligned(rounds))
         assert c.paired == rounds
         covered += c.ci[0] <= ratio <= c.ci[1]
         kind = decide(c, None, True).kind
@@ -83,7 +89,7 @@ def test_pairing_cancels_what_a_round_shares_where_two_samples_cannot():
     rng, paired, unpaired = random.Random(3), 0, 0
     for _ in range(300):
         a, b = simulated(3, 2.0, rng, 0.6, 0.03, rho=0.0)
-        paired += compare(a, b, rounds=(range(3), range(3))).significant
+        paired += compare(a, b, when=aligned(3)).significant
         unpaired += compare(a, b).significant
     assert paired >= 297 and unpaired <= 200, (paired, unpaired)
 
@@ -92,18 +98,18 @@ def test_same_only_within_the_margin():
     """'same' from an interval that merely held 1 read a 20% drop (0.60–1.07x) as the
     same; now it is no verdict, imprecise, with how many rounds would decide it."""
     a, b = [1000, 1010], [600, 1070]
-    c = compare(a, b, rounds=([1, 2], [1, 2]))
+    c = compare(a, b, when=aligned(2))
     assert c.ci[0] < 1 < c.ci[1]
     d = decide(c, None, True)
     assert (d.kind, d.reason) == ("no-verdict", "imprecise")
     assert "reaches past ±5%" in imprecise(c)
     tight = compare([1000, 1004, 998, 1001], [1001, 1003, 999, 1000],
-                    rounds=([1, 2, 3, 4], [1, 2, 3, 4]))
+                    when=aligned(4))
     assert decide(tight, None, True).kind == "same"
     rng = random.Random(11)
     for _ in range(2000):          # whatever the data, 'same' means within the margin
         a, b = simulated(rng.choice([2, 3, 6]), rng.uniform(0.9, 1.1), rng, 0.05, 0.04)
-        c = compare(a, b, rounds=(range(len(a)), range(len(b))))
+        c = compare(a, b, when=aligned(len(a)))
         if decide(c, None, True).kind == "same":
             assert 1 - MARGIN <= c.ci[0] and c.ci[1] <= 1 + MARGIN
 
@@ -113,27 +119,41 @@ def test_rounds_to_decide_shrinks_the_interval_enough():
     spread stays as measured."""
     rng = random.Random(5)
     a, b = simulated(3, 1.0, rng, 0.02, 0.05)
-    c = compare(a, b, rounds=(range(3), range(3)))
+    c = compare(a, b, when=aligned(3))
     need = rounds_to_decide(c)
     assert need is None or need > 3
     more_a, more_b = simulated(200, 1.0, random.Random(6), 0.02, 0.05)
     if need:
-        wide = compare(more_a[:need], more_b[:need], rounds=(range(need), range(need)))
+        wide = compare(more_a[:need], more_b[:need], when=aligned(need))
         assert wide.ci[1] / wide.ci[0] < c.ci[1] / c.ci[0]
 
 
-@pytest.mark.parametrize("rounds_a, rounds_b, want", [
-    ([1, 2, 3], [1, 2, 3], [(10, 20), (11, 21), (12, 22)]),
-    ([1, 2, 4], [1, 3, 4], [(10, 20), (12, 22)]),        # a round each side lacks
-    ([1, 1, 2], [1, 2, 3], [(12, 21)]),                  # round 1 twice on A: left out
-    ([1, 2], [1, 2, 3], []),                             # not one round per value
+def at(*keys: int) -> list[tuple[str, int]]:
+    """Runs' `when` keys (start, repetition) at these seconds past a minute."""
+    return [(f"2026-12-07T14:00:{k:02d}", 1) for k in keys]
+
+
+@pytest.mark.parametrize("when_a, when_b, want", [
+    (at(0, 10, 20), at(5, 15, 25), [(10, 20), (11, 21), (12, 22)]),        # A B A B A B
+    (at(5, 10, 30), at(0, 15, 25), [(10, 20), (11, 21), (12, 22)]),        # B A | A B | B A
+    # A's second run disturbed and measured again at once (the first set aside): A's
+    # repeat is B's second run's neighbour, whatever its repetition number
+    (at(0, 12, 30), at(5, 15, 25), [(10, 20), (11, 21), (12, 22)]),
+    (at(0, 1, 2), at(10, 11, 12), [(12, 20)]),                             # A A A B B B
+    (at(0, 10), at(5, 15, 25), []),                                        # not one key a value
 ])
-def test_runs_are_paired_by_round(rounds_a, rounds_b, want):
-    assert pairs([10, 11, 12], [20, 21, 22], rounds_a, rounds_b) == want
+def test_runs_are_paired_with_the_run_next_to_them(when_a, when_b, want):
+    assert pairs([10, 11, 12], [20, 21, 22], when_a, when_b) == want
+
+
+def test_ties_in_the_start_are_ordered_by_repetition():
+    same = "2026-12-07T14:00:00"
+    assert pairs([10, 11], [20, 21], [(same, 1), (same, 2)], [(same, 1), (same, 2)]) == [
+        (10, 20), (11, 21)]
 
 
 def test_fewer_than_two_pairs_compare_as_two_samples():
-    c = compare([10, 11, 12], [20, 21, 22], rounds=([1, 2, 3], [3, 4, 5]))
+    c = compare([10, 11, 12], [20, 21, 22], when=(at(0, 1, 2), at(10, 11, 12)))
     assert c.paired == 0 and c.ci is not None          # Welch's, on the two samples
     assert paired_log([(10, 20)]) is None
 

@@ -191,7 +191,7 @@ def knob_view(view, sendfile_speedup: float):
     """nginx at c=1 with sendfile off (not the default) as a second trial."""
     base = trial(view, "nginx", 1)
     rps = Estimate.of([v * sendfile_speedup * (1 + (i - 1) / 1000)   # its own ±0.1%
-                       for i, v in enumerate(base.rps.values)], base.rps.rounds)
+                       for i, v in enumerate(base.rps.values)], base.rps.when)
     other = replace(base, trial_id="sf", knobs={**base.knobs, "nginx.sendfile": False},
                     rps=rps)
     return replace(view, summaries=[base, other])

@@ -26,19 +26,22 @@ class Estimate:
     median: float | None
     ci: tuple[float, float] | None
     values: tuple[float, ...]
-    # each value's round (its run's repetition: the runs of a round ran one after the
-    # other), for a paired comparison; () when not known
-    rounds: tuple[int, ...] = ()
+    # when each value's run ran (its start, then its repetition: the order the runs were
+    # measured in), so that a comparison pairs the runs that ran next to each other;
+    # () when not known
+    when: tuple[tuple[str, int], ...] = ()
 
     @classmethod
-    def of(cls, values: list[float], rounds: Sequence[int] = ()) -> "Estimate":
-        return cls(median(values), median_ci(values), tuple(values), tuple(rounds))
+    def of(cls, values: list[float], when: Sequence[tuple[str, int]] = ()) -> "Estimate":
+        return cls(median(values), median_ci(values), tuple(values),
+                   tuple(tuple(w) for w in when))
 
     @classmethod
     def per_run(cls, runs: list[RunRecord], value: Callable[[RunRecord], float | None]
                 ) -> "Estimate":
         """One value a run (None: the run has none), each with its round."""
-        got = [(v, r.repetition) for r in runs if (v := value(r)) is not None]
+        got = [(v, (r.started_at, r.repetition)) for r in runs
+               if (v := value(r)) is not None]
         return cls.of([v for v, _ in got], [k for _, k in got])
 
     @property
@@ -117,9 +120,10 @@ class TrialSummary:
     # A capacity experiment's ([capacity]): each run's confirmed capacity, req/s offered
     # under the SLO (a search that found none gives no value)
     capacity: Estimate = field(default_factory=lambda: Estimate.of([]))
-    # The experiment its runs belong to: two trials of one experiment ran in the same
-    # rounds, so their comparison is paired (compare_trials); None: not known
-    experiment_id: int | None = None
+    # The experiment its runs belong to, as "<database>#<id>" (ids are per database): two
+    # trials of one experiment ran in the same rounds, so their comparison is paired
+    # (compare_trials); None: not known
+    experiment: str | None = None
 
     @property
     def latency_distorted(self) -> bool:
@@ -187,7 +191,7 @@ def pooled(runs: list[RunRecord]) -> list[RunRecord]:
 
 
 def summarize(definition: dict, label: str, trial_id: str,
-              runs: list[RunRecord], experiment_id: int | None = None) -> TrialSummary:
+              runs: list[RunRecord], experiment: str | None = None) -> TrialSummary:
     measured = [r for r in runs if r.outcome is Outcome.OK and r.load and r.load.completed]
     ok = pooled(runs)
     comps = _components(ok)
@@ -237,7 +241,7 @@ def summarize(definition: dict, label: str, trial_id: str,
         runs_set_aside=len(measured) - len(ok),
         capacity=Estimate.per_run(
             ok, lambda r: r.resources.part("capacity").get("capacity") or None),
-        experiment_id=experiment_id)
+        experiment=experiment)
 
 
 def _page_views(ok: list[RunRecord]) -> dict[str, Estimate]:
@@ -360,8 +364,9 @@ def load_view(store: Store, experiment: str | int | None) -> ExperimentView:
     by_trial: dict[str, list[RunRecord]] = {}
     for r in runs:
         by_trial.setdefault(r.trial_id, []).append(r)
+    experiment = f"{store.path.resolve() if store.path else hex(id(store))}#{exp.id}"
     summaries = [summarize(t.definition, t.label, t.trial_id, by_trial.get(t.trial_id, []),
-                           exp.id)
+                           experiment)
                  for t in store.trials(exp.id)]
     versions = runs[-1].versions if runs else {}
     return ExperimentView(id=exp.id, name=exp.name,
@@ -572,13 +577,12 @@ class MetricComparison:
                       self.higher_is_better)
 
 
-def rounds_of(a: TrialSummary, b: TrialSummary, ea: Estimate, eb: Estimate
-              ) -> tuple[tuple[int, ...], tuple[int, ...]] | None:
-    """The rounds of A's and B's values when the two trials are of one experiment (their
+def when_of(a: TrialSummary, b: TrialSummary, ea: Estimate, eb: Estimate) -> tuple | None:
+    """When A's and B's values' runs ran, if the two trials are of one experiment (their
     runs alternated round by round: the comparison pairs them), else None."""
-    if a.experiment_id is None or a.experiment_id != b.experiment_id:
+    if a.experiment is None or a.experiment != b.experiment:
         return None
-    return ea.rounds, eb.rounds
+    return ea.when, eb.when
 
 
 def compare_trials(a: TrialSummary, b: TrialSummary, name=None) -> list[MetricComparison]:
@@ -589,14 +593,14 @@ def compare_trials(a: TrialSummary, b: TrialSummary, name=None) -> list[MetricCo
 
     def row(metric: str, ea: Estimate, eb: Estimate, limited_is_low: bool | None,
             higher_is_better: bool) -> MetricComparison:
-        rounds = rounds_of(a, b, ea, eb)
-        return MetricComparison(metric, compare(ea.values, eb.values, rounds=rounds),
+        return MetricComparison(metric, compare(ea.values, eb.values,
+                                                when=when_of(a, b, ea, eb)),
                                 bound(a, b, limited_is_low, name), r, limited_is_low,
                                 higher_is_better)
 
     def ms(s: TrialSummary, p: str) -> Estimate:
         e = s.latency_runs_us.get(p) or Estimate.of([])
-        return Estimate.of([v / 1000 for v in e.values], e.rounds)
+        return Estimate.of([v / 1000 for v in e.values], e.when)
 
     rows = [row("capacity req/s", a.capacity, b.capacity, True, True)]
     if not (a.capacity.values and b.capacity.values):

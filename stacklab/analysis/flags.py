@@ -116,8 +116,8 @@ BOUNDING = {"generator-bound": "was limited by the load engine",
             "io-pressure": "waited on disk I/O it did not ask for"}
 # Flags of a run disturbed by the host rather than by what it measures: such a run is
 # measured again (runner.remeasure) and, while undisturbed runs of its trial are enough,
-# not pooled. host-busy is sized (disturbance_factor): a ratio beyond the slow-down it
-# could cause keeps its verdict.
+# not pooled. host-busy is sized (disturbance_factor) and said beside a verdict; the
+# comparison pairs the runs that ran next to each other, so it is never widened by it.
 DISTURBED = ("host-busy", "io-pressure")
 # Flags after which a ratio against the run is no measurement at all, either way.
 INVALIDATING = {"error-responses": "answered errors (4xx/5xx) to more than "

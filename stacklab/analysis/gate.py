@@ -30,10 +30,10 @@ from typing import Callable, Sequence
 
 from ..experiment.gate import Threshold
 from .analyze import (Bound, Estimate, Reach, TrialSummary, bound, reach, reachable,
-                      rounds_of)
+                      when_of)
 from .stats import compare
 
-# metric (experiment.gate.METRICS) -> each run's values of a trial, with their rounds
+# metric (experiment.gate.METRICS) -> each run's values of a trial, with when they ran
 # (what the interval is computed from)
 NONE = Estimate.of([])
 VALUES: dict[str, Callable[[TrialSummary], Estimate]] = {
@@ -111,7 +111,7 @@ def judge_one(base: TrialSummary, new: TrialSummary, t: Threshold,
               r: Reach | None) -> Judgement:
     low = LIMITED_IS_LOW[t.metric]
     ea, eb = VALUES[t.metric](base), VALUES[t.metric](new)
-    c = compare(ea.values, eb.values, rounds=rounds_of(base, new, ea, eb))
+    c = compare(ea.values, eb.values, when=when_of(base, new, ea, eb))
     w = c if c.ci is not None and c.ratio is not None else None
 
     def made(outcome: str, why: str = "", reason: str | None = None,

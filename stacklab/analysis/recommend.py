@@ -38,8 +38,8 @@ class Change:
 
     @cached_property
     def rps(self) -> MetricComparison:
-        """req/s of the trial (B) against the baseline (A), with its bound and what a
-        busy host could have done (analyze.compare_trials)."""
+        """req/s of the trial (B) against the baseline (A), with its bound and the busy
+        sides named (analyze.compare_trials)."""
         return compare_trials(self.base, self.trial)[0]
 
     @property

@@ -217,7 +217,7 @@ class Comparison:
     significant: bool
     n: tuple[int, int] = (0, 0)
     p_rank: float | None = None
-    paired: int = 0               # rounds the test paired (0: Welch's, unpaired)
+    paired: int = 0               # pairs of runs the test paired (0: Welch's, unpaired)
 
     @property
     def verdict(self) -> str:
@@ -257,23 +257,31 @@ def multiple(ratio: float) -> str:
     return (text.rstrip("0").rstrip(".") if "." in text else text) + "×"
 
 
-PAIRED_MIN = 2     # rounds with a run of each side: the comparison is paired from here
+PAIRED_MIN = 2     # pairs of runs that ran next to each other: paired from here
 
 
-def pairs(a: Sequence[float], b: Sequence[float], rounds_a: Sequence[int],
-          rounds_b: Sequence[int]) -> list[tuple[float, float]]:
-    """(A's value, B's value) of each round both sides have a run in, in round order: the
-    runs of a round ran one after the other (plan.interleave), so what the host did
-    meanwhile hit both. A round with two runs of one side (not planned) is left out."""
-    def by_round(values: Sequence[float], rounds: Sequence[int]) -> dict[int, float]:
-        seen: dict[int, list[float]] = {}
-        for v, k in zip(values, rounds):
-            seen.setdefault(k, []).append(v)
-        return {k: v[0] for k, v in seen.items() if len(v) == 1}
-    if len(rounds_a) != len(a) or len(rounds_b) != len(b):
+def pairs(a: Sequence[float], b: Sequence[float], when_a: Sequence, when_b: Sequence
+          ) -> list[tuple[float, float]]:
+    """(A's value, B's value) of each two runs of A and B that ran next to each other, in
+    the order they ran: both sides' runs are put in the order they were measured
+    (`when`: a sortable key per value, its run's start then its repetition) and each
+    run of A next to a run of B is paired with it, earliest first. The rounds of an
+    experiment hold every trial once, so A's and B's runs of a round are neighbours
+    whatever the round's order; a run measured again right after a disturbed one takes
+    its place, and one left without a neighbour is left out."""
+    if len(when_a) != len(a) or len(when_b) != len(b):
         return []
-    ra, rb = by_round(a, rounds_a), by_round(b, rounds_b)
-    return [(ra[k], rb[k]) for k in sorted(ra.keys() & rb.keys())]
+    runs = sorted([(w, 0, v) for w, v in zip(when_a, a)] +
+                  [(w, 1, v) for w, v in zip(when_b, b)], key=lambda x: (x[0], x[1]))
+    found, i = [], 0
+    while i + 1 < len(runs):
+        (_, side, v), (_, other, u) = runs[i], runs[i + 1]
+        if side != other:
+            found.append((v, u) if side == 0 else (u, v))
+            i += 2
+        else:
+            i += 1
+    return found
 
 
 def paired_log(pairs_ab: Sequence[tuple[float, float]], alpha: float = ALPHA) -> Welch | None:
@@ -299,16 +307,16 @@ def paired_log(pairs_ab: Sequence[tuple[float, float]], alpha: float = ALPHA) ->
 
 
 def compare(a: Sequence[float], b: Sequence[float], alpha: float = ALPHA,
-            rounds: tuple[Sequence[int], Sequence[int]] | None = None) -> Comparison:
+            when: tuple[Sequence, Sequence] | None = None) -> Comparison:
     """The decision rule: B differs from A when the t-test on log(values) gives p < alpha,
-    which is exactly when the (1 - alpha) CI of the ratio excludes 1. With each value's
-    round (`rounds`: A's and B's) and at least PAIRED_MIN rounds holding a run of each,
-    the test is paired (paired_log: what the host did to a round cancels); otherwise
-    Welch's, on the two samples."""
+    which is exactly when the (1 - alpha) CI of the ratio excludes 1. With when each
+    value's run ran (`when`: A's and B's keys) and at least PAIRED_MIN pairs of runs that
+    ran next to each other (pairs), the test is paired (paired_log: what the host did
+    to both cancels); otherwise Welch's, on the two samples."""
     ma, mb = median(a), median(b)
     n = (len(a), len(b))
     p_rank = mann_whitney_p(a, b) if min(n) >= RANK_TEST_MIN_N else None
-    matched = pairs(a, b, *rounds) if rounds else []
+    matched = pairs(a, b, *when) if when else []
     if len(matched) >= PAIRED_MIN and (w := paired_log(matched, alpha)) is not None:
         return Comparison(ma, mb, w.ratio, w.ci, w.p, w.p < alpha, n, p_rank, len(matched))
     w = welch_log(a, b, alpha)

@@ -30,8 +30,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from ..analysis.analyze import (ExperimentView, MetricComparison, TrialSummary,
-                                compare_trials, disturbed, summarize)
+from ..analysis.analyze import (Estimate, ExperimentView, MetricComparison, TrialSummary,
+                                compare_trials, disturbed, summarize, when_of)
 from ..analysis.memplan import WorkerLimit, worker_limit
 from ..analysis.tunebudget import Held, Prediction, pool_of, predict
 from ..analysis.stats import compare
@@ -239,10 +239,19 @@ SERVER_CPU = "server CPU µs/req"
 
 def server_cpu(a: TrialSummary, b: TrialSummary) -> MetricComparison:
     """The objective `cpu` optimised: every server component's CPU per request summed,
-    run by run, B against A."""
-    def sums(s: TrialSummary) -> list[float]:
-        return [sum(v) for v in zip(*(e.values for e in s.cpu_us_per_request.values()))]
-    return MetricComparison(SERVER_CPU, compare(sums(a), sums(b)), None, None, None, False)
+    run by run (runs that have every component), B against A, paired as compare_trials
+    pairs."""
+    def sums(s: TrialSummary) -> Estimate:
+        estimates = s.cpu_us_per_request.values()
+        if not all(e.when for e in estimates):        # not known: position by position
+            return Estimate.of([sum(v) for v in zip(*(e.values for e in estimates))])
+        each = [dict(zip(e.when, e.values)) for e in estimates]
+        runs = sorted(set.intersection(*(set(d) for d in each))) if each else []
+        return Estimate.of([sum(d[w] for d in each) for w in runs], runs)
+    sa, sb = sums(a), sums(b)
+    return MetricComparison(SERVER_CPU, compare(sa.values, sb.values,
+                                                when=when_of(a, b, sa, sb)),
+                            None, None, None, False)
 
 
 class Pruned(Exception):

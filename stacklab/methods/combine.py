@@ -10,7 +10,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from ..analysis.analyze import ExperimentView, TrialSummary, bound, decide, rounds_of
+from ..analysis.analyze import ExperimentView, TrialSummary, bound, decide, when_of
 from ..knobs import KnobRegistry
 from ..experiment.plan import lab_condition
 from ..analysis.stats import Comparison, compare
@@ -78,7 +78,7 @@ def winners(view: ExperimentView, registry: KnobRegistry) -> list[Group]:
                 continue
             key = changed[0]
             c = compare(default.rps.values, t.rps.values,
-                        rounds=rounds_of(default, t, default.rps, t.rps))
+                        when=when_of(default, t, default.rps, t.rps))
             # better by the one decision rule: a bound pointing the other way leaves no
             # winner
             if decide(c, bound(default, t, True), True).kind != "better":
@@ -169,11 +169,11 @@ def additivity(view: ExperimentView, group: Group,
         alone = trial({w.knob})
         if alone is not None:
             singles[w.knob] = compare(base.rps.values, alone.rps.values,
-                                      rounds=rounds_of(base, alone, base.rps, alone.rps))
+                                      when=when_of(base, alone, base.rps, alone.rps))
     ratios = [c.ratio for c in singles.values() if c.ratio]
     expected = math.prod(ratios) if len(ratios) == len(group.winners) else None
     return Additivity(compare(base.rps.values, combo.rps.values,
-                              rounds=rounds_of(base, combo, base.rps, combo.rps)),
+                              when=when_of(base, combo, base.rps, combo.rps)),
                       singles, expected)
 
 
@@ -210,7 +210,7 @@ def why_lines(trial: TrialSummary, view: ExperimentView, registry: KnobRegistry,
             lines.append(f"{head}\n    not measured alone against the defaults here")
             continue
         c = compare(default.rps.values, alone.rps.values,
-                    rounds=rounds_of(default, alone, default.rps, alone.rps))
+                    when=when_of(default, alone, default.rps, alone.rps))
         lines.append(f"{head}\n    alone: {fmt(c)} req/s against the defaults "
                      f"(experiment {view.name}: trial {alone.trial_id} vs {default.trial_id})")
     return lines

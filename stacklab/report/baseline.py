@@ -122,7 +122,7 @@ class Change(str, Enum):
 
     BETTER = "better"
     WORSE = "worse"
-    SAME = "no significant difference"
+    SAME = "same within ±5%"
     NONE = "no verdict"
 
 

@@ -148,7 +148,7 @@ def export_json(view: ExperimentView) -> str:
 def _trial(s: TrialSummary) -> dict:
     """Every field of the summary (estimates as {median, ci, values})."""
     doc = asdict(s)
-    del doc["experiment_id"]          # the document's own experiment
+    del doc["experiment"]             # the document's own experiment
     return {**doc, "verdicts": [verdict_doc(v) for v in s.verdicts],
             # infinite where a busy window could not be sized: JSON has no infinity
             "disturbance": s.disturbance if s.disturbance < float("inf") else None}

@@ -12,7 +12,7 @@ from itertools import groupby
 from typing import Iterable
 
 from ..analysis.analyze import (MARGIN, Bound, Decision, ExperimentView, MetricComparison,
-                                TrialSummary, compare_trials, imprecise)
+                                TrialSummary, compare_trials, imprecise, when_of)
 from ..analysis.recommend import Change, changes, default_of
 from ..stacks import REGISTRY, STACKS
 from ..analysis.stats import Comparison, compare
@@ -219,13 +219,19 @@ def _ranked(trials: list[TrialSummary]) -> tuple[TrialSummary, TrialSummary | No
     ranked = sorted(trials, key=lambda s: s.rps.median, reverse=True)
     best = ranked[0]
     second = ranked[1] if len(ranked) > 1 else None
-    comp = compare(second.rps.values, best.rps.values) if second else None
+    comp = _rps(second, best) if second else None
     if comp and comp.ratio is not None and comp.ratio < 1:
-        # medians and geometric means can rank two close trials differently: the
-        # winner is the one the compared ratio (geometric means) favours
+        # medians and the compared ratio can rank two close trials differently: the
+        # winner is the one the compared ratio (paired as compare_trials pairs) favours
         best, second = second, best
-        comp = compare(second.rps.values, best.rps.values)
+        comp = _rps(second, best)
     return best, second, comp
+
+
+def _rps(a: TrialSummary, b: TrialSummary) -> Comparison:
+    """B against A on req/s, as compare_trials compares them (paired within one
+    experiment)."""
+    return compare(a.rps.values, b.rps.values, when=when_of(a, b, a.rps, b.rps))
 
 
 def headlines(view: ExperimentView) -> list[Headline]:

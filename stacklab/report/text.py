@@ -479,7 +479,7 @@ def _trial_doc(s: TrialSummary, common: dict) -> dict:
 
 
 def _finite(x: float) -> float | None:
-    """JSON has no infinity: an unsized factor (analyze.UNSIZED) is null."""
+    """JSON has no infinity: an unsized factor (a window not read) is null."""
     return None if x == float("inf") else x
 
 
