@@ -42,7 +42,7 @@ def lab_condition(key: str) -> bool:
 LOAD_DEFAULTS = {f"load.{k.name}": k.default for k in LOAD_KNOBS}
 # Seconds a run costs beyond warm-up and load (start, readiness, verify, stop) where no
 # stored run of the stack says otherwise (RunOverhead): nginx took 0.5-1.7 s here, a stack
-# with PHP and MariaDB about 4 s (commands/study.py's BREAKDOWN_STACK_S).
+# with PHP and a database about 4 s (commands/study.py's BREAKDOWN_STACK_S).
 RUN_OVERHEAD_S = 1.5
 # Seconds an experiment costs before its first run: the components' versions, the lab's
 # checks, the database.
