@@ -308,7 +308,8 @@ def test_the_sample_log_replays_through_the_engine_on_nginx(tmp_path):
 @pytest.mark.integration
 def test_a_log_of_urls_the_site_lacks_refuses_the_run(tmp_path):
     require_engine()
-    log = write_log(tmp_path / "other.log", ["/portal.html"] * 5 + ["/wp-login.php"] * 5)
+    # 120 requests: at load.rate = 1000 a replay of 0.12 s, past the least measured (0.1 s)
+    log = write_log(tmp_path / "other.log", ["/portal.html"] * 60 + ["/wp-login.php"] * 60)
     spec, db = tmp_path / "refused.toml", tmp_path / "r.db"
     spec.write_text(REAL.format(name="refused", log=log.name))
     result = invoke("run", spec, "--db", db)
