@@ -12,9 +12,10 @@ from fakes import fake_load, load_report
 from test_store import new_exp, record
 
 PACKAGE = Path(__file__).resolve().parent.parent / "stacklab"
-# Where the engine's report may be handled whole: read (drive), stored (store/records)
-# and exported as it is (report/export's JSON export).
-WHOLE_REPORT = {"measure/drive.py", "store/records.py", "report/export.py"}
+# Where the engine's report may be handled whole: read (drive), stored (store/records),
+# written into the run's journal as one engine would (agents/pool's merged report) and
+# exported as it is (report/export's JSON export).
+WHOLE_REPORT = {"measure/drive.py", "store/records.py", "agents/pool.py", "report/export.py"}
 
 
 def test_nothing_but_load_report_reads_the_engine_json():
