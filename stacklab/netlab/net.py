@@ -185,12 +185,20 @@ def delete_recorded(names: tuple[str, ...], record: Path, what: str) -> None:
     record.unlink(missing_ok=True)
 
 
+IPV6 = Path("/proc/sys/net/ipv6")
+
+
 def join_pair(a: tuple[str, str, str], b: tuple[str, str, str]) -> None:
     """A veth pair between two namespaces, each end (namespace, device, address) made
     inside its namespace (the host holds neither), addressed on one /30 and up."""
     _run(["ip", "link", "add", a[1], "netns", a[0], "type", "veth",
           "peer", "name", b[1], "netns", b[0]])
     for ns, dev, addr in (a, b):
+        if IPV6.exists():
+            # the lab speaks IPv4 (198.18.0.0/15): IPv6's own traffic on the link (router
+            # solicitations, MLD reports) would cross it during a load and be counted
+            _run(["ip", "netns", "exec", ns, "sysctl", "-q", "-w",
+                  f"net.ipv6.conf.{dev}.disable_ipv6=1"])
         _run(["ip", "-n", ns, "addr", "add", f"{addr}/{SUBNET_PREFIX}", "dev", dev])
         _run(["ip", "-n", ns, "link", "set", dev, "up"])
 
