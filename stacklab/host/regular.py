@@ -1,5 +1,6 @@
 """Files of the user's that stacklab reads (experiment files, include files, replay logs,
-the files of a `dir:` site) opened only as regular files.
+the files of a `dir:` site) opened only as regular files; and the one way a file that
+must survive a kill (a journal entry, a load's report) is written in place, synced.
 
 A FIFO would block a read forever, /dev/zero never end, a socket or a device answer
 anything; a symlink to one is the same thing. Each file is opened without blocking and
@@ -58,6 +59,21 @@ def read_regular(path: Path | str, limit: int, what: str = "file") -> bytes:
     if len(data) > limit:
         raise NotRegular(f"larger than {_size(limit)}: not {what}")
     return data
+
+
+def write_in_place(path: Path | str, data: bytes) -> None:
+    """`data` over the start of `path` (made if missing), the file cut to it and synced:
+    room reserved there beforehand (zeros) holds it whatever the disk has left; what
+    does not fit takes the disk's own space."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    try:
+        written = 0
+        while written < len(data):
+            written += os.pwrite(fd, data[written:], written)
+        os.ftruncate(fd, len(data))
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def _size(n: int) -> str:

@@ -16,6 +16,7 @@ from ..errors import EngineError
 from ..knobs import Knob
 from ..host.interrupts import interrupts_held
 from ..host.placement import pin
+from ..host.regular import write_in_place
 
 ENGINE_NAME = "stacklab-load"
 REPO_ENGINE = Path(__file__).resolve().parents[2] / "engine/target/release" / ENGINE_NAME
@@ -595,16 +596,7 @@ def report_in(path: Path) -> LoadReport | None:
 def write_report(path: Path, doc: dict) -> None:
     """A report made here (agents.merge's) into `path` as the engine writes its
     --report-file: over the file's start, the file cut to it and synced."""
-    data = (json.dumps(doc) + "\n").encode()
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
-    try:
-        written = 0
-        while written < len(data):
-            written += os.pwrite(fd, data[written:], written)
-        os.ftruncate(fd, len(data))
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    write_in_place(path, (json.dumps(doc) + "\n").encode())
 
 
 def engine_version() -> str:

@@ -32,6 +32,7 @@ from typing import Any, Callable, Iterator
 from urllib.parse import quote
 
 from ..errors import EngineError, NotFound, StoreError
+from ..host.regular import write_in_place
 from ..measure.drive import LoadReport, report_in
 from . import journal
 from .migrations import MIGRATIONS
@@ -405,7 +406,7 @@ class Store:
             return None
         pending = path.with_suffix(journal.PENDING)
         try:
-            journal.write_in_place(pending,
+            write_in_place(pending,
                                    json.dumps(self._entry_doc(r, r.to_row())).encode())
         except OSError:
             journal.remove(pending)
@@ -423,7 +424,7 @@ class Store:
         room = path.with_suffix(journal.ROOM)
         try:
             path.parent.mkdir(exist_ok=True)
-            journal.write_in_place(room, json.dumps(self._entry_doc(r, r.to_row())).encode())
+            write_in_place(room, json.dumps(self._entry_doc(r, r.to_row())).encode())
             os.replace(room, path)
         except OSError:
             return None

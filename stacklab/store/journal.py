@@ -37,20 +37,6 @@ def make_room(path: Path, size: int) -> None:
         os.fsync(f.fileno())
 
 
-def write_in_place(path: Path, data: bytes) -> None:
-    """`data` over the start of `path` (made if missing), the file cut to it and synced;
-    what does not fit in the room takes the disk's own space."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
-    try:
-        written = 0
-        while written < len(data):
-            written += os.pwrite(fd, data[written:], written)
-        os.ftruncate(fd, len(data))
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def remove(entry: Path) -> None:
     """Remove a journal file, and the journal directory once it is empty."""
     entry.unlink(missing_ok=True)
