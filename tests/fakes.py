@@ -353,7 +353,7 @@ def fake_experiment(db, name="fixed", speed=None, flag_apache_256=True, reps=3,
                  "knobs": {"load.keepalive": True}, "measure": {"duration_s": 2.0}}
             trials.append((f"{stack[:2]}{c:010d}", f"{stack} static-page c={c}", d))
     exp = store.new_experiment(name, f"{name}.toml", "h", {"experiment": {
-        "description": "fixed figures for report tests"}}, trials,
+        "description": "fixed figures for report tests", "repetitions": reps}}, trials,
         {"cores": 2, "cpu_model": "Test CPU", "kernel": "6.1", "memory_mib": 1024},
         "0.1.0", "abc123", "2026-01-01T00:00:00+00:00")
     for rep in range(1, reps + 1):

@@ -14,11 +14,18 @@ from typing import Any, Callable, Sequence
 
 from .flags import (BOUNDING, DISTURBED, INVALIDATING, LATENCY_DISTORTING, disturbance_factor,
                     dispersion, history_dependent, run_flags)
-from .stats import (Comparison, compare, median, median_ci, median_ci_level,
+from .stats import (ALPHA, Comparison, compare, look_alpha, median, median_ci, median_ci_level,
                     merged_percentiles, multiple, ratio_text)
 from ..store import ExperimentStatus, Outcome, RunRecord, Store
 from ..measure.verify import Verdict
+from ..experiment.spec import AUTO_FIRST
 from ..stacks import known_slow
+
+
+# "same" only when the whole interval of the ratio lies within ±MARGIN of 1 (an
+# equivalence test at the interval's level): an interval that merely holds 1, as
+# 0.60–1.07× does with 2 runs a side, cannot tell a 20% drop from none.
+MARGIN = 0.05   # the default; an experiment sets its own (experiment.margin)
 
 
 @dataclass(frozen=True)
@@ -124,6 +131,11 @@ class TrialSummary:
     # trials of one experiment ran in the same rounds, so their comparison is paired
     # (compare_trials); None: not known
     experiment: str | None = None
+    # How sure its comparisons are: the level each judges at (below ALPHA when the
+    # experiment added rounds until its comparisons were decided: sure_of) and the
+    # margin within which two trials are the same (experiment.margin)
+    alpha: float = ALPHA
+    margin: float = MARGIN
 
     @property
     def latency_distorted(self) -> bool:
@@ -191,7 +203,8 @@ def pooled(runs: list[RunRecord]) -> list[RunRecord]:
 
 
 def summarize(definition: dict, label: str, trial_id: str,
-              runs: list[RunRecord], experiment: str | None = None) -> TrialSummary:
+              runs: list[RunRecord], experiment: str | None = None,
+              sure: tuple[float, float] = (ALPHA, MARGIN)) -> TrialSummary:
     measured = [r for r in runs if r.outcome is Outcome.OK and r.load and r.load.completed]
     ok = pooled(runs)
     comps = _components(ok)
@@ -241,7 +254,7 @@ def summarize(definition: dict, label: str, trial_id: str,
         runs_set_aside=len(measured) - len(ok),
         capacity=Estimate.per_run(
             ok, lambda r: r.resources.part("capacity").get("capacity") or None),
-        experiment=experiment)
+        experiment=experiment, alpha=sure[0], margin=sure[1])
 
 
 def _page_views(ok: list[RunRecord]) -> dict[str, Estimate]:
@@ -358,6 +371,17 @@ def _flag_details(ok: list[RunRecord]) -> list[tuple[str, str]]:
     return out
 
 
+def sure_of(experiment: dict) -> tuple[float, float]:
+    """(alpha, margin) of an experiment's comparisons, from its stored spec: with
+    repetitions = "auto" its rounds were added until decided, looking after each round
+    from the first AUTO_FIRST to max_repetitions, so each look judges at look_alpha
+    (the 95% holds whichever round it stopped at); a fixed count looks once, at ALPHA."""
+    margin = float(experiment.get("margin", MARGIN))
+    if experiment.get("repetitions", "auto") != "auto":
+        return ALPHA, margin
+    return look_alpha(AUTO_FIRST, int(experiment.get("max_repetitions", 10))), margin
+
+
 def load_view(store: Store, experiment: str | int | None) -> ExperimentView:
     exp = store.experiment(experiment)
     runs = list(store.runs(exp.id))
@@ -365,8 +389,9 @@ def load_view(store: Store, experiment: str | int | None) -> ExperimentView:
     for r in runs:
         by_trial.setdefault(r.trial_id, []).append(r)
     experiment = f"{store.path.resolve() if store.path else hex(id(store))}#{exp.id}"
+    sure = sure_of(exp.spec.get("experiment", {}))
     summaries = [summarize(t.definition, t.label, t.trial_id, by_trial.get(t.trial_id, []),
-                           experiment)
+                           experiment, sure)
                  for t in store.trials(exp.id)]
     versions = runs[-1].versions if runs else {}
     return ExperimentView(id=exp.id, name=exp.name,
@@ -457,10 +482,6 @@ VERDICTS = ("better", "worse", "same", "no-verdict")
 # Reason codes of "no-verdict": fewer than 2 runs a side, nothing to compare, a flag that
 # bounds or invalidates a side (its name), an interval too wide to call it the same.
 REASONS = ("few-runs", "no-data", "limited", "imprecise", *BOUNDING, *INVALIDATING)
-# "same" only when the whole interval of the ratio lies within ±MARGIN of 1 (an
-# equivalence test at the interval's level): an interval that merely holds 1, as
-# 0.60–1.07× does with 2 runs a side, cannot tell a 20% drop from none.
-MARGIN = 0.05
 
 
 @dataclass(frozen=True)
@@ -548,11 +569,11 @@ def rounds_to_decide(c: Comparison, margin: float = MARGIN, most: int = 200) -> 
     if n < 2:
         return None
     from scipy.special import stdtrit
-    q = float(stdtrit(max(n - 1, 1), 0.975))
+    q = float(stdtrit(max(n - 1, 1), 1 - c.alpha / 2))
     spread = (math.log(c.ci[1]) - math.log(c.ci[0])) / 2 / q * math.sqrt(n)  # sd per round
     d, m = abs(math.log(c.ratio)), math.log(1 + margin)
     for k in range(n + 1, most + 1):
-        h = float(stdtrit(k - 1, 0.975)) * spread / math.sqrt(k)
+        h = float(stdtrit(k - 1, 1 - c.alpha / 2)) * spread / math.sqrt(k)
         if h < d or d + h < m:
             return k
     return None
@@ -566,15 +587,21 @@ class MetricComparison:
     reach: Reach | None = None
     limited_is_low: bool | None = True
     higher_is_better: bool = True
+    margin: float = MARGIN          # "same" within ±margin (the experiment's)
 
     @property
     def verdict(self) -> str:
-        return bounded_verdict(self.comparison, self.bound, self.reach, self.limited_is_low)
+        return bounded_verdict(self.comparison, self.bound, self.reach, self.limited_is_low,
+                               self.margin)
 
     @property
     def decision(self) -> Decision:
         return decide(self.comparison, self.bound, self.limited_is_low,
-                      self.higher_is_better)
+                      self.higher_is_better, self.margin)
+
+    @property
+    def imprecise(self) -> str:
+        return imprecise(self.comparison, self.margin)
 
 
 def when_of(a: TrialSummary, b: TrialSummary, ea: Estimate, eb: Estimate) -> tuple | None:
@@ -585,18 +612,24 @@ def when_of(a: TrialSummary, b: TrialSummary, ea: Estimate, eb: Estimate) -> tup
     return ea.when, eb.when
 
 
+def sure(a: TrialSummary, b: TrialSummary) -> tuple[float, float]:
+    """The level and margin two trials are compared at: the stricter of each."""
+    return min(a.alpha, b.alpha), min(a.margin, b.margin)
+
+
 def compare_trials(a: TrialSummary, b: TrialSummary, name=None) -> list[MetricComparison]:
     """B against A on every metric both have, benchstat style; latency from each run's
     p50 and p99, in ms. Two trials of one experiment are compared round by round (their
     runs alternated: stats.compare, paired); trials of two experiments as two samples."""
     r = reach(a, b, name)
+    alpha, margin = sure(a, b)
 
     def row(metric: str, ea: Estimate, eb: Estimate, limited_is_low: bool | None,
             higher_is_better: bool) -> MetricComparison:
-        return MetricComparison(metric, compare(ea.values, eb.values,
+        return MetricComparison(metric, compare(ea.values, eb.values, alpha,
                                                 when=when_of(a, b, ea, eb)),
                                 bound(a, b, limited_is_low, name), r, limited_is_low,
-                                higher_is_better)
+                                higher_is_better, margin)
 
     def ms(s: TrialSummary, p: str) -> Estimate:
         e = s.latency_runs_us.get(p) or Estimate.of([])

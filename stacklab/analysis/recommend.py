@@ -12,7 +12,7 @@ from functools import cached_property
 from typing import Any
 
 from .analyze import (Bound, Decision, ExperimentView, MetricComparison, TrialSummary,
-                      compare_trials, imprecise)
+                      compare_trials)
 from ..knobs import KnobRegistry
 from ..experiment.plan import Trial, effective_knobs, lab_condition
 from ..stacks import REGISTRY, STACKS
@@ -111,7 +111,7 @@ class Best:
         if d.kind == "better":
             return top
         if d.kind == "no-verdict" and d.reason not in ("few-runs", "no-data"):
-            why = (m.bound.why if m.bound else imprecise(m.comparison)
+            why = (m.bound.why if m.bound else m.imprecise
                    if d.reason == "imprecise" else d.reason)
             return f"no verdict ({why}; fastest measured: {top})"
         return f"no significant difference from the default (fastest measured: {top})"

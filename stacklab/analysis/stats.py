@@ -218,6 +218,7 @@ class Comparison:
     n: tuple[int, int] = (0, 0)
     p_rank: float | None = None
     paired: int = 0               # pairs of runs the test paired (0: Welch's, unpaired)
+    alpha: float = ALPHA          # `ci` is at level 1 - alpha (below 0.05: stats.look_alpha)
 
     @property
     def verdict(self) -> str:
@@ -318,14 +319,47 @@ def compare(a: Sequence[float], b: Sequence[float], alpha: float = ALPHA,
     p_rank = mann_whitney_p(a, b) if min(n) >= RANK_TEST_MIN_N else None
     matched = pairs(a, b, *when) if when else []
     if len(matched) >= PAIRED_MIN and (w := paired_log(matched, alpha)) is not None:
-        return Comparison(ma, mb, w.ratio, w.ci, w.p, w.p < alpha, n, p_rank, len(matched))
+        return Comparison(ma, mb, w.ratio, w.ci, w.p, w.p < alpha, n, p_rank, len(matched),
+                          alpha)
     w = welch_log(a, b, alpha)
     if w is None:
         positive = bool(a) and bool(b) and min(a) > 0 and min(b) > 0
         ratio = math.exp(statistics.fmean(map(math.log, b)) - statistics.fmean(
             map(math.log, a))) if positive else None
-        return Comparison(ma, mb, ratio, None, None, False, n, p_rank)
-    return Comparison(ma, mb, w.ratio, w.ci, w.p, w.p < alpha, n, p_rank)
+        return Comparison(ma, mb, ratio, None, None, False, n, p_rank, alpha=alpha)
+    return Comparison(ma, mb, w.ratio, w.ci, w.p, w.p < alpha, n, p_rank, alpha=alpha)
+
+
+SEQUENTIAL_SIMS = 40_000
+
+
+@functools.lru_cache(maxsize=64)
+def look_alpha(first: int, last: int, alpha: float = ALPHA) -> float:
+    """The level each look of a sequential experiment judges at, so that the chance that
+    any look's interval misses the truth stays `alpha` over all its looks: an experiment
+    that adds rounds until its comparisons are decided looks at `first`, `first + 1` …
+    `last` rounds, and judging each look at `alpha` would err more often the more it
+    looked (optional stopping). Pocock's rule, one level for every look, found for the
+    paired t-interval by simulating normal log-ratios (seeded: always the same level);
+    `alpha` itself when there is one look. Its error under disturbed, correlated runs is
+    measured, not assumed (tests/test_paired.py, bench/calibration.py)."""
+    if last <= first:
+        return alpha
+    from scipy.special import stdtrit
+    draws = np.random.default_rng(1).standard_normal((SEQUENTIAL_SIMS, last))
+    n = np.arange(first, last + 1)
+    sums, squares = np.cumsum(draws, 1)[:, n - 1], np.cumsum(draws ** 2, 1)[:, n - 1]
+    sd = np.sqrt((squares - sums ** 2 / n) / (n - 1))
+    t = np.abs(sums / n) / (sd / np.sqrt(n))
+
+    def errs(level: float) -> float:
+        return float(np.mean((t > stdtrit(n - 1, 1 - level / 2)).any(axis=1)))
+
+    low, high = alpha / (last - first + 1), alpha     # Bonferroni errs less, alpha more
+    for _ in range(30):
+        mid = (low + high) / 2
+        low, high = (mid, high) if errs(mid) <= alpha else (low, mid)
+    return low
 
 
 def decode_histogram(b64: str) -> HdrHistogram:

@@ -77,6 +77,9 @@ class StackNames(Protocol):
     def canonical(self, text: str) -> str: ...   # ValueError: why it is no stack
 
 
+AUTO_FIRST = 6     # repetitions = "auto": rounds measured before the first look
+
+
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
 
@@ -100,6 +103,10 @@ class Experiment(_Strict):
     # host-busy, io-pressure); the disturbed run stays stored and is set aside. Not part
     # of a trial's definition: it changes which runs are made, not what they measure.
     remeasure: int = Field(2, ge=0, le=20)
+    # Two trials are "the same" only when the interval of their ratio lies within
+    # ±margin of 1 ("5%" or 0.05); not part of a trial's definition (it judges, it
+    # measures nothing), so a changed margin judges stored runs anew.
+    margin: float = Field(0.05, ge=0.005, le=0.5)
 
     @field_validator("name")
     @classmethod
@@ -114,6 +121,21 @@ class Experiment(_Strict):
         if v == "auto" or (isinstance(v, int) and not isinstance(v, bool) and 1 <= v <= 100):
             return v
         raise ValueError('expected an integer 1..100 or "auto"')
+
+    @field_validator("margin", mode="before")
+    @classmethod
+    def _margin(cls, v: Any) -> Any:
+        """"5%" or 0.05; a bare number above 0.5 would be a percent meant (5 for 5%)."""
+        if isinstance(v, str):
+            m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*%\s*", v)
+            if not m:
+                raise ValueError(f'expected a percent such as "5%" or a fraction such as '
+                                 f'0.05, not {v!r}')
+            return float(m.group(1)) / 100
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0.5:
+            raise ValueError(f'{v} would be {v:g}× (a fraction): write "{v:g}%" for a '
+                             "percent, or a fraction 0.005..0.5")
+        return float(v) if isinstance(v, int) and not isinstance(v, bool) else v
 
     @field_validator("max_repetitions")
     @classmethod
@@ -131,7 +153,7 @@ class Experiment(_Strict):
     def first_repetitions(self) -> int:
         """Repetitions planned up front: auto starts with 6 (fewer cannot give a 95%
         interval for a median) and adds rounds as needed."""
-        return 6 if self.auto else self.repetitions
+        return AUTO_FIRST if self.auto else self.repetitions
 
     @field_validator("duration", "warmup", mode="before")
     @classmethod

@@ -10,7 +10,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from ..analysis.analyze import ExperimentView, TrialSummary, bound, decide, when_of
+from ..analysis.analyze import ExperimentView, TrialSummary, bound, decide, sure, when_of
 from ..knobs import KnobRegistry
 from ..experiment.plan import lab_condition
 from ..analysis.stats import Comparison, compare
@@ -77,11 +77,12 @@ def winners(view: ExperimentView, registry: KnobRegistry) -> list[Group]:
             if len(changed) != 1 or lab_condition(changed[0]):
                 continue
             key = changed[0]
-            c = compare(default.rps.values, t.rps.values,
+            alpha, margin = sure(default, t)
+            c = compare(default.rps.values, t.rps.values, alpha,
                         when=when_of(default, t, default.rps, t.rps))
             # better by the one decision rule: a bound pointing the other way leaves no
             # winner
-            if decide(c, bound(default, t, True), True).kind != "better":
+            if decide(c, bound(default, t, True), True, margin=margin).kind != "better":
                 continue
             w = Winner(key, _value(t, key, registry), registry.get(key).default, c, t.trial_id)
             if key not in best or w.comparison.ratio > best[key].comparison.ratio:

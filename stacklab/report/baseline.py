@@ -25,7 +25,7 @@ from rich.console import Group
 from rich.text import Text
 
 from ..analysis.analyze import (ExperimentView, MetricComparison, TrialSummary, compare_trials,
-                                imprecise, same_definition_pairs)
+                                same_definition_pairs)
 from ..knobs import ABSENT, setting_differences
 from .fmt import DASH, Col, Fitted, Footnotes, multiple, number, p_cell, ratio_ci, times
 
@@ -155,7 +155,7 @@ def metric_change(m: MetricComparison) -> MetricChange:
                             Change.NONE, "fewer than 2 successful runs a side")
     notes = ([] if b is None else [f"not a measurement: {b.why}" if b.relation == "?" else
                                    f"a bound, {b.relation} {multiple(c.ratio)}: {b.why}"])
-    notes += [] if d.reason != "imprecise" else [imprecise(c)]
+    notes += [] if d.reason != "imprecise" else [m.imprecise]
     notes += [] if r is None else [r.why]
     change = {"better": Change.BETTER, "worse": Change.WORSE, "same": Change.SAME}.get(
         d.kind, Change.NONE)

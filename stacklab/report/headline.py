@@ -8,14 +8,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cached_property
-from itertools import groupby
 from typing import Iterable
 
-from ..analysis.analyze import (MARGIN, Bound, Decision, ExperimentView, MetricComparison,
-                                TrialSummary, compare_trials, imprecise, when_of)
+from ..analysis.analyze import (Bound, Decision, ExperimentView, MetricComparison,
+                                TrialSummary, compare_trials)
+from ..analysis.answered import groups, layer_pairs, ranked
 from ..analysis.recommend import Change, changes, default_of
 from ..stacks import REGISTRY, STACKS
-from ..analysis.stats import Comparison, compare
+from ..analysis.stats import Comparison
 from .fmt import change, multiple, number, p_value, ratio_ci, times
 
 
@@ -141,9 +141,9 @@ class Headline:
             return (f"{w} and {r} are not distinguishable yet "
                     f"({number(self.winner.rps.median)} vs "
                     f"{number(self.runner_up.rps.median)} req/s, ratio {times(c.ratio)}, "
-                    f"{interval}): no verdict: {imprecise(c)}{hint}")
+                    f"{interval}): no verdict: {m.imprecise}{hint}")
         if d.kind == "same":
-            return (f"{w} and {r} are the same within ±{MARGIN:.0%} "
+            return (f"{w} and {r} are the same within ±{m.margin:.0%} "
                     f"({number(self.winner.rps.median)} vs "
                     f"{number(self.runner_up.rps.median)} req/s, ratio {times(c.ratio)}, "
                     f"{interval})")
@@ -177,77 +177,33 @@ def _knob_answer(c: Change, stacks: int, varied: list[str]) -> Answer:
                   facts(c.trial, {c.knob.split(".", 1)[0]}))
 
 
-def _beneath(layered: str, plain: str) -> bool:
-    """`plain` is the stack `layered` puts its front layers in front of."""
-    try:
-        top, bottom = STACKS[layered], STACKS[plain]
-    except KeyError:
-        return False
-    return (bool(top.layers) and not bottom.layers and bottom.components == top.base
-            and bottom.knobs == top.knobs and bottom.defaults == top.defaults)
-
-
 def _layer_answers(group: list[TrialSummary]) -> list[Answer]:
     """Each trial with front layers against the trial of the stack beneath them with the
     same knobs otherwise (Varnish in front or not)."""
     out = []
-    for t in group:
-        if not _beneath_any(t, group):
-            continue
+    for base, t, own in layer_pairs(group):
         layers = STACKS[t.stack].layers
-        own = {k: v for k, v in t.knobs.items() if k.split(".", 1)[0] in layers}
-        rest = {k: v for k, v in t.knobs.items() if k not in own}
-        for base in group:
-            if _beneath(t.stack, base.stack) and base.knobs == rest:
-                replicas = STACKS[t.stack].replicas
-                said = (f"{' > '.join(layers)} in front of {base.stack}"
-                        + (f" ×{replicas}" if replicas > 1 else "")
-                        + (f" ({', '.join(f'{k}={v}' for k, v in own.items())})"
-                           if own else ""))
-                out.append(Answer(said, f"{base.stack} without it", base, t, None, False,
-                                  facts(t, layers)))
+        replicas = STACKS[t.stack].replicas
+        said = (f"{' > '.join(layers)} in front of {base.stack}"
+                + (f" ×{replicas}" if replicas > 1 else "")
+                + (f" ({', '.join(f'{k}={v}' for k, v in own.items())})" if own else ""))
+        out.append(Answer(said, f"{base.stack} without it", base, t, None, False,
+                          facts(t, layers)))
     return out
 
 
-def _beneath_any(t: TrialSummary, group: list[TrialSummary]) -> bool:
-    return any(_beneath(t.stack, b.stack) for b in group)
-
-
-def _ranked(trials: list[TrialSummary]) -> tuple[TrialSummary, TrialSummary | None,
-                                                 Comparison | None]:
-    """The fastest and the next, and the comparison of the two (req/s)."""
-    ranked = sorted(trials, key=lambda s: s.rps.median, reverse=True)
-    best = ranked[0]
-    second = ranked[1] if len(ranked) > 1 else None
-    comp = _rps(second, best) if second else None
-    if comp and comp.ratio is not None and comp.ratio < 1:
-        # medians and the compared ratio can rank two close trials differently: the
-        # winner is the one the compared ratio (paired as compare_trials pairs) favours
-        best, second = second, best
-        comp = _rps(second, best)
-    return best, second, comp
-
-
-def _rps(a: TrialSummary, b: TrialSummary) -> Comparison:
-    """B against A on req/s, as compare_trials compares them (paired within one
-    experiment)."""
-    return compare(a.rps.values, b.rps.values, when=when_of(a, b, a.rps, b.rps))
-
-
 def headlines(view: ExperimentView) -> list[Headline]:
-    usable = [s for s in view.summaries if s.rps.median is not None]
     found = changes(view)
     varied = sorted({c.knob for c in found})
-    key = lambda s: (s.workload, s.concurrency)  # noqa: E731
     out = []
-    for (workload, conc), grouped in groupby(sorted(usable, key=key), key=key):
-        group = list(grouped)
+    for group in groups(view):
         ids = {s.trial_id for s in group}
         stacks = len({s.stack for s in group})
         answers = [_knob_answer(c, stacks, varied) for c in found if c.trial.trial_id in ids]
         answers += _layer_answers(group)
         variants = {a.trial.trial_id for a in answers}
         roots = [s for s in group if s.trial_id not in variants] or group
-        best, second, comp = _ranked(roots)
-        out.append(Headline(workload, conc, best, second, comp, tuple(answers)))
+        best, second, comp = ranked(roots)
+        out.append(Headline(group[0].workload, group[0].concurrency, best, second, comp,
+                            tuple(answers)))
     return out

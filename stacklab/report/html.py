@@ -13,8 +13,7 @@ import jinja2
 from markupsafe import Markup
 
 from .. import __version__
-from ..analysis.analyze import (Decision, ExperimentView, MetricComparison, compare_trials,
-                                imprecise)
+from ..analysis.analyze import (Decision, ExperimentView, MetricComparison, compare_trials)
 from ..errors import control_character
 from ..analysis.recommend import CAUTIONS, best_combinations, effects
 from ..stacks import REGISTRY
@@ -200,7 +199,7 @@ def verdict_words(m: MetricComparison) -> str:
     d = m.decision
     if d.kind != "no-verdict":
         return charts.VERDICT_WORDS[d.kind]
-    why = (m.bound.why if m.bound else imprecise(m.comparison) if d.reason == "imprecise"
+    why = (m.bound.why if m.bound else m.imprecise if d.reason == "imprecise"
            else NO_VERDICT.get(d.reason, ""))
     return f"no verdict ({d.reason})" + (f": {why}" if why else "")
 

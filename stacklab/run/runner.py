@@ -30,7 +30,9 @@ from .. import __version__
 from ..host import lab
 from ..agents.rules import AgentsListen, agents_problem
 from ..agents.pool import AgentPool
-from ..analysis.analyze import Estimate, disturbed, pooled
+from ..analysis.analyze import (Estimate, ExperimentView, compare_trials, disturbed, load_view,
+                                pooled)
+from ..analysis.answered import answered_pairs
 from ..measure.drive import LoadPlan, LoadReport, engine_version, run_load
 from ..env import Environment
 from ..errors import (EngineError, Interrupted, LabError, NotFound, StackError, StoreError,
@@ -486,28 +488,59 @@ def _check_other_labs(ctx: RunContext, progress: Progress) -> None:
 
 
 def more_rounds(spec: ExperimentSpec, plan: Plan, store: Store, exp_id: int) -> list[PlannedRun]:
-    """repetitions = "auto": one more repetition of every trial whose req/s CI is still
-    wider than the target and that has not reached the maximum."""
+    """repetitions = "auto": one more round of the trials of every comparison the answers
+    make (analysis.answered) that is not yet decided — better, worse, or the same within
+    the margin, judged at the level that keeps its 95% under this stopping
+    (analyze.sure_of) — and of every trial in no comparison whose req/s CI is still wider
+    than ci_target; never past max_repetitions. A comparison left without a verdict for
+    a reason more rounds do not change (a limited side, no data) adds none."""
     e = spec.experiment
     last: dict[str, int] = {}
     runs: dict[str, list[RunRecord]] = {}
     for r in store.runs(exp_id):
         last[r.trial_id] = max(last.get(r.trial_id, 0), r.repetition)
         runs.setdefault(r.trial_id, []).append(r)
+
+    def room(trial_id: str) -> bool:
+        mine = runs.get(trial_id, [])
+        counted = [r for r in mine if not disturbed(r)]    # runs measured again: once
+        return (len(counted) < e.max_repetitions
+                and len(mine) < e.max_repetitions + e.remeasure)
+
+    undecided, compared = undecided_pairs(load_view(store, exp_id))
+    wanted = {t for pair in undecided for t in pair if all(map(room, pair))}
     out = []
     for t in round_order(plan.trials, 1 + max(last.values(), default=0)):
         mine = runs.get(t.id, [])
-        counted = [r for r in mine if not disturbed(r)]    # runs measured again: once
-        if (len(counted) >= e.max_repetitions
-                or len(mine) >= e.max_repetitions + e.remeasure):
+        if t.id in compared:
+            if t.id in wanted:
+                out.append(PlannedRun(t, last.get(t.id, 0) + 1))
+            continue
+        if not room(t.id):
             continue
         rps = [r.load.rps for r in pooled(mine)]
-        if not rps and len(counted) >= e.first_repetitions:
+        if not rps and len([r for r in mine if not disturbed(r)]) >= e.first_repetitions:
             continue                   # only failures: more runs would not narrow anything
         hw = Estimate.of(rps).half_width
         if hw is None or hw > e.ci_target:
             out.append(PlannedRun(t, last.get(t.id, 0) + 1))
     return out
+
+
+# No verdict yet, for want of rounds: more of them can decide it.
+NARROWED_BY_ROUNDS = ("imprecise", "few-runs")
+
+
+def undecided_pairs(view: ExperimentView) -> tuple[list[tuple[str, str]], set[str]]:
+    """The comparisons the answers make that more rounds could still decide (req/s:
+    no verdict, imprecise or too few runs), as trial ids; and every trial compared."""
+    undecided, compared = [], set()
+    for a, b in answered_pairs(view):
+        compared |= {a.trial_id, b.trial_id}
+        d = compare_trials(a, b)[0].decision
+        if d.kind == "no-verdict" and d.reason in NARROWED_BY_ROUNDS:
+            undecided.append((a.trial_id, b.trial_id))
+    return undecided, compared
 
 
 def plan_changes(stored: list[TrialRecord], plan: Plan, stored_reps: Any, reps: Any,

@@ -1,0 +1,83 @@
+"""Which trials an experiment's answers compare: each knob's value against its default
+(recommend.changes), each stack with front layers against the stack beneath them, and
+among the trials left the fastest against the next. `show` answers these pairs, and
+repetitions = "auto" adds rounds until each of them is decided."""
+
+from __future__ import annotations
+
+from itertools import groupby
+
+from .analyze import ExperimentView, TrialSummary, sure, when_of
+from .recommend import changes
+from .stats import Comparison, compare
+from ..stacks import STACKS
+
+
+def beneath(layered: str, plain: str) -> bool:
+    """`plain` is the stack `layered` puts its front layers in front of."""
+    try:
+        top, bottom = STACKS[layered], STACKS[plain]
+    except KeyError:
+        return False
+    return (bool(top.layers) and not bottom.layers and bottom.components == top.base
+            and bottom.knobs == top.knobs and bottom.defaults == top.defaults)
+
+
+def layer_pairs(group: list[TrialSummary]) -> list[tuple[TrialSummary, TrialSummary, dict]]:
+    """(the stack beneath, the trial with front layers, the front layers' own knobs) for
+    each trial with front layers and the trial of the stack beneath them with the same
+    knobs otherwise (Varnish in front or not)."""
+    out = []
+    for t in group:
+        if not any(beneath(t.stack, b.stack) for b in group):
+            continue
+        layers = STACKS[t.stack].layers
+        own = {k: v for k, v in t.knobs.items() if k.split(".", 1)[0] in layers}
+        rest = {k: v for k, v in t.knobs.items() if k not in own}
+        out += [(base, t, own) for base in group
+                if beneath(t.stack, base.stack) and base.knobs == rest]
+    return out
+
+
+def rps(a: TrialSummary, b: TrialSummary) -> Comparison:
+    """B against A on req/s, as compare_trials compares them (paired within one
+    experiment, at the experiment's level)."""
+    return compare(a.rps.values, b.rps.values, sure(a, b)[0],
+                   when=when_of(a, b, a.rps, b.rps))
+
+
+def ranked(trials: list[TrialSummary]) -> tuple[TrialSummary, TrialSummary | None,
+                                                Comparison | None]:
+    """The fastest and the next, and the comparison of the two (req/s)."""
+    order = sorted(trials, key=lambda s: s.rps.median, reverse=True)
+    best = order[0]
+    second = order[1] if len(order) > 1 else None
+    comp = rps(second, best) if second else None
+    if comp and comp.ratio is not None and comp.ratio < 1:
+        # medians and the compared ratio can rank two close trials differently: the
+        # winner is the one the compared ratio (paired as compare_trials pairs) favours
+        best, second = second, best
+        comp = rps(second, best)
+    return best, second, comp
+
+
+def groups(view: ExperimentView) -> list[list[TrialSummary]]:
+    """The trials with a req/s, per workload and concurrency (what one headline answers)."""
+    usable = [s for s in view.summaries if s.rps.median is not None]
+    key = lambda s: (s.workload, s.concurrency)  # noqa: E731
+    return [list(g) for _, g in groupby(sorted(usable, key=key), key=key)]
+
+
+def answered_pairs(view: ExperimentView) -> list[tuple[TrialSummary, TrialSummary]]:
+    """(A, B) of every comparison `show` answers, B against A."""
+    found = changes(view)
+    out = []
+    for group in groups(view):
+        ids = {s.trial_id for s in group}
+        pairs = [(c.base, c.trial) for c in found if c.trial.trial_id in ids]
+        pairs += [(base, t) for base, t, _ in layer_pairs(group)]
+        variants = {t.trial_id for _, t in pairs}
+        roots = [s for s in group if s.trial_id not in variants] or group
+        best, second, _ = ranked(roots)
+        out += pairs + ([(second, best)] if second else [])
+    return out
