@@ -340,17 +340,21 @@ VERDICTS = (Verdict("stack", "content /index.html", Status.PASS,
 
 def fake_experiment(db, name="fixed", speed=None, flag_apache_256=True, reps=3,
                     rps_of: dict[str, list[float]] | None = None,
-                    capacity: float | None = None) -> int:
+                    capacity: float | None = None, rate: int = 0,
+                    cpu_of: dict[str, float] | None = None) -> int:
     """nginx vs apache at c = 1 and 16, `reps` repetitions each, deterministic figures.
     `rps_of`: a trial id's req/s in each repetition, instead of its 1% steps;
-    `capacity`: each run a capacity search too, its capacity `capacity` × its req/s."""
+    `capacity`: each run a capacity search too, its capacity `capacity` × its req/s;
+    `rate`: load.rate (a fixed rate) in every trial; `cpu_of`: a stack's server CPU per
+    request as a multiple of the fakes' own."""
     speed = speed or {"nginx": 20000.0, "apache": 10000.0}
     store = Store.open(db)
     trials = []
     for stack in ("nginx", "apache"):
         for c in (1, 16):
             d = {"stack": stack, "workload": "static-page", "concurrency": c,
-                 "knobs": {"load.keepalive": True}, "measure": {"duration_s": 2.0}}
+                 "knobs": {"load.keepalive": True, **({"load.rate": rate} if rate else {})},
+                 "measure": {"duration_s": 2.0}}
             trials.append((f"{stack[:2]}{c:010d}", f"{stack} static-page c={c}", d))
     exp = store.new_experiment(name, f"{name}.toml", "h", {"experiment": {
         "description": "fixed figures for report tests", "repetitions": reps}}, trials,
@@ -371,7 +375,8 @@ def fake_experiment(db, name="fixed", speed=None, flag_apache_256=True, reps=3,
                 configs={f"{d['stack']}/x.conf": "listen 127.0.0.1:8080;"},
                 verdicts=VERDICTS,
                 load=fake_report(rps, 1e6 * d["concurrency"] / rps, seed=rep),
-                resources=fake_resources(d["stack"], 2.0 * rps * 2e-5,
+                resources=fake_resources(d["stack"], 2.0 * rps * 2e-5 * (cpu_of or {}).get(
+                                             d["stack"], 1.0),
                                          10.0 + d["concurrency"], capacity and rps * capacity),
                 flags=flags, run_dir="/tmp/x"))
     store.close()

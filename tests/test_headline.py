@@ -140,3 +140,19 @@ def test_two_knobs_each_answered_against_its_default_with_the_other_said(tmp_pat
                     "nginx.sendfile = False (with nginx.access_log=False)"]
     assert h.runner_up is None and h.winner.knobs == {"nginx.sendfile": True,
                                                       "nginx.access_log": True}
+
+
+def test_at_a_fixed_rate_the_answer_is_cpu_per_request_not_req_s(tmp_path):
+    """req/s is what a fixed rate asked: the answer is what the stack spent on it."""
+    from fakes import fake_experiment
+    fake_experiment(tmp_path / "r.db", name="rated", flag_apache_256=False, rate=1000,
+                    cpu_of={"apache": 2.0})
+    store = Store.open(tmp_path / "r.db")
+    view = load_view(store, "rated")
+    store.close()
+    said = {h.concurrency: h.sentence(lambda s: s.label) for h in headlines(view)}
+    assert said[1].startswith("nginx static-page c=1 wins: 0.50× the server CPU per "
+                              "request of apache static-page c=1 (20.0 vs 40.0 µs of "
+                              "server CPU per request, 95% CI 0.50–0.50×"), said[1]
+    assert "req/s" not in said[1]
+    assert all(h.decision.kind == "better" for h in headlines(view))

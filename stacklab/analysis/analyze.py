@@ -92,6 +92,8 @@ class TrialSummary:
     latency_us: dict | None               # pooled p50/p90/p99/p999/max from merged histograms
     latency_runs_us: dict[str, Estimate]  # p50/p99 per run: their spread over repetitions
     cpu_us_per_request: dict[str, Estimate]   # component -> server CPU per request
+    # every server component's CPU per request together, a value a run
+    server_cpu: Estimate = field(default_factory=lambda: Estimate.of([]))
     engine_cpu_us_per_request: Estimate
     rss_mib_peak: dict[str, Estimate]         # component -> peak RSS
     pss_mib_per_worker: dict[str, Estimate]   # component -> PSS of one worker process
@@ -157,8 +159,16 @@ class TrialSummary:
     @property
     def server_cpu_us(self) -> float | None:
         """All server components' CPU per request (median over repetitions)."""
-        values = [sum(v) for v in zip(*(e.values for e in self.cpu_us_per_request.values()))]
-        return median(values)
+        return self.server_cpu.median
+
+    @property
+    def fixed_rate(self) -> bool:
+        """Its load came at a rate set in advance (load.rate, or a log replayed at its own
+        timing): req/s is what was asked, not what the stack did; what the stack did is
+        its CPU per request and its latency."""
+        k = self.knobs
+        return bool(k.get("load.rate")) or bool(k.get("load.replay") and
+                                                k.get("load.replay_times"))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -179,6 +189,12 @@ class ExperimentView:
 
 def _per_request(cpu_s: float, run: RunRecord) -> float:
     return cpu_s / run.load.completed * 1e6
+
+
+def _server_cpu(run: RunRecord) -> float | None:
+    """Every server component's CPU per request in one run; None when one has none."""
+    used = [c.get("cpu_s") for c in run.resources.components.values()]
+    return _per_request(sum(used), run) if used and None not in used else None
 
 
 def _components(runs: list[RunRecord]) -> list[str]:
@@ -236,6 +252,7 @@ def summarize(definition: dict, label: str, trial_id: str,
         latency_runs_us={"p50": Estimate.per_run(ok, lambda r: r.load.p50_us),
                          "p99": Estimate.per_run(ok, lambda r: r.load.p99_us)},
         cpu_us_per_request=per_component("cpu_s", per_request=True),
+        server_cpu=Estimate.per_run(ok, _server_cpu),
         engine_cpu_us_per_request=Estimate.per_run(
             ok, lambda r: _per_request(r.load.engine_cpu_measured_s, r)),
         rss_mib_peak=per_component("rss_mib_peak"),
@@ -617,6 +634,9 @@ def sure(a: TrialSummary, b: TrialSummary) -> tuple[float, float]:
     return min(a.alpha, b.alpha), min(a.margin, b.margin)
 
 
+SERVER_CPU = "server CPU µs/req"     # every server component's, together
+
+
 def compare_trials(a: TrialSummary, b: TrialSummary, name=None) -> list[MetricComparison]:
     """B against A on every metric both have, benchstat style; latency from each run's
     p50 and p99, in ms. Two trials of one experiment are compared round by round (their
@@ -641,6 +661,7 @@ def compare_trials(a: TrialSummary, b: TrialSummary, name=None) -> list[MetricCo
     rows += [row("req/s", a.rps, b.rps, True, True),
              row("p50 ms", ms(a, "p50"), ms(b, "p50"), False, False),
              row("p99 ms", ms(a, "p99"), ms(b, "p99"), False, False),
+             row(SERVER_CPU, a.server_cpu, b.server_cpu, None, False),
              row("MB/s", a.mbps, b.mbps, True, True),
              row("engine CPU µs/req", a.engine_cpu_us_per_request,
                  b.engine_cpu_us_per_request, None, False)]

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from itertools import groupby
 
-from .analyze import ExperimentView, TrialSummary, sure, when_of
+from .analyze import (SERVER_CPU, ExperimentView, MetricComparison, TrialSummary,
+                      compare_trials, sure, when_of)
 from .recommend import changes
 from .stats import Comparison, compare
 from ..stacks import STACKS
@@ -39,6 +40,26 @@ def layer_pairs(group: list[TrialSummary]) -> list[tuple[TrialSummary, TrialSumm
     return out
 
 
+# What a metric is called in an answer's words.
+WORDS = {"req/s": "req/s", "capacity req/s": "capacity req/s",
+         SERVER_CPU: "server CPU per request"}
+
+
+def answer(a: TrialSummary, b: TrialSummary, name=None) -> MetricComparison:
+    """B against A on the metric the experiment can move: req/s under a closed loop (its
+    capacity where it searched for one); at a fixed rate req/s is what was asked, so the
+    answer is the server's CPU per request."""
+    rows = compare_trials(a, b, name)
+    if a.fixed_rate and b.fixed_rate:
+        return next(m for m in rows if m.metric == SERVER_CPU)
+    return rows[0]
+
+
+def lower_is_better(s: TrialSummary) -> bool:
+    """Its answers are on CPU per request (a fixed rate), where less is better."""
+    return s.fixed_rate
+
+
 def rps(a: TrialSummary, b: TrialSummary) -> Comparison:
     """B against A on req/s, as compare_trials compares them (paired within one
     experiment, at the experiment's level)."""
@@ -48,16 +69,20 @@ def rps(a: TrialSummary, b: TrialSummary) -> Comparison:
 
 def ranked(trials: list[TrialSummary]) -> tuple[TrialSummary, TrialSummary | None,
                                                 Comparison | None]:
-    """The fastest and the next, and the comparison of the two (req/s)."""
-    order = sorted(trials, key=lambda s: s.rps.median, reverse=True)
+    """The best and the next, and the comparison of the two: the most req/s, or at a
+    fixed rate the least server CPU per request (answer)."""
+    cpu = all(lower_is_better(s) for s in trials) and all(
+        s.server_cpu.median is not None for s in trials)
+    order = sorted(trials, key=lambda s: s.server_cpu.median if cpu else -s.rps.median)
     best = order[0]
     second = order[1] if len(order) > 1 else None
-    comp = rps(second, best) if second else None
-    if comp and comp.ratio is not None and comp.ratio < 1:
+    compared = (lambda a, b: answer(a, b).comparison) if cpu else rps
+    comp = compared(second, best) if second else None
+    if comp and comp.ratio is not None and (comp.ratio > 1 if cpu else comp.ratio < 1):
         # medians and the compared ratio can rank two close trials differently: the
         # winner is the one the compared ratio (paired as compare_trials pairs) favours
         best, second = second, best
-        comp = rps(second, best)
+        comp = compared(second, best)
     return best, second, comp
 
 

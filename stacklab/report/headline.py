@@ -10,9 +10,9 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Iterable
 
-from ..analysis.analyze import (Bound, Decision, ExperimentView, MetricComparison,
-                                TrialSummary, compare_trials)
-from ..analysis.answered import groups, layer_pairs, ranked
+from ..analysis.analyze import (SERVER_CPU, Bound, Decision, ExperimentView,
+                                MetricComparison, TrialSummary)
+from ..analysis.answered import WORDS, answer, groups, layer_pairs, lower_is_better, ranked
 from ..analysis.recommend import Change, changes, default_of
 from ..stacks import REGISTRY, STACKS
 from ..analysis.stats import Comparison
@@ -55,8 +55,9 @@ class Answer:
 
     @cached_property
     def rps(self) -> MetricComparison:
-        """req/s of the variant (B) against its default (A), analyze.compare_trials's."""
-        return compare_trials(self.base, self.trial)[0]
+        """The variant (B) against its default (A) on the metric that answers
+        (answered.answer: req/s, or at a fixed rate the server's CPU per request)."""
+        return answer(self.base, self.trial)
 
     @property
     def decision(self) -> Decision:
@@ -65,11 +66,11 @@ class Answer:
     def sentence(self, name=None) -> str:
         """"php.opcache = False: -94.1% req/s vs the default (True) (95% CI 0.05–0.07×,
         p < 0.001), worse" and the facts; `name` names trials in a bound's words."""
-        m = compare_trials(self.base, self.trial, name)[0] if name else self.rps
-        c = m.comparison
+        m = answer(self.base, self.trial, name) if name else self.rps
+        c, word = m.comparison, WORDS[m.metric]
         if c.ratio is None:
-            return f"{self.change}: no req/s to compare with {self.against}"
-        said = f"{self.change}: {change(c.ratio - 1)} req/s vs {self.against}"
+            return f"{self.change}: no {word} to compare with {self.against}"
+        said = f"{self.change}: {change(c.ratio - 1)} {word} vs {self.against}"
         if c.ci is not None:
             said += f" (95% CI {ratio_ci(c.ci)}, {_p(c)})"
         said += f", {_verdict(m)}"
@@ -120,18 +121,19 @@ class Headline:
         """The winner against the runner-up, req/s; None without a runner-up."""
         if not self.runner_up:
             return None
-        return compare_trials(self.runner_up, self.winner)[0].decision
+        return answer(self.runner_up, self.winner).decision
 
     def winner_sentence(self, name) -> str:
         w = name(self.winner)
         if not self.runner_up or not self.comparison:
-            return f"{w}: {number(self.winner.rps.median)} req/s (nothing to compare with)"
-        m = compare_trials(self.runner_up, self.winner, name)[0]
+            return f"{w}: {_figure(self.winner)} (nothing to compare with)"
+        m = answer(self.runner_up, self.winner, name)
         c, r, d = m.comparison, name(self.runner_up), m.decision
+        both = f"{_figure(self.winner, False)} vs {_figure(self.runner_up)}"
         if c.p is None:
-            return (f"{w} and {r}: {number(self.winner.rps.median)} vs "
-                    f"{number(self.runner_up.rps.median)} req/s, no verdict: fewer than 2 "
-                    "successful runs a side")
+            return (f"{w} and {r}: {both}, no verdict: fewer than 2 successful runs a side")
+        if m.metric == SERVER_CPU:
+            return _cpu_sentence(w, r, m, both, f"95% CI {ratio_ci(c.ci)}, {_p(c)}")
         interval = f"95% CI {ratio_ci(c.ci)}, {_p(c)}"
         if m.bound:
             return _bounded(w, r, c, m.bound, interval, d)
@@ -149,6 +151,29 @@ class Headline:
                     f"{interval})")
         busy = f"; {m.reach.why}" if m.reach else ""
         return f"{w} wins: {times(c.ratio)} the req/s of {r}, {interval}{busy}"
+
+
+def _figure(s: TrialSummary, unit: bool = True) -> str:
+    """Its answer's figure: req/s, or at a fixed rate its server CPU per request."""
+    if lower_is_better(s) and s.server_cpu.median is not None:
+        return number(s.server_cpu.median, 1) + (" µs of server CPU per request" if unit
+                                                  else "")
+    return number(s.rps.median) + (" req/s" if unit else "")
+
+
+def _cpu_sentence(w: str, r: str, m: MetricComparison, both: str, interval: str) -> str:
+    """At a fixed rate: the winner used less server CPU per request (or no verdict)."""
+    c, d = m.comparison, m.decision
+    if d.kind == "no-verdict":
+        why = m.imprecise if d.reason == "imprecise" else (m.bound.why if m.bound
+                                                           else d.reason)
+        return (f"{w} and {r}: {both}, ratio {times(c.ratio)} ({interval}): no verdict: "
+                f"{why}")
+    if d.kind == "same":
+        return (f"{w} and {r} use the same server CPU per request within ±{m.margin:.0%} "
+                f"({both}, ratio {times(c.ratio)}, {interval})")
+    return (f"{w} wins: {times(c.ratio)} the server CPU per request of {r} ({both}, "
+            f"{interval}), at the same rate asked")
 
 
 def _bounded(w: str, r: str, c: Comparison, limit: Bound, interval: str,

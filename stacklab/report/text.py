@@ -10,6 +10,7 @@ from rich.text import Text
 
 from ..analysis.analyze import (Bound, Estimate, ExperimentView, MetricComparison, TrialSummary,
                        compare_trials, same_definition_pairs)
+from ..analysis.answered import WORDS, answer
 from ..analysis.gate import Judgement, overall
 from ..analysis.recommend import CAUTIONS, Best, Effect
 from ..analysis.stats import Comparison
@@ -315,16 +316,16 @@ def brief_show(view: ExperimentView) -> Group:
         where = f"{h.workload} c={h.concurrency}"
         for a in h.answers:
             out.append(f"{where}: {a.change} vs {a.against}: {_ratio_words(a.rps)} the "
-                       f"req/s, {_decided(a.rps)}")
+                       f"{WORDS[a.rps.metric]}, {_decided(a.rps)}")
         if h.answers and not h.runner_up:
             continue
         if h.runner_up is None:
             out.append(f"{where}: {name(h.winner)}, {number(h.winner.rps.median)} req/s, "
                        "nothing to compare with")
             continue
-        m = compare_trials(h.runner_up, h.winner)[0]       # req/s, the leader as B
+        m = answer(h.runner_up, h.winner)   # req/s (a fixed rate: CPU), the leader as B
         out.append(f"{where}: {name(h.winner)} vs {name(h.runner_up)}: {_ratio_words(m)} "
-                   f"the req/s, {_decided(m)}")
+                   f"the {WORDS[m.metric]}, {_decided(m)}")
     return _lines(out)
 
 

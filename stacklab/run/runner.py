@@ -30,9 +30,8 @@ from .. import __version__
 from ..host import lab
 from ..agents.rules import AgentsListen, agents_problem
 from ..agents.pool import AgentPool
-from ..analysis.analyze import (Estimate, ExperimentView, compare_trials, disturbed, load_view,
-                                pooled)
-from ..analysis.answered import answered_pairs
+from ..analysis.analyze import Estimate, ExperimentView, disturbed, load_view, pooled
+from ..analysis.answered import answer, answered_pairs
 from ..measure.drive import LoadPlan, LoadReport, engine_version, run_load
 from ..env import Environment
 from ..errors import (EngineError, Interrupted, LabError, NotFound, StackError, StoreError,
@@ -532,12 +531,13 @@ NARROWED_BY_ROUNDS = ("imprecise", "few-runs")
 
 
 def undecided_pairs(view: ExperimentView) -> tuple[list[tuple[str, str]], set[str]]:
-    """The comparisons the answers make that more rounds could still decide (req/s:
-    no verdict, imprecise or too few runs), as trial ids; and every trial compared."""
+    """The comparisons the answers make that more rounds could still decide (on the
+    metric that answers: no verdict, imprecise or too few runs), as trial ids; and
+    every trial compared."""
     undecided, compared = [], set()
     for a, b in answered_pairs(view):
         compared |= {a.trial_id, b.trial_id}
-        d = compare_trials(a, b)[0].decision
+        d = answer(a, b).decision
         if d.kind == "no-verdict" and d.reason in NARROWED_BY_ROUNDS:
             undecided.append((a.trial_id, b.trial_id))
     return undecided, compared
