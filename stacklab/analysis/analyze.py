@@ -19,7 +19,7 @@ from .stats import (ALPHA, Comparison, compare, look_alpha, median, median_ci, m
 from ..store import ExperimentStatus, Outcome, RunRecord, Store
 from ..measure.verify import Verdict
 from ..experiment.spec import AUTO_FIRST
-from ..stacks import known_slow
+from ..stacks import known_slow, starve_causes
 
 
 # "same" only when the whole interval of the ratio lies within ±MARGIN of 1 (an
@@ -376,6 +376,8 @@ def _flag_details(ok: list[RunRecord]) -> list[tuple[str, str]]:
         # A run stored under an older rule keeps its flag; known-slow then says the
         # setting, as that rule did, since today's rule no longer derives its numbers.
         detail = details.get(name) or ("; ".join(known) if name == "known-slow" else "")
+        if name == "starved" and (why := starve_causes(runs[0].knobs, runs[0].load.clients or 0)):
+            detail += f"; likely cause: {'; '.join(why)}"
         out.append((name, f"{len(runs)} of {len(ok)} runs; run {runs[0].repetition}: "
                     f"{detail}" if detail else f"{len(runs)} of {len(ok)} runs"))
     spread = dispersion([r.load.rps for r in ok])

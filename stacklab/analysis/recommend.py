@@ -15,7 +15,7 @@ from .analyze import (Bound, Decision, ExperimentView, MetricComparison, TrialSu
                       compare_trials)
 from ..knobs import KnobRegistry
 from ..experiment.plan import Trial, effective_knobs, lab_condition
-from ..stacks import REGISTRY, STACKS
+from ..stacks import REGISTRY, STACKS, starve_causes
 from .stats import Comparison
 
 # recommend --json (report/schemas/recommend.schema.json). 2: conditions apart; each
@@ -115,6 +115,17 @@ class Best:
                    if d.reason == "imprecise" else d.reason)
             return f"no verdict ({why}; fastest measured: {top})"
         return f"no significant difference from the default (fastest measured: {top})"
+
+
+def starved(view: ExperimentView) -> list[tuple[TrialSummary, tuple[str, ...]]]:
+    """Each trial whose runs left clients waiting for a worker (the `starved` flag) and
+    what its components say would change it (stacks.starve_causes): a setting to try."""
+    out = []
+    for s in view.summaries:
+        runs = [r for r in view.runs if r.trial_id == s.trial_id and "starved" in r.flags]
+        if runs and (why := starve_causes(runs[0].knobs, runs[0].load.clients or 0)):
+            out.append((s, why))
+    return out
 
 
 def default_of(registry: KnobRegistry, key: str, stack: str) -> Any:

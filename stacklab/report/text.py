@@ -355,7 +355,7 @@ def recommendations_tables(view: ExperimentView, effects, bests,
                            conditions: list[Effect] | None = None) -> list[Table]:
     """The settings' effects (recommendable), the lab's conditions' effects (reported,
     never recommended: recommend.conditions when not given) and the best combinations."""
-    from ..analysis.recommend import conditions as condition_effects
+    from ..analysis.recommend import conditions as condition_effects, starved
     from .headline import facts
     conditions = condition_effects(view) if conditions is None else conditions
     t = Table(title=f"{view.name}: effect of each server setting against its default, all "
@@ -408,6 +408,15 @@ def recommendations_tables(view: ExperimentView, effects, bests,
                   vs(best.over_default),
                   (vs(best.over_best_single) + f" ({best.best_single.knob} = "
                    f"{best.best_single.value})") if best.best_single else DASH)
+    starving = starved(view)
+    if starving:
+        w = Table(title="clients left waiting for a worker (starved): the setting to try")
+        for col in ("trial", "runs starved", "likely cause and setting"):
+            w.add_column(col)
+        for s, why in starving:
+            runs = next((d for f, d in s.flag_details if f == "starved"), "")
+            w.add_row(s.label, runs.split(";", 1)[0], "; ".join(why))
+        tables.append(w)
     return [*tables, b]
 
 
@@ -415,10 +424,11 @@ def recommendations_tables(view: ExperimentView, effects, bests,
 
 # Each document's version, bumped when a field changes (recommend's: recommend.py)
 SHOW_VERSION = 5        # of show --json (schemas/show.schema.json)
-COMPARE_VERSION = 3     # of compare --json (schemas/compare.schema.json)
+COMPARE_VERSION = 4     # of compare --json (schemas/compare.schema.json)
 # compare_trials names its metrics for the table; the JSON names them with their unit
 METRIC_KEYS = {"req/s": "rps", "p50 ms": "p50_ms", "p99 ms": "p99_ms", "MB/s": "mbps",
                "engine CPU µs/req": "engine_cpu_us_per_request",
+               "server CPU µs/req": "server_cpu_us_per_request",
                "CPU µs/req": "cpu_us_per_request", "RSS MiB": "rss_mib_peak"}
 
 

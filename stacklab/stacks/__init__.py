@@ -235,6 +235,14 @@ def known_slow(knobs: dict[str, dict[str, Any]]) -> tuple[str, ...]:
                  if name in knobs and (why := component.known_slow(knobs[name], load)))
 
 
+def starve_causes(knobs: dict[str, dict[str, Any]], connections: int) -> tuple[str, ...]:
+    """Why the components among these owners would leave some of `connections` waiting
+    for a worker, and what would change it (Component.starve_cause)."""
+    return tuple(why for name, component in COMPONENTS.items()
+                 if name in knobs and (why := component.starve_cause(knobs[name],
+                                                                     connections)))
+
+
 def build_registry() -> KnobRegistry:
     from ..measure.drive import LOAD_KNOBS
     from ..netlab.knobs import FS_KNOBS, KNOBS as NET_KNOBS, MACHINE_KNOBS

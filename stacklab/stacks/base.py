@@ -289,6 +289,13 @@ class Component(ABC):
         `known-slow` with it (analysis/flags.py)."""
         return None
 
+    def starve_cause(self, knobs: dict[str, Any], connections: int) -> str | None:
+        """Why, with these knobs, this server would leave some of `connections` busy
+        connections waiting for a worker, and the setting that would change it, in one
+        sentence with the figures; None when its workers are enough. Said with a
+        `starved` flag (analysis/analyze.py) and offered by `recommend`."""
+        return None
+
     def protocol_problem(self, knobs: dict[str, Any], protocol: str) -> str | None:
         """Why the load cannot speak `protocol` (load.protocol: http/1.1, h2, h2c) to this
         component as the stack's front with these knobs, or None. HTTP/1.1 only unless it

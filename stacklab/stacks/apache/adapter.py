@@ -87,6 +87,30 @@ class Apache(userconf.IncludingServer):
             return f"apache.http2 on with apache.mpm = {knobs['mpm']!r}: {HTTP2_MPM}"
         return None
 
+    def starve_cause(self, knobs: dict[str, Any], connections: int) -> str | None:
+        """MaxRequestWorkers caps the requests served at once; below it, the MPM starts
+        StartServers children (Debian's 5 for prefork/itk, 2 for worker/event) and adds
+        more only as it finds its workers busy, a child a second at first: in a run of a
+        few seconds the connections past the first workers wait their turn."""
+        threads = knobs["mpm"] in ("worker", "event")
+        per_child = knobs["threads_per_child"] if threads else 1
+        start = knobs["start_servers"] or (2 if threads else 5)
+        limit, at_start = knobs["max_request_workers"], start * per_child
+        if connections > limit:
+            return (f"apache serves at most {limit} requests at once "
+                    f"(apache.max_request_workers) for {connections} connections: set it "
+                    f"to {connections} or more")
+        if connections <= at_start:
+            return None
+        children = -(-connections // per_child)
+        what = (f"{start} children × {per_child} threads = {at_start} workers" if threads
+                else f"{at_start} processes")
+        return (f"apache's {knobs['mpm']} MPM starts {what} for {connections} connections "
+                "and adds workers only as it finds them busy, so in a short run the "
+                f"connections past the first {at_start} wait their turn: set "
+                f"apache.start_servers = {children} ({children * per_child} workers at "
+                "start) or give the run a longer warmup")
+
     def protocol_problem(self, knobs: dict[str, Any], protocol: str) -> str | None:
         return protocol_problem(self.name, knobs, protocol)
 
