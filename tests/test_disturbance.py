@@ -11,12 +11,13 @@ import sqlite3
 import subprocess
 import sys
 from contextlib import contextmanager
+from dataclasses import replace
 
 import pytest
 from typer.testing import CliRunner
 
 from stacklab.analysis.analyze import (Decision, Reach, bounded_verdict, compare_trials, decide,
-                                       load_view, pooled, summarize)
+                                       load_view, made_again, pooled, summarize)
 from stacklab.cli import cli
 from stacklab.analysis.flags import DISTURBANCE_GAIN, disturbance_factor
 from stacklab.analysis.stats import compare
@@ -90,6 +91,23 @@ def test_disturbed_runs_are_set_aside_while_two_quiet_ones_remain():
     assert s.runs_set_aside == 1 and s.disturbance == 1.0 and "host-busy" not in s.flagged
     alone = summarize(_definition(), "t", "t1", [runs[0], runs[1]])   # one quiet: pool all
     assert alone.runs_set_aside == 0 and alone.disturbance == disturbance_factor(BUSY)
+
+
+def test_only_a_disturbed_run_measured_again_is_set_aside():
+    """In rounds, a disturbed run that nothing replaced stays: its round's other run ran
+    beside the same disturbance, and the paired comparison cancels what they shared."""
+    quiet = {**BUSY, "outside_cores": 0.0}
+
+    def at(run, trial, minute):
+        return replace(run, trial_id=trial, started_at=f"2026-12-07T10:{minute:02d}")
+    a = [at(_run(1, 100.0, quiet), "a", 0), at(_run(2, 60.0, BUSY, ["host-busy"]), "a", 2),
+         at(_run(3, 99.0, quiet), "a", 4), at(_run(4, 101.0, quiet), "a", 6)]
+    b = [at(_run(1, 50.0, quiet), "b", 1), at(_run(2, 30.0, BUSY, ["host-busy"]), "b", 3),
+         at(_run(3, 50.0, quiet), "b", 5), at(_run(4, 51.0, quiet), "b", 7)]
+    assert [r.repetition for r in pooled(a, a + b)] == [1, 2, 3, 4]    # b's run came next
+    again = a[:2] + [at(_run(5, 100.0, quiet), "a", 2)] + a[2:]        # measured again
+    assert [r.repetition for r in pooled(again, again + b)] == [1, 5, 3, 4]
+    assert made_again(again + b) == {("a", 2)}
 
 
 def _definition():

@@ -209,20 +209,36 @@ def disturbed(run: RunRecord) -> bool:
 POOL_MIN = 2     # undisturbed runs a trial needs before its disturbed ones are set aside
 
 
-def pooled(runs: list[RunRecord]) -> list[RunRecord]:
-    """The measured runs a trial's figures come from: the undisturbed ones where there
-    are at least POOL_MIN of them (a disturbed run measured again is replaced), else all
-    (their verdicts then weigh the disturbance, TrialSummary.disturbance)."""
+def pooled(runs: list[RunRecord], everything: Sequence[RunRecord] | None = None
+           ) -> list[RunRecord]:
+    """The measured runs a trial's figures come from: each disturbed run that was
+    measured again (made_again: followed at once by its trial's next run) is replaced by
+    it, where at least POOL_MIN undisturbed runs remain; every other run counts. A
+    disturbed run nothing replaced stays: its round's other runs ran beside the same
+    disturbance, and the paired comparison cancels what they shared.
+    `everything`: the experiment's runs, which tell what followed each (default `runs`)."""
     ok = [r for r in runs if r.outcome is Outcome.OK and r.load and r.load.completed]
-    quiet = [r for r in ok if not disturbed(r)]
-    return quiet if len(quiet) >= POOL_MIN or len(quiet) == len(ok) else ok
+    again = made_again(runs if everything is None else everything)
+    kept = [r for r in ok if (r.trial_id, r.repetition) not in again]
+    return kept if len([r for r in kept if not disturbed(r)]) >= POOL_MIN else ok
+
+
+def made_again(runs: Sequence[RunRecord]) -> set[tuple[str, int]]:
+    """(trial, repetition) of each disturbed run the runner measured again: the next run
+    of the experiment, in the order they started, is of the same trial (the runner makes
+    it at once, runner._again). In a one-trial experiment every run is followed by its
+    own: its disturbed runs all count as measured again."""
+    order = sorted(runs, key=lambda r: (r.started_at, r.repetition))
+    return {(r.trial_id, r.repetition) for r, after in zip(order, order[1:])
+            if disturbed(r) and after.trial_id == r.trial_id}
 
 
 def summarize(definition: dict, label: str, trial_id: str,
               runs: list[RunRecord], experiment: str | None = None,
-              sure: tuple[float, float] = (ALPHA, MARGIN)) -> TrialSummary:
+              sure: tuple[float, float] = (ALPHA, MARGIN),
+              everything: Sequence[RunRecord] | None = None) -> TrialSummary:
     measured = [r for r in runs if r.outcome is Outcome.OK and r.load and r.load.completed]
-    ok = pooled(runs)
+    ok = pooled(runs, everything)
     comps = _components(ok)
     details = _flag_details(ok)
 
@@ -410,7 +426,7 @@ def load_view(store: Store, experiment: str | int | None) -> ExperimentView:
     experiment = f"{store.path.resolve() if store.path else hex(id(store))}#{exp.id}"
     sure = sure_of(exp.spec.get("experiment", {}))
     summaries = [summarize(t.definition, t.label, t.trial_id, by_trial.get(t.trial_id, []),
-                           experiment, sure)
+                           experiment, sure, runs)
                  for t in store.trials(exp.id)]
     versions = runs[-1].versions if runs else {}
     return ExperimentView(id=exp.id, name=exp.name,

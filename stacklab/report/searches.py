@@ -140,7 +140,7 @@ def capacity_trials(view: ExperimentView) -> list[CapacityTrial]:
     several_c = len({s.concurrency for s in view.summaries}) > 1
     found = []
     for s in view.summaries:
-        runs = pooled([r for r in view.runs if r.trial_id == s.trial_id])
+        runs = pooled([r for r in view.runs if r.trial_id == s.trial_id], view.runs)
         searches = tuple(Search.of(r) for r in sorted(runs, key=lambda r: r.repetition)
                          if r.resources.part(PART))
         if searches:

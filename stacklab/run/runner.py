@@ -496,7 +496,8 @@ def more_rounds(spec: ExperimentSpec, plan: Plan, store: Store, exp_id: int) -> 
     e = spec.experiment
     last: dict[str, int] = {}
     runs: dict[str, list[RunRecord]] = {}
-    for r in store.runs(exp_id):
+    everything = list(store.runs(exp_id))
+    for r in everything:
         last[r.trial_id] = max(last.get(r.trial_id, 0), r.repetition)
         runs.setdefault(r.trial_id, []).append(r)
 
@@ -517,7 +518,7 @@ def more_rounds(spec: ExperimentSpec, plan: Plan, store: Store, exp_id: int) -> 
             continue
         if not room(t.id):
             continue
-        rps = [r.load.rps for r in pooled(mine)]
+        rps = [r.load.rps for r in pooled(mine, everything)]
         if not rps and len([r for r in mine if not disturbed(r)]) >= e.first_repetitions:
             continue                   # only failures: more runs would not narrow anything
         hw = Estimate.of(rps).half_width
