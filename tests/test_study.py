@@ -175,7 +175,7 @@ RAW, TLS, GZIP = [1.0, 1.1, 0.9], [3.0, 3.2, 2.8], [1.5, 1.6, 1.4]
 ])
 def test_a_sum_of_trials_is_compared_run_by_run(together, verdict):
     terms = [(1, summary("tls", TLS)), (1, summary("gzip", GZIP)), (-1, summary("raw", RAW))]
-    side, values = combined(terms, "p50")
+    side, values, _ = combined(terms, "p50")
     assert values == pytest.approx([3.5, 3.7, 3.3])
     assert side.label == "(tls) + (gzip) − (raw)"
     c = compare(values, together)
@@ -184,7 +184,7 @@ def test_a_sum_of_trials_is_compared_run_by_run(together, verdict):
 
 
 def test_a_sum_carries_the_flags_of_its_terms():
-    side, _ = combined([(1, summary("tls", TLS, ("host-busy",))), (1, summary("gzip", GZIP)),
+    side, _, _ = combined([(1, summary("tls", TLS, ("host-busy",))), (1, summary("gzip", GZIP)),
                         (-1, summary("raw", RAW, ("generator-bound",)))], "p50")
     assert side.flagged == ("host-busy", "generator-bound")
 
@@ -196,11 +196,11 @@ def busy(tid: str, p50_ms: list[float], disturbance: float) -> TrialSummary:
 def test_a_sums_disturbance_is_its_terms_largest_unless_a_term_is_taken_away():
     """A busy host that slowed what is subtracted can move a difference by more than any
     one factor: that reach is not sized."""
-    added, _ = combined([(1, busy("tls", TLS, 1.5)), (1, busy("gzip", GZIP, 1.2))], "p50")
+    added, _, _ = combined([(1, busy("tls", TLS, 1.5)), (1, busy("gzip", GZIP, 1.2))], "p50")
     assert added.disturbance == 1.5
-    taken, _ = combined([(1, summary("tls", TLS)), (-1, busy("raw", RAW, 1.2))], "p50")
+    taken, _, _ = combined([(1, summary("tls", TLS)), (-1, busy("raw", RAW, 1.2))], "p50")
     assert taken.disturbance == float("inf")
-    quiet, _ = combined([(1, summary("tls", TLS)), (-1, summary("raw", RAW))], "p50")
+    quiet, _, _ = combined([(1, summary("tls", TLS)), (-1, summary("raw", RAW))], "p50")
     assert quiet.disturbance == 1.0
 
 
@@ -510,3 +510,24 @@ def test_a_then_without_the_level_a_mode_compares_is_refused(tmp_path):
                     'then = { levels = [1, 50], a = [1, 1], b = [2, 2], source = "T" }\n')
     with pytest.raises(SpecError, match=r"check\[1\]\.then\.levels.*concurrency 10"):
         prepare(load_plan_file(plan, "S3"), False, REGISTRY, STACKS, set(WORKLOADS))
+
+
+def test_a_studys_two_sides_of_one_experiment_are_compared_round_by_round():
+    """A slow round hits both sides of a check alike (they ran in the same rounds): the
+    check pairs them, as `compare` does, and the shared slow-down cancels."""
+    rounds = [1.0, 2.0, 1.1, 1.6]                   # the host slowed rounds 2 and 4
+    a_when = tuple((f"2026-12-07T10:0{k}:00", 1) for k in range(4))
+    b_when = tuple((f"2026-12-07T10:0{k}:30", 1) for k in range(4))
+
+    def side(tid, factor, when):
+        s = summary(tid, [r * factor * (1 + 0.002 * k) for k, r in enumerate(rounds)])
+        e = s.latency_runs_us["p50"]
+        return dataclasses.replace(s, experiment="db#1",
+                       latency_runs_us={"p50": Estimate(e.median, e.ci, e.values, when)})
+    a, b = side("raw", 1.0, a_when), side("tls", 1.2, b_when)
+    sa, va, wa = combined([(1, a)], "p50")
+    sb, vb, wb = combined([(1, b)], "p50")
+    assert wa == a_when and wb == b_when
+    paired = compare(va, vb, when=(wa, wb))
+    assert paired.paired == 4 and paired.ci[0] > 1.15       # 1.2× decided, round by round
+    assert compare(va, vb).ci[0] < 1                        # as two samples: lost in the noise

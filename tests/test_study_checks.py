@@ -53,7 +53,7 @@ def summary(trial, level: float, metric: str, shift: int = 0) -> TrialSummary:
         concurrency=trial.concurrency, knobs=dict(trial.knobs), runs_ok=len(v),
         runs_failed=0, rps=est(rps), mbps=est(mbps), latency_us=None,
         latency_runs_us={"p50": est([x * 1000 for x in v]), "p99": est([x * 1000 for x in v])},
-        cpu_us_per_request={"server": est(v)}, engine_cpu_us_per_request=est(v),
+        cpu_us_per_request={"server": est(v)}, server_cpu=est(v), engine_cpu_us_per_request=est(v),
         rss_mib_peak={"server": est(v)}, pss_mib_per_worker={}, errors=0, flagged=(),
         reasons=(), page_views={"repeat_bytes": est(v), "repeat_requests": est(v)})
 

@@ -16,8 +16,9 @@ import statistics
 from dataclasses import dataclass, field, replace
 from typing import Callable, Sequence
 
-from ..analysis.analyze import (Bound, Decision, ExperimentView, Reach, TrialSummary, bound,
-                                bounded_verdict, decide, invalid, reach, reachable)
+from ..analysis.analyze import (MARGIN, Bound, Decision, Estimate, ExperimentView, Reach,
+                                TrialSummary, bound, bounded_verdict, decide, invalid, reach,
+                                reachable, sure)
 from ..knobs import KnobRegistry
 from ..analysis.stats import Comparison, compare
 from .plans import METRICS, Check, matches
@@ -41,22 +42,26 @@ DIRECTIONS = ("holds", "reversed", "does not hold", "not shown", "no verdict")
 
 def metric_values(s: TrialSummary, metric: str) -> list[float]:
     """One value per ok run of `s`, in the unit METRICS names."""
-    if metric == "rps":
-        return list(s.rps.values)
-    if metric == "mbps":
-        return list(s.mbps.values)
+    return metric_runs(s, metric)[0]
+
+
+def metric_runs(s: TrialSummary, metric: str) -> tuple[list[float], tuple]:
+    """One value per ok run of `s`, in the unit METRICS names, and when each of those
+    runs ran (analyze.Estimate.when; () where a value is not one run's), so that two
+    trials of one experiment are compared round by round."""
+    def of(e: Estimate | None, scale: float = 1.0) -> tuple[list[float], tuple]:
+        return ([v * scale for v in e.values], e.when) if e else ([], ())
+    if metric in ("rps", "mbps", "cpu"):
+        return of({"rps": s.rps, "mbps": s.mbps, "cpu": s.server_cpu}[metric])
     if metric in ("p50", "p99"):
-        e = s.latency_runs_us.get(metric)
-        return [v / 1000 for v in e.values] if e else []
+        return of(s.latency_runs_us.get(metric), 1 / 1000)
     if metric == "bytes":
-        return [m * 1e6 / r for m, r in zip(s.mbps.values, s.rps.values) if r]
-    if metric == "cpu":
-        return [sum(v) for v in zip(*(e.values for e in s.cpu_us_per_request.values()))]
+        values = [m * 1e6 / r for m, r in zip(s.mbps.values, s.rps.values) if r]
+        return values, s.rps.when if len(values) == len(s.rps.values) else ()
     if metric == "rss":
-        return [sum(v) for v in zip(*(e.values for e in s.rss_mib_peak.values()))]
+        return [sum(v) for v in zip(*(e.values for e in s.rss_mib_peak.values()))], ()
     if metric in ("repeat_bytes", "repeat_requests"):
-        e = s.page_views.get(metric)
-        return list(e.values) if e else []
+        return of(s.page_views.get(metric))
     raise ValueError(metric)
 
 
@@ -90,6 +95,7 @@ class Measured:
     best: tuple[float | None, float | None] = (None, None)
     per: object = None                # plans.Per: today's quantity per unit, as the study's
     then_source: str = ""             # where the study gives those values
+    margin: float = MARGIN            # "same" within ±margin (the experiment's)
 
     @property
     def limited_is_low(self) -> bool | None:
@@ -99,12 +105,13 @@ class Measured:
     def decision(self) -> Decision:
         """B against A in the one vocabulary (better, worse, same, no-verdict)."""
         return decide(self.comparison, self.bound, self.limited_is_low,
-                      self.metric in HIGHER_IS_BETTER)
+                      self.metric in HIGHER_IS_BETTER, self.margin)
 
     @property
     def verdict(self) -> str:
         """The decision in words, with the bound's or the busy host's numbers."""
-        return bounded_verdict(self.comparison, self.bound, self.reach, self.limited_is_low)
+        return bounded_verdict(self.comparison, self.bound, self.reach, self.limited_is_low,
+                               self.margin)
 
     @property
     def interval(self) -> tuple[float, float] | None:
@@ -123,7 +130,7 @@ def measure_check(check: Check, view: ExperimentView,
     if check.mean_over is not None and not levels:
         axis, wanted = check.mean_over
         return f"no stored trial at any {axis} of {', '.join(map(str, wanted))}"
-    sides: dict[str, tuple[TrialSummary, list[float]]] = {}
+    sides: dict[str, tuple[TrialSummary, list[float], tuple]] = {}
     for side in ("a", "b"):
         terms = []
         for sign, one in check.selectors(side, levels):
@@ -133,8 +140,11 @@ def measure_check(check: Check, view: ExperimentView,
             terms.append((sign, found))
         sides[side] = (averaged(terms, check.metric, check.mean_over[0], levels) if levels
                        else combined(terms, check.metric))
-    (a, a_values), (b, b_values) = sides["a"], sides["b"]
-    c = compare(a_values, b_values)
+    (a, a_values, a_when), (b, b_values, b_when) = sides["a"], sides["b"]
+    # two sides of one experiment ran in the same rounds: compared round by round
+    alpha, margin = sure(a, b)
+    c = compare(a_values, b_values, alpha,
+                when=(a_when, b_when) if a.experiment == b.experiment else None)
     ids = {tid for s in (a, b) for tid in s.trial_id.split("+")}
     versions = {k: v for r in view.runs if r.trial_id in ids
                 for k, v in r.versions.items() if not k.startswith("stacklab")}
@@ -149,7 +159,7 @@ def measure_check(check: Check, view: ExperimentView,
                     then=check.then_ratio(levels or (a.concurrency,)),
                     then_source=check.then.source if check.then else "",
                     best=(best(a_values, check.metric), best(b_values, check.metric)),
-                    per=check.per)
+                    per=check.per, margin=margin)
 
 
 def one_trial(view: ExperimentView, selector: dict, side: str,
@@ -175,15 +185,18 @@ def best(values: Sequence[float], metric: str) -> float | None:
 
 
 def averaged(trials: list[tuple[int, TrialSummary]], metric: str, axis: str,
-             levels: tuple) -> tuple[TrialSummary, list[float]]:
+             levels: tuple) -> tuple[TrialSummary, list[float], tuple]:
     """One side as the geometric mean over its trials at `levels`, repetition by
     repetition (as many as the fewest has): B/A is then the geometric mean of the ratios
     level by level, the study's "mean over its levels". It stands as one trial labelled
     with the levels and flagged with every flag of its trials; its disturbance is their
-    largest (a busy host slows a product by no more than its largest factor's share)."""
+    largest (a busy host slows a product by no more than its largest factor's share).
+    A value stands at the first level's round (when it ran)."""
     columns = [metric_values(s, metric) for _, s in trials]
     values = [math.exp(sum(math.log(v) for v in run) / len(run)) for run in zip(*columns)
               if all(v > 0 for v in run)]
+    first_when = metric_runs(trials[0][1], metric)[1]
+    when = first_when[:len(values)] if len(values) == min(map(len, columns)) else ()
     first = trials[0][1]
     # the first level's "c=N" (a whole word) stands for the levels
     label = (re.sub(rf"(?<!\S)c={first.concurrency}(?!\S)", f"c={levels[0]}…{levels[-1]}",
@@ -192,20 +205,22 @@ def averaged(trials: list[tuple[int, TrialSummary]], metric: str, axis: str,
     return replace(first, trial_id="+".join(s.trial_id for _, s in trials), label=label,
                    flagged=tuple(dict.fromkeys(f for _, s in trials for f in s.flagged)),
                    runs_ok=len(values), disturbance=max(s.disturbance for _, s in trials),
-                   runs_set_aside=sum(s.runs_set_aside for _, s in trials)), values
+                   runs_set_aside=sum(s.runs_set_aside for _, s in trials)), values, when
 
 
 def combined(terms: list[tuple[int, TrialSummary]],
-             metric: str) -> tuple[TrialSummary, list[float]]:
+             metric: str) -> tuple[TrialSummary, list[float], tuple]:
     """One side's trial and its values per run; a sum of trials adds and takes away
     their values repetition by repetition (as many as the fewest has), and stands as
     one trial labelled with the sum and flagged with every flag of its terms. Its
     disturbance is its terms' largest, but unsized when a term is taken away: a busy host
     that slowed what is subtracted can move a difference by more than any one factor."""
     if len(terms) == 1:
-        return terms[0][1], metric_values(terms[0][1], metric)
+        return (terms[0][1], *metric_runs(terms[0][1], metric))
     columns = [[sign * v for v in metric_values(s, metric)] for sign, s in terms]
     values = [sum(run) for run in zip(*columns)]
+    first_when = metric_runs(terms[0][1], metric)[1]
+    when = first_when[:len(values)] if len(first_when) >= len(values) else ()
     label = " ".join(f"{'+' if sign > 0 else '−'} ({s.label})"
                      for sign, s in terms).removeprefix("+ ")
     flagged = tuple(dict.fromkeys(f for _, s in terms for f in s.flagged))
@@ -215,7 +230,7 @@ def combined(terms: list[tuple[int, TrialSummary]],
         disturbance = float("inf")
     return replace(first, trial_id="+".join(s.trial_id for _, s in terms), label=label,
                    flagged=flagged, runs_ok=len(values), disturbance=disturbance,
-                   runs_set_aside=sum(s.runs_set_aside for _, s in terms)), values
+                   runs_set_aside=sum(s.runs_set_aside for _, s in terms)), values, when
 
 
 def measurements(step, record) -> list[dict]:
@@ -251,7 +266,8 @@ def measure_breakdown(step, records: Sequence) -> Measured | str:
                     f"difference of medians, within their noise): no ratio; parts per "
                     f"repetition {', '.join(f'{v:.3f}' for v in values)} ms")
     series = records[0].id
-    c = compare(a, b)
+    same_run = tuple((str(i), 0) for i in range(len(records)))   # both parts: one stack's
+    c = compare(a, b, when=(same_run, same_run))
     what = f"{step.stack} {step.workload}, keep-alive {'on' if step.keepalive else 'off'}"
     return Measured(f"breakdown {series} ({len(records)} fresh stacks)",
                     Part(f"{step.a} ms, {what}", f"{series}:{step.a}"),
