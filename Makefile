@@ -3,10 +3,11 @@ SHELL := /bin/bash
 VENV := .venv/bin
 export PATH := $(HOME)/.cargo/bin:$(PATH)
 
-# `stacklab` on PATH after `make deps`: a link in BIN to this checkout's, made only where
-# BIN is writable and holds no other stacklab (never replaced).
+# `stacklab` and the engine `stacklab-load` on PATH after `make deps`: a link in BIN to
+# this checkout's, made only where BIN is writable and holds no other (never replaced).
 BIN := /usr/local/bin
 STACKLAB := $(CURDIR)/$(VENV)/stacklab
+COMMANDS := stacklab stacklab-load
 
 .PHONY: deps test-deps demo test test-engine test-python clean link
 
@@ -15,15 +16,18 @@ deps:
 	@$(MAKE) --no-print-directory link
 
 link:
-	@if [ "$$(readlink $(BIN)/stacklab)" = "$(STACKLAB)" ]; then \
-	  echo "stacklab: $(BIN)/stacklab is this checkout's"; \
-	elif [ -e $(BIN)/stacklab ] || [ -L $(BIN)/stacklab ]; then \
-	  echo "stacklab: $(BIN)/stacklab is another stacklab, left as it is; this one is $(STACKLAB)"; \
-	elif [ -d $(BIN) ] && [ -w $(BIN) ]; then \
-	  ln -s $(STACKLAB) $(BIN)/stacklab && echo "stacklab: linked $(BIN)/stacklab -> $(STACKLAB)"; \
-	else \
-	  echo "stacklab: $(BIN) is not writable: run $(STACKLAB), or add $(CURDIR)/$(VENV) to PATH"; \
-	fi
+	@for name in $(COMMANDS); do \
+	  own=$(CURDIR)/$(VENV)/$$name; \
+	  if [ "$$(readlink $(BIN)/$$name)" = "$$own" ]; then \
+	    echo "$$name: $(BIN)/$$name is this checkout's"; \
+	  elif [ -e $(BIN)/$$name ] || [ -L $(BIN)/$$name ]; then \
+	    echo "$$name: $(BIN)/$$name is another one, left as it is; this one is $$own"; \
+	  elif [ -d $(BIN) ] && [ -w $(BIN) ]; then \
+	    ln -s $$own $(BIN)/$$name && echo "$$name: linked $(BIN)/$$name -> $$own"; \
+	  else \
+	    echo "$$name: $(BIN) is not writable: run $$own, or add $(CURDIR)/$(VENV) to PATH"; \
+	  fi; \
+	done
 
 test-deps:
 	./scripts/install-deps.sh --test
@@ -45,4 +49,6 @@ test-python:
 # The results database is the user's (~/.local/share/stacklab/): never removed here.
 clean:
 	rm -rf .venv engine/target results
-	@if [ "$$(readlink $(BIN)/stacklab)" = "$(STACKLAB)" ]; then rm $(BIN)/stacklab; fi
+	@for name in $(COMMANDS); do \
+	  if [ "$$(readlink $(BIN)/$$name)" = "$(CURDIR)/$(VENV)/$$name" ]; then rm $(BIN)/$$name; fi; \
+	done
