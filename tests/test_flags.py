@@ -194,7 +194,8 @@ def test_host_busy_says_when_short_lived_processes_may_be_the_lab_own():
     cgi = {"window_s": 2.0, "outside_cores": 1.61, "tolerance_cores": 0.01,
            "steal_share": 0.0, "forks_per_s": 445.0}
     flag = host_busy(cgi)
-    assert flag.name == "host-busy" and "445 processes were created a second" in flag.detail
+    assert flag.name == "host-busy" and "445 tasks (processes or threads) were created a " \
+        "second" in flag.detail and "thread per request" in flag.detail
     quiet = host_busy({**cgi, "forks_per_s": 3.0})
     assert quiet.name == "host-busy" and "created" not in quiet.detail
 

@@ -335,8 +335,9 @@ def host_busy(host: dict) -> Flag | None:
         return None
     forks = host.get("forks_per_s") or 0
     counted_by_cgroup = host.get("lab_cpu_source") == "cgroup"   # absent: stored before
-    why = (f"; but {forks:,.0f} processes were created a second: short-lived ones (CGI "
-           "scripts) are charged to no lab process, so this may be the lab's own CPU"
+    why = (f"; but {forks:,.0f} tasks (processes or threads) were created a second: "
+           "short-lived ones (CGI scripts, a server's thread per request) are charged to no "
+           "lab process, so this may be the lab's own CPU"
            if forks >= FORKS_UNSEEN and not counted_by_cgroup else "")
     return Flag("host-busy", f"processes outside the lab used {outside:.2f} of a core "
                 f"and steal was {(steal or 0):.1%} during the measured window "
