@@ -11,10 +11,12 @@ from ..store import Outcome, RunRecord
 
 
 class RichProgress:
-    """Runner progress on a Rich bar: current trial, runs done / total, ETA."""
+    """Runner progress on a Rich bar: current trial, runs done / total, ETA. Piped (no
+    terminal to redraw a bar on), a line per run and per step within one instead."""
 
     def __init__(self, out: Console):
         self.out = out
+        self.lines = not out.is_terminal
         self.bar = Progress(TextColumn("{task.description}"), BarColumn(),
                             MofNCompleteColumn(), TimeElapsedColumn(),
                             TextColumn("ETA"), TimeRemainingColumn(), console=out)
@@ -28,6 +30,14 @@ class RichProgress:
 
     def note(self, text: str) -> None:
         self.out.print(f"note: {text}", markup=False, highlight=False, soft_wrap=True)
+
+    def detail(self, text: str) -> None:
+        """What a run is doing (a capacity step): the bar's description on a terminal, a
+        line when piped."""
+        if self.lines:
+            self.out.print(f"  {text}", markup=False, highlight=False, soft_wrap=True)
+        elif self.task is not None:
+            self.bar.update(self.task, description=text)
 
     def extend(self, more: int) -> None:
         task = self.bar.tasks[0]
@@ -44,6 +54,12 @@ class RichProgress:
             self.out.print(f"note: {run.trial.label()} #{run.repetition}: {record.reason}",
                            markup=False, highlight=False)
         self.bar.advance(self.task)
+        if self.lines:
+            task = self.bar.tasks[0]
+            rps = f": {record.load.rps:,.0f} req/s" if record.load else ""
+            self.out.print(f"[{task.completed:.0f}/{task.total:.0f}] {run.trial.label()} "
+                           f"#{run.repetition} {record.outcome}{rps} "
+                           f"({task.elapsed or 0:.0f} s)", markup=False, highlight=False)
 
     def end(self) -> None:
         self.bar.stop()

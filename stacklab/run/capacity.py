@@ -139,6 +139,7 @@ class CapacitySearch:
     resources: dict = field(default_factory=dict)
     steps: list[dict] = field(default_factory=list)
     light_us: float | None = None    # time to first byte under light load (connections_bound)
+    say: Callable[[str], None] = lambda text: None    # each step decided, as it is
 
     @classmethod
     def problem(cls, knobs: dict[str, dict]) -> str | None:
@@ -269,6 +270,8 @@ class CapacitySearch:
                                       f"; {', '.join(disturbed)}: measured again"
                                       if again else ""))
             if not again:
+                self.say(f"capacity {phase} at {rate:,.0f} req/s for {duration_s:g} s: "
+                         f"{verdict.decision.value} ({verdict.reason})")
                 if self.light_us is None and verdict.decision is StepDecision.PASS:
                     self.light_us = measured.load.ttfb_us.mean or measured.load.ttfb_us.p50
                 return measured, verdict

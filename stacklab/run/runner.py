@@ -91,6 +91,7 @@ L = TypeVar("L")
 class Progress(Protocol):
     def begin(self, total: int, done: int) -> None: ...
     def note(self, text: str) -> None: ...
+    def detail(self, text: str) -> None: ...    # within a run (a capacity search's step)
     def extend(self, more: int) -> None: ...
     def run_started(self, run: PlannedRun) -> None: ...
     def run_finished(self, run: PlannedRun, record: RunRecord) -> None: ...
@@ -142,6 +143,8 @@ class RunContext:
     allow_remote: bool = False
     agents: AgentPool | None = None   # the experiment's load agents (load.agents)
     agents_listen: AgentsListen | None = None   # the user's --agents-listen
+    # what a run says while it goes (a capacity search's steps): Progress.detail
+    say: Callable[[str], None] = lambda text: None
 
 
 def plan_hash(plan: Plan) -> str:
@@ -264,7 +267,7 @@ def _run_all(env: Environment, spec: ExperimentSpec, plan: Plan, registry: KnobR
                              taken=done | {(r.trial.id, r.repetition) for r in plan.runs},
                              remeasured=_made_again(store, exp_id),
                              resume_command=resume_command, allow_remote=allow_remote,
-                             agents_listen=agents_listen)
+                             agents_listen=agents_listen, say=progress.detail)
             progress.begin(len(plan.runs), len(plan.runs) - len(todo))
             try:
                 if todo or spec.experiment.auto:     # else nothing would load through them
@@ -761,7 +764,7 @@ def _measurement(s: RunScope) -> Layer:
     such loads (capacity.CapacitySearch) under the same plan rule."""
     if (goal := s.ctx.spec.capacity) is None:
         return Measurement(s)
-    return CapacitySearch(Measurement(s), goal, s.ctx.spec.experiment.warmup)
+    return CapacitySearch(Measurement(s), goal, s.ctx.spec.experiment.warmup, say=s.ctx.say)
 
 
 @makes(NetworkLayer)
