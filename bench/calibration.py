@@ -5,8 +5,10 @@ hour or more, and its table is a benchmark's figures, not a test's assertion).
     .venv/bin/python bench/calibration.py [--experiments 20] [--db PATH] [--cells ...]
 
 The workload's CPU cost per request is set exactly: nginx + PHP-FPM on `php-cpu` (an md5
-chain of 20,000 rounds a request), 4 connections, 1 s a run, repetitions = "auto" (6
+chain of 20,000 rounds a request), 2 connections, 1 s a run, repetitions = "auto" (6
 rounds, then one more of each undecided comparison up to 10: the answer `show` gives).
+Beside each verdict at the default margin (±5%), how often A/A would be `same` within
+±10% (experiment.margin = "10%", for a host whose runs vary more).
 Each experiment compares two trials whose true ratio is known:
 
 - A/A: `php.realpath_cache_size_kb` 4096 (the default) against 4097, one trial under two
@@ -36,6 +38,7 @@ import subprocess
 import sys
 import tempfile
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 from statistics import fmean
 from typing import Iterator
@@ -65,19 +68,23 @@ CELLS = [("A/A", "quiet"), ("A/A", "one hog"), ("1.10x", "one hog"), ("10x", "on
          ("A/A", "two hogs"), ("A/A", "hog on and off"), ("1.10x", "quiet"),
          ("10x", "two hogs")]
 VERDICTS = ("better", "worse", "same", "no-verdict")
+DURATION, CONNECTIONS, ROUNDS = 1.0, 2, 10
+WIDER = 0.10      # the margin a noisier host may need: how often A/A is `same` within it
 
 
 def slug(effect: str, condition: str, i: int) -> str:
     return f"cal-{effect.replace('/', '').replace('.', '')}-{condition.replace(' ', '-')}-{i:02d}"
 
 
-def spec(name: str, effect: str, seed: int):
+def spec(name: str, effect: str, seed: int, duration: float = DURATION,
+         connections: int = CONNECTIONS, rounds: int = ROUNDS):
     knob, a, b, _ = EFFECTS[effect]
-    doc = {"experiment": {"name": name, "repetitions": "auto", "max_repetitions": 10,
-                          "duration": 1.0, "warmup": 0.5, "remeasure": 0, "seed": seed},
+    doc = {"experiment": {"name": name, "repetitions": "auto", "max_repetitions": rounds,
+                          "duration": duration, "warmup": 0.5, "remeasure": 0,
+                          "seed": seed},
            "load": {"keepalive": True},
            "matrix": {"stack": ["nginx+php-fpm"], "workload": ["php-cpu"],
-                      "concurrency": [4], knob.split(".")[0]: {knob.split(".")[1]: [a, b]}}}
+                      "concurrency": [connections], knob.split(".")[0]: {knob.split(".")[1]: [a, b]}}}
     return parse_spec(doc, f"bench/calibration.py:{name}", REGISTRY, STACKS, set(WORKLOADS))
 
 
@@ -93,9 +100,9 @@ def host(condition: str) -> Iterator[None]:
             p.wait()
 
 
-def verdict(db: Path, name: str, effect: str) -> tuple[str, str, int] | None:
-    """(verdict of B against A on req/s, its reason, rounds) of a complete experiment;
-    None when it is not stored complete."""
+def verdict(db: Path, name: str, effect: str) -> tuple[str, str, int, bool] | None:
+    """(verdict of B against A on req/s, its reason, rounds, whether it is `same` within
+    WIDER) of a complete experiment; None when it is not stored complete."""
     store = Store.open(db)
     try:
         try:
@@ -112,7 +119,8 @@ def verdict(db: Path, name: str, effect: str) -> tuple[str, str, int] | None:
     a, b = by_value[a_value], by_value[b_value]
     m = compare_trials(a, b)[0]
     d = m.decision
-    return d.kind, d.reason or "", min(len(a.rps.values), len(b.rps.values))
+    wider = replace(m, margin=WIDER).decision.kind == "same"
+    return d.kind, d.reason or "", m.comparison.paired or min(m.comparison.n), wider
 
 
 def main() -> int:
@@ -126,7 +134,7 @@ def main() -> int:
     cells = CELLS if not args.cells else [tuple(c.rsplit("/", 1)) for c in args.cells]
     env = Environment.default()
     print(f"database: {db}", flush=True)
-    results: dict[tuple[str, str], list[tuple[str, str, int]]] = {}
+    results: dict[tuple[str, str], list[tuple[str, str, int, bool]]] = {}
     for effect, condition in cells:
         for i in range(1, args.experiments + 1):
             name = slug(effect, condition, i)
@@ -139,15 +147,16 @@ def main() -> int:
                 got = verdict(db, name, effect)
             results.setdefault((effect, condition), []).append(got)
             print(f"{effect} {condition} #{i}: {got[0]}"
-                  + (f" ({got[1]})" if got[1] else "") + f", {got[2]} rounds", flush=True)
+                  + (f" ({got[1]})" if got[1] else "") + f", {got[2]} rounds"
+                  + (f", same within ±{WIDER:.0%}" if got[3] else ""), flush=True)
     print()
     print(table(results))
     return 0
 
 
-def table(results: dict[tuple[str, str], list[tuple[str, str, int]]]) -> str:
+def table(results: dict[tuple[str, str], list[tuple[str, str, int, bool]]]) -> str:
     head = (f"{'effect':6} {'host':15} {'n':>3} " + " ".join(f"{v:>10}" for v in VERDICTS)
-            + f" {'right':>6} {'rounds':>6}")
+            + f" {'right':>6} {'rounds':>6} {f'same ±{WIDER:.0%}':>9}")
     lines = [head, "─" * len(head)]
     for (effect, condition), got in results.items():
         n = len(got)
@@ -155,7 +164,8 @@ def table(results: dict[tuple[str, str], list[tuple[str, str, int]]]) -> str:
         right = share[EFFECTS[effect][3]]
         lines.append(f"{effect:6} {condition:15} {n:>3} "
                      + " ".join(f"{share[v]:>10.0%}" for v in VERDICTS)
-                     + f" {right:>6.0%} {fmean(g[2] for g in got):>6.1f}")
+                     + f" {right:>6.0%} {fmean(g[2] for g in got):>6.1f}"
+                     + f" {sum(g[3] for g in got) / n:>9.0%}")
     return "\n".join(lines)
 
 
