@@ -154,11 +154,11 @@ def test_compare_brief_says_only_what_is_not_the_same(tmp_path):
     lines = out.splitlines()
     nginx = [line for line in lines if line.startswith("nginx")]
     assert len(nginx) == 6 and all(line.endswith(", better") for line in nginx)
-    assert "nginx static-page c=1, after vs before: req/s 1.50× (95% CI" in nginx[0]
+    assert "nginx static-page c=1, after (the newer) vs before: req/s 1.50× (95% CI" in nginx[0]
     # apache ran at the same speed: req/s and p50 the same within ±5%, not said; p99's
     # interval (two experiments: two samples, not paired) reaches past ±5%
     assert [line for line in lines if line.startswith("apache")] == [
-        f"apache static-page c={c}, after vs before: p99 ms 1.00× (95% CI 0.89–1.12×), "
+        f"apache static-page c={c}, after (the newer) vs before: p99 ms 1.00× (95% CI 0.89–1.12×), "
         "no verdict (imprecise)" for c in (1, 16)]
 
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 from .flags import (BOUNDING, DISTURBED, INVALIDATING, LATENCY_DISTORTING, disturbance_factor,
-                    dispersion, history_dependent, run_flags)
+                    dispersion, few_requests, history_dependent, run_flags)
 from .stats import (ALPHA, Comparison, compare, look_alpha, median, median_ci, median_ci_level,
                     merged_percentiles, multiple, ratio_text)
 from ..store import ExperimentStatus, Outcome, RunRecord, Store
@@ -399,6 +399,10 @@ def _flag_details(ok: list[RunRecord]) -> list[tuple[str, str]]:
     spread = dispersion([r.load.rps for r in ok])
     if spread:
         out.append((spread.name, spread.detail))
+    few = few_requests([r.load.completed for r in ok],
+                       median([r.load.duration_s for r in ok]) if ok else None)
+    if few:
+        out.append((few.name, few.detail))
     # the runs in the order they were measured: a run measured again comes last
     history = history_dependent([r.load.rps for r in sorted(ok, key=lambda r: r.started_at)])
     if history:

@@ -62,13 +62,15 @@ in the README's "Flags" section.
   30,244 req/s at p99 0.51 ms), and is not flagged. The component's own sentence, with
   its figures (Component.known_slow), and the run's p99 are the detail.
 
-Two flags are a trial's, from its repetitions' req/s: high-dispersion (max / min over
-1.5×) and history-dependent (the first run measured apart from the rest, beyond their
-spread: history_dependent). Each is said with the trial, not held against a verdict.
+Three flags are a trial's: few-requests (its runs too short for a p99: few_requests),
+and from its repetitions' req/s high-dispersion (max / min over 1.5×) and
+history-dependent (the first run measured apart from the rest, beyond their spread:
+history_dependent). Each is said with the trial, not held against a verdict.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from statistics import median
 
@@ -172,6 +174,25 @@ def dispersion(rps: list[float]) -> Flag | None:
     return Flag("high-dispersion", f"req/s over {len(rps)} repetitions from "
                 f"{min(rps):,.0f} to {max(rps):,.0f} ({multiple(max(rps) / min(rps))} apart, "
                 f"limit {DISPERSION_MAX_MIN}×)")
+
+
+# few-requests: runs too short for their p99 to be a percentile. The largest of n values
+# bounds the p99 from above with 95% confidence only from n = 367 on (0.99^n ≤ 0.025);
+# a 2 s run of a 300 ms page holds a few dozen, and its "p99" is its slowest request.
+P99_BOUNDED = math.ceil(math.log(0.025) / math.log(0.99))
+
+
+def few_requests(completed: list[int], duration_s: float | None) -> Flag | None:
+    """A trial whose runs completed too few requests for a p99 (median over its runs
+    under P99_BOUNDED): said with how long a run would have to be."""
+    if not completed or median(completed) >= P99_BOUNDED:
+        return None
+    n = median(completed)
+    longer = (f"; lengthen `duration` to about {math.ceil(duration_s * P99_BOUNDED / n)} s"
+              if duration_s and n else "")
+    return Flag("few-requests", f"a run completed {n:,.0f} requests (median of "
+                f"{len(completed)} runs): a p99 needs {P99_BOUNDED} a run before it is more "
+                f"than the slowest one or two{longer}")
 
 
 # history-dependent: the first run of a trial outside the range of the others by more

@@ -171,13 +171,15 @@ def condition_lines(s: TrialSummary) -> list[str]:
     return [f"lab under {s.label}: {'; '.join(parts)}"] if parts else []
 
 
-COMPARISON_NOTE = ("A, B: medians of the runs (latency: each run's p50/p99); B/A: ratio of "
+COMPARISON_NOTE = ("A, B: medians of the runs (p50/p99: the median of each run's own "
+                   "percentile, not the merged histograms' that show prints); B/A: ratio of "
                    "geometric means, with its 95% CI and p from the t-test on log values, "
                    "paired round by round within an experiment (p < 0.05 exactly when the CI "
                    "excludes 1); ≥/≤: a side was limited, the ratio is a bound; verdict: "
-                   "better, worse, same (the interval within ±5%) or no verdict with its "
-                   "reason (imprecise: it holds 1 but reaches past ±5%; ⚑: the trial's note "
-                   "below)")
+                   "better, worse, same (the interval within the margin, ±5% unless the "
+                   "experiment sets another) or no verdict with its reason (imprecise: it "
+                   "holds 1 but reaches past the margin; ⚑: the trial's note below); errors: "
+                   "failed requests over all the runs, counted, not compared")
 RANK_NOTE = "MW p: Mann-Whitney U (5 or more runs a side), for information, not the verdict"
 
 
@@ -230,7 +232,15 @@ def trials_table(view: ExperimentView, a: TrialSummary, b: TrialSummary) -> Grou
     table = Fitted(title, _comparison_columns([Col("metric", words=True, key=True)], rank),
                    caption=_caption(rank, a.latency_distorted or b.latency_distorted))
     table.rows = [[_metric(m.metric, a, b), *_comparison_cells(m, rank)] for m in rows]
+    table.rows.append(["errors", *_errors_cells(a, b, rank)])
     return _with_notes(table, notes)
+
+
+def _errors_cells(a: TrialSummary, b: TrialSummary, rank: bool) -> list[str]:
+    """The errors row: each side's failed requests over its runs, no ratio (0 against 0
+    has none, and a count is no rate)."""
+    return [number(a.errors), number(b.errors), DASH, DASH, DASH, *((DASH,) if rank else ()),
+            "" if a.errors == b.errors == 0 else "see the trials' errors"]
 
 
 def _metric(metric: str, a: TrialSummary, b: TrialSummary) -> str:
@@ -258,7 +268,8 @@ def experiments_table(a: ExperimentView, b: ExperimentView) -> Group:
     common = common_knobs(a.summaries)
     rank = any(m.comparison.p_rank is not None for _, _, compared in pairs for m in compared)
     distorted = any(x.latency_distorted for sa, sb, _ in pairs for x in (sa, sb))
-    table = Fitted(f"B = {b.name} (experiment {b.id})  vs  A = {a.name} (experiment {a.id})",
+    table = Fitted(f"B = {b.name} (experiment {b.id}, {newer(b, a)})  vs  A = {a.name} "
+                   f"(experiment {a.id}, {newer(a, b)})",
                    _comparison_columns([Col("trial / id", words=True, key=True),
                                         Col("metric", words=True, key=True)], rank),
                    caption=_caption(rank, distorted))
@@ -271,11 +282,18 @@ def experiments_table(a: ExperimentView, b: ExperimentView) -> Group:
         for n, m in enumerate(compared):
             table.rows.append([name[n] if n < len(name) else "",
                                _metric(m.metric, sa, sb), *_comparison_cells(m, rank)])
+        table.rows.append(["", "errors", *_errors_cells(sa, sb, rank)])
         ends.append(len(table.rows) - 1)
     table.ends = frozenset(ends)
     if not pairs:
         table.caption = "no trial of A has the same definition as one of B"
     return _with_notes(table, notes)
+
+
+def newer(x: ExperimentView, other: ExperimentView) -> str:
+    """Whether x is the newer or the older of two experiments, by when each was created
+    and id (B need not be the newer: `compare A B` takes them in the order given)."""
+    return "the newer" if (x.created_at, x.id) >= (other.created_at, other.id) else "the older"
 
 
 def measured_pairs(a: ExperimentView, b: ExperimentView
@@ -347,7 +365,7 @@ def brief_experiments(a: ExperimentView, b: ExperimentView) -> Group:
     common = common_knobs(a.summaries)
     lines = [line for sa, sb, compared in measured_pairs(a, b)
              for line in _brief_pair(f"{series_name(sa, common)} c={sa.concurrency}, "
-                                     f"{b.name} vs {a.name}", compared)]
+                                     f"{b.name} ({newer(b, a)}) vs {a.name}", compared)]
     return _lines(lines or ["no trial of A has the same definition as one of B"])
 
 
