@@ -244,9 +244,9 @@ def test_a_side_answering_errors_gives_no_verdict_either_way():
 
 def test_runs_too_short_for_a_p99_say_how_long_a_run_would_have_to_be():
     from stacklab.analysis.flags import P99_BOUNDED, few_requests
-    assert P99_BOUNDED == 367                       # 0.99^367 ≤ 0.025 < 0.99^366
+    assert P99_BOUNDED == 368                       # 0.99^368 ≤ 0.025 < 0.99^367
     flag = few_requests([6, 7, 6], 2.0)             # a 300 ms page, 2 s runs
     assert flag.name == "few-requests"
     assert "completed 6 requests (median of 3 runs)" in flag.detail
     assert "lengthen `duration` to about 123 s" in flag.detail
-    assert few_requests([367, 400, 5000], 2.0) is None
+    assert few_requests([368, 400, 5000], 2.0) is None
