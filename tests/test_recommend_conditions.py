@@ -177,3 +177,25 @@ def test_recommend_json_through_the_cli(tmp_path):
     doc = json.loads(out.file.getvalue())
     jsonschema.validate(doc, json.loads(SCHEMA.read_text()))
     assert doc["conditions"] and all(c["knob"] == "net.link" for c in doc["conditions"])
+
+
+def test_a_setting_behind_a_cache_that_answered_everything_is_not_called_fastest(tmp_path):
+    """OPcache off behind Varnish at 100% hits measured as fast as on: the cache ran
+    instead of PHP, so recommend says so rather than "fastest measured"."""
+    from dataclasses import replace as swap
+
+    from stacklab.analysis.analyze import Estimate, load_view
+    from stacklab.analysis.recommend import Best, behind_cache
+    from stacklab.store import Store
+    from fakes import fake_experiment
+    fake_experiment(tmp_path / "c.db", name="cached", flag_apache_256=False)
+    store = Store.open(tmp_path / "c.db")
+    default = load_view(store, "cached").summaries[0]
+    store.close()
+    hits = {"varnish": {"hit_ratio": Estimate.of([1.0, 1.0, 1.0]), "spread": {}}}
+    cached = swap(default, trial_id="opcache-off", label="opcache off", layers=hits)
+    assert behind_cache(cached).startswith("varnish in front answered 100% of the requests")
+    assert behind_cache(default) is None
+    said = Best("nginx", "static-page", 1, cached, None, None, None,
+                default=default).label(lambda s: s.label)
+    assert "fastest measured" not in said and "ran for almost none" in said, said

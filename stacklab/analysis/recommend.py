@@ -110,11 +110,27 @@ class Best:
         d = m.decision
         if d.kind == "better":
             return top
+        fastest = (f"measured highest: {top}, but {hidden}" if (hidden := behind_cache(
+            self.trial)) else f"fastest measured: {top}")
         if d.kind == "no-verdict" and d.reason not in ("few-runs", "no-data"):
             why = (m.bound.why if m.bound else m.imprecise
                    if d.reason == "imprecise" else d.reason)
-            return f"no verdict ({why}; fastest measured: {top})"
-        return f"no significant difference from the default (fastest measured: {top})"
+            return f"no verdict ({why}; {fastest})"
+        return f"no significant difference from the default ({fastest})"
+
+
+HIDDEN_SHARE = 0.95   # a front cache answering this share of requests hides what is behind
+
+
+def behind_cache(s: TrialSummary) -> str | None:
+    """Why the settings behind a front cache were not measured: it answered nearly every
+    request itself (hit ratio ≥ HIDDEN_SHARE), so they ran for almost none."""
+    for layer, figures in s.layers.items():
+        hit = figures.get("hit_ratio")
+        if hit is not None and hit.median is not None and hit.median >= HIDDEN_SHARE:
+            return (f"{layer} in front answered {hit.median:.0%} of the requests from its "
+                    "cache: the settings behind it ran for almost none")
+    return None
 
 
 def starved(view: ExperimentView) -> list[tuple[TrialSummary, tuple[str, ...]]]:

@@ -373,7 +373,7 @@ def recommendations_tables(view: ExperimentView, effects, bests,
                            conditions: list[Effect] | None = None) -> list[Table]:
     """The settings' effects (recommendable), the lab's conditions' effects (reported,
     never recommended: recommend.conditions when not given) and the best combinations."""
-    from ..analysis.recommend import conditions as condition_effects, starved
+    from ..analysis.recommend import behind_cache, conditions as condition_effects, starved
     from .headline import facts
     conditions = condition_effects(view) if conditions is None else conditions
     t = Table(title=f"{view.name}: effect of each server setting against its default, all "
@@ -386,6 +386,9 @@ def recommendations_tables(view: ExperimentView, effects, bests,
         why = e.meaning + (f" [{e.source}]" if e.source else "")
         if e.knob in CAUTIONS:
             why += f" — caution: {CAUTIONS[e.knob]}"
+        if e.trial is not None and e.knob.split(".", 1)[0] not in e.trial.layers and (
+                hidden := behind_cache(e.trial)):
+            why += f" — not measured: {hidden}"
         t.add_row(f"{e.knob} = {e.value}", str(e.default),
                   f"{e.stack} / {e.workload} / {e.concurrency}",
                   change(e.gain), ratio_ci(c.ci), p_value(c.p), e.verdict, why)
