@@ -170,11 +170,11 @@ def test_a_known_slow_flag_stored_under_the_older_rule_still_says_its_setting():
 # -- spec errors: refused before any server starts, naming load.protocol ---------------------
 
 @pytest.mark.parametrize("load, knobs, stack, said", [
-    ({"protocol": "h2"}, {"nginx.http2": True}, "nginx",
+    ({"protocol": "h2"}, {"nginx.http2": True, "nginx.tls": False}, "nginx",
      "HTTP/2 over TLS (ALPN) needs https URLs, and nginx.tls is off"),
     ({"protocol": "h2c"}, {"nginx.http2": True, "nginx.tls": True}, "nginx",
      "cleartext HTTP/2 (prior knowledge) needs http URLs, and nginx.tls is on"),
-    ({"protocol": "h2"}, {"apache.tls": True}, "apache",
+    ({"protocol": "h2"}, {"apache.tls": True, "apache.http2": False}, "apache",
      "apache.http2 is off: apache would answer HTTP/1.1"),
     ({}, {"nginx.http2": True}, "nginx", "takes cleartext HTTP/2 only (h2c, no HTTP/1.1)"),
     ({"protocol": "h2c", "keepalive": False}, {"nginx.http2": True}, "nginx",
@@ -216,8 +216,32 @@ def test_axes_that_meet_where_no_protocol_can_be_spoken_get_the_exclude_that_wou
         "nginx static-page c=4 load.protocol=h2c nginx.http2=True",
         "nginx static-page c=4 nginx.http2=False"]
     with pytest.raises(SpecError) as e:
-        plan_of(spec_args, {"protocol": "h2c"}, {}, stack=("nginx",))
+        plan_of(spec_args, {"protocol": "h2c"}, {"nginx.http2": False}, stack=("nginx",))
     assert "exclude" not in e.value.problem
+
+
+def test_a_protocol_brings_its_front_settings_where_the_spec_says_nothing_of_them(
+        spec_args):
+    """load.protocol = ["http/1.1", "h2", "h2c"] alone: each protocol's trials get the
+    front's tls and http2 as the protocol needs them (only where they differ from the
+    default), with no exclude rule to copy; a knob the spec sets stays as written."""
+    doc = {"experiment": {"name": "h2", "repetitions": 1, "requests": 100},
+           "matrix": {"stack": ["nginx", "apache"], "workload": ["static-page"],
+                      "concurrency": [4], "load": {"protocol": ["http/1.1", "h2", "h2c"]}}}
+    plan = make_plan(parse_spec(doc, "h2.toml", *spec_args), STACKS)
+    assert sorted(t.label() for t in plan.trials) == [
+        "apache static-page c=4",
+        "apache static-page c=4 apache.http2=True apache.tls=True load.protocol=h2",
+        "apache static-page c=4 apache.http2=True load.protocol=h2c",
+        "nginx static-page c=4",
+        "nginx static-page c=4 load.protocol=h2 nginx.http2=True nginx.tls=True",
+        "nginx static-page c=4 load.protocol=h2c nginx.http2=True"]
+    doc["matrix"]["load"]["protocol"] = ["h2"]
+    doc["knobs"] = {"nginx": {"http2": False}}
+    doc["matrix"]["stack"] = ["nginx"]
+    with pytest.raises(SpecError) as e:                 # said by the spec: left as written
+        make_plan(parse_spec(doc, "h2.toml", *spec_args), STACKS)
+    assert "nginx.http2 is off" in e.value.problem
 
 
 def test_apache_http2_under_prefork_is_refused_not_left_to_alpn(spec_args):

@@ -17,7 +17,7 @@ import hashlib
 import itertools
 import json
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Mapping, Protocol, Sequence
 
 from ..measure.drive import LOAD_KNOBS, conditional_conflict, protocol_conflict
@@ -268,7 +268,7 @@ def make_plan(spec: ExperimentSpec, stacks: Mapping[str, StackInfo],
         lab_registry, lab_rules = _lab()
         registry = lab_registry if registry is None else registry
         rules = lab_rules if rules is None else rules
-    trials = expand(spec, stacks)
+    trials = implied_by_protocol(spec, stacks, expand(spec, stacks), registry)
     check_stack_knobs(spec, stacks, trials, registry)
     check_protocols(spec, stacks, trials, registry,
                     _lab_fronts() if fronts is None else fronts)
@@ -297,6 +297,36 @@ def check_stack_knobs(spec: ExperimentSpec, stacks: Mapping[str, StackInfo],
                 raise SpecError(spec.path, where(spec, key), value,
                                 f"set by the stack itself, and stack {trial.stack!r} does "
                                 f"not set it; {hint}")
+
+
+# What a protocol needs of the stack's front (stacks/http2.py's rule): h2 is over TLS
+# with the front's http2 on, h2c is cleartext with it on.
+PROTOCOL_NEEDS = {"h2": {"tls": True, "http2": True}, "h2c": {"tls": False, "http2": True}}
+
+
+def implied_by_protocol(spec: ExperimentSpec, stacks: Mapping[str, StackInfo],
+                        trials: list[Trial], registry: KnobRegistry) -> list[Trial]:
+    """Each trial's front set as its load.protocol needs it, where the spec says nothing
+    of that knob (neither an axis nor a fixed value): load.protocol = ["http/1.1", "h2",
+    "h2c"] alone gives each protocol its server settings, with no exclude rules to copy.
+    A knob the spec does set is left as written (check_protocols then refuses a
+    combination that cannot be spoken, and says the rule that leaves it out)."""
+    said = set(spec.axes) | set(spec.fixed_knobs)
+    out: dict[str, Trial] = {}
+    for trial in trials:
+        knobs = dict(trial.knobs)
+        stack = stacks[trial.stack]
+        front = stack.components[0]
+        for name, value in PROTOCOL_NEEDS.get(knobs.get("load.protocol", ""), {}).items():
+            key = f"{front}.{name}"
+            knob = registry.get(key)
+            if key in said or knob is None:
+                continue
+            if stack.knobs.get(key, stack.defaults.get(key, knob.default)) != value:
+                knobs[key] = value       # only what differs: the trial's id stays its own
+        implied = replace(trial, knobs=tuple(sorted(knobs.items())))
+        out.setdefault(implied.id, implied)
+    return list(out.values())
 
 
 def check_protocols(spec: ExperimentSpec, stacks: Mapping[str, StackInfo],
