@@ -5,8 +5,8 @@ from types import SimpleNamespace
 import pytest
 
 from stacklab.analysis.analyze import bound, bounded_verdict, invalid
-from stacklab.analysis.flags import (BOUNDING, INVALIDATING, dispersion, flag_names, host_busy,
-                            memory_pressure, run_flags)
+from stacklab.analysis.flags import (BOUNDING, DISTURBED, INVALIDATING, PRESSURE, dispersion,
+                                     flag_names, host_busy, memory_pressure, run_flags)
 from stacklab.analysis.stats import compare
 from stacklab.store.records import Resources
 
@@ -124,7 +124,7 @@ def test_memory_pressure(stall, machine, flagged):
     if flagged == "memory-limited":
         assert "48 MiB" in flag.detail and "as the profile asks" in flag.detail
     if flagged == "memory-pressure":
-        assert "5.0%" in flag.detail and flagged in BOUNDING
+        assert "5.0%" in flag.detail and flagged in PRESSURE and flagged in DISTURBED
         assert ("peak 20 MiB" in flag.detail) == bool(machine)
     assert "memory-limited" not in BOUNDING and "memory-limited" not in INVALIDATING
 

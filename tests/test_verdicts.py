@@ -12,6 +12,7 @@ from stacklab.analysis.analyze import Estimate, bound, bounded_verdict, compare_
 from stacklab.commands import results
 from stacklab.env import Environment
 from stacklab.errors import NotFound
+from stacklab.analysis.flags import PRESSURE
 from stacklab.analysis.recommend import best_combinations, effects
 from stacklab.report.headline import headlines
 from stacklab.report.text import ci_header, ci_text, verdict_words
@@ -91,17 +92,17 @@ def test_comparing_experiments_names_both_and_matches_trials_by_definition(tmp_p
     fake_experiment(tmp_path / "r.db", name="after", flag_apache_256=False,
                     speed={"nginx": 30000.0, "apache": 10000.0})
     out = printed(results.compare, "before", "after", tmp_path / "r.db", None)
-    assert "B = after (experiment 2)  vs  A = before (experiment 1)" in out
+    assert ("B = after (experiment 2, the newer)  vs  A = before (experiment 1, the older)"
+            in out)
     assert out.count("p99 ms") == 4 and "better +50.0%" in out    # nginx 1.5×, each c
 
 
 @pytest.mark.parametrize("flag_a, flag_b, limited_is_low, relation", [
     ("generator-bound", None, True, "≤"),    # A could serve more: B/A could be smaller
     (None, "generator-bound", True, "≥"),    # B could serve more: B/A could be larger
-    (None, "memory-pressure", True, "≥"),
-    ("memory-pressure", None, False, "≥"),   # A's latency could be lower: B/A larger
+    ("generator-bound", None, False, "≥"),   # A's latency could be lower: B/A larger
     (None, "generator-bound", False, "≤"),
-    ("generator-bound", "memory-pressure", True, "?"),
+    ("generator-bound", "generator-bound", True, "?"),
     (None, "generator-bound", None, "?"),    # CPU, memory: no known direction
 ])
 def test_the_direction_of_a_bound(view, flag_a, flag_b, limited_is_low, relation):
@@ -110,6 +111,18 @@ def test_the_direction_of_a_bound(view, flag_a, flag_b, limited_is_low, relation
     found = bound(a, b, limited_is_low)
     assert found.relation == relation
     assert ("load engine" in found.why) == ("generator-bound" in (flag_a, flag_b))
+
+
+@pytest.mark.parametrize("flag", ["memory-pressure", "io-pressure"])
+def test_a_host_short_of_memory_or_busy_with_io_is_named_never_a_bound(view, flag):
+    """Like other work on the CPUs, a disturbance of the host: the round's runs shared
+    it and the pairing cancels what they shared; said beside the verdict, not a veto."""
+    a = trial(view, "apache", 1)
+    b = replace(trial(view, "nginx", 1), flagged=(flag,))
+    assert bound(a, b, True) is None
+    m = compare_trials(a, b)[0]
+    assert m.decision.kind == "better"
+    assert m.reach.why.startswith("B (") and PRESSURE[flag] in m.reach.why
 
 
 def test_a_bound_keeps_a_verdict_only_when_it_points_the_same_way(view):
@@ -216,7 +229,7 @@ def test_recommend_names_a_significantly_faster_variant(view):
 
 def test_recommend_carries_a_bound(view):
     v = knob_view(view, 1.5)
-    v = replace(v, summaries=[replace(v.summaries[0], flagged=("memory-pressure",)),
+    v = replace(v, summaries=[replace(v.summaries[0], flagged=("generator-bound",)),
                               v.summaries[1]])
     (effect,) = effects(v, REGISTRY)
     assert effect.verdict.startswith("no verdict, a bound (≤ 1.5×)")

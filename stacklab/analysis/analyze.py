@@ -12,7 +12,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
-from .flags import (BOUNDING, DISTURBED, INVALIDATING, LATENCY_DISTORTING, disturbance_factor,
+from .flags import (BOUNDING, DISTURBED, INVALIDATING, PRESSURE, LATENCY_DISTORTING, disturbance_factor,
                     dispersion, few_requests, history_dependent, run_flags)
 from .stats import (ALPHA, Comparison, compare, look_alpha, median, median_ci, median_ci_level,
                     merged_percentiles, multiple, ratio_text)
@@ -440,7 +440,7 @@ def load_view(store: Store, experiment: str | int | None) -> ExperimentView:
                           summaries=summaries, runs=runs)
 
 
-# A run held back by the load engine or short of memory (flags.BOUNDING) served less
+# A run held back by the load engine (flags.BOUNDING) served less
 # than the server could: a ratio against it is a limit, not a measurement.
 @dataclass(frozen=True)
 class Bound:
@@ -505,13 +505,17 @@ class Reach:
 
 
 def reach(a: TrialSummary, b: TrialSummary, name=None) -> Reach | None:
-    """None when neither side ran on a busy host."""
-    if a.disturbance <= 1.0 and b.disturbance <= 1.0:
-        return None
-    why = "; ".join(f"{_side(side, s, name)} ran on a busy host"
-                    + ("" if s.disturbance < float("inf") else " (its window was not read)")
-                    for side, s in (("A", a), ("B", b)) if s.disturbance > 1.0)
-    return Reach(a.disturbance, b.disturbance, why)
+    """None when neither side ran on a busy host, short of memory or waiting on I/O it
+    did not ask for (flags.PRESSURE)."""
+    said = []
+    for side, s in (("A", a), ("B", b)):
+        what = (["ran on a busy host" + ("" if s.disturbance < float("inf")
+                                         else " (its window was not read)")]
+                if s.disturbance > 1.0 else [])
+        what += [PRESSURE[f] for f in PRESSURE if f in s.flagged]
+        if what:
+            said.append(f"{_side(side, s, name)} {' and '.join(what)}")
+    return Reach(a.disturbance, b.disturbance, "; ".join(said)) if said else None
 
 
 # The one verdict vocabulary of every command and document (show, compare, recommend,
@@ -520,7 +524,10 @@ def reach(a: TrialSummary, b: TrialSummary, name=None) -> Reach | None:
 VERDICTS = ("better", "worse", "same", "no-verdict")
 # Reason codes of "no-verdict": fewer than 2 runs a side, nothing to compare, a flag that
 # bounds or invalidates a side (its name), an interval too wide to call it the same.
-REASONS = ("few-runs", "no-data", "limited", "imprecise", *BOUNDING, *INVALIDATING)
+# (memory-pressure and io-pressure stay among the codes of stored documents; they no
+# longer bound a ratio: flags.PRESSURE)
+REASONS = ("few-runs", "no-data", "limited", "imprecise", *BOUNDING, *PRESSURE,
+           *INVALIDATING)
 
 
 @dataclass(frozen=True)

@@ -113,14 +113,19 @@ PROFILE_REACHED = 0.9         # a profile's group at this share of its memory li
 LATENCY_DISTORTING = ("starved", "littles-law")
 # Flags after which a ratio against the run is a bound, not a measurement, with what
 # held the run back (the words a comparison gives).
-BOUNDING = {"generator-bound": "was limited by the load engine",
-            "memory-pressure": "ran while the host was short of memory",
+BOUNDING = {"generator-bound": "was limited by the load engine"}
+# The host short of memory or busy with disk I/O during a run: like other work on its
+# CPUs, a disturbance of the host, not of what the run measures. Said beside a verdict
+# (analyze.reach), never a bound that vetoes it: the runs of a round shared the host, and
+# the paired comparison cancels what they shared (it was a bound until issue 39: a run
+# of one side pressured made every ratio against that side no verdict).
+PRESSURE = {"memory-pressure": "ran while the host was short of memory",
             "io-pressure": "waited on disk I/O it did not ask for"}
 # Flags of a run disturbed by the host rather than by what it measures: such a run is
-# measured again (runner.remeasure) and, while undisturbed runs of its trial are enough,
-# not pooled. host-busy is sized (disturbance_factor) and said beside a verdict; the
-# comparison pairs the runs that ran next to each other, so it is never widened by it.
-DISTURBED = ("host-busy", "io-pressure")
+# measured again (runner.remeasure) and, when it was, replaced by the run made again
+# (analyze.pooled). host-busy is sized (disturbance_factor); each is said beside a
+# verdict; the comparison pairs the runs that ran next to each other, so none widens it.
+DISTURBED = ("host-busy", "io-pressure", "memory-pressure")
 # Flags after which a ratio against the run is no measurement at all, either way.
 INVALIDATING = {"error-responses": "answered errors (4xx/5xx) to more than "
                                    f"{ERROR_RESPONSE_SHARE:.0%} of its requests"}
