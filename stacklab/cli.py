@@ -335,12 +335,16 @@ def compare(ctx: typer.Context,
                                         "counts as failed (exit 3), each said with why."),
             json: bool = JsonOpt,
             brief: bool = typer.Option(False, "--brief", help="One line per metric of each "
-                                       "pair of trials whose verdict is not \"same\".")
+                                       "pair of trials whose verdict is not \"same\"."),
+            margin: Optional[str] = typer.Option(None, "--margin", help="\"same\" only "
+                                                 "when B/A's 95% CI lies within this of 1, "
+                                                 "e.g. \"10%\" (default: the experiments' "
+                                                 "own, 5% unless they set another).")
             ) -> ExitStatus:
     """Compare two experiments or two trials: ratio with a 95% CI, p-value, verdict.
     `compare NAME NAME`: the newest run of NAME against the one before it."""
     return results.compare(ctx.obj, a, b, db, experiment, fail_if, strict, db_b=db_b,
-                           as_json=json, brief=brief)
+                           as_json=json, brief=brief, margin=margin)
 
 
 @cli.command()

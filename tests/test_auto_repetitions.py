@@ -100,7 +100,7 @@ def test_the_margin_is_a_percent_or_a_fraction(spec_args, margin, want):
 
 
 @pytest.mark.parametrize("margin,words", [(5, '"5%"'), ("five", "percent"),
-                                          ("0%", "0.005")])
+                                          ("0%", "0.5%..50%")])
 def test_a_bad_margin_is_named(spec_args, margin, words):
     with pytest.raises(SpecError) as e:
         auto_spec(spec_args, margin=margin)

@@ -248,3 +248,20 @@ def test_a_large_change_is_said_as_a_multiple_everywhere_a_verdict_says_it():
     assert big.verdict == "350×" and vs(big) == "350×"     # geometric means
     small = compare([100.0, 101.0, 99.0], [150.0, 151.0, 149.0])
     assert vs(small) == "1.50× (+50.0%)"
+
+
+def test_compare_margin_judges_same_within_it_and_a_bad_one_is_named(tmp_path):
+    """--margin: what "the same" may hide is the user's to say, for this comparison."""
+    fake_experiment(tmp_path / "r.db", name="before", flag_apache_256=False)
+    fake_experiment(tmp_path / "r.db", name="after", flag_apache_256=False,
+                    speed={"nginx": 30000.0, "apache": 10000.0})
+    wide = printed(results.compare, "before", "after", tmp_path / "r.db", None, (), False,
+                   None, False, True, "15%").splitlines()
+    assert [line for line in wide if line.startswith("apache")] == [   # p99 now the same
+        f"apache static-page c={c}, after (the newer) vs before: the same on all 3 metrics"
+        for c in (1, 16)]
+    from stacklab.errors import UsageError
+    with pytest.raises(UsageError) as e:
+        printed(results.compare, "before", "after", tmp_path / "r.db", None, (), False,
+                None, False, True, "5")
+    assert str(e.value).startswith("--margin 5: 5 would be 5× (a fraction)")

@@ -5,8 +5,9 @@ mount can be read)."""
 from __future__ import annotations
 
 from contextlib import contextmanager, nullcontext
+from dataclasses import replace
 from pathlib import Path
-from typing import Iterator, Sequence
+from typing import Callable, Iterator, Sequence
 
 from ..analysis.analyze import ExperimentView, TrialSummary, load_view, same_definition_pairs
 from ..env import Environment
@@ -15,6 +16,7 @@ from ..run.exportconfig import export_config as write_config
 from ..methods.combine import why_lines
 from ..analysis.gate import Judgement, judge_pairs, overall
 from ..experiment.gate import Threshold, parse_threshold
+from ..experiment.spec import read_margin
 from ..analysis.recommend import best_combinations, effects
 from ..report.baseline import Baseline, compare_to_baseline, table, warning
 from ..report.export import export_csv, export_json
@@ -140,13 +142,15 @@ def export(env: Environment, experiment: str | None, db: Path | None, fmt: str,
 def compare(env: Environment, a: str, b: str, db: Path | None,
             experiment: str | None, fail_if: Sequence[str] = (),
             strict: bool = False, db_b: Path | None = None,
-            as_json: bool = False, brief: bool = False) -> ExitStatus:
+            as_json: bool = False, brief: bool = False,
+            margin: str | None = None) -> ExitStatus:
     """Two experiments (trial by trial, matched by definition) or two trials; with
     `fail_if`, the CI gate on B/A (gate.py). B's experiment is read from `db_b` when
     given; a warning names every host fact and component version the two experiments
     differ in. Trials are found in any experiment (the newest holding both) unless
-    `experiment` names one."""
+    `experiment` names one. `margin` ("10%"): "same" within it, not the experiments'."""
     limits = fail_if_thresholds(fail_if, strict)
+    judged = _margin_flag(margin)
     path = env.database(db)
     with stored(path) as store, (
             nullcontext(store) if db_b is None else stored(db_b, "--db-b")) as store_b:
@@ -154,15 +158,16 @@ def compare(env: Environment, a: str, b: str, db: Path | None,
             same = db_b is None or db_b.resolve() == path.resolve()
             rows = experiment_pair(store, a, store_b, b, same, path)
             if rows is not None:
-                va, vb = load_view(store, rows[0].id), load_view(store_b, rows[1].id)
+                va, vb = (judged(load_view(store, rows[0].id)),
+                          judged(load_view(store_b, rows[1].id)))
                 return compared_experiments(env, va, vb, limits, strict, as_json, brief)
             if db_b is not None:
                 raise UsageError(f"--db-b {db_b}: compares two experiments, A {a!r} of --db "
                                  f"and B {b!r} of --db-b (names or ids), without "
                                  "--experiment; " + not_experiment(store, a, store_b, b))
-            view = load_view(store, trials_experiment(env, store, a, b, path))
+            view = judged(load_view(store, trials_experiment(env, store, a, b, path)))
         else:
-            view = load_view(store, experiment)
+            view = judged(load_view(store, experiment))
     ta, tb = find_trial(view, a), find_trial(view, b)
     if ta.trial_id == tb.trial_id:
         raise UsageError(f"A {a!r} and B {b!r} are the same trial, {ta.trial_id} "
@@ -171,6 +176,19 @@ def compare(env: Environment, a: str, b: str, db: Path | None,
         return print_gated(env, trials_doc(view, ta, tb), [(ta, tb)], limits, strict)
     env.stdout.print(brief_trials(ta, tb) if brief else trials_table(view, ta, tb))
     return gate_status(env, [(ta, tb)], limits, strict)
+
+
+def _margin_flag(margin: str | None) -> Callable[[ExperimentView], ExperimentView]:
+    """The view with every trial judged within --margin (the view itself without it); a
+    bad value is refused naming the flag, before anything is read."""
+    if margin is None:
+        return lambda view: view
+    try:
+        m = read_margin(margin)
+    except ValueError as e:
+        raise UsageError(f"--margin {margin}: {e}") from None
+    return lambda view: replace(view, summaries=[replace(s, margin=m)
+                                                 for s in view.summaries])
 
 
 def compared_experiments(env: Environment, va: ExperimentView, vb: ExperimentView,

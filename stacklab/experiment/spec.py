@@ -78,6 +78,28 @@ class StackNames(Protocol):
 
 
 AUTO_FIRST = 6     # repetitions = "auto": rounds measured before the first look
+MARGINS = (0.005, 0.5)   # what `margin` may be: ±0.5% to ±50%
+
+
+def read_margin(v: Any) -> Any:
+    """experiment.margin or compare --margin: "5%" or 0.05 (ValueError says what is
+    expected); a bare number above 0.5 would be a percent meant (5 for 5%)."""
+    if isinstance(v, str):
+        m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*%\s*", v)
+        if not m:
+            try:
+                return read_margin(float(v))
+            except ValueError:
+                raise ValueError(f'expected a percent such as "5%" or a fraction such as '
+                                 f'0.05, not {v!r}') from None
+        v = float(m.group(1)) / 100
+    elif isinstance(v, (int, float)) and not isinstance(v, bool) and v > MARGINS[1]:
+        raise ValueError(f'{v} would be {v:g}× (a fraction): write "{v:g}%" for a '
+                         f"percent, or a fraction {MARGINS[0]}..{MARGINS[1]}")
+    if isinstance(v, (int, float)) and not isinstance(v, bool) and not (
+            MARGINS[0] <= v <= MARGINS[1]):
+        raise ValueError(f"a margin is {MARGINS[0]:.1%}..{MARGINS[1]:.0%}, not {v:.2%}")
+    return float(v) if isinstance(v, int) and not isinstance(v, bool) else v
 
 
 class _Strict(BaseModel):
@@ -125,17 +147,7 @@ class Experiment(_Strict):
     @field_validator("margin", mode="before")
     @classmethod
     def _margin(cls, v: Any) -> Any:
-        """"5%" or 0.05; a bare number above 0.5 would be a percent meant (5 for 5%)."""
-        if isinstance(v, str):
-            m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*%\s*", v)
-            if not m:
-                raise ValueError(f'expected a percent such as "5%" or a fraction such as '
-                                 f'0.05, not {v!r}')
-            return float(m.group(1)) / 100
-        if isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0.5:
-            raise ValueError(f'{v} would be {v:g}× (a fraction): write "{v:g}%" for a '
-                             "percent, or a fraction 0.005..0.5")
-        return float(v) if isinstance(v, int) and not isinstance(v, bool) else v
+        return read_margin(v)
 
     @field_validator("max_repetitions")
     @classmethod
