@@ -88,10 +88,11 @@ def read_margin(v: Any) -> Any:
         m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*%\s*", v)
         if not m:
             try:
-                return read_margin(float(v))
+                number = float(v)
             except ValueError:
                 raise ValueError(f'expected a percent such as "5%" or a fraction such as '
                                  f'0.05, not {v!r}') from None
+            return read_margin(number)
         v = float(m.group(1)) / 100
     elif isinstance(v, (int, float)) and not isinstance(v, bool) and v > MARGINS[1]:
         raise ValueError(f'{v} would be {v:g}× (a fraction): write "{v:g}%" for a '
