@@ -95,7 +95,7 @@ def read_margin(v: Any) -> Any:
             return read_margin(number)
         v = float(m.group(1)) / 100
     elif isinstance(v, (int, float)) and not isinstance(v, bool) and v > MARGINS[1]:
-        raise ValueError(f'{v} would be {v:g}× (a fraction): write "{v:g}%" for a '
+        raise ValueError(f'{v:g} would be {v:g}× (a fraction): write "{v:g}%" for a '
                          f"percent, or a fraction {MARGINS[0]}..{MARGINS[1]}")
     if isinstance(v, (int, float)) and not isinstance(v, bool) and not (
             MARGINS[0] <= v <= MARGINS[1]):
