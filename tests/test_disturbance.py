@@ -84,12 +84,14 @@ def _run(rep, rps, host, flags=()):
 
 def test_disturbed_runs_are_set_aside_while_two_quiet_ones_remain():
     quiet = {**BUSY, "outside_cores": 0.0}
-    runs = [_run(1, 100.0, quiet), _run(2, 60.0, BUSY, ["host-busy"]), _run(3, 101.0, quiet),
-            _run(4, 99.0, quiet)]
-    assert [r.repetition for r in pooled(runs)] == [1, 3, 4]
+    # run 2 was disturbed and measured again at once, as repetition 5 (past the plan's 4)
+    runs = [replace(r, started_at=f"2026-12-07T10:0{k}") for k, r in enumerate([
+        _run(1, 100.0, quiet), _run(2, 60.0, BUSY, ["host-busy"]), _run(5, 100.0, quiet),
+        _run(3, 101.0, quiet), _run(4, 99.0, quiet)])]
+    assert [r.repetition for r in pooled(runs)] == [1, 5, 3, 4]
     s = summarize(_definition(), "t", "t1", runs)
     assert s.runs_set_aside == 1 and s.disturbance == 1.0 and "host-busy" not in s.flagged
-    alone = summarize(_definition(), "t", "t1", [runs[0], runs[1]])   # one quiet: pool all
+    alone = summarize(_definition(), "t", "t1", [runs[0], runs[1]])   # nothing made again
     assert alone.runs_set_aside == 0 and alone.disturbance == disturbance_factor(BUSY)
 
 
@@ -108,6 +110,10 @@ def test_only_a_disturbed_run_measured_again_is_set_aside():
     again = a[:2] + [at(_run(5, 100.0, quiet), "a", 2)] + a[2:]        # measured again
     assert [r.repetition for r in pooled(again, again + b)] == [1, 5, 3, 4]
     assert made_again(again + b) == {("a", 2)}
+    # a round that ends with a and the next that begins with it: no run made again
+    turn = [at(_run(1, 50.0, quiet), "b", 0), at(_run(1, 60.0, BUSY, ["host-busy"]), "a", 1),
+            at(_run(2, 100.0, quiet), "a", 2), at(_run(2, 50.0, quiet), "b", 3)]
+    assert made_again(turn) == set()
 
 
 def _definition():

@@ -199,5 +199,5 @@ def test_point_sets_a_disturbed_run_aside():
     quiet = record(components=APACHE_RUN, machine={"memory_peak_bytes": 150 * MIB})
     busy = record(components={**APACHE_RUN, "mariadb": {"pss_mib_peak": 500.0}},
                   machine={"memory_peak_bytes": 600 * MIB}, flags=("host-busy",))
-    p = point([quiet, replace(busy, repetition=2), replace(quiet, repetition=3)], PREFORK)
+    p = point([quiet, replace(busy, repetition=2), replace(quiet, repetition=4)], PREFORK)
     assert p.runs == 2 and p.pss.values == (130.0, 130.0)

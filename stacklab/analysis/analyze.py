@@ -226,11 +226,14 @@ def pooled(runs: list[RunRecord], everything: Sequence[RunRecord] | None = None
 def made_again(runs: Sequence[RunRecord]) -> set[tuple[str, int]]:
     """(trial, repetition) of each disturbed run the runner measured again: the next run
     of the experiment, in the order they started, is of the same trial (the runner makes
-    it at once, runner._again). In a one-trial experiment every run is followed by its
-    own: its disturbed runs all count as measured again."""
+    it at once, runner._again) and is no next round's run of it — a run made again takes
+    a repetition past every planned one, a next round's run the next repetition (a round
+    can end and the next begin with the same trial). One made again in the last round,
+    whose repetition is also the next, counts as measured in a round of its own: kept."""
     order = sorted(runs, key=lambda r: (r.started_at, r.repetition))
     return {(r.trial_id, r.repetition) for r, after in zip(order, order[1:])
-            if disturbed(r) and after.trial_id == r.trial_id}
+            if disturbed(r) and after.trial_id == r.trial_id
+            and after.repetition != r.repetition + 1}
 
 
 def summarize(definition: dict, label: str, trial_id: str,
