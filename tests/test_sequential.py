@@ -2,15 +2,21 @@
 whichever round it stopped at. Judging every look at 0.05 errs more the more it looks
 (optional stopping); each look judges at stats.look_alpha instead, and the error rate of
 the whole stopped experiment is measured here on the simulated busy-host runs of
-test_paired (shared, drifting slow-downs; runs hit alone; a hog on and off)."""
+test_paired (shared, drifting slow-downs; runs hit alone; a hog on and off).
+
+Each look's interval is computed for all experiments at once (numpy); that it is the
+interval stats.compare gives, paired round by round, is checked on a sample of them."""
 
 from __future__ import annotations
 
+import math
 import random
 
+import numpy as np
 import pytest
+from scipy.special import stdtrit
 
-from stacklab.analysis.analyze import decide
+from stacklab.analysis.analyze import MARGIN, decide
 from stacklab.analysis.stats import ALPHA, compare, look_alpha
 
 from test_paired import CONDITIONS, aligned, simulated
@@ -19,24 +25,58 @@ EXPERIMENTS = 1000
 FIRST = 6
 
 
-def stopped(ratio: float, condition: str, last: int, alpha: float | None,
-            seed: int = 11) -> tuple[float, dict[str, float], float]:
+def runs(ratio: float, condition: str, last: int, seed: int = 11
+         ) -> tuple[list[tuple[list[float], list[float]]], np.ndarray]:
+    """Each experiment's A and B req/s over `last` rounds, and their log-ratios."""
+    rng = random.Random(seed)
+    sims = [simulated(last, ratio, rng, *CONDITIONS[condition]) for _ in range(EXPERIMENTS)]
+    return sims, np.array([[math.log(y / x) for x, y in zip(a, b)] for a, b in sims])
+
+
+def intervals(d: np.ndarray, n: int, level: float) -> tuple[np.ndarray, np.ndarray]:
+    """The paired t-interval of the ratio over the first n rounds of every experiment."""
+    head = d[:, :n]
+    mean, se = head.mean(axis=1), head.std(axis=1, ddof=1) / math.sqrt(n)
+    q = float(stdtrit(n - 1, 1 - level / 2))
+    return np.exp(mean - q * se), np.exp(mean + q * se)
+
+
+def stopped(ratio: float, condition: str, last: int, alpha: float | None
+            ) -> tuple[float, dict[str, float], float]:
     """Coverage of the interval where each experiment stopped, the share of each verdict,
     and the mean rounds run: looks at FIRST … last rounds, each at `alpha` (None:
-    look_alpha's level), stopping at the first decided look."""
+    look_alpha's level), stopping at the first decided look (decide's rule: better or
+    worse when the interval excludes 1, same when it lies within ±MARGIN)."""
     level = look_alpha(FIRST, last) if alpha is None else alpha
-    rng, covered, verdicts, rounds = random.Random(seed), 0, {}, 0
-    for _ in range(EXPERIMENTS):
-        a, b = simulated(last, ratio, rng, *CONDITIONS[condition])
-        for n in range(FIRST, last + 1):
+    _, d = runs(ratio, condition, last)
+    kind = np.full(EXPERIMENTS, "no-verdict", dtype=object)
+    lo_at, hi_at = np.zeros(EXPERIMENTS), np.zeros(EXPERIMENTS)
+    rounds, open_ = np.full(EXPERIMENTS, last), np.ones(EXPERIMENTS, bool)
+    for n in range(FIRST, last + 1):
+        lo, hi = intervals(d, n, level)
+        now = np.where(lo > 1, "better", np.where(hi < 1, "worse", np.where(
+            (lo >= 1 - MARGIN) & (hi <= 1 + MARGIN), "same", "no-verdict")))
+        take = open_ & ((now != "no-verdict") | (n == last))
+        kind[take], lo_at[take], hi_at[take], rounds[take] = now[take], lo[take], hi[take], n
+        open_ &= ~take
+    covered = float(np.mean((lo_at <= ratio) & (ratio <= hi_at)))
+    return covered, {k: float(np.mean(kind == k)) for k in set(kind)}, float(rounds.mean())
+
+
+@pytest.mark.parametrize("condition", sorted(CONDITIONS))
+def test_each_looks_interval_is_the_paired_one_compare_gives(condition):
+    sims, d = runs(1.0, condition, 10)
+    level = look_alpha(FIRST, 10)
+    for n in (FIRST, 8, 10):
+        lo, hi = intervals(d, n, level)
+        for i in range(0, EXPERIMENTS, 97):
+            a, b = sims[i]
             c = compare(a[:n], b[:n], level, when=aligned(n))
-            kind = decide(c, None, True).kind
-            if kind != "no-verdict":
-                break
-        rounds += n
-        covered += c.ci[0] <= ratio <= c.ci[1]
-        verdicts[kind] = verdicts.get(kind, 0) + 1 / EXPERIMENTS
-    return covered / EXPERIMENTS, verdicts, rounds / EXPERIMENTS
+            assert c.paired == n and c.ci == pytest.approx((lo[i], hi[i]), rel=1e-9)
+            want = decide(c, None, True).kind
+            got = ("better" if lo[i] > 1 else "worse" if hi[i] < 1 else "same"
+                   if lo[i] >= 1 - MARGIN and hi[i] <= 1 + MARGIN else "no-verdict")
+            assert got == want
 
 
 def test_one_look_keeps_the_plain_level():

@@ -120,8 +120,8 @@ def test_compare_of_two_trials_fits_and_says_a_flag_once(views, width):
     check_fits(text, width)
     check_names(text, [a.label, b.label])
     flat = " ".join(text.split())
-    assert flat.count(LIMITED) == 1                    # not once per metric (5 of them)
-    assert flat.count("generator-bound") == 5 + 1     # each metric's reason, the note
+    assert flat.count(LIMITED) == 1                    # not once per metric (6 of them)
+    assert flat.count("generator-bound") == 6 + 1     # each metric's reason, the note
     assert "0.500" in text and "2.000" in text         # B/A of req/s and of p50, whole
 
 
