@@ -3,6 +3,7 @@ known, beside other work on this machine. Run by hand (not by `make test`: it ta
 hour or more, and its table is a benchmark's figures, not a test's assertion).
 
     .venv/bin/python bench/calibration.py [--experiments 20] [--db PATH] [--cells ...]
+    .venv/bin/python bench/calibration.py --db PATH --table   # the stored ones, judged
 
 The workload's CPU cost per request is set exactly: nginx + PHP-FPM on `php-cpu` (an md5
 chain of 20,000 rounds a request), 2 connections, 1 s a run, repetitions = "auto" (6
@@ -129,6 +130,8 @@ def main() -> int:
     parser.add_argument("--db", type=Path, default=None)
     parser.add_argument("--cells", nargs="*", default=None,
                         help='"EFFECT/CONDITION" (e.g. "10x/two hogs"); default: all')
+    parser.add_argument("--table", action="store_true",
+                        help="only the table of the experiments already stored complete")
     args = parser.parse_args()
     db = args.db or Path(tempfile.mkdtemp(prefix="stacklab-calibration-")) / "bench.db"
     cells = CELLS if not args.cells else [tuple(c.rsplit("/", 1)) for c in args.cells]
@@ -139,6 +142,8 @@ def main() -> int:
         for i in range(1, args.experiments + 1):
             name = slug(effect, condition, i)
             got = verdict(db, name, effect)
+            if got is None and args.table:
+                continue
             if got is None:
                 s, plan = planned(spec(name, effect, i))
                 with host(condition):
@@ -160,6 +165,8 @@ def table(results: dict[tuple[str, str], list[tuple[str, str, int, bool]]]) -> s
     lines = [head, "─" * len(head)]
     for (effect, condition), got in results.items():
         n = len(got)
+        if not n:
+            continue
         share = {v: sum(g[0] == v for g in got) / n for v in VERDICTS}
         right = share[EFFECTS[effect][3]]
         lines.append(f"{effect:6} {condition:15} {n:>3} "
