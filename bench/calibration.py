@@ -35,6 +35,7 @@ verdict came out, the right one's share, and the mean rounds run."""
 from __future__ import annotations
 
 import argparse
+import signal
 import subprocess
 import sys
 import tempfile
@@ -133,6 +134,8 @@ def main() -> int:
     parser.add_argument("--table", action="store_true",
                         help="only the table of the experiments already stored complete")
     args = parser.parse_args()
+    # a TERM (a kill, a CI's timeout) unwinds like an interrupt: the hogs are stopped
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     db = args.db or Path(tempfile.mkdtemp(prefix="stacklab-calibration-")) / "bench.db"
     cells = CELLS if not args.cells else [tuple(c.rsplit("/", 1)) for c in args.cells]
     env = Environment.default()
