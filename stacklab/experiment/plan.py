@@ -20,7 +20,7 @@ import random
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Mapping, Protocol, Sequence
 
-from ..measure.drive import LOAD_KNOBS, conditional_conflict, protocol_conflict
+from ..measure.drive import LOAD_KNOBS, PROTOCOL_NEEDS, conditional_conflict, protocol_conflict
 from ..errors import SpecError
 from ..knobs import KnobRegistry
 from .spec import Experiment, ExperimentSpec
@@ -297,11 +297,6 @@ def check_stack_knobs(spec: ExperimentSpec, stacks: Mapping[str, StackInfo],
                 raise SpecError(spec.path, where(spec, key), value,
                                 f"set by the stack itself, and stack {trial.stack!r} does "
                                 f"not set it; {hint}")
-
-
-# What a protocol needs of the stack's front (stacks/http2.py's rule): h2 is over TLS
-# with the front's http2 on, h2c is cleartext with it on.
-PROTOCOL_NEEDS = {"h2": {"tls": True, "http2": True}, "h2c": {"tls": False, "http2": True}}
 
 
 def implied_by_protocol(spec: ExperimentSpec, stacks: Mapping[str, StackInfo],

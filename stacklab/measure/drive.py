@@ -157,6 +157,13 @@ LOAD_KNOBS = [
 ]
 
 
+# What each HTTP/2 protocol needs of the server the load speaks to (its knobs `tls` and
+# `http2`): h2 is over TLS with HTTP/2 on, h2c cleartext with it on. The one rule the
+# front's check (stacks/http2.protocol_problem) and the plan (plan.implied_by_protocol)
+# read.
+PROTOCOL_NEEDS = {"h2": {"tls": True, "http2": True}, "h2c": {"tls": False, "http2": True}}
+
+
 def protocol_conflict(load: dict[str, Any]) -> str | None:
     """Why load.protocol cannot go with the other load knobs, or None: HTTP/2 keeps its
     connections (the engine refuses --no-keepalive with it)."""

@@ -17,6 +17,7 @@ from typing import Any
 
 from ..host.net import Endpoint, check_reachable
 from ..knobs import Knob
+from ..measure.drive import PROTOCOL_NEEDS
 from ..measure.verify import Status, Verdict
 
 # The client preface (RFC 9113 §3.4) and an empty SETTINGS frame: what an h2c client
@@ -38,13 +39,14 @@ def protocol_problem(component: str, k: dict[str, Any], protocol: str,
     """Why the load cannot speak `protocol` (load.protocol) to `component` as the stack's
     front with its knobs `k`, or None. `h2c_only`: its h2c port takes no HTTP/1.1."""
     tls, on = k.get("tls", False), k.get("http2", False)
-    if protocol == "h2" and not tls:
+    need = PROTOCOL_NEEDS.get(protocol)
+    if need and tls != need["tls"] and protocol == "h2":
         return (f"HTTP/2 over TLS (ALPN) needs https URLs, and {component}.tls is off; "
                 f"set {component}.tls = true, or load.protocol = 'h2c' (cleartext)")
-    if protocol == "h2c" and tls:
+    if need and tls != need["tls"]:
         return (f"cleartext HTTP/2 (prior knowledge) needs http URLs, and {component}.tls "
                 f"is on; set {component}.tls = false, or load.protocol = 'h2' (over TLS)")
-    if protocol in ("h2", "h2c") and not on:
+    if need and on != need["http2"]:
         return (f"{component}.http2 is off: {component} would answer HTTP/1.1; set "
                 f"{component}.http2 = true")
     if protocol == "http/1.1" and h2c_only and on and not tls:
