@@ -93,6 +93,8 @@ def test_disturbed_runs_are_set_aside_while_two_quiet_ones_remain():
     assert s.runs_set_aside == 1 and s.disturbance == 1.0 and "host-busy" not in s.flagged
     alone = summarize(_definition(), "t", "t1", [runs[0], runs[1]])   # nothing made again
     assert alone.runs_set_aside == 0 and alone.disturbance == disturbance_factor(BUSY)
+    # what the busy host did is said as measured, its busy run against its quiet one
+    assert s.busy_ratio is None and alone.busy_ratio == pytest.approx(0.6)
 
 
 def test_only_a_disturbed_run_measured_again_is_set_aside():

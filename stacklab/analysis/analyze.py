@@ -123,6 +123,10 @@ class TrialSummary:
     # The largest slow-down the work measured outside the lab could have caused one of
     # the pooled runs (flags.disturbance_factor): 1.0 when none ran on a busy host.
     disturbance: float = 1.0
+    # What the busy host measurably did to it: the median req/s of its runs on a busy
+    # host over that of its others (None unless it has both), the figure its notes give
+    # instead of the worst case above, which is no measurement of what happened
+    busy_ratio: float | None = None
     # Runs disturbed by the host (flags.DISTURBED) and measured again: stored with their
     # flags, not pooled while enough undisturbed runs of the trial remain.
     runs_set_aside: int = 0
@@ -287,10 +291,18 @@ def summarize(definition: dict, label: str, trial_id: str,
         conditions=_conditions(ok), page_views=_page_views(ok),
         disturbance=max((disturbance_factor(r.resources.host) for r in ok),
                         default=1.0),
+        busy_ratio=_busy_ratio(ok),
         runs_set_aside=len(measured) - len(ok),
         capacity=Estimate.per_run(
             ok, lambda r: r.resources.part("capacity").get("capacity") or None),
         experiment=experiment, alpha=sure[0], margin=sure[1])
+
+
+def _busy_ratio(ok: list[RunRecord]) -> float | None:
+    """Median req/s of the runs on a busy host over the others'; None without both."""
+    busy = [r.load.rps for r in ok if disturbance_factor(r.resources.host) > 1.0]
+    quiet = [r.load.rps for r in ok if disturbance_factor(r.resources.host) == 1.0]
+    return median(busy) / median(quiet) if busy and quiet and median(quiet) else None
 
 
 def _page_views(ok: list[RunRecord]) -> dict[str, Estimate]:
