@@ -132,6 +132,10 @@ class StepOutcome:
     completed: int
     errors: int
     bins: tuple[Bin, ...]
+    # Requests in flight at the step's end, and the oldest one's age; 0 when not known.
+    # (Requests never sent lower the achieved rate, which fails the step past 1%.)
+    in_flight: int = 0
+    in_flight_age_us: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -145,8 +149,19 @@ def decide(outcome: StepOutcome, slo: Slo, max_error_rate: float = 0.0) -> Verdi
     """PASS when the percentile's upper bound is under the limit, FAIL when its lower
     bound is over it, LONGER otherwise. A step that did not keep its rate (achieved
     under 99% of offered) or had too many errors fails whatever its latency: a server
-    that sheds or stalls load is past its capacity however fast its answers are."""
-    interval = percentile_interval(outcome.bins, slo.percentile)
+    that sheds or stalls load is past its capacity however fast its answers are.
+    Every request that failed, was answered with an error or got no answer counts as
+    over the limit in the percentile (a bin at infinity): a server that timed out 0.8%
+    of its requests does not meet "p99 < L" however fast its other answers were. Those
+    still in flight at the step's end count when the oldest of them is already past the
+    limit (under it they are the window's cut, as those in flight at its start were,
+    whose answers are in the histogram). An error response is also in the histogram
+    with its latency, so it weighs twice: the step is judged a little harder, never
+    easier."""
+    over = outcome.errors + (
+        outcome.in_flight if outcome.in_flight_age_us > slo.limit_us else 0)
+    interval = percentile_interval(
+        outcome.bins + ((Bin(math.inf, math.inf, over),) if over else ()), slo.percentile)
     if outcome.achieved_rate < MIN_KEPT * outcome.offered_rate:
         return Verdict(StepDecision.FAIL, interval,
                        f"rate-not-kept: {outcome.achieved_rate:.6g}/s of "

@@ -14,7 +14,7 @@ from ..analysis.analyze import ExperimentView, TrialSummary, _components, _per_r
 from ..store import RunRecord
 from ..store.records import verdict_doc
 
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 
 # The CSV's columns before, between and after those that depend on the experiment: its
 # knobs (after `concurrency`), then per error class, status class and component.

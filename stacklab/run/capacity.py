@@ -121,9 +121,13 @@ class Measured:
     def outcome(self, rate: float) -> StepOutcome:
         """As the search judges it: a response with a 4xx or 5xx status is an error
         like a request that failed outright."""
-        return StepOutcome(offered_rate=rate, achieved_rate=self.load.rps,
-                           completed=self.load.completed - self._answered_badly,
-                           errors=self.errors, bins=self._bins)
+        load = self.load
+        flight = load.in_flight
+        return StepOutcome(offered_rate=rate, achieved_rate=load.rps,
+                           completed=load.completed - self._answered_badly,
+                           errors=self.errors, bins=self._bins,
+                           in_flight=flight.count if flight else 0,
+                           in_flight_age_us=flight.age_us_max if flight else 0.0)
 
 
 @dataclass(eq=False)
