@@ -372,9 +372,13 @@ def export_config(ctx: typer.Context,
                   trial: str = typer.Argument(..., help="Trial id (prefix), see `show`."),
                   output: Path = typer.Option(..., "-o", "--output", help="Directory."),
                   experiment: Optional[str] = typer.Option(None, "--experiment", "-e"),
+                  unsupported: bool = typer.Option(
+                      False, "--unsupported", help="Write it even with settings no "
+                      "verdict supports, each marked so in its README.txt."),
                   db: Optional[Path] = DbOpt) -> ExitStatus:
-    """Write a measured variant's configuration files, cleaned of lab paths."""
-    return results.export_config(ctx.obj, trial, db, experiment, output)
+    """Write a measured variant's configuration files, cleaned of lab paths: only
+    settings the measurements support."""
+    return results.export_config(ctx.obj, trial, db, experiment, output, unsupported)
 
 
 @cli.command()

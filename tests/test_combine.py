@@ -134,10 +134,50 @@ def test_why_traces_each_setting_to_its_measurement(tmp_path):
     both = next(s for s in v.summaries if s.knobs["nginx.access_log"] is False
                 and s.knobs["nginx.open_file_cache"] == 1000)
     lines = why_lines(both, v, REGISTRY, lambda c: f"{c.ratio:.2f}x")
-    assert len(lines) == 2
+    assert len(lines) == 3
     assert "nginx.access_log = False (default True)" in lines[0]
-    assert "alone: 1.20x req/s against the defaults" in lines[0]
+    assert "alone: 1.20x req/s against the defaults, better" in lines[0]
     assert "nginx.open_file_cache = 1000 (default 0)" in lines[1]
+    assert lines[2].startswith("all 2 together: 1.32x req/s against the defaults, better")
+
+
+def export(db, trial, out, *more):
+    env = Environment(stdout=Console(record=True, width=400),
+                      stderr=Console(record=True, width=400), clock=lambda: "t", db=db,
+                      lab_root=out.parent / "lab")
+    status = main(["export-config", trial, "-e", "knobs", "-o", str(out), *more], env)
+    return status, env.stdout.export_text() + env.stderr.export_text()
+
+
+def test_export_config_writes_only_what_a_verdict_supports(tmp_path):
+    """The issue's case: a trial whose changed settings no verdict supports (each the
+    same alone, and together no better) is not exported as if one did; of one no
+    better than the defaults as a whole, only the setting that was better alone is
+    exported, as the trial that changes just it."""
+    db = tmp_path / "r.db"
+    knob_experiment(db, "knobs", {(True, 0): 10000.0, (False, 0): 12000.0,
+                                  (True, 1000): 10000.0, (False, 1000): 10000.0})
+    # open_file_cache = 1000 undid access_log's gain: the same as the defaults together
+    status, said = export(db, "t00000001000", tmp_path / "a")
+    assert status == ExitStatus.OK
+    assert "exported trial t00000000000" in said and "left at their defaults: " \
+        "nginx.open_file_cache" in said
+    readme = (tmp_path / "a" / "README.txt").read_text()
+    assert "left at its default: nginx.open_file_cache = 1000" in readme
+    assert '"open_file_cache": 0' in readme       # the knob values written are the winner's
+    # nothing supported: refused, naming each setting and its verdict
+    db2 = tmp_path / "r2.db"
+    knob_experiment(db2, "knobs", {(True, 0): 10000.0, (False, 0): 10000.0,
+                                   (True, 1000): 10000.0, (False, 1000): 10000.0})
+    status, said = export(db2, "t00000001000", tmp_path / "b")
+    flat = " ".join(said.split())
+    assert status != ExitStatus.OK and not (tmp_path / "b").exists()
+    assert "2 of its 2 changed settings have no verdict that supports them" in flat
+    assert "nginx.access_log = False alone: same" in flat and "nothing exported" in flat
+    # asked for anyway: written, each such setting marked
+    status, _ = export(db2, "t00000001000", tmp_path / "c", "--unsupported")
+    readme = (tmp_path / "c" / "README.txt").read_text()
+    assert status == ExitStatus.OK and readme.count("NOT SUPPORTED (--unsupported)") == 2
 
 
 def test_export_config_writes_why(tmp_path):
@@ -180,10 +220,31 @@ def test_combine_measures_the_combination_on_real_nginx(tmp_path):
     assert all(s.runs_ok == 2 for s in combined.summaries)
     trial = next(s for s in combined.summaries if s.knobs["nginx.access_log"] is False
                  and s.knobs["nginx.open_file_cache"] == 1000)
+    # 2 rounds of a small effect may support neither setting: the export is then
+    # refused unless asked for anyway (test_export_config_writes_only_what_…)
     assert f"export-config {trial.trial_id} -e knobs-combined" in text
     out = tmp_path / "cfg"
-    assert main(["export-config", trial.trial_id, "-e", "knobs-combined", "-o", str(out)],
-                env) == ExitStatus.OK
+    assert main(["export-config", trial.trial_id, "-e", "knobs-combined", "-o", str(out),
+                 "--unsupported"], env) == ExitStatus.OK
     readme = (out / "README.txt").read_text()
     assert "nginx.access_log = False (default True)" in readme
     assert "access_log off" in (out / "nginx/nginx.conf").read_text()
+
+
+def test_tunes_final_line_names_the_settings_no_verdict_supports():
+    """tune's last lines say, before export-config is run, which of the best's settings
+    it would leave out: none when the best beat the defaults as a whole; else each not
+    better alone (or not measured alone)."""
+    from stacklab.analysis.analyze import Decision
+    from stacklab.report.tunelines import unsupported
+
+    class Row:                       # what unsupported reads of a comparison
+        def __init__(self, kind):
+            self.decision, self.metric = Decision(kind), "req/s"
+    keys = ["nginx.sendfile", "nginx.worker_processes"]
+    alone = {"nginx.sendfile": {"req/s": Row("better")},
+             "nginx.worker_processes": {"req/s": Row("same")}}
+    assert unsupported(keys, {"req/s": Row("better")}, alone, "rps") == []
+    assert unsupported(keys, {"req/s": Row("no-verdict")}, alone, "rps") == [
+        "nginx.worker_processes"]
+    assert unsupported(keys, {"req/s": Row("no-verdict")}, {}, "rps") == keys

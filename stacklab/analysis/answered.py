@@ -106,3 +106,10 @@ def answered_pairs(view: ExperimentView) -> list[tuple[TrialSummary, TrialSummar
         best, second, _ = ranked(roots)
         out += pairs + ([(second, best)] if second else [])
     return out
+
+
+def supports(alone: str | None, jointly_better: bool) -> bool:
+    """Whether a verdict supports a setting away from its default (what export-config
+    writes, methods.combine.Support): its verdict alone against the defaults (None: not
+    measured alone) and whether its trial as a whole beat them."""
+    return alone == "better" or jointly_better

@@ -10,7 +10,7 @@ from rich.table import Table
 
 from ..host import lab
 from ..analysis.analyze import load_view
-from ..methods.combine import Additivity, Group, additivity, combined_doc, winners
+from ..methods.combine import Additivity, Group, additivity, combined_doc, support, winners
 from ..env import Environment
 from ..errors import ExitStatus, NotFound, UsageError
 from ..experiment.plan import make_plan
@@ -107,6 +107,10 @@ def print_additivity(env: Environment, g: Group, a: Additivity | str, view) -> N
     out.print(f"verdict: {a.verdict}", markup=False, highlight=False)
     combo = next((s for s in view.summaries if all(
         s.knobs.get(w.knob) == w.value for w in g.winners)), None)
+    left = support(combo, view, REGISTRY).unsupported if combo is not None else ()
     if combo is not None:
         out.print(f"its configuration, with why each setting: stacklab export-config "
-                  f"{combo.trial_id} -e {view.name} -o DIR", markup=False, highlight=False)
+                  f"{combo.trial_id} -e {view.name} -o DIR" + (
+                      f" (no verdict here supports {', '.join(left)}: it writes only what "
+                      "one supports, or nothing; --unsupported writes them all, marked)"
+                      if left else ""), markup=False, highlight=False)

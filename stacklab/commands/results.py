@@ -13,7 +13,7 @@ from ..analysis.analyze import ExperimentView, TrialSummary, load_view, same_def
 from ..env import Environment
 from ..errors import ExitStatus, NotFound, NothingJudged, StacklabError, UsageError
 from ..run.exportconfig import export_config as write_config
-from ..methods.combine import why_lines
+from ..methods.combine import Support, only_supported, support, why_lines
 from ..analysis.gate import Judgement, judge_pairs, overall
 from ..experiment.gate import Threshold, parse_threshold
 from ..experiment.spec import read_margin
@@ -410,9 +410,12 @@ def recommend(env: Environment, experiment: str | None, db: Path | None,
 
 
 def export_config(env: Environment, trial: str, db: Path | None, experiment: str | None,
-                  output: Path) -> ExitStatus:
+                  output: Path, unsupported: bool = False) -> ExitStatus:
     """The latest successful run's config files of one trial (of the newest experiment
-    holding it, unless `experiment` names one), one path a line."""
+    holding it, unless `experiment` names one), one path a line. Only settings the
+    measurements support are written (methods.combine.support): a trial with others is
+    exported as the measured trial that changes only the supported ones, or not at all
+    (an error saying why) unless `unsupported`."""
     path = env.database(db)
     with stored(path) as store:
         if experiment is None:
@@ -424,12 +427,48 @@ def export_config(env: Environment, trial: str, db: Path | None, experiment: str
             ambiguous("TRIAL", trial, rows)
             experiment = str(rows[0].experiment_id)
         view = load_view(store, experiment)
-    summary = find_trial(view, trial)
+    asked = find_trial(view, trial)
+    s = support(asked, view, REGISTRY)
+    summary, left = asked, ()
+    if s.unsupported and not unsupported:
+        summary = only_supported(asked, view, REGISTRY, s) if s.supported else None
+        if summary is None:
+            raise StacklabError(unsupported_refusal(asked, s))
+        left = s.unsupported
     runs = [r for r in view.runs if r.trial_id == summary.trial_id and r.outcome is Outcome.OK]
     if not runs:
         raise StacklabError(f"trial {summary.trial_id} has no successful run to export")
-    why = why_lines(summary, view, REGISTRY, lambda c: f"{times(c.ratio)} [{ratio_ci(c.ci)}]"
-                    f" p {p_value(c.p)}")
+    fmt = lambda c: f"{times(c.ratio)} [{ratio_ci(c.ci)}] p {p_value(c.p)}"   # noqa: E731
+    why = why_lines(summary, view, REGISTRY, fmt)
+    if left:
+        why += [f"left at its default: {key} = {value!r} of trial {asked.trial_id}: its effect "
+                "is not supported by the measurements (no verdict for it alone, nor for "
+                "the trial against the defaults)"
+                for key, value in ((x.key, x.value) for x in s.settings if x.key in left)]
+        env.stderr.print(f"exported trial {summary.trial_id}, the settings of "
+                         f"{asked.trial_id} the measurements support; left at their "
+                         f"defaults: {', '.join(left)}")
+    elif s.unsupported:
+        why += [f"NOT SUPPORTED (--unsupported): {key}: no verdict for it alone, nor for "
+                "the trial against the defaults" for key in s.unsupported]
     for path in write_config(runs[-1], summary.label, output, why):
         env.stdout.print(str(path))
     return ExitStatus.OK
+
+
+def unsupported_refusal(trial: TrialSummary, s: Support) -> str:
+    """Why export-config writes nothing for `trial`: which of its settings no verdict
+    supports, what the verdicts were, and what would."""
+    def said(m) -> str:
+        return ("not measured" if m is None else
+                f"{m.decision.kind} ({times(m.comparison.ratio)} {m.metric})")
+    alone = "; ".join(f"{x.key} = {x.value!r} alone: {said(x.comparison)}" for x in s.settings)
+    return (f"export-config {trial.trial_id}: {len(s.unsupported)} of its {len(s.settings)} "
+            f"changed settings have no verdict that supports them ({alone}; all together "
+            f"against the defaults: {said(s.jointly)})"
+            + (f", and no measured trial changes only the supported ones "
+               f"({', '.join(s.supported)})" if s.supported else "")
+            + ": nothing exported, since a configuration changed by settings no "
+            "measurement chose would be deployed as if one had. Measure more rounds "
+            "(repetitions) or the supported settings alone, or pass --unsupported to "
+            "write it anyway, each such setting marked in its README.txt")

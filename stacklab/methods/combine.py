@@ -10,7 +10,9 @@ import math
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from ..analysis.analyze import ExperimentView, TrialSummary, bound, decide, sure, when_of
+from ..analysis.analyze import (ExperimentView, MetricComparison, TrialSummary, bound, decide,
+                                sure, when_of)
+from ..analysis.answered import answer, supports
 from ..knobs import KnobRegistry
 from ..experiment.plan import lab_condition
 from ..analysis.stats import Comparison, compare
@@ -178,40 +180,110 @@ def additivity(view: ExperimentView, group: Group,
                       singles, expected)
 
 
+@dataclass(frozen=True)
+class Setting:
+    """One setting of a trial away from its default, and what the experiment measured of
+    it: the trial with only it changed against the all-defaults trial (None: no such
+    pair was measured), in the experiment's answer (req/s; at a fixed rate server CPU
+    per request)."""
+
+    key: str
+    value: Any
+    default: Any
+    alone: TrialSummary | None
+    comparison: MetricComparison | None
+
+
+@dataclass(frozen=True)
+class Support:
+    """What the measurements support of a trial's settings (export-config writes only
+    these): every one when the trial as a whole beat the all-defaults trial of its
+    experiment (jointly: the configuration measured is the one written), else each that
+    beat it alone. A configuration changed by a setting no verdict chose is a guess a
+    user would deploy."""
+
+    settings: tuple[Setting, ...]             # away from their defaults
+    conditions: tuple[str, ...]               # lab conditions it was measured under
+    default: TrialSummary | None              # the all-defaults trial beside it
+    jointly: MetricComparison | None          # the trial against it
+    supported: tuple[str, ...]
+
+    @property
+    def unsupported(self) -> tuple[str, ...]:
+        return tuple(s.key for s in self.settings if s.key not in self.supported)
+
+
+def support(trial: TrialSummary, view: ExperimentView, registry: KnobRegistry) -> Support:
+    """For each knob of `trial` away from its default (group: the same stack, workload,
+    concurrency and lab conditions — net, fs, machine, load — which are what it was
+    measured under, never a setting): whether a verdict supports it (Support)."""
+    group = [s for s in view.summaries if (s.stack, s.workload, s.concurrency) ==
+             (trial.stack, trial.workload, trial.concurrency) and s.runs_ok]
+    keys = [k for k in varied(group) if registry.get(k) is not None]
+    under = {k: _value(trial, k, registry) for k in keys if lab_condition(k)}
+    same = [s for s in group if all(_value(s, k, registry) == v for k, v in under.items())]
+    keys = [k for k in keys if k not in under]
+
+    def only(changed: dict[str, Any]) -> TrialSummary | None:
+        return next((s for s in same if all(
+            _value(s, k, registry) == changed.get(k, registry.get(k).default)
+            for k in keys)), None)
+    default = only({})
+    settings = []
+    for key in keys:
+        value, knob = _value(trial, key, registry), registry.get(key)
+        if value == knob.default:
+            continue
+        alone = only({key: value})
+        settings.append(Setting(key, value, knob.default, alone, answer(default, alone)
+                                if default is not None and alone is not None else None))
+    jointly = (answer(default, trial) if default is not None and settings
+               and default.trial_id != trial.trial_id else None)
+    better = jointly is not None and jointly.decision.kind == "better"
+    supported = tuple(s.key for s in settings if supports(
+        s.comparison.decision.kind if s.comparison is not None else None, better))
+    return Support(tuple(settings), tuple(k for k, v in under.items()
+                                          if v != registry.get(k).default),
+                   default, jointly, supported)
+
+
+def only_supported(trial: TrialSummary, view: ExperimentView, registry: KnobRegistry,
+                   s: Support) -> TrialSummary | None:
+    """The measured trial beside `trial` that changes exactly its supported settings (to
+    its values) and leaves the rest at their defaults; None when none was measured."""
+    want = {x.key: x.value for x in s.settings if x.key in s.supported}
+    return next((t for t in view.summaries if (t.stack, t.workload, t.concurrency) ==
+                 (trial.stack, trial.workload, trial.concurrency) and t.runs_ok
+                 and t.trial_id != trial.trial_id
+                 and all(_value(t, x.key, registry) == want.get(x.key, x.default)
+                         for x in s.settings)
+                 and all(_value(t, k, registry) == _value(trial, k, registry)
+                         for k in set(t.knobs) | set(trial.knobs)
+                         if k not in {x.key for x in s.settings})), None)
+
+
 def why_lines(trial: TrialSummary, view: ExperimentView, registry: KnobRegistry,
               fmt: Callable[[Comparison], str]) -> list[str]:
     """For each knob of `trial` away from its default: the measurement that chose it —
     the trial with only that knob changed against the all-defaults trial of the same
     experiment, stack, workload, concurrency and lab conditions — or that it was not
     measured alone; a condition of the lab (net, fs, machine, load) is said to be one,
-    not a setting."""
-    group = [s for s in view.summaries if (s.stack, s.workload, s.concurrency) ==
-             (trial.stack, trial.workload, trial.concurrency) and s.runs_ok]
-    keys = [k for k in varied(group) if registry.get(k) is not None]
-    under = {k: _value(trial, k, registry) for k in keys if lab_condition(k)}
-    same = [s for s in group if all(_value(s, k, registry) == v for k, v in under.items())]
-    settings = [k for k in keys if k not in under]
-    default = next((s for s in same if all(
-        _value(s, k, registry) == registry.get(k).default for k in settings)), None)
-    lines = []
-    for key in keys:
-        value = _value(trial, key, registry)
-        knob = registry.get(key)
-        if value == knob.default:
-            continue
-        head = f"{key} = {value!r} (default {knob.default!r}): {knob.meaning}"
-        if key in under:
-            lines.append(f"{head}\n    a condition of the lab the variant was measured "
-                         "under, not a setting of this configuration")
-            continue
-        alone = next((s for s in same if _value(s, key, registry) == value and all(
-            _value(s, k, registry) == registry.get(k).default for k in settings
-            if k != key)), None)
-        if default is None or alone is None:
+    not a setting. Then the trial against the defaults, all its settings together."""
+    s = support(trial, view, registry)
+    lines = [f"{k} = {_value(trial, k, registry)!r} (default {registry.get(k).default!r}): "
+             f"{registry.get(k).meaning}\n    a condition of the lab the variant was "
+             "measured under, not a setting of this configuration" for k in s.conditions]
+    for x in s.settings:
+        head = f"{x.key} = {x.value!r} (default {x.default!r}): {registry.get(x.key).meaning}"
+        if x.comparison is None or x.alone is None or s.default is None:
             lines.append(f"{head}\n    not measured alone against the defaults here")
             continue
-        c = compare(default.rps.values, alone.rps.values,
-                    when=when_of(default, alone, default.rps, alone.rps))
-        lines.append(f"{head}\n    alone: {fmt(c)} req/s against the defaults "
-                     f"(experiment {view.name}: trial {alone.trial_id} vs {default.trial_id})")
+        c = x.comparison
+        lines.append(f"{head}\n    alone: {fmt(c.comparison)} {c.metric} against the "
+                     f"defaults, {c.decision.kind} (experiment {view.name}: trial "
+                     f"{x.alone.trial_id} vs {s.default.trial_id})")
+    if s.jointly is not None and s.default is not None:
+        lines.append(f"all {len(s.settings)} together: {fmt(s.jointly.comparison)} "
+                     f"{s.jointly.metric} against the defaults, {s.jointly.decision.kind} "
+                     f"(trial {trial.trial_id} vs {s.default.trial_id})")
     return lines

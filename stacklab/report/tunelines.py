@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from ..analysis.analyze import MetricComparison
+from ..analysis.answered import supports
 from ..experiment.spec import ExperimentSpec
 from ..experiment.tunespace import Dimension
 from .fmt import number, ratio_ci
@@ -92,8 +93,14 @@ def final_lines(best: int, values: Mapping[str, Any], fixed: Mapping[str, Any],
     if importance:
         out.append("  importance (fANOVA: each knob's share of the variance over the trials): "
                    + ", ".join(f"{k} {v:.0%}" for k, v in importance.items()))
+    left = unsupported([k for k, v in values.items() if fixed.get(k) != v],
+                       against.get("defaults", {}), alone, objective)
     out.append(f"  its configuration: stacklab export-config {best_trial_id} -o DIR "
-               "(each setting with its reason)")
+               "(each setting with its reason)" if not left else
+               f"  its configuration: no verdict supports {', '.join(left)} against the "
+               f"defaults, so `stacklab export-config {best_trial_id}` writes only the "
+               "settings one supports (as a trial that changes just those, if measured) "
+               "or nothing; --unsupported writes them all, each marked")
     if hand and "hand" not in against:
         out.append(f"  the hand preset ({changed(hand, fixed)}) comes to the best's or the "
                    "defaults' settings: nothing more to measure")
@@ -114,6 +121,21 @@ def final_lines(best: int, values: Mapping[str, Any], fixed: Mapping[str, Any],
             out.append(f"  {key}={values[key]!r} alone against the defaults: {m.metric} "
                        f"{ratio_ci(m.comparison.ci)} (95% CI): {verdict_words(m)}")
     return out
+
+
+def unsupported(keys: list[str], defaults: Mapping[str, MetricComparison],
+                alone: Mapping[str, Mapping[str, MetricComparison]], objective: str
+                ) -> list[str]:
+    """Of the best's settings away from the defaults (`keys`), those no verdict supports
+    (analysis.answered.supports): `defaults` the best against the defaults, `alone`
+    each setting alone against them (a key it lacks was not measured alone)."""
+    def kind(rows: Mapping[str, MetricComparison]) -> str | None:
+        kinds = {m.decision.kind for m in _judged(rows, objective)}
+        return ("better" if kinds == {"better"} else "worse" if "worse" in kinds
+                else next(iter(kinds), None))
+    better = kind(defaults) == "better"
+    return [key for key in keys
+            if not supports(kind(alone[key]) if key in alone else None, better)]
 
 
 def _judged(rows: Mapping[str, MetricComparison], objective: str) -> list[MetricComparison]:
