@@ -395,3 +395,39 @@ def test_capacity_is_judged_like_req_s(tmp_path):
     fake_experiment(plain, name="fixed", flag_apache_256=False)
     nothing = invoke("compare", BASE, NEW, "--db", plain, "--fail-if", "capacity<-5%")
     assert nothing.exit_code != 0 and "capacity req/s" not in nothing.output, nothing.output
+
+
+def test_a_capacity_that_is_only_a_lower_bound_is_judged_as_one(tmp_path):
+    """Issue 40: a search that ended passing at its ceiling, or whose failed steps were
+    the connections', found a capacity of at least its figure: compare, the gate and
+    tune (compare_trials' rows) read it as "≥", never as an exact rate."""
+    from stacklab.analysis.analyze import compare_trials
+    from stacklab.analysis.capacity import lower_bound_reasons
+    step = {"phase": "search", "decision": "fail", "rate": 1200, "flags": []}
+    assert lower_bound_reasons({"capacity": 1000, "stopped": "resolved",
+                                "steps": [step]}) == ()
+    assert lower_bound_reasons({"capacity": 1000, "stopped": "no-fail",
+                                "steps": []}) == ("capacity-ceiling",)
+    bound_by_connections = {**step, "flags": ["connections-bound"]}
+    assert lower_bound_reasons({"capacity": 1000, "stopped": "resolved",
+                                "steps": [bound_by_connections]}) == ("connections-bound",)
+    assert lower_bound_reasons({"capacity": None, "stopped": "no-pass"}) == ()
+    db = tmp_path / "r.db"
+    fake_experiment(db, name="fixed", flag_apache_256=False, capacity=0.8,
+                    speed={"nginx": 20000.0, "apache": 10000.0})
+    store = Store.open(db)
+    view = load_view(store, "fixed")
+    store.close()
+    by = {s.trial_id: s for s in view.summaries}
+    base, new = by[BASE], by[NEW]
+    ceiling = replace(new, capacity_limits=("capacity-ceiling",))
+    [row] = [m for m in compare_trials(base, ceiling) if m.metric == "capacity req/s"]
+    assert row.bound.relation == "≥" and "at its search's ceiling" in row.bound.why
+    assert row.decision.kind == "no-verdict" and row.decision.reason == "capacity-ceiling"
+    # apache at half nginx's capacity, but only at least that: a drop past 5% is not shown
+    [j] = judge(base, ceiling, [parse_threshold("capacity<-5%")])
+    assert j.outcome == "inconclusive" and j.reason == "capacity-ceiling", j
+    # the base's capacity only a lower bound: the true drop is larger still, the FAIL stands
+    [j] = judge(replace(base, capacity_limits=("connections-bound",)), new,
+                [parse_threshold("capacity<-5%")])
+    assert j.outcome == "fail", j

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Sequence
 
+from .capacity import CAPACITY_LIMITS, lower_bound_reasons
 from .flags import (BOUNDING, DISTURBED, INVALIDATING, PRESSURE, LATENCY_DISTORTING, disturbance_factor,
                     dispersion, few_requests, history_dependent, run_flags)
 from .stats import (ALPHA, Comparison, compare, look_alpha, median, median_ci, median_ci_level,
@@ -133,6 +134,9 @@ class TrialSummary:
     # A capacity experiment's ([capacity]): each run's confirmed capacity, req/s offered
     # under the SLO (a search that found none gives no value)
     capacity: Estimate = field(default_factory=lambda: Estimate.of([]))
+    # Why its capacity is only a lower bound (capacity.CAPACITY_LIMITS codes, over its
+    # runs): compared as "≥" (capacity_bound)
+    capacity_limits: tuple[str, ...] = ()
     # The experiment its runs belong to, as "<database>#<id>" (ids are per database): two
     # trials of one experiment ran in the same rounds, so their comparison is paired
     # (compare_trials); None: not known
@@ -295,6 +299,8 @@ def summarize(definition: dict, label: str, trial_id: str,
         runs_set_aside=len(measured) - len(ok),
         capacity=Estimate.per_run(
             ok, lambda r: r.resources.part("capacity").get("capacity") or None),
+        capacity_limits=tuple(sorted({why for r in ok for why in lower_bound_reasons(
+            r.resources.part("capacity"))})),
         experiment=experiment, alpha=sure[0], margin=sure[1])
 
 
@@ -477,6 +483,15 @@ def bound(a: TrialSummary, b: TrialSummary, limited_is_low: bool | None,
     return _limited(a, b, {**BOUNDING, **INVALIDATING}, limited_is_low, name)
 
 
+def capacity_bound(a: TrialSummary, b: TrialSummary, name=None) -> Bound | None:
+    """bound() for capacity: a side whose search ended at its ceiling or whose failed
+    steps were the connections' (capacity.CAPACITY_LIMITS) has a capacity of at least
+    its figure, as a side limited by the load engine does."""
+    return _limited(replace(a, flagged=(*a.flagged, *a.capacity_limits)),
+                    replace(b, flagged=(*b.flagged, *b.capacity_limits)),
+                    {**BOUNDING, **INVALIDATING, **CAPACITY_LIMITS}, True, name)
+
+
 def invalid(a: TrialSummary, b: TrialSummary, name=None) -> Bound | None:
     """A side flagged INVALIDATING, for a metric no limit bends (bytes per response): a
     run of error pages weighs what error pages weigh."""
@@ -542,7 +557,7 @@ VERDICTS = ("better", "worse", "same", "no-verdict")
 # (memory-pressure and io-pressure stay among the codes of stored documents; they no
 # longer bound a ratio: flags.PRESSURE)
 REASONS = ("few-runs", "no-data", "limited", "imprecise", *BOUNDING, *PRESSURE,
-           *INVALIDATING)
+           *INVALIDATING, *CAPACITY_LIMITS)
 
 
 @dataclass(frozen=True)
@@ -690,10 +705,11 @@ def compare_trials(a: TrialSummary, b: TrialSummary, name=None) -> list[MetricCo
 
     def row(metric: str, ea: Estimate, eb: Estimate, limited_is_low: bool | None,
             higher_is_better: bool) -> MetricComparison:
+        limits = (capacity_bound(a, b, name) if metric == "capacity req/s" else
+                  bound(a, b, limited_is_low, name))
         return MetricComparison(metric, compare(ea.values, eb.values, alpha,
                                                 when=when_of(a, b, ea, eb)),
-                                bound(a, b, limited_is_low, name), r, limited_is_low,
-                                higher_is_better, margin)
+                                limits, r, limited_is_low, higher_is_better, margin)
 
     def ms(s: TrialSummary, p: str) -> Estimate:
         e = s.latency_runs_us.get(p) or Estimate.of([])

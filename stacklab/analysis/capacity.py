@@ -263,3 +263,27 @@ def _settle(measure, slo, plan, max_error_rate, rate, steps) -> bool | None:
             return False
         duration *= 2
     return None
+
+
+# Why a search's capacity is only a lower bound (analyze.capacity_bound): the figure
+# enters compare, the gate and tune as "≥", never as an exact rate.
+CAPACITY_LIMITS = {
+    "capacity-ceiling": "passed at its search's ceiling (1.25 × the closed-loop probe), "
+                        "so its capacity is at least the figure",
+    CONNECTIONS_BOUND: "failed steps above its capacity lost rate while the server "
+                       "answered within the limit: its connections may have held it",
+}
+
+
+def lower_bound_reasons(record: dict) -> tuple[str, ...]:
+    """The CAPACITY_LIMITS codes of one run's capacity search (its stored record): a
+    search that ended passing at its ceiling, or whose failed steps above the capacity
+    found were connections-bound."""
+    found = record.get("capacity")
+    if not found:
+        return ()
+    out = ["capacity-ceiling"] if record.get("stopped") == "no-fail" else []
+    if any(CONNECTIONS_BOUND in (st.get("flags") or ()) and st.get("decision") == "fail"
+           and (st.get("rate") or 0) > found for st in record.get("steps") or ()):
+        out.append(CONNECTIONS_BOUND)
+    return tuple(out)

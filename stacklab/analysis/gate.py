@@ -29,8 +29,8 @@ from dataclasses import dataclass
 from typing import Callable, Sequence
 
 from ..experiment.gate import Threshold
-from .analyze import (Bound, Estimate, Reach, TrialSummary, bound, reach, reachable,
-                      when_of)
+from .analyze import (Bound, Estimate, Reach, TrialSummary, bound, capacity_bound, reach,
+                      reachable, when_of)
 from .stats import compare
 
 # metric (experiment.gate.METRICS) -> each run's values of a trial, with when they ran
@@ -122,7 +122,8 @@ def judge_one(base: TrialSummary, new: TrialSummary, t: Threshold,
 
     if w is None:
         return made("inconclusive", "no interval: fewer than 2 runs a side", "few-runs")
-    b = bound(base, new, low, name=lambda s: s.label)
+    b = (capacity_bound(base, new, name=lambda s: s.label) if t.metric == "capacity" else
+         bound(base, new, low, name=lambda s: s.label))
     if b is not None and b.relation == "?":
         return made("inconclusive", f"not a measurement: {b.why}", b.reason)
     lo, hi = reachable(w.ci, b, low)
