@@ -208,3 +208,20 @@ def test_undecided_steps_are_lengthened():
     assert calls == [1, 2, 4]
     assert all(s.decision is StepDecision.LONGER for s in result.steps)
     assert result.capacity is None
+
+
+def test_a_spec_written_for_run_needs_no_duration_or_concurrency(tmp_path):
+    """Issue 40: `--step` and `--connections` exist, so a spec without a duration or a
+    concurrency is searched with a 10 s confirmation and 64 connections, each said."""
+    from stacklab.commands.capacity import defaulted, searched_spec
+    doc = {"experiment": {"name": "bare"},
+           "matrix": {"stack": ["nginx"], "workload": ["static-page"]}}
+    spec = searched_spec(doc, tmp_path / "bare.toml", "p99<5ms", None, None, None, None)
+    assert spec.experiment.duration == 10.0 and spec.axes["concurrency"] == (64,)
+    notes = defaulted(doc, None)
+    assert "confirmation holds the rate found for 10s" in notes[0]
+    assert "uses 64 connections" in notes[1]
+    assert defaulted(doc, 16) == [notes[0]]       # --connections said it
+    given = searched_spec({**doc, "experiment": {"name": "b", "duration": "3s"}},
+                          tmp_path / "b.toml", "p99<5ms", None, None, 8, None)
+    assert given.experiment.duration == 3.0 and given.axes["concurrency"] == (8,)

@@ -26,6 +26,10 @@ from .results import writable_file
 from .run import gate, measured, planned
 
 REPETITIONS = 3
+# What a spec written for `run` may leave out and a search still needs: the length of
+# its confirmation (experiment.duration) and the connections of its open loop.
+CONFIRMATION = "10s"
+CONNECTIONS = 64
 
 
 def capacity(env: Environment, spec_path: Path, db: Path | None, slo: str | None,
@@ -42,6 +46,8 @@ def capacity(env: Environment, spec_path: Path, db: Path | None, slo: str | None
                          f"({spec_path} has no [capacity] section to take it from)")
     status = ExitStatus.OK
     if slo is not None or CAPACITY in doc:
+        for note in defaulted(doc, connections):
+            env.stderr.print(f"note: {note}", markup=False, highlight=False)
         spec = searched_spec(doc, spec_path, slo, max_error_rate, step, connections,
                              repetitions)
         spec, plan = planned(spec)
@@ -84,7 +90,28 @@ def searched_spec(doc: dict, spec_path: Path, slo: str | None, max_error_rate: s
         matrix["concurrency"] = [connections]
     elif not own and isinstance(levels := matrix.get("concurrency"), list) and levels:
         matrix["concurrency"] = [max(levels)]
+    elif "concurrency" not in matrix:
+        matrix["concurrency"] = [CONNECTIONS]
+    if not any(k in experiment for k in LENGTHS):
+        experiment["duration"] = CONFIRMATION
     return parse_file_doc(doc, spec_path, REGISTRY, STACKS, set(WORKLOADS))
+
+
+LENGTHS = ("duration", "requests", "requests_per_connection")
+
+
+def defaulted(doc: dict, connections: int | None) -> list[str]:
+    """What searched_spec gives a spec that leaves it out, said once before the search."""
+    experiment, matrix = doc.get("experiment") or {}, doc.get("matrix") or {}
+    out = []
+    if not any(k in experiment for k in LENGTHS):
+        out.append(f"experiment.duration not set: each search's confirmation holds the "
+                   f"rate found for {CONFIRMATION}")
+    if connections is None and "concurrency" not in matrix:
+        out.append(f"matrix.concurrency not set and no --connections: the open loop uses "
+                   f"{CONNECTIONS} connections (a search that says connections-bound "
+                   "needs more)")
+    return out
 
 
 def checked(slo: str | None, max_error_rate: str | None, step: str | None,
