@@ -284,6 +284,30 @@ def test_the_search_against_a_fake_server_of_known_capacity():
     assert all(isinstance(s["rate"], int) for s in record["steps"] if s["rate"])
 
 
+def test_a_busy_host_costs_a_search_at_most_its_budget_of_steps_measured_again():
+    """Issue 40: beside other work every failed step was measured again, twice (71
+    steps in one trial); a search now measures again REMEASURES steps at most, and the
+    dry run's longest time holds its steps."""
+    from stacklab.experiment.spec import REMEASURES, Capacity
+
+    class Busy(FakeMeasures):
+        def measured(self, plan, settled, landed=None):
+            load, resources = super().measured(plan, settled, landed)
+            return load, {**resources, "_host": {"outside_cores": 1.5, "lab_cores": 0.5,
+                                                 "steal_share": 0.0, "cpus": 2,
+                                                 "tolerance_cores": 0.0}}
+    from stacklab.run.capacity import CapacitySearch
+    from stacklab.run.quiet import Settled
+    fake = Busy(lambda rate, d: rate <= 1000)
+    goal = Capacity(slo="p99<50ms", step=1.0)
+    layer = CapacitySearch(fake, goal, 0.5)
+    _, record = layer._search(fake.plan(), Settled(0.0, True, None))
+    again = [s for s in record["steps"] if "measured again" in s["reason"]]
+    assert 0 < len(again) <= REMEASURES, [(s["phase"], s["reason"]) for s in again]
+    searching = [s for s in record["steps"] if s["phase"] != "confirm"]
+    assert sum(s["duration_s"] + 0.5 for s in searching) <= goal.most_s(0.0, 0.5)
+
+
 def test_a_rate_that_passed_a_short_step_by_luck_is_not_confirmed_at_full_length():
     """Short steps pass up to 1,100 req/s, full-length ones only up to 1,000: the
     confirmation steps down and bisects at full length to what holds."""

@@ -72,6 +72,7 @@ class TimeEstimate:
     most_s: float
     overhead: RunOverhead
     wait_s: float = 0.0
+    searches: bool = False     # capacity searches: `most_s` has each at its longest
 
 
 @dataclass(frozen=True)
@@ -143,7 +144,12 @@ class Plan:
             return load + overhead.of(trial.stack)
         typical = EXPERIMENT_OVERHEAD_S + sum(run_s(r.trial) for r in self.runs)
         again = sum(e.remeasure * (run_s(t) + wait_s) for t in self.trials)
-        return TimeEstimate(typical, typical + again, overhead, wait_s)
+        if (c := spec.capacity) is not None:    # every search at its longest
+            longest = c.most_s(e.duration or 0.0, e.warmup)
+            again += sum(max(0.0, longest + overhead.of(r.trial.stack) - run_s(r.trial))
+                         for r in self.runs)
+        return TimeEstimate(typical, typical + again, overhead, wait_s,
+                            spec.capacity is not None)
 
     def max_runs(self, spec: ExperimentSpec) -> int:
         e = spec.experiment

@@ -190,6 +190,17 @@ OBJECTIVES = ("rps", "cpu", "capacity")
 TUNE_MEMORY_MIN_S = 3.0      # the monitor reads PSS every 2 s (monitor.py)
 
 
+# What bounds one capacity search besides its max_steps (run/capacity.py): a step
+# undecided is doubled up to LONGEST_STEP × step; PROFILE_STEPS steps of `step` profile
+# the rate found; CONFIRM_STEPS steps of the experiment's duration at most confirm it;
+# REMEASURES steps in all (the probe's included) are measured again because the host or
+# the engine disturbed them, and no more.
+LONGEST_STEP = 8
+PROFILE_STEPS = 3
+CONFIRM_STEPS = 4
+REMEASURES = 4
+
+
 class Capacity(_Strict):
     """[capacity] (or `stacklab capacity`'s flags): each run searches the highest open-loop
     rate whose latency percentile meets the SLO (run/capacity.py), in steps of `step`
@@ -201,6 +212,18 @@ class Capacity(_Strict):
     step: float = 5.0
     max_steps: int = Field(10, ge=3, le=50)
     resolution: float = Field(0.02, ge=0.005, le=0.2)
+
+    def most_s(self, duration_s: float, warmup_s: float) -> float:
+        """The longest one search can take (its load and warm-ups, not the stack's start):
+        the probe, every step at its longest, the profile, every confirmation and every
+        step measured again at its longest."""
+        chain = LONGEST_STEP.bit_length()         # 1, 2, 4, 8 steps' length: 4 measurements
+        whole, rest = divmod(self.max_steps, chain)
+        searched = (whole * (2 * LONGEST_STEP - 1) + 2 ** rest - 1) * self.step
+        return (searched + self.max_steps * warmup_s + self.step + warmup_s
+                + REMEASURES * (LONGEST_STEP * self.step + warmup_s)
+                + PROFILE_STEPS * (self.step + warmup_s)
+                + CONFIRM_STEPS * (duration_s + warmup_s))
 
     @field_validator("slo")
     @classmethod

@@ -10,7 +10,8 @@ from rich.table import Table
 
 from ..inventory import Feature, KnobSection, Tool
 from ..experiment.plan import Plan, TimeEstimate
-from ..experiment.spec import ExperimentSpec
+from ..experiment.spec import (CONFIRM_STEPS, LONGEST_STEP, PROFILE_STEPS, REMEASURES,
+                               ExperimentSpec)
 from ..stacks.compose import UNAVAILABLE
 
 
@@ -127,10 +128,21 @@ def print_plan(spec: ExperimentSpec, plan: Plan, out: Console,
     out.print(f"{len(plan.trials)} trials × {e.first_repetitions} repetitions = "
               f"{len(plan.runs)} runs, {estimate_words(e, estimate)}", soft_wrap=True)
     out.print(overhead_words(plan, estimate), style="dim", soft_wrap=True)
+    if (c := spec.capacity) is not None:
+        out.print(search_words(c, e.duration or 0.0, e.warmup), soft_wrap=True)
     if e.auto:
         out.print(f"repetitions = auto: more rounds until each trial's req/s CI half-width is "
                   f"under {e.ci_target:.0%}, at most {e.max_repetitions} repetitions "
                   f"({plan.max_runs(spec)} runs)")
+
+
+def search_words(c, duration_s: float, warmup_s: float) -> str:
+    """What bounds one capacity search, and its longest time."""
+    return (f"each search: the probe, at most {c.max_steps} steps of {c.step:g} s (an "
+            f"undecided one doubled up to {LONGEST_STEP * c.step:g} s), {PROFILE_STEPS} "
+            f"profile steps, at most {CONFIRM_STEPS} confirmations of {duration_s:g} s and "
+            f"at most {REMEASURES} steps measured again for a busy host: at most "
+            f"{duration_words(c.most_s(duration_s, warmup_s))} of load a search")
 
 
 def duration_words(seconds: float) -> str:
@@ -144,8 +156,10 @@ def estimate_words(e, estimate: TimeEstimate) -> str:
     trial, experiment.remeasure)"."""
     said = f"estimated {duration_words(estimate.typical_s)} typically"
     if estimate.most_s > estimate.typical_s:
-        said += (f", up to {duration_words(estimate.most_s)} if a busy host has runs "
-                 f"measured again ({e.remeasure} a trial, experiment.remeasure"
+        said += (f", up to {duration_words(estimate.most_s)} if "
+                 + ("every search takes its longest and " if estimate.searches else "")
+                 + f"a busy host has runs measured again ({e.remeasure} a trial, "
+                 "experiment.remeasure"
                  + (", each after --wait-quiet's wait" if estimate.wait_s else "") + ")")
     return said
 

@@ -37,7 +37,7 @@ from ..analysis.capacity import (CONNECTIONS_BOUND, MIN_KEPT, NOT_THE_SERVER, PR
                                  decide, needed, search)
 from ..analysis.flags import disturbance_factor, flag_names
 from ..analysis.stats import decode_histogram
-from ..experiment.spec import Capacity
+from ..experiment.spec import CONFIRM_STEPS, LONGEST_STEP, REMEASURES, Capacity
 from ..errors import EngineError
 from ..measure.drive import LoadPlan, LoadReport
 from ..measure.verify import Verdict as CheckVerdict
@@ -49,7 +49,6 @@ from .quiet import Settled, settle
 # ceiling, with room for the probe's own noise.
 CEILING_ROOM = 1.25
 MIN_WARMUP_S = 0.5          # a step's warm-up at least (_step)
-CONFIRM_STEPS = 4           # full-length steps at most (_confirm)
 STEP_DOWN = 4               # after a fail at full length: this many resolutions lower
 AGAIN = 2                   # a disturbed step that did not pass: measured again
 
@@ -143,6 +142,7 @@ class CapacitySearch:
     resources: dict = field(default_factory=dict)
     steps: list[dict] = field(default_factory=list)
     light_us: float | None = None    # time to first byte under light load (connections_bound)
+    again_left: int = REMEASURES     # steps it may still measure again (the search's budget)
     say: Callable[[str], None] = lambda text: None    # each step decided, as it is
 
     @classmethod
@@ -189,7 +189,7 @@ class CapacitySearch:
             return measured.outcome(offered(rate))
 
         found = search(measure, slo, SearchPlan(
-            start_rate=max(1.0, ceiling / 2), step_s=g.step, max_step_s=g.step * 8,
+            start_rate=max(1.0, ceiling / 2), step_s=g.step, max_step_s=g.step * LONGEST_STEP,
             resolution=g.resolution, max_steps=g.max_steps,
             max_rate=max(2.0, ceiling * CEILING_ROOM), min_requests=needed(slo.percentile)),
             cap)
@@ -210,8 +210,10 @@ class CapacitySearch:
         for attempt in range(AGAIN + 1):
             probe = self._step(base, settled, "probe", None, self.goal.step)
             disturbed = [f for f in probe.flags if f in NOT_THE_SERVER]
-            if not disturbed or not probe.load.completed or attempt == AGAIN:
+            if (not disturbed or not probe.load.completed or attempt == AGAIN
+                    or not self.again_left):
                 return probe
+            self.again_left -= 1
             self.steps[-1]["reason"] = f"{', '.join(disturbed)}: measured again"
         raise AssertionError("unreachable")
 
@@ -266,8 +268,9 @@ class CapacitySearch:
                 return None, verdict
             verdict = decide(measured.outcome(rate), self.goal.goal, self.goal.error_share)
             disturbed = [f for f in measured.flags if f in NOT_THE_SERVER]
-            again = (disturbed and verdict.decision is not StepDecision.PASS
-                     and attempt < AGAIN and measured.explains(rate))
+            again = bool(disturbed and verdict.decision is not StepDecision.PASS
+                         and attempt < AGAIN and self.again_left and measured.explains(rate))
+            self.again_left -= again
             self.steps[-1].update(decision=verdict.decision.value,
                                   interval_us=_interval(verdict.interval_us),
                                   reason=verdict.reason + (
