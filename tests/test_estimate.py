@@ -95,3 +95,14 @@ def test_the_dry_run_says_the_typical_and_the_longest_time(tmp_path):
     text = " ".join(fresh.output.split())
     assert "each after --wait-quiet's wait" in text and "the lab's guess" in text
     assert not (tmp_path / "none.db").exists()
+
+
+def test_a_capacity_search_is_bounded_and_its_longest_time_is_the_estimates_most():
+    """Issue 40: each search's steps, doublings, confirmations and steps measured again
+    are bounded; the dry run's "up to" has every search at its longest."""
+    from stacklab.experiment.spec import Capacity
+    c = Capacity(slo="p99<5ms", step=5.0, max_steps=10)
+    # 10 steps: two doubling chains (1+2+4+8) and 1+2, the probe, 4 measured again at
+    # 8 steps' length, 3 profile steps, 4 confirmations of 10 s; a warm-up of 1 s each
+    searched = (2 * 15 + 3) * 5.0 + 10 * 1.0
+    assert c.most_s(10.0, 1.0) == searched + 6.0 + 4 * 41.0 + 3 * 6.0 + 4 * 11.0
