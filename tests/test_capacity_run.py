@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import threading
 import time
+from dataclasses import replace
 from http.server import ThreadingHTTPServer
 from pathlib import Path
 
@@ -177,8 +178,6 @@ def test_a_capacity_spec_refuses_what_the_search_sets(tmp_path):
 
 
 def _answered(rps: float, ttfb_us: float, p99_us: float | None = None):
-    from dataclasses import replace
-
     from stacklab.measure.drive import Latency
 
     from fakes import fake_report
@@ -189,7 +188,9 @@ def _answered(rps: float, ttfb_us: float, p99_us: float | None = None):
 
 @pytest.mark.parametrize("rps, connections, p99_us, light_us, bound", [
     (790.0, 8, None, 9_000.0, True),       # 8 connections / 10 ms = 800 req/s < 1000
-    (990.0, 8, None, 9_000.0, False),      # the rate was kept
+    (990.0, 16, None, 9_000.0, False),     # the rate was kept, the slots 62% busy
+    (990.0, 11, None, 9_000.0, True),      # kept, but the slots 91% busy: requests
+                                           # queued at the client for a free one
     (790.0, 32, None, 9_000.0, False),     # 32 connections could carry 3,200
     (790.0, 8, 60_000.0, 9_000.0, False),  # the server answered past the limit
     (790.0, 8, None, 2_000.0, False),      # answers 5× slower than under light load:
@@ -317,3 +318,12 @@ def test_a_rate_that_passed_a_short_step_by_luck_is_not_confirmed_at_full_length
     confirms = [s for s in record["steps"] if s["phase"] == "confirm"]
     assert confirms[0]["decision"] == "fail" and confirms[-1]["decision"] == "pass"
     assert len(confirms) <= 4
+
+
+def test_connections_bound_counts_each_http2_stream_as_a_slot():
+    """2 connections of 8 streams are 16 slots: at 10 ms answers they carry 1,600 req/s,
+    so a step of 1,000 that lost rate lost it to the server, not to them."""
+    from stacklab.run.capacity import connections_bound
+    load = replace(_answered(790.0, 10_000.0, None), streams=8)
+    assert connections_bound(load, 2, 1000.0, 50_000.0, 9_000.0) is False
+    assert connections_bound(replace(load, streams=1), 2, 1000.0, 50_000.0, 9_000.0)

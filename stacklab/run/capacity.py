@@ -51,6 +51,10 @@ CEILING_ROOM = 1.25
 MIN_WARMUP_S = 0.5          # a step's warm-up at least (_step)
 STEP_DOWN = 4               # after a fail at full length: this many resolutions lower
 AGAIN = 2                   # a disturbed step that did not pass: measured again
+# The slots' busy share (rate × time to answer / connections × streams) from which
+# requests wait at the client for a free one often enough to fail a tail latency:
+# c servers busy 80% of the time make a tenth or more of arrivals wait (Erlang C, c ≤ 64).
+CLIENT_BUSY = 0.8
 
 
 class Measures(Protocol):
@@ -316,19 +320,25 @@ def offered(rate: float) -> int:
 
 def connections_bound(load: LoadReport, connections: int, rate: float, limit_us: float,
                       light_us: float | None) -> bool:
-    """The step lost rate because its connections were all waiting, not because the
-    server was slow: in the open loop each connection sends its next request once
-    answered, so `connections` carry at most connections / (time to answer) requests a
-    second. Flagged when that is under the rate offered while the server answered as
-    fast as under light load (`light_us`: the time to first byte of the search's first
-    passing step, at half the probe's rate; at most twice it) and within the SLO's
-    limit. A saturated server also keeps every connection waiting, but its answers slow
-    down as its queue grows: that is its capacity, not the connections'."""
+    """The step's connections, not the server, held it: in the open loop each connection
+    (each HTTP/2 stream of one) sends its next request once answered, so `connections`
+    × streams carry at most that many / (time to answer) requests a second, and a
+    request whose slot is busy waits at the client, its latency counted from when it
+    should have gone. Flagged when the server answered as fast as under light load
+    (`light_us`: the time to first byte of the search's first passing step, at half
+    the probe's rate; at most twice it) and within the SLO's limit, and either the step
+    lost rate the slots could not carry, or the slots were busy CLIENT_BUSY of the time
+    or more (rate × time to answer / slots), where requests queue at the client: the
+    latency that failed the step was the client's queue. A saturated server also keeps
+    every connection waiting, but its answers slow down as its queue grows: that is its
+    capacity, not the connections'."""
     answer_us = load.ttfb_us.mean or load.ttfb_us.p50
-    if (not answer_us or not light_us or load.rps >= MIN_KEPT * rate
-            or load.ttfb_us.p99 >= limit_us or answer_us > 2 * light_us):
+    if (not answer_us or not light_us or load.ttfb_us.p99 >= limit_us
+            or answer_us > 2 * light_us):
         return False
-    return connections / (answer_us / 1e6) < rate
+    slots = connections * max(1, load.streams)
+    busy = rate * answer_us / 1e6 / slots
+    return busy >= CLIENT_BUSY or (load.rps < MIN_KEPT * rate and busy > 1)
 
 
 def _interval(interval: tuple[float, float]) -> list[float | None]:
