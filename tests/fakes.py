@@ -313,12 +313,18 @@ class FakeProcesses:
 
 def fake_resources(component: str, cpu_s: float, rss: float,
                    capacity: float | None = None) -> dict:
-    """`capacity`: the run was a capacity search that found it (one confirmed step)."""
+    """`capacity`: the run was a capacity search that found it (a search step 5% above
+    it failed, the confirmation at it passed)."""
     searched = {"_capacity": {
         "slo": "p99<50ms", "percentile": 99.0, "limit_us": 50_000.0, "max_error_rate": 0.0,
         "connections": 16, "capacity": capacity, "searched": capacity,
         "stopped": "resolved", "confirmed": True,
-        "steps": [{"phase": "confirm", "rate": round(capacity), "duration_s": 2.0,
+        "steps": [{"phase": "search", "rate": round(capacity * 1.05), "duration_s": 1.0,
+                   "achieved": capacity, "completed": int(capacity), "errors": 0,
+                   "p50_us": 9_000.0, "p99_us": 80_000.0, "slo_us": 80_000.0,
+                   "interval_us": [70_000.0, 90_000.0], "decision": "fail",
+                   "reason": "p99 over 50000 us", "flags": []},
+                  {"phase": "confirm", "rate": round(capacity), "duration_s": 2.0,
                    "achieved": capacity, "completed": int(capacity * 2), "errors": 0,
                    "p50_us": 900.0, "p99_us": 20_000.0, "slo_us": 20_000.0,
                    "interval_us": [18_000.0, 22_000.0], "decision": "pass",

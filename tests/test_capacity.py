@@ -146,7 +146,8 @@ def test_a_request_with_no_good_answer_counts_as_over_the_limit():
     assert decide(_outcome(fast), SLO).decision is StepDecision.PASS
     fast = np.full(10_000, 2_000.0)
     # in flight at the end: over when the oldest is past the limit, else the window's cut
-    stuck = replace(_outcome(fast), in_flight=150, in_flight_age_us=900_000)
+    stuck = replace(_outcome(fast), in_flight=150, in_flight_age_us=900_000,
+                    in_flight_old=140)
     assert decide(stuck, SLO).decision is not StepDecision.PASS
     cut = replace(_outcome(fast), in_flight=150, in_flight_age_us=3_000)
     assert decide(cut, SLO).decision is StepDecision.PASS
@@ -225,3 +226,14 @@ def test_a_spec_written_for_run_needs_no_duration_or_concurrency(tmp_path):
     given = searched_spec({**doc, "experiment": {"name": "b", "duration": "3s"}},
                           tmp_path / "b.toml", "p99<5ms", None, None, 8, None)
     assert given.experiment.duration == 3.0 and given.axes["concurrency"] == (8,)
+
+
+def test_of_the_requests_in_flight_only_those_known_past_the_limit_count():
+    """At the step's end 50 requests are in flight, the oldest 6 ms old against a 5 ms
+    limit: one is known to be over, not fifty (the rest are the window's cut)."""
+    slo = Slo(99.0, 5_000)
+    fast = np.full(10_000, 2_000.0)
+    cut = replace(_outcome(fast), in_flight=120, in_flight_age_us=6_000, in_flight_old=0)
+    assert decide(cut, slo).decision is StepDecision.PASS
+    old = replace(cut, in_flight_old=120)         # every one older than the step itself
+    assert decide(old, slo).decision is not StepDecision.PASS

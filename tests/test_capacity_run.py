@@ -217,7 +217,7 @@ def test_show_says_each_trials_capacity_from_stored_searches(tmp_path):
     assert "nginx static-page c=1: 16,160 req/s (range 15,998–16,322)" in text, text
     # the fakes store only the confirmation: no profile steps
     assert "p50 / p99 at 50%: —, 80%: —, 90%: —, 100%: 0.90 / 20.00 ms" in text, text
-    assert "3 search(es), 1–1 steps each, ended: resolved" in text
+    assert "3 search(es), 2–2 steps each, ended: resolved" in text
 
 
 def test_show_json_carries_each_trials_capacity(tmp_path):

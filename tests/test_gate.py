@@ -412,6 +412,13 @@ def test_a_capacity_that_is_only_a_lower_bound_is_judged_as_one(tmp_path):
     assert lower_bound_reasons({"capacity": 1000, "stopped": "resolved",
                                 "steps": [bound_by_connections]}) == ("connections-bound",)
     assert lower_bound_reasons({"capacity": None, "stopped": "no-pass"}) == ()
+    # out of steps while still rising: nothing above it failed, it is at least that
+    rising = {"phase": "search", "decision": "pass", "rate": 1000, "flags": []}
+    assert lower_bound_reasons({"capacity": 1000, "stopped": "step-limit",
+                                "steps": [rising]}) == ("capacity-ceiling",)
+    # one failure above it that was the server's: an exact capacity
+    assert lower_bound_reasons({"capacity": 1000, "stopped": "resolved",
+                                "steps": [bound_by_connections, step]}) == ()
     db = tmp_path / "r.db"
     fake_experiment(db, name="fixed", flag_apache_256=False, capacity=0.8,
                     speed={"nginx": 20000.0, "apache": 10000.0})
@@ -422,7 +429,7 @@ def test_a_capacity_that_is_only_a_lower_bound_is_judged_as_one(tmp_path):
     base, new = by[BASE], by[NEW]
     ceiling = replace(new, capacity_limits=("capacity-ceiling",))
     [row] = [m for m in compare_trials(base, ceiling) if m.metric == "capacity req/s"]
-    assert row.bound.relation == "≥" and "at its search's ceiling" in row.bound.why
+    assert row.bound.relation == "≥" and "no rate above its capacity fail" in row.bound.why
     assert row.decision.kind == "no-verdict" and row.decision.reason == "capacity-ceiling"
     # apache at half nginx's capacity, but only at least that: a drop past 5% is not shown
     [j] = judge(base, ceiling, [parse_threshold("capacity<-5%")])

@@ -305,9 +305,13 @@ def summarize(definition: dict, label: str, trial_id: str,
 
 
 def _busy_ratio(ok: list[RunRecord]) -> float | None:
-    """Median req/s of the runs on a busy host over the others'; None without both."""
-    busy = [r.load.rps for r in ok if disturbance_factor(r.resources.host) > 1.0]
-    quiet = [r.load.rps for r in ok if disturbance_factor(r.resources.host) == 1.0]
+    """Median req/s of the runs on a busy host (whose window was read) over the
+    others'; None without both, or at a fixed rate (req/s is then what was asked)."""
+    if any(r.load.rate for r in ok):
+        return None
+    factors = [(r.load.rps, disturbance_factor(r.resources.host)) for r in ok]
+    busy = [rps for rps, f in factors if 1.0 < f < math.inf]
+    quiet = [rps for rps, f in factors if f == 1.0]
     return median(busy) / median(quiet) if busy and quiet and median(quiet) else None
 
 

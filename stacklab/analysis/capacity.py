@@ -136,6 +136,7 @@ class StepOutcome:
     # (Requests never sent lower the achieved rate, which fails the step past 1%.)
     in_flight: int = 0
     in_flight_age_us: float = 0.0
+    in_flight_old: int = 0         # of them, waiting longer than the step lasted
 
 
 @dataclass(frozen=True)
@@ -152,14 +153,16 @@ def decide(outcome: StepOutcome, slo: Slo, max_error_rate: float = 0.0) -> Verdi
     that sheds or stalls load is past its capacity however fast its answers are.
     Every request that failed, was answered with an error or got no answer counts as
     over the limit in the percentile (a bin at infinity): a server that timed out 0.8%
-    of its requests does not meet "p99 < L" however fast its other answers were. Those
-    still in flight at the step's end count when the oldest of them is already past the
-    limit (under it they are the window's cut, as those in flight at its start were,
-    whose answers are in the histogram). An error response is also in the histogram
+    of its requests does not meet "p99 < L" however fast its other answers were. Of those
+    still in flight at the step's end, the ones known to be past the limit count: the
+    oldest when it is, and every one older than the step (the rest are the window's cut,
+    as those in flight at its start were, whose answers are in the histogram). The
+    errors `max_error_rate` allows count too: a cap of 1% or more cannot let "p99 < L"
+    pass on them. An error response is also in the histogram
     with its latency, so it weighs twice: the step is judged a little harder, never
     easier."""
     over = outcome.errors + (
-        outcome.in_flight if outcome.in_flight_age_us > slo.limit_us else 0)
+        max(1, outcome.in_flight_old) if outcome.in_flight_age_us > slo.limit_us else 0)
     interval = percentile_interval(
         outcome.bins + ((Bin(math.inf, math.inf, over),) if over else ()), slo.percentile)
     if outcome.achieved_rate < MIN_KEPT * outcome.offered_rate:
@@ -268,22 +271,25 @@ def _settle(measure, slo, plan, max_error_rate, rate, steps) -> bool | None:
 # Why a search's capacity is only a lower bound (analyze.capacity_bound): the figure
 # enters compare, the gate and tune as "≥", never as an exact rate.
 CAPACITY_LIMITS = {
-    "capacity-ceiling": "passed at its search's ceiling (1.25 × the closed-loop probe), "
-                        "so its capacity is at least the figure",
+    "capacity-ceiling": "had no rate above its capacity fail (its search ended at its "
+                        "ceiling or its step limit), so its capacity is at least the figure",
     CONNECTIONS_BOUND: "failed steps above its capacity lost rate while the server "
                        "answered within the limit: its connections may have held it",
 }
 
 
 def lower_bound_reasons(record: dict) -> tuple[str, ...]:
-    """The CAPACITY_LIMITS codes of one run's capacity search (its stored record): a
-    search that ended passing at its ceiling, or whose failed steps above the capacity
-    found were connections-bound."""
+    """The CAPACITY_LIMITS codes of one run's capacity search (its stored record): no
+    step at a rate above the capacity found failed (the search passed at its ceiling,
+    or ran out of steps while still rising), or those that failed were all
+    connections-bound."""
     found = record.get("capacity")
     if not found:
         return ()
-    out = ["capacity-ceiling"] if record.get("stopped") == "no-fail" else []
-    if any(CONNECTIONS_BOUND in (st.get("flags") or ()) and st.get("decision") == "fail"
-           and (st.get("rate") or 0) > found for st in record.get("steps") or ()):
-        out.append(CONNECTIONS_BOUND)
-    return tuple(out)
+    failed = [st for st in record.get("steps") or () if st.get("decision") == "fail"
+              and st.get("phase") in ("search", "confirm") and (st.get("rate") or 0) > found]
+    if not failed:
+        return ("capacity-ceiling",)
+    if all(CONNECTIONS_BOUND in (st.get("flags") or ()) for st in failed):
+        return (CONNECTIONS_BOUND,)
+    return ()

@@ -196,6 +196,7 @@ TUNE_MEMORY_MIN_S = 3.0      # the monitor reads PSS every 2 s (monitor.py)
 # REMEASURES steps in all (the probe's included) are measured again because the host or
 # the engine disturbed them, and no more.
 LONGEST_STEP = 8
+STEP_WARMUP_S = 0.5     # a step's warm-up at least
 PROFILE_STEPS = 3
 CONFIRM_STEPS = 4
 REMEASURES = 4
@@ -216,14 +217,16 @@ class Capacity(_Strict):
     def most_s(self, duration_s: float, warmup_s: float) -> float:
         """The longest one search can take (its load and warm-ups, not the stack's start):
         the probe, every step at its longest, the profile, every confirmation and every
-        step measured again at its longest."""
+        step measured again at its longest (a confirmation's or a search step's). A step
+        at a rate too low to hold the requests its percentile needs in `step` is longer
+        (run/capacity.py): not counted here."""
+        w = max(warmup_s, STEP_WARMUP_S)
         chain = LONGEST_STEP.bit_length()         # 1, 2, 4, 8 steps' length: 4 measurements
         whole, rest = divmod(self.max_steps, chain)
         searched = (whole * (2 * LONGEST_STEP - 1) + 2 ** rest - 1) * self.step
-        return (searched + self.max_steps * warmup_s + self.step + warmup_s
-                + REMEASURES * (LONGEST_STEP * self.step + warmup_s)
-                + PROFILE_STEPS * (self.step + warmup_s)
-                + CONFIRM_STEPS * (duration_s + warmup_s))
+        return (searched + self.max_steps * w + self.step + w
+                + REMEASURES * (max(LONGEST_STEP * self.step, duration_s) + w)
+                + PROFILE_STEPS * (self.step + w) + CONFIRM_STEPS * (duration_s + w))
 
     @field_validator("slo")
     @classmethod

@@ -234,7 +234,11 @@ def support(trial: TrialSummary, view: ExperimentView, registry: KnobRegistry) -
         value, knob = _value(trial, key, registry), registry.get(key)
         if value == knob.default:
             continue
-        alone = only({key: value})
+        # alone: with the trial's values of the knobs it acts with (tune's arms measure
+        # tcp_nopush alone as tcp_nopush with sendfile on)
+        alone = only({key: value}) or only({key: value, **{
+            k: _value(trial, k, registry) for name in knob.acts_with
+            if (k := f"{knob.component}.{name}") in keys}})
         settings.append(Setting(key, value, knob.default, alone, answer(default, alone)
                                 if default is not None and alone is not None else None))
     jointly = (answer(default, trial) if default is not None and settings

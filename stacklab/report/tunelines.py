@@ -132,7 +132,7 @@ def unsupported(keys: list[str], defaults: Mapping[str, MetricComparison],
     def kind(rows: Mapping[str, MetricComparison]) -> str | None:
         kinds = {m.decision.kind for m in _judged(rows, objective)}
         return ("better" if kinds == {"better"} else "worse" if "worse" in kinds
-                else next(iter(kinds), None))
+                else None)
     better = kind(defaults) == "better"
     return [key for key in keys
             if not supports(kind(alone[key]) if key in alone else None, better)]

@@ -37,7 +37,8 @@ from ..analysis.capacity import (CONNECTIONS_BOUND, MIN_KEPT, NOT_THE_SERVER, PR
                                  decide, needed, search)
 from ..analysis.flags import disturbance_factor, flag_names
 from ..analysis.stats import decode_histogram
-from ..experiment.spec import CONFIRM_STEPS, LONGEST_STEP, REMEASURES, Capacity
+from ..experiment.spec import (CONFIRM_STEPS, LONGEST_STEP, REMEASURES, STEP_WARMUP_S,
+                               Capacity)
 from ..errors import EngineError
 from ..measure.drive import LoadPlan, LoadReport
 from ..measure.verify import Verdict as CheckVerdict
@@ -48,7 +49,6 @@ from .quiet import Settled, settle
 # carried closed-loop (each sends its next request once answered): the search's
 # ceiling, with room for the probe's own noise.
 CEILING_ROOM = 1.25
-MIN_WARMUP_S = 0.5          # a step's warm-up at least (_step)
 STEP_DOWN = 4               # after a fail at full length: this many resolutions lower
 AGAIN = 2                   # a disturbed step that did not pass: measured again
 # The slots' busy share (rate × time to answer / connections × streams) from which
@@ -130,6 +130,7 @@ class Measured:
                            completed=load.completed - self._answered_badly,
                            errors=self.errors, bins=self._bins,
                            in_flight=flight.count if flight else 0,
+                           in_flight_old=flight.older_than_run if flight else 0,
                            in_flight_age_us=flight.age_us_max if flight else 0.0)
 
 
@@ -295,12 +296,15 @@ class CapacitySearch:
             duration_s = max(duration_s, needed(self.goal.goal.percentile) / rate)
         # each step warms up: the previous step's backlog (an overload) drains first
         plan = replace(base, duration_s=duration_s, requests=None,
-                       warmup_s=max(self.warmup_s, MIN_WARMUP_S), load=load)
+                       warmup_s=max(self.warmup_s, STEP_WARMUP_S), load=load)
         measured = Measured(*self.measurement.measured(plan, settled))
         done = measured.load
         flags = list(measured.flags)
-        if rate and connections_bound(done, plan.connections, rate, self.goal.goal.limit_us,
-                                      self.light_us):
+        answered = done.completed + done.failed
+        if (rate and connections_bound(done, plan.connections, rate,
+                                       self.goal.goal.limit_us, self.light_us)
+                # a server that sheds load answers its errors fast: its own limit
+                and measured.errors <= self.goal.error_share * answered):
             flags.append(CONNECTIONS_BOUND)
         self.steps.append({
             "phase": phase, "rate": None if rate is None else load["rate"],
