@@ -304,3 +304,25 @@ def test_the_quick_preset_finds_a_significantly_better_apache_than_the_defaults(
     readme = (tmp_path / "conf" / "README.txt").read_text()
     assert re.search(r"apache.enable_sendfile = True \(default False\): .*\n\s+alone: ",
                      readme), readme
+
+
+def test_importances_come_with_their_interval_and_never_from_a_handful_of_trials():
+    """Issue 40: a 4-trial search printed fANOVA importances as if they meant something.
+    Under 10 trials none is estimated; from 10 on each comes with its bootstrap
+    interval, and a knob that moves the objective 100× more than another is told apart
+    from it."""
+    import optuna
+
+    from stacklab.commands.tune import importances
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+
+    def study_of(n: int):
+        study = optuna.create_study(direction="maximize",
+                                    sampler=optuna.samplers.RandomSampler(seed=1))
+        study.optimize(lambda t: 10 * t.suggest_float("x", 0, 1)
+                       + 0.1 * t.suggest_float("y", 0, 1), n_trials=n)
+        return study
+    assert importances(optuna, study_of(4)) == ({}, 4)
+    found, n = importances(optuna, study_of(30))
+    assert n == 30 and found["x"].share > 0.8 and found["x"].low > found["y"].high
+    assert all(v.low <= v.share <= v.high for v in found.values())

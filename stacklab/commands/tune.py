@@ -30,6 +30,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+import numpy as np
+
 from ..analysis.analyze import (Estimate, ExperimentView, MetricComparison, TrialSummary,
                                 compare_trials, disturbed, summarize, when_of)
 from ..analysis.memplan import WorkerLimit, worker_limit
@@ -216,7 +218,7 @@ class Search:
                  for name, s in got.items() if name.startswith("alone ")
                  and s is not got["defaults"] and s is not got["best"]}
         for line in final_lines(best.number, best.user_attrs["values"], self.fixed,
-                                against, t.objective, importances(self.optuna, study),
+                                against, t.objective, *importances(self.optuna, study),
                                 got["best"].trial_id, hand, alone):
             self.say(line)
 
@@ -303,26 +305,64 @@ def predicted(limit: WorkerLimit | str, knobs: dict[str, Any], values: dict[str,
     return predict(limit, int(knobs[limit.knob]), pool_of(limit, values), seen)
 
 
-def importances(optuna: Any, study: Any) -> dict[str, float]:
+# fANOVA on fewer trials than this is a forest fitted to noise: not printed. With more,
+# each knob's importance is given with its spread over IMPORTANCE_RESAMPLES studies of
+# the trials drawn again with replacement (a bootstrap), so a share a handful of trials
+# decided shows as the wide interval it is.
+IMPORTANCE_MIN_TRIALS = 10
+IMPORTANCE_RESAMPLES = 20
+
+
+@dataclass(frozen=True)
+class Importance:
+    """A searched knob's fANOVA share of the objective's variance over the trials, with
+    the 2.5th to 97.5th percentile of its bootstrap resamples."""
+
+    share: float
+    low: float
+    high: float
+
+
+def importances(optuna: Any, study: Any) -> tuple[dict[str, Importance], int]:
     """Each searched knob's importance over the complete trials, by fANOVA (Optuna's
     FanovaImportanceEvaluator: the share of the objective's variance a random forest
-    fitted to the trials puts on each knob), over the knobs every trial had; {} with too
-    few trials to tell. Not Optuna's default, PED-ANOVA, which asks how the best trials'
-    values differ from all trials': once TPE has settled a knob, nearly every trial has
-    the best's value and the knob reads as unimportant (S1's LAMP here: MariaDB's query
-    cache, 10× between off and on, came out at 2%; fANOVA puts it at 93%)."""
+    fitted to the trials puts on each knob), over the knobs every trial had, with its
+    bootstrap interval; and how many trials it is read from. {} under
+    IMPORTANCE_MIN_TRIALS trials, or when fANOVA cannot tell. Not Optuna's default,
+    PED-ANOVA, which asks how the best trials' values differ from all trials': once TPE
+    has settled a knob, nearly every trial has the best's value and the knob reads as
+    unimportant (S1's LAMP here: MariaDB's query cache, 10× between off and on, came out
+    at 2%; fANOVA puts it at 93%)."""
     complete = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
-    if len(complete) < 3:
-        return {}
+    if len(complete) < IMPORTANCE_MIN_TRIALS:
+        return {}, len(complete)
+    found = _fanova(optuna, study, 0)
+    if not found:
+        return {}, len(complete)
+    rng = np.random.default_rng(0)
+    draws: dict[str, list[float]] = {k: [] for k in found}
+    for r in range(IMPORTANCE_RESAMPLES):
+        resampled = optuna.create_study(directions=study.directions)
+        resampled.add_trials([complete[i] for i in rng.integers(0, len(complete),
+                                                                 len(complete))])
+        for k, v in (_fanova(optuna, resampled, r + 1) or {}).items():
+            if k in draws:
+                draws[k].append(v)
+    return {k: Importance(v, *(float(q) for q in np.percentile(draws[k] or [v], [2.5, 97.5])))
+            for k, v in found.items()}, len(complete)
+
+
+def _fanova(optuna: Any, study: Any, seed: int) -> dict[str, float] | None:
+    """fANOVA's shares over `study`'s trials; None when it cannot tell."""
     with warnings.catch_warnings(record=True) as said:
         warnings.simplefilter("always")
         try:
             found = optuna.importance.get_param_importances(
-                study, evaluator=optuna.importance.FanovaImportanceEvaluator(seed=0))
+                study, evaluator=optuna.importance.FanovaImportanceEvaluator(seed=seed))
         except (RuntimeError, ValueError):
-            return {}
+            return None
     too_few = any("too small to compute importances" in str(w.message) for w in said)
-    return {} if too_few else found
+    return None if too_few else dict(found)
 
 
 def tally(optuna: Any, study: Any) -> tuple[dict[str, int], list[float]]:

@@ -81,7 +81,7 @@ def tally_line(counts: Mapping[str, int], peaks: list[float], budget: int | None
 
 def final_lines(best: int, values: Mapping[str, Any], fixed: Mapping[str, Any],
                 against: Mapping[str, Mapping[str, MetricComparison]], objective: str,
-                importance: Mapping[str, float], best_trial_id: str,
+                importance: Mapping[str, Any], trials: int, best_trial_id: str,
                 hand: Mapping[str, Any],
                 alone: Mapping[str, Mapping[str, MetricComparison]]) -> list[str]:
     """The best trial's values, each knob's importance, and the objective against the
@@ -91,8 +91,13 @@ def final_lines(best: int, values: Mapping[str, Any], fixed: Mapping[str, Any],
     defaults (`alone`: knob key -> rows); how to get its configuration."""
     out = [f"best: trial {best}: {changed(values, fixed)}"]
     if importance:
-        out.append("  importance (fANOVA: each knob's share of the variance over the trials): "
-                   + ", ".join(f"{k} {v:.0%}" for k, v in importance.items()))
+        out.append(f"  importance (fANOVA: each knob's share of the variance over the "
+                   f"{trials} trials, with its 95% bootstrap interval): " + ", ".join(
+                       f"{k} {v.share:.0%} [{v.low:.0%}–{v.high:.0%}]"
+                       for k, v in importance.items()))
+    else:
+        out.append(f"  importance: not estimated from {trials} trials (too few for fANOVA "
+                   "to say more than noise)")
     left = unsupported([k for k, v in values.items() if fixed.get(k) != v],
                        against.get("defaults", {}), alone, objective)
     out.append(f"  its configuration: stacklab export-config {best_trial_id} -o DIR "
