@@ -192,13 +192,15 @@ TUNE_MEMORY_MIN_S = 3.0      # the monitor reads PSS every 2 s (monitor.py)
 
 # What bounds one capacity search besides its max_steps (run/capacity.py): a step
 # undecided is doubled up to LONGEST_STEP × step; PROFILE_STEPS steps of `step` profile
-# the rate found; CONFIRM_STEPS steps of the experiment's duration at most confirm it;
+# the rate found; CONFIRM_STEPS steps of the experiment's duration at most confirm it
+# (a rate holds once it passed REPLICATED of them);
 # REMEASURES steps in all (the probe's included) are measured again because the host or
 # the engine disturbed them, and no more.
 LONGEST_STEP = 8
 STEP_WARMUP_S = 0.5     # a step's warm-up at least
 PROFILE_STEPS = 3
-CONFIRM_STEPS = 4
+CONFIRM_STEPS = 6       # full-length steps: up to 3 rates, each passed twice to hold
+REPLICATED = 2
 REMEASURES = 4
 
 

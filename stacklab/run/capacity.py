@@ -37,8 +37,8 @@ from ..analysis.capacity import (CONNECTIONS_BOUND, MIN_KEPT, NOT_THE_SERVER, PR
                                  decide, needed, search)
 from ..analysis.flags import disturbance_factor, flag_names
 from ..analysis.stats import decode_histogram
-from ..experiment.spec import (CONFIRM_STEPS, LONGEST_STEP, REMEASURES, STEP_WARMUP_S,
-                               Capacity)
+from ..experiment.spec import (CONFIRM_STEPS, LONGEST_STEP, REMEASURES, REPLICATED,
+                               STEP_WARMUP_S, Capacity)
 from ..errors import EngineError
 from ..measure.drive import LoadPlan, LoadReport
 from ..measure.verify import Verdict as CheckVerdict
@@ -227,16 +227,23 @@ class CapacitySearch:
         """The rate found, held for the experiment's duration; a short step can pass by
         luck where a long one does not, so on a fail the search goes on at full length:
         down by STEP_DOWN resolutions until a rate holds, then bisecting between it and
-        the lowest that failed, CONFIRM_STEPS full-length steps at most. The highest rate
-        that held, with its load (the run's), or None with the last load measured."""
+        the lowest that failed, CONFIRM_STEPS full-length steps at most. A rate holds
+        when it passed REPLICATED full-length steps, each on its own: one step near
+        capacity passes by luck far more often than its interval says
+        (bench/capacity_coverage.py), two in a row less. The highest rate that held,
+        with its load (the run's), or None with the last load measured."""
         g = self.goal
         duration = base.duration_s or g.step
         held: tuple[Measured, float] | None = None
         last: Measured | None = None
         failed, rate = None, offered(found)
+        passes: dict[float, int] = {}
         for _ in range(CONFIRM_STEPS):
             measured, verdict = self._decided(base, settled, "confirm", rate, duration)
             if measured is not None and verdict.decision is StepDecision.PASS:
+                passes[rate] = passes.get(rate, 0) + 1
+                if passes[rate] < REPLICATED:
+                    continue            # the same rate again, on its own step
                 held = (measured, rate)
                 if failed is None or failed - rate <= g.resolution * rate:
                     break
