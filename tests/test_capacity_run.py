@@ -135,14 +135,15 @@ concurrency = [1, 16]
                          "--repetitions", "1", "--db", db, "-o", html)
     assert status == 0, out
     assert "latency against offered rate" in html.read_text().lower()
-    [run] = searches(db, "cap.capacity")
+    run = searches(db, "cap.capacity")[-1]     # a run disturbed by the host is made again
     found = run.resources.part("capacity")
     assert found["connections"] == 16            # the spec's largest concurrency
     assert found["capacity"] and found["confirmed"], found
     phases = [s["phase"] for s in found["steps"]]
     assert phases[0] == "probe" and phases[-3:] == ["profile"] * 3 and "confirm" in phases
     assert run.load.rate == round(found["capacity"])     # the run's load: the confirmation
-    assert "nginx static-page:" in out and "req/s (one search)" in out
+    # one search, or more where the host had one made again
+    assert "nginx static-page:" in out and "req/s (" in out
     shown_status, shown = invoke("show", "cap.capacity", "--db", db)
     assert shown_status == 0 and "capacity: the highest open-loop rate" in shown
 

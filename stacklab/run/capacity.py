@@ -226,7 +226,8 @@ class CapacitySearch:
                  ) -> tuple[Measured | None, float | None]:
         """The rate found, held for the experiment's duration; a short step can pass by
         luck where a long one does not, so on a fail the search goes on at full length:
-        down by STEP_DOWN resolutions until a rate holds, then bisecting between it and
+        down by STEP_DOWN resolutions (or to just under the rate the failed step carried,
+        when that is lower) until a rate holds, then bisecting between it and
         the lowest that failed, CONFIRM_STEPS full-length steps at most. A rate holds
         when it passed REPLICATED full-length steps, each on its own: one step near
         capacity passes by luck far more often than its interval says
@@ -250,8 +251,12 @@ class CapacitySearch:
                 rate = offered((rate + failed) / 2)
             else:
                 last, failed = measured or last, rate
+                # down to what the server carried when it could not keep the rate (a
+                # short step's rate can be far above what holds at full length)
+                carried = (measured.load.rps * (1 - g.resolution)
+                           if measured is not None and measured.load.rps else rate)
                 rate = offered((rate + held[1]) / 2 if held else
-                               rate * (1 - STEP_DOWN * g.resolution))
+                               min(rate * (1 - STEP_DOWN * g.resolution), carried))
             if held and rate in (held[1], failed):
                 break                   # whole req/s: nothing left between them
         if held is None:
