@@ -139,8 +139,8 @@ def trial_notes(s: TrialSummary) -> list[str]:
             "its slow-down was not measured" if s.disturbance == float("inf") else
             f"its runs on the busy host gave {s.busy_ratio:.0%} of its others' req/s "
             "(medians)" if s.busy_ratio is not None else
-            "every run it kept; within its experiment it is compared round by round, "
-            "so what slowed both runs of a round cancels"))
+            "within its experiment it is compared round by round, so what slowed both "
+            "runs of a round cancels"))
     if s.runs_set_aside:
         out.append(f"{s.runs_set_aside} disturbed run{'' if s.runs_set_aside == 1 else 's'}"
                    " measured again and set aside")
