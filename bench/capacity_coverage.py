@@ -15,8 +15,10 @@ share of steps whose 95% interval covers the truth, and the share whose interval
 wholly below it (a step that passes when it should not: capacity biased upward), and
 of two steps in a row, both (the replicated pass the confirmation asks for), for:
 
-- today's rule: the p99's order-statistic interval (analysis/capacity.percentile_interval),
-  which takes the requests as independent;
+- independent draws: the p99's order-statistic interval (analysis/capacity.percentile_interval),
+  which takes the requests as independent (the rule before issue 40);
+- today's rule: the same interval with the requests counted as n / per_draw draws, per_draw
+  sized from the spread of the step's one-second mean latencies (analysis/capacity.per_draw);
 - batch means: the share of requests over the true p99 with a t interval over the
   step's one-second windows (the engine's time series), the design the issue proposes;
 - quasi-Poisson: the count over the true p99 with a Poisson interval widened by the
@@ -34,7 +36,7 @@ from scipy.optimize import brentq
 from scipy.special import stdtrit
 from scipy.stats import chi2
 
-from stacklab.analysis.capacity import Bin, percentile_interval
+from stacklab.analysis.capacity import Bin, StepOutcome, Window, per_draw, percentile_interval
 
 LEVEL = 0.95
 RATE = 1000.0                        # requests a second
@@ -67,9 +69,22 @@ def steps(rate: float, load: float, seconds: float, count: int, rng: np.random.G
 
 def order_statistic(latency: np.ndarray, _second: np.ndarray, _limit: float
                     ) -> tuple[float, float]:
-    """The p99's interval as a step is judged today, in seconds."""
+    """The p99's interval with the requests as independent draws, in seconds."""
     values, counts = np.unique(np.round(latency * 1e6), return_counts=True)
     low, high = percentile_interval([Bin(v, v, int(c)) for v, c in zip(values, counts)], 99)
+    return low / 1e6, high / 1e6
+
+
+def correlated(latency: np.ndarray, second: np.ndarray, limit: float
+               ) -> tuple[float, float]:
+    """The p99's interval as a step is judged today: n / per_draw draws, in seconds."""
+    values, counts = np.unique(np.round(latency * 1e6), return_counts=True)
+    bins = tuple(Bin(v, v, int(c)) for v, c in zip(values, counts))
+    n = np.bincount(second)
+    total = np.bincount(second, weights=latency * 1e6)
+    outcome = StepOutcome(RATE, RATE, len(latency), 0, bins, windows=tuple(
+        Window(int(k), float(t / k)) for k, t in zip(n, total) if k))
+    low, high = percentile_interval(bins, 99, per_draw=per_draw(outcome, limit * 1e6))
     return low / 1e6, high / 1e6
 
 
@@ -105,7 +120,8 @@ def quasi_poisson(latency: np.ndarray, second: np.ndarray, limit: float
     return low * dispersion / n.sum(), high * dispersion / n.sum()
 
 
-RULES = {"order statistic (today)": (order_statistic, "p99"),
+RULES = {"independent draws": (order_statistic, "p99"),
+         "correlated draws (today)": (correlated, "p99"),
          "batch means, 1 s windows": (batch_means, "share"),
          "quasi-Poisson, 1 s windows": (quasi_poisson, "share")}
 

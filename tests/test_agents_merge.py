@@ -177,3 +177,16 @@ def test_show_says_how_far_apart_the_agents_started_in_a_unit_that_shows_it(skew
     assert head == (f"load agents of nginx: 2, started {said}, 0.37 s spent beside each load"
                     if said else "load agents of nginx: 2")
     assert agent == "  agent-0 (ns0): 2 connections, 1,000 req/s, engine busy 7%, p99 0.42 ms"
+
+
+def test_each_seconds_mean_latency_is_weighted_by_the_requests_each_agent_completed():
+    parts = docs(2)
+    for doc, (completed, mean) in zip(parts, [(100, 1_000.0), (300, 2_000.0)]):
+        doc["timeseries"] = [{"t_s": 0, "width_s": 1, "completed": completed, "errors": 0,
+                              "p50_us": int(mean), "p99_us": int(mean), "mean_us": mean,
+                              "bytes": 0}]
+    [second] = merge_reports(parts, ABOUT[:2])["timeseries"]
+    assert second["completed"] == 400
+    assert second["mean_us"] == pytest.approx((100 * 1_000 + 300 * 2_000) / 400)
+    assert LoadReport.from_json(merge_reports(parts, ABOUT[:2])).timeseries[0].mean_us == \
+        pytest.approx(1_750.0)

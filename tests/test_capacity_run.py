@@ -7,7 +7,10 @@ server's clock, so that a late wake-up delays that answer but never the worker's
 one), so at most K / SERVICE_S requests a second are served, and the engine's evenly
 paced arrivals below that rate never queue. Above it the queue grows by the excess every second, so the latency of a
 step 2% over the limit climbs past the SLO (2 × the service time) within its length:
-the limit is a sharp edge the search must find within ±2%, in at most 10 steps. It is
+the limit is a sharp edge the search must find within 3% under it and never over it,
+in at most 10 steps (just under the edge the engine's own jitter queues requests
+a while, and a confirmation step there may count them as correlated: see
+analysis/capacity.per_draw). It is
 reached as the user's own server is: through [external], at a loopback URL."""
 
 from __future__ import annotations
@@ -102,7 +105,7 @@ concurrency = [32]
     found = run.resources.part("capacity")
     steps = [s for s in found["steps"] if s["phase"] == "search"]
     decided = [s for s in steps if "measured again" not in s["reason"]]
-    assert found["confirmed"] and abs(found["capacity"] / KNOWN - 1) <= 0.02, [
+    assert found["confirmed"] and 0.97 * KNOWN <= found["capacity"] <= KNOWN, [
         (s["phase"], s["rate"], s["decision"], s["reason"], s["flags"]) for s in found["steps"]]
     assert len(decided) <= 10, [(s["rate"], s["decision"], s["reason"], s["flags"]) for s in steps]
     # every step is stored with what decided it; the run's load is the confirmation's

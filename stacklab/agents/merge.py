@@ -286,7 +286,8 @@ def _in_flight(parts: list[dict]) -> dict:
 
 def _timeseries(series: list[list[dict]]) -> list[dict]:
     """Bucket by bucket (the agents start within milliseconds of each other): counts
-    and bytes add up, each percentile the agents' highest."""
+    and bytes add up, each percentile the agents' highest, the mean weighted by the
+    requests each agent completed (exact)."""
     buckets: dict[tuple[int, int], dict] = {}
     for one in series:
         for b in one:
@@ -295,8 +296,12 @@ def _timeseries(series: list[list[dict]]) -> list[dict]:
                 buckets[key] = dict(b)
                 continue
             into = buckets[key]
+            if "mean_us" in into:
+                both = into["completed"] + b["completed"]
+                into["mean_us"] = (into["mean_us"] * into["completed"] + b["mean_us"]
+                                   * b["completed"]) / both if both else 0.0
             for k, v in b.items():
-                if k in ("t_s", "width_s"):
+                if k in ("t_s", "width_s", "mean_us"):
                     continue
                 into[k] = max(into[k], v) if k.endswith("_us") else into[k] + v
     return [buckets[k] for k in sorted(buckets)]

@@ -245,11 +245,14 @@ class Bucket:
     completed: int
     errors: int
     p99_us: int
+    # the completed requests' exact mean latency; None from an engine without it
+    mean_us: float | None = None
 
     @classmethod
     def from_json(cls, doc: dict) -> "Bucket":
         return cls(t_s=doc["t_s"], width_s=doc.get("width_s") or 1,
-                   completed=doc["completed"], errors=doc["errors"], p99_us=doc["p99_us"])
+                   completed=doc["completed"], errors=doc["errors"], p99_us=doc["p99_us"],
+                   mean_us=doc.get("mean_us"))
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -33,7 +33,7 @@ from typing import Any, Protocol
 
 from ..analysis.capacity import (CONNECTIONS_BOUND, MIN_KEPT, NOT_THE_SERVER, PROFILE_SHARES,
                                  SearchPlan,
-                                 StepDecision, StepOutcome, Verdict, bins_of,
+                                 StepDecision, StepOutcome, Window, Verdict, bins_of,
                                  decide, needed, search)
 from ..analysis.flags import disturbance_factor, flag_names
 from ..analysis.stats import decode_histogram
@@ -132,7 +132,16 @@ class Measured:
                            errors=self.errors, bins=self._bins,
                            in_flight=flight.count if flight else 0,
                            in_flight_old=flight.older_than_run if flight else 0,
-                           in_flight_age_us=flight.age_us_max if flight else 0.0)
+                           in_flight_age_us=flight.age_us_max if flight else 0.0,
+                           windows=self._windows)
+
+    @cached_property
+    def _windows(self) -> tuple[Window, ...]:
+        """The step's seconds, when the engine gave each one's mean latency."""
+        series = self.load.timeseries
+        if not series or any(b.mean_us is None or b.width_s != 1 for b in series):
+            return ()
+        return tuple(Window(b.completed, b.mean_us) for b in series)
 
 
 @dataclass(eq=False)

@@ -17,19 +17,23 @@ pub struct Bucket {
     pub completed: u64,
     pub errors: u64,
     pub bytes: u64,
+    /// The completed requests' corrected latencies added up, exact (µs): the bucket's
+    /// mean, which its 2-figure histogram only approximates.
+    pub latency_sum_us: u64,
     /// Corrected latency, 2 significant figures (small: a few KiB).
     pub latency: Histogram<u32>,
 }
 
 impl Bucket {
     fn new() -> Bucket {
-        Bucket { completed: 0, errors: 0, bytes: 0, latency: Histogram::new(2).expect("valid precision") }
+        Bucket { completed: 0, errors: 0, bytes: 0, latency_sum_us: 0, latency: Histogram::new(2).expect("valid precision") }
     }
 
     /// Record a latency, growing the histogram as needed (`saturating_record`
     /// would clamp to its current, tiny range instead).
     #[inline]
     pub fn record(&mut self, us: u64) {
+        self.latency_sum_us = self.latency_sum_us.saturating_add(us);
         if self.latency.record(us).is_err() {
             self.latency.saturating_record(us);
         }
@@ -39,6 +43,7 @@ impl Bucket {
         self.completed += other.completed;
         self.errors += other.errors;
         self.bytes += other.bytes;
+        self.latency_sum_us = self.latency_sum_us.saturating_add(other.latency_sum_us);
         self.latency.add(&other.latency).expect("auto-resizing histogram");
     }
 }

@@ -212,6 +212,9 @@ pub struct Point {
     pub errors: u64,
     pub p50_us: u64,
     pub p99_us: u64,
+    /// The completed requests' mean corrected latency (0 when none completed): a
+    /// capacity step's windows, whose spread sizes how correlated its latencies are.
+    pub mean_us: f64,
     pub bytes: u64,
 }
 
@@ -391,6 +394,7 @@ fn timeseries(r: &Recorder) -> Vec<Point> {
                 errors: s.errors,
                 p50_us: q(0.5),
                 p99_us: q(0.99),
+                mean_us: if s.completed == 0 { 0.0 } else { s.latency_sum_us as f64 / s.completed as f64 },
                 bytes: s.bytes,
             }
         })
