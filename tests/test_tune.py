@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from stacklab.commands.tune import run_peak_mib
 from stacklab.cli import cli
 from stacklab.store import Store
 
@@ -260,7 +261,9 @@ def test_a_pool_predicted_over_the_memory_budget_is_never_started(tmp_path):
         run = next(store.runs(store.experiment("small").id))
     finally:
         store.close()
-    peak = sum(c["pss_mib_peak"] for c in run.resources.components.values())
+    peak = run_peak_mib(run)          # the larger of PSS and the cgroup's charge
+    assert peak is not None and run.resources.charged_mib is not None
+    assert peak >= sum(c["pss_mib_peak"] for c in run.resources.components.values())
     spec = tmp_path / "tb.toml"
     spec.write_text(BUDGET_SPEC.format(budget=int(peak) + 6, seed=1))
     status, out = invoke("tune", spec, "--db", db)

@@ -266,7 +266,7 @@ class Tune(_Strict):
     measured with the experiment's repetitions, for the objective: the most req/s
     (rps), the least server CPU per request at the spec's load.rate (cpu), or the highest
     capacity under the spec's [capacity] goal (capacity: each trial's runs searched); within
-    `memory` (the stack's peak PSS) when given; the best then measured again against
+    `memory` (the stack's peak memory: the larger of PSS and its cgroup's charge) when given; the best then measured again against
     the defaults (and `hand`, the best hand preset, when given), `final_repetitions` runs
     each; a trial clearly worse than the best stopped early (`prune`)."""
 
@@ -485,7 +485,7 @@ def _tune(table: Any, file: str, registry: KnobRegistry, fixed: dict[str, Any],
             raise SpecError(file, "tune.memory", tune.memory, str(e)) from None
         if (duration or 0) < TUNE_MEMORY_MIN_S:
             raise SpecError(file, "experiment.duration", duration, "a memory budget is "
-                            "judged on the stack's peak PSS, which the monitor reads every "
+                            "judged on the stack's peak PSS (and its cgroup's charge), PSS read every "
                             f"2 s: give a duration of at least {TUNE_MEMORY_MIN_S:g} s")
     return tune
 

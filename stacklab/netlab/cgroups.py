@@ -226,7 +226,10 @@ def accounting_group(run_id: str, state_dir: Path,
                      hierarchies: dict[str, Hierarchy] | None = None) -> Group:
     """`stacklab-<run_id>` with no limits, in the one hierarchy that counts CPU time (v1
     cpuacct; else cgroup v2, whose cpu.stat every group has): the home of the run's
-    components' parts. CgroupError when there is none or it cannot be made."""
+    components' parts; and beside it, with v1, in the memory hierarchy, whose peak is
+    what the kernel charged the stack (tune's memory budget is judged on it). With v2
+    only where the memory controller is already offered to it. CgroupError when there
+    is none or it cannot be made."""
     _check_run_id(run_id)
     found = detect() if hierarchies is None else hierarchies
     acct = found.get("cpuacct")
@@ -236,9 +239,15 @@ def accounting_group(run_id: str, state_dir: Path,
         raise CgroupError("no cgroup hierarchy counts CPU time here: neither a v1 cpuacct "
                           "mount nor a cgroup v2 one")
     name = PREFIX + run_id
-    ctrls = ("cpuacct",) if h is acct else ()
-    return _made(Group(name, Path(state_dir), Profile(), [Place(h.dir_of(h.own) / name, h,
-                                                                 ctrls)]))
+    counting = Place(h.dir_of(h.own) / name, h, ("cpuacct",) if h is acct else ())
+    places = [counting]
+    memory = found.get("memory")
+    if memory is not None and memory.version == 1:
+        if memory == h:                   # co-mounted with cpuacct: the one directory
+            counting.controllers += ("memory",)
+        else:
+            places.append(Place(memory.dir_of(memory.own) / name, memory, ("memory",)))
+    return _made(Group(name, Path(state_dir), Profile(), places))
 
 
 def _check_run_id(run_id: str) -> None:

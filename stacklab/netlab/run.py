@@ -268,13 +268,19 @@ class Machine:
         return self.group.usage() if self.group else {}
 
     def record(self, counted: list[str]) -> dict:
-        """How the run's CPU was counted, for its provenance."""
+        """How the run's CPU was counted, for its provenance; and what the kernel charged
+        the stack's group in memory at its peak (`memory_peak_bytes`, from the servers'
+        start, page cache they read included: what a memory limit is held to), where the
+        group counts memory."""
+        charged = ({"memory_peak_bytes": peak} if self.group is not None and
+                   (peak := self.usage().get("memory_peak_bytes")) is not None else {})
         if self.group is None or not counted:
-            return {"cpu": "processes", "why": self.why or "no component in a group"}
+            return {"cpu": "processes", "why": self.why or "no component in a group",
+                    **charged}
         place = self.group.counting
         return {"cpu": "cgroup", "hierarchy": f"v{place.hierarchy.version} "
                 f"{'cpuacct' if place.hierarchy.version == 1 else 'cpu.stat'}",
-                "group": str(place.dir), "components": counted}
+                "group": str(place.dir), "components": counted, **charged}
 
 
 @dataclass(frozen=True, eq=False)

@@ -21,7 +21,7 @@ def space_lines(spec: ExperimentSpec, dims: tuple[Dimension, ...]) -> list[str]:
             else f"the least server CPU per request at {spec.fixed_knobs['load.rate']:,} "
                  "req/s")
     out = [f"tune {spec.experiment.name}: {t.trials} trials for {goal} at {point}"
-           + (f", within {t.memory} of peak PSS" if t.memory else "")
+           + (f", within {t.memory} of peak memory" if t.memory else "")
            + f"; each trial {spec.experiment.first_repetitions} run(s)"]
     if t.prune:
         out.append(prune_line(t.prune, spec.experiment.first_repetitions))
@@ -57,8 +57,8 @@ def history_line(number_: int, values: Mapping[str, Any], fixed: Mapping[str, An
                  value: float | None, peak: float | None, budget: int | None) -> str:
     shown = "failed" if value is None else f"{value:,.1f}"
     mem = ("" if peak is None and not budget else
-           ", peak PSS unread: counted over the budget" if peak is None else
-           f", peak PSS {peak:,.0f} MiB" + (" (over budget)" if budget and peak > budget
+           ", peak memory unread: counted over the budget" if peak is None else
+           f", peak memory {peak:,.0f} MiB" + (" (over budget)" if budget and peak > budget
                                             else ""))
     return f"trial {number_}: {shown}{mem}: {changed(values, fixed)}"
 
@@ -75,7 +75,7 @@ def tally_line(counts: Mapping[str, int], peaks: list[float], budget: int | None
         over = sum(p > budget for p in peaks)
         out += (f"; {over} of {len(peaks)} measured trial(s) over the budget of {budget} MiB "
                 f"(highest peak {max(peaks):,.0f} MiB)" if peaks else
-                "; no peak PSS read")
+                "; no peak memory read")
     return out
 
 

@@ -146,6 +146,15 @@ class Resources:
         return self.part("machine")
 
     @property
+    def charged_mib(self) -> float | None:
+        """The stack's peak memory as the kernel charged its cgroup (its processes and
+        the page cache they read), in MiB: the machine profile's group, or the
+        accounting group every run makes; None where neither counted memory."""
+        peak = (self.machine.get("memory_peak_bytes")
+                or self.part("accounting").get("memory_peak_bytes"))
+        return None if peak is None else peak / 2**20
+
+    @property
     def fs(self) -> dict[str, Any]:
         """The filesystem layer's knobs and the cold cache's figures."""
         return self.part("fs")
