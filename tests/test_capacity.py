@@ -205,6 +205,8 @@ def test_a_step_whose_latency_rises_does_not_pass():
     verdict = decide(climbing, SLO)
     assert verdict.decision is StepDecision.LONGER, verdict
     assert rising(climbing, 1.0) is not None
+    # the same climb, against a limit a hundred times further off, is no trend
+    assert rising(climbing, 1.0, limit_us=5_000_000) is None
     steady = decide(StepOutcome(1000, 1000, len(values), 0, bins, windows=mixed), SLO)
     assert steady.decision is StepDecision.PASS, steady
 

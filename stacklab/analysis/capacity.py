@@ -225,11 +225,14 @@ def per_draw(outcome: StepOutcome, limit_us: float = 0.0) -> float:
     return max(1.0, between / variance)
 
 
-def rising(outcome: StepOutcome, draws_per: float) -> tuple[float, float] | None:
+def rising(outcome: StepOutcome, draws_per: float, limit_us: float = 0.0
+           ) -> tuple[float, float] | None:
     """The mean latency of the step's first and second halves when the second is slower
     by more than Z_RISING standard errors (each half's requests counted as
-    n / draws_per draws): a queue still growing, whose percentile the step's length
-    decided. None when it is not, or with fewer than 4 windows."""
+    n / draws_per draws, single latencies' variance at least (limit_us /
+    LIMIT_SCALE)², as in per_draw: 140 to 206 us is no trend against 5 ms): a queue
+    still growing, whose percentile the step's length decided. None when it is not, or
+    with fewer than 4 windows."""
     full = _full_windows(outcome)
     if len(full) < 4:
         return None
@@ -237,6 +240,7 @@ def rising(outcome: StepOutcome, draws_per: float) -> tuple[float, float] | None
     first, second = full[:half], full[len(full) - half:]
     n1, n2 = sum(w.completed for w in first), sum(w.completed for w in second)
     _, variance = _moments(outcome.bins)
+    variance = max(variance, (limit_us / LIMIT_SCALE) ** 2)
     if not n1 or not n2 or variance <= 0:
         return None
     m1 = sum(w.completed * w.mean_us for w in first) / n1
@@ -280,7 +284,7 @@ def decide(outcome: StepOutcome, slo: Slo, max_error_rate: float = 0.0) -> Verdi
     draws = (f" ({_draws(outcome, draws_per)} independent draws: {draws_per:.0f} "
              f"correlated requests count as one)" if draws_per >= 1.5 else "")
     if interval[1] < slo.limit_us:
-        trend = rising(outcome, draws_per)
+        trend = rising(outcome, draws_per, slo.limit_us)
         if trend:
             return Verdict(StepDecision.LONGER, interval,
                            f"{p} under {slo.limit_us:g} us, but the mean latency rose "
