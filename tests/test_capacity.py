@@ -323,3 +323,23 @@ def test_of_the_requests_in_flight_only_those_known_past_the_limit_count():
     assert decide(cut, slo).decision is StepDecision.PASS
     old = replace(cut, in_flight_old=120)         # every one older than the step itself
     assert decide(old, slo).decision is not StepDecision.PASS
+
+
+def test_a_search_brackets_its_capacity_between_what_held_and_the_lowest_rate_that_failed():
+    from stacklab.analysis.capacity import bracket
+
+    def step(phase, rate, decision, reason="p99 over 50000 us"):
+        return {"phase": phase, "rate": rate, "decision": decision, "reason": reason}
+    record = {"capacity": 950, "steps": [
+        step("probe", None, None), step("search", 500, "pass"), step("search", 1000, "pass"),
+        step("search", 2000, "fail"), step("search", 1500, "fail"),
+        step("search", 1200, "longer"),     # undecided: shows neither
+        step("confirm", 1000, "fail", "p99 over 50000 us; host-busy: measured again"),
+        step("confirm", 1000, "fail"), step("confirm", 950, "pass"),
+        step("confirm", 950, "pass"), step("profile", 1200, "fail")]}
+    assert bracket(record) == (950, 1000)
+    # without the confirmation's fail at 1000, the search's at 1500
+    assert bracket({**record, "steps": record["steps"][:7]}) == (950, 1500)
+    # nothing above it failed: a lower bound, no upper end
+    assert bracket({**record, "steps": record["steps"][:3]}) == (950, None)
+    assert bracket({"capacity": None, "steps": []}) is None

@@ -201,3 +201,19 @@ def test_point_sets_a_disturbed_run_aside():
                   machine={"memory_peak_bytes": 600 * MIB}, flags=("host-busy",))
     p = point([quiet, replace(busy, repetition=2), replace(quiet, repetition=4)], PREFORK)
     assert p.runs == 2 and p.pss.values == (130.0, 130.0)
+
+
+def test_point_reads_the_accounting_groups_charge_and_leaves_out_runs_short_of_memory():
+    """The measuring pools run with no memory limit: the charge is the accounting
+    group's. A run flagged short of memory or with an OOM kill held the limit, not
+    the pool, and is left out of the slope."""
+    def accounted(peak_mib, flags=(), machine=None):
+        r = record(components=APACHE_RUN, machine=machine, flags=flags)
+        resources = {**r.resources.to_json(),
+                     "_accounting": {"cpu": "cgroup", "memory_peak_bytes": peak_mib * MIB}}
+        return replace(r, resources=type(r.resources).from_json(resources))
+    p = point([accounted(150), replace(accounted(400, flags=("memory-limited",)),
+                                       repetition=2),
+               replace(accounted(420, machine={"memory_oom_kills": 1}), repetition=3)],
+              PREFORK)
+    assert p.runs == 1 and p.charged.values == (150.0,)

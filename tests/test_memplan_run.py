@@ -83,8 +83,9 @@ def test_a_spec_without_a_worker_limit_is_one_clear_error(tmp_path):
 
 @pytest.mark.integration
 def test_apache_prefork_mod_php_plan_is_measured_and_verified(tmp_path):
-    """Pools of 4 and 16 mod_php workers measured in a 160 MiB cgroup, the plan, and the
-    check at that limit with every worker busy: it fits, both experiments are stored."""
+    """Pools of 4 and 16 mod_php workers measured with no memory limit (each run's
+    accounting group charged), the plan, and the check in a 160 MiB cgroup with every
+    worker busy: it fits, both experiments are stored."""
     require_engine()
     require_root("machine.memory_mb makes a cgroup")
     path = tmp_path / "mp.toml"
@@ -103,6 +104,8 @@ def test_apache_prefork_mod_php_plan_is_measured_and_verified(tmp_path):
     finally:
         store.close()
     assert sorted(s.concurrency for s in measured.summaries) == [8, 32]
+    assert all(s.knobs["machine.memory_mb"] == 0 for s in measured.summaries)
+    assert all(r.resources.charged_mib for r in measured.runs)
     [s] = checked.summaries
     value = s.knobs["apache.max_request_workers"]
     assert value > 16 and s.concurrency == 2 * value

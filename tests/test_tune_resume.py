@@ -40,6 +40,7 @@ remeasure = 0
 [tune]
 trials = 2
 final_repetitions = 2
+candidates = 1
 prune = 0
 seed = 1
 

@@ -411,3 +411,22 @@ def lower_bound_reasons(record: dict) -> tuple[str, ...]:
     if all(CONNECTIONS_BOUND in (st.get("flags") or ()) for st in failed):
         return (CONNECTIONS_BOUND,)
     return ()
+
+
+def bracket(record: dict) -> tuple[float, float | None] | None:
+    """The rates between which one search puts the capacity (its stored record): the
+    rate that held (two full-length passes) and the lowest rate above it that failed
+    (its interval wholly over the limit, its rate not kept, or its errors over the cap;
+    a step still undecided shows neither, though the search does not count it as a
+    pass), each step as decided, not one measured again. None without a capacity;
+    (capacity, None) when nothing above it failed (a lower bound: lower_bound_reasons).
+    The truth lies between them when both decisions were right
+    (bench/capacity_search.py measures how often)."""
+    found = record.get("capacity")
+    if not found:
+        return None
+    above = [st["rate"] for st in record.get("steps") or ()
+             if st.get("phase") in ("search", "confirm") and st.get("rate")
+             and st["rate"] > found and st.get("decision") == "fail"
+             and "measured again" not in (st.get("reason") or "")]
+    return found, min(above, default=None)

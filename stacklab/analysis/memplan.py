@@ -117,7 +117,7 @@ class Point:
     processes: int          # worker processes it ran (the most any run had)
     per_process: Estimate   # the monitor's PSS of one worker process (its last reading)
     pss: Estimate           # Σ over the stack's components of their PSS peak
-    charged: Estimate       # the machine profile's cgroup: its peak charge
+    charged: Estimate       # the stack's cgroup: its peak charge (MiB)
     runs: int
 
 
@@ -127,18 +127,21 @@ def _mib(v: Any) -> float | None:
 
 def point(runs: Iterable[RunRecord], limit: WorkerLimit) -> Point | str:
     """One measuring trial's figures, or why its runs give none (no ok run; no PSS read
-    during the load: a load shorter than the monitor's 2 s between PSS readings)."""
+    during the load: a load shorter than the monitor's 2 s between PSS readings). A run
+    short of memory (a MEMORY_FLAGS flag, an OOM kill) is left out: its peak is the
+    limit's, not what the pool holds, and would flatten the slope."""
     per, pss, charged, procs = [], [], [], []
-    ok = pooled(list(runs))     # a run the host disturbed, measured again, is set aside
+    ok = [r for r in pooled(list(runs))     # a run the host disturbed, measured again,
+          if not short_of_memory(r)]        # is set aside
     for r in ok:
         worker = _mib(r.resources.figure(limit.component, "pss_mib_per_worker"))
         peaks = [_mib(v.get("pss_mib_peak")) for v in r.resources.components.values()]
-        held = _mib(r.resources.machine.get("memory_peak_bytes"))
+        held = _mib(r.resources.charged_mib)
         if worker is None or held is None or not peaks or any(p is None for p in peaks):
             continue
         per.append(worker)
         pss.append(sum(peaks))
-        charged.append(held / MIB)
+        charged.append(held)
         procs.append(max(1, int(r.resources.figure(limit.component, "processes_max")
                                 or 2) - 1))
     if not per:
@@ -268,6 +271,12 @@ class Check:
             out.append(f"only {self.processes_seen} of the {self.processes_needed} worker "
                        "processes ran: the limit was not reached")
         return out
+
+
+def short_of_memory(run: RunRecord) -> bool:
+    """A run flagged short of memory (MEMORY_FLAGS) or whose group saw an OOM kill."""
+    return (any(f in MEMORY_FLAGS for f in run.flags)
+            or bool(run.resources.machine.get("memory_oom_kills")))
 
 
 def check(runs: Iterable[RunRecord], limit: WorkerLimit, value: int) -> Check:

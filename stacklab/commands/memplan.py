@@ -4,8 +4,10 @@ Three stages, each an experiment stored like any other (nothing measured is lost
   1. `<spec>.memory`: the spec's stacks and workloads at two fixed pools of workers (as
      many as the spec's largest concurrency, at least MIN_POOL, and GROWTH times that;
      all started before the load, twice as many connections, so every worker serves),
-     inside a machine profile of the budget (the cgroup and charges the check has): PSS
-     per worker, Σ PSS of every component, the cgroup's charge;
+     with no memory limit (a pool held at the budget's limit would measure the limit,
+     not what it holds, and flatten the slope): PSS per worker, Σ PSS of every
+     component, and the charge of the run's own accounting group (the charge the check's
+     cgroup has); a run short of memory all the same is left out;
   2. the plan (analysis/memplan.py): the largest MaxRequestWorkers / pm.max_children that
      fits the budget beside the rest of the stack, from the slope between the two pools;
   3. `<spec>.memory-check`: the stack at that limit, every worker busy (twice as many
@@ -73,7 +75,7 @@ def memory_plan(env: Environment, spec_path: Path, db: Path | None, budget: str,
                          "plan (Apache or PHP-FPM)")
     doc = tomllib.loads(read_text(spec_path))
     small = max(max(spec.axes["concurrency"]), MIN_POOL)
-    measure = derived(doc, spec, "memory", budget_mib, [
+    measure = derived(doc, spec, "memory", None, [
         Target(s, w, pool(lim, n)) for s, lim in planned.items()
         for w in spec.axes["workload"] for n in (small, GROWTH * small)])
     db = env.database(db)
@@ -129,23 +131,27 @@ def pool(limit: WorkerLimit, value: int) -> dict[str, Any]:
     return out
 
 
-def derived(doc: dict, spec: ExperimentSpec, suffix: str, budget_mib: int,
+def derived(doc: dict, spec: ExperimentSpec, suffix: str, budget_mib: int | None,
             targets: list[Target]) -> ExperimentSpec:
     """The spec's file with its name suffixed, a load of at least MIN_LOAD_S, the machine
-    profile at the budget, and each target's own values: a value shared by all targets
-    is fixed, the others are matrix axes with exclusions leaving each target its own."""
+    profile at the budget (none when None), and each target's own values: a value shared
+    by all targets is fixed, the others are matrix axes with exclusions leaving each
+    target its own."""
     targets = completed(targets, spec)
     out = copy.deepcopy(doc)
     exp = out["experiment"]
     exp["name"] = f"{spec.experiment.name}.{suffix}"
-    exp["description"] = (f"{suffix} of {spec.experiment.name} at a {budget_mib} MiB budget "
-                          "(stacklab capacity --memory)")
+    exp["description"] = (f"{suffix} of {spec.experiment.name} "
+                          + (f"at a {budget_mib} MiB budget " if budget_mib else
+                             "with no memory limit ")
+                          + "(stacklab capacity --memory)")
     length = spec.experiment.duration or 0.0
     for key in ("requests", "requests_per_connection", "duration"):
         exp.pop(key, None)
     exp["duration"] = max(length, MIN_LOAD_S)
     knobs = out.setdefault("knobs", {})
-    knobs.setdefault("machine", {})["memory_mb"] = budget_mib
+    if budget_mib:
+        knobs.setdefault("machine", {})["memory_mb"] = budget_mib
     matrix: dict[str, Any] = {"stack": sorted({t.stack for t in targets}),
                               "workload": sorted({t.workload for t in targets})}
     axes = {}

@@ -15,9 +15,13 @@ experiment of the one run lifecycle, then the best measured again against the de
   spec's load.rate (cpu), or its median capacity under the spec's [capacity] goal
   (capacity: each of its runs a capacity search, run/capacity.py). With a memory budget, the stack's peak memory over the trial's
   runs (the larger of its PSS and its cgroup's charge) is a constraint (over budget: infeasible, never the best).
-- Then `<name>.tune-final`: the best and the defaults interleaved, final_repetitions
-  runs each on fresh stacks: the best against the defaults with its interval and
-  verdict.
+- Then `<name>.tune-choose`: the search's `candidates` best trials and the defaults
+  interleaved, final_repetitions runs each on fresh stacks; the best of them on those
+  runs is chosen (the search's own best is its luckiest as much as its best).
+- Then `<name>.tune-final`: the chosen and the defaults interleaved, final_repetitions
+  runs each on fresh stacks again (the choice's runs are not reused, so the figure
+  reported is not the one it was chosen on): the chosen against the defaults with its
+  interval and verdict.
 """
 
 from __future__ import annotations
@@ -192,15 +196,15 @@ class Search:
         return False
 
     def answer(self, study: Any) -> None:
-        """The best feasible trial measured again against the defaults and the hand
+        """The chosen trial (choose) measured again against the defaults and the hand
         preset, side by side in one experiment (final), and said."""
         t = self.spec.tune
-        best = best_trial(study)
-        if best is None:
+        tops = top_trials(study, t.candidates, self.fixed)
+        if not tops:
             raise StacklabError(f"tune {self.spec.experiment.name}: no trial measured "
                                 "within the memory budget; every trial is stored")
-        differ = {k: v for k, v in best.user_attrs["values"].items()
-                  if self.fixed.get(k) != v}
+        best = self.choose(tops)
+        differ = self.differ(best)
         hand = {k: v for k, v in t.hand.items() if self.fixed.get(k) != v}
         if not differ and not hand:
             self.say(f"best: trial {best.number}: the defaults themselves; nothing to "
@@ -210,7 +214,8 @@ class Search:
                 **({f"alone {k}": self.alone(k, differ) for k in differ}
                    if t.alone and len(differ) > 1 else {})}
         got = final(self.env, self.doc, self.spec_path, arms, t.final_repetitions,
-                    self.db, self.wait_quiet, self.allow_remote, self.again, self.resume)
+                    self.db, self.wait_quiet, self.allow_remote, self.again, self.resume,
+                    "tune-final")
         # an arm that came to the best's or the defaults' own trial is not set against it
         against = {name: self.rows(got[name], got["best"]) for name in ("defaults", "hand")
                    if name in got and got[name] is not got["best"]}
@@ -221,6 +226,40 @@ class Search:
                                 against, t.objective, *importances(self.optuna, study),
                                 got["best"].trial_id, hand, alone):
             self.say(line)
+
+    def differ(self, ft: Any) -> dict[str, Any]:
+        """A trial's values where they differ from the defaults."""
+        return {k: v for k, v in ft.user_attrs["values"].items() if self.fixed.get(k) != v}
+
+    def choose(self, tops: list[Any]) -> Any:
+        """Of the search's best trials (best first), the one best on runs measured again:
+        each, with the defaults, final_repetitions runs on fresh stacks interleaved in
+        one experiment `<name>.tune-choose`, chosen on the median of the objective's
+        figure there (the defaults are measured beside them so that each round's drift
+        falls on all alike, and for the record). One trial: itself, measured no more."""
+        t = self.spec.tune
+        if len(tops) == 1:
+            return tops[0]
+        arms = {"defaults": {}, **{f"trial {ft.number}": self.differ(ft) for ft in tops}}
+        self.say(f"choosing among the search's best {len(tops)}: trials "
+                 f"{', '.join(str(ft.number) for ft in tops)}, measured again "
+                 f"({t.final_repetitions} runs each beside the defaults)")
+        got = final(self.env, self.doc, self.spec_path, arms, t.final_repetitions,
+                    self.db, self.wait_quiet, self.allow_remote, self.again, self.resume,
+                    "tune-choose")
+        figures = {ft.number: figure(got[f"trial {ft.number}"], t.objective) for ft in tops}
+        measured_ = [ft for ft in tops if figures[ft.number] is not None]
+        if not measured_:
+            self.say("no candidate's runs measured again: the search's best is kept")
+            return tops[0]
+        pick = min if t.objective == "cpu" else max
+        chosen = pick(measured_, key=lambda ft: figures[ft.number])    # ties: search order
+        unit = {"rps": "req/s", "cpu": "µs/req", "capacity": "req/s"}[t.objective]
+        self.say(f"chosen: trial {chosen.number} (medians measured again: " + "; ".join(
+            f"trial {ft.number} " + (f"{figures[ft.number]:,.1f} {unit}"
+                                     if figures[ft.number] is not None else "not measured")
+            for ft in tops) + f"; {self.spec.experiment.name}.tune-choose)")
+        return chosen
 
     def alone(self, key: str, differ: dict[str, Any]) -> dict[str, Any]:
         """One of the best's settings on the defaults, with the best's values of the
@@ -501,14 +540,30 @@ def sampler(optuna: Any, seed: int, trials: int) -> Any:
 
 def best_trial(study: Any) -> Any:
     """The best complete trial within the budget, or None."""
+    tops = top_trials(study, 1, {})
+    return tops[0] if tops else None
+
+
+def top_trials(study: Any, count: int, fixed: dict[str, Any]) -> list[Any]:
+    """The `count` best complete trials within the budget, best first, each of other
+    values (where they differ from `fixed`) than those before it."""
     import optuna
     done = [ft for ft in study.get_trials(deepcopy=False,
                                           states=(optuna.trial.TrialState.COMPLETE,))
             if (over := ft.user_attrs.get("over_budget_mib", 0.0)) is not None and over <= 0]
-    if not done:
-        return None
-    pick = max if study.direction == optuna.study.StudyDirection.MAXIMIZE else min
-    return pick(done, key=lambda ft: ft.value)
+    maximize = study.direction == optuna.study.StudyDirection.MAXIMIZE
+    done.sort(key=lambda ft: -ft.value if maximize else ft.value)
+    out, seen = [], set()
+    for ft in done:
+        told = ft.user_attrs.get("values")       # every trial tune measured has them
+        values = (f"#{ft.number}" if told is None else json.dumps(
+            {k: v for k, v in told.items() if fixed.get(k) != v}, sort_keys=True, default=str))
+        if values not in seen:
+            seen.add(values)
+            out.append(ft)
+        if len(out) == count:
+            break
+    return out
 
 
 def defaults(spec: ExperimentSpec) -> dict[str, Any]:
@@ -567,10 +622,10 @@ def figure(s: TrialSummary, kind: str) -> float | None:
 
 def final(env: Environment, doc: dict, spec_path: Path, arms: dict[str, dict[str, Any]],
           repetitions: int, db: Path, wait_quiet: bool, allow_remote: bool,
-          again: str, resume: bool) -> dict[str, TrialSummary]:
+          again: str, resume: bool, suffix: str) -> dict[str, TrialSummary]:
     """The arms (name -> the knob values in which it differs from the defaults; the
     defaults' is {}) measured side by side, interleaved in one experiment
-    `<name>.tune-final` (`repetitions` fresh stacks each): each arm planned as its own
+    `<name>.<suffix>` (`repetitions` fresh stacks each): each arm planned as its own
     point (so the plan folds a setting that cannot act as it would anywhere), their
     trials in one plan, validated once, repetition by repetition. Arms that come to the
     same trial are measured once and share its summary (the same object). With `resume`,
@@ -578,7 +633,7 @@ def final(env: Environment, doc: dict, spec_path: Path, arms: dict[str, dict[str
     Each arm's summary by name."""
     doc = copy.deepcopy(doc)
     doc.setdefault("experiment", {})["repetitions"] = repetitions
-    specs = {name: trial_spec(doc, spec_path, values, "tune-final")
+    specs = {name: trial_spec(doc, spec_path, values, suffix)
              for name, values in arms.items()}
     plans = {name: make_plan(spec, STACKS) for name, spec in specs.items()}
     trials = list({p.trials[0].id: p.trials[0] for p in plans.values()}.values())

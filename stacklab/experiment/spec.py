@@ -199,7 +199,7 @@ TUNE_MEMORY_MIN_S = 3.0      # the monitor reads PSS every 2 s (monitor.py)
 LONGEST_STEP = 8
 STEP_WARMUP_S = 0.5     # a step's warm-up at least
 PROFILE_STEPS = 3
-CONFIRM_STEPS = 6       # full-length steps: up to 3 rates, each passed twice to hold
+CONFIRM_STEPS = 8       # full-length steps: a fail, two step-downs, then two rates passed twice
 REPLICATED = 2
 REMEASURES = 4
 
@@ -266,9 +266,11 @@ class Tune(_Strict):
     measured with the experiment's repetitions, for the objective: the most req/s
     (rps), the least server CPU per request at the spec's load.rate (cpu), or the highest
     capacity under the spec's [capacity] goal (capacity: each trial's runs searched); within
-    `memory` (the stack's peak memory: the larger of PSS and its cgroup's charge) when given; the best then measured again against
-    the defaults (and `hand`, the best hand preset, when given), `final_repetitions` runs
-    each; a trial clearly worse than the best stopped early (`prune`)."""
+    `memory` (the stack's peak memory: the larger of PSS and its cgroup's charge) when
+    given; the `candidates` best trials then measured again beside the defaults and the
+    best of those runs chosen; the chosen measured again against the defaults (and
+    `hand`, the best hand preset, when given), `final_repetitions` runs each; a trial
+    clearly worse than the best stopped early (`prune`)."""
 
     knobs: dict[str, Any]
     objective: str = "rps"
@@ -276,6 +278,10 @@ class Tune(_Strict):
     seed: int = Field(1, ge=0, le=2**32 - 1)
     memory: str | None = None
     final_repetitions: int = Field(5, ge=2, le=30)
+    # the search's best this many, measured again (final_repetitions runs each, on fresh
+    # stacks, interleaved with the defaults) before one is chosen: the search's best is
+    # its luckiest as much as its best (1: the search's best, as told)
+    candidates: int = Field(3, ge=1, le=10)
     # Optuna's Wilcoxon pruner over a trial's repetitions: a trial stops after a run when
     # its runs so far are worse than the best trial's, one-sided p below this (0: never)
     prune: float = Field(0.1, ge=0.0, le=0.5)

@@ -37,6 +37,11 @@ def _trial_lines(t: CapacityTrial) -> list[str]:
     lines = [f"  {t.name}: {number(c.median)} req/s ({spread})" if c.median else
              f"  {t.name}: no capacity found ({_none_why(t.searches)})"]
     found = [s for s in t.searches if s.capacity is not None]
+    if brackets := [s for s in found if s.failed_above is not None]:
+        lines.append("    each search's bracket (held twice at full length – the lowest rate "
+                     "above it that failed): " + ", ".join(
+                         f"{number(s.capacity)}–{number(s.failed_above)}"
+                         for s in brackets[:6]) + (", …" if len(brackets) > 6 else ""))
     if found:
         lines.append(f"    p50 / p{found[0].percentile:g} at " + ", ".join(
             f"{share:.0%}: {_latency([s.at(share) for s in found])}" for share in SHARES))

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from ..analysis.analyze import Estimate, ExperimentView, TrialSummary, pooled
-from ..analysis.capacity import PROFILE_SHARES
+from ..analysis.capacity import PROFILE_SHARES, bracket
 from ..store import RunRecord
 from . import common_knobs, series_name
 
@@ -76,6 +76,9 @@ class Search:
     stopped: str                   # resolved | step-limit | no-pass | no-fail | …
     confirmed: bool
     steps: tuple[Step, ...]
+    # the lowest rate above the capacity that failed (analysis/capacity.bracket):
+    # the search puts the truth between the capacity and it; None: nothing above failed
+    failed_above: float | None = None
 
     @classmethod
     def of(cls, run: RunRecord) -> "Search":
@@ -90,7 +93,8 @@ class Search:
                    searched=doc.get("searched", capacity),
                    stopped=doc.get("stopped", ""), confirmed=bool(doc.get("confirmed")),
                    steps=tuple(Step.from_json(s, percentile, where)
-                               for s in _need(doc, "steps", where)))
+                               for s in _need(doc, "steps", where)),
+                   failed_above=(bracket(doc) or (None, None))[1])
 
     @property
     def offered(self) -> list[Step]:
