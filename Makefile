@@ -9,7 +9,7 @@ BIN := /usr/local/bin
 STACKLAB := $(CURDIR)/$(VENV)/stacklab
 COMMANDS := stacklab stacklab-load
 
-.PHONY: deps test-deps demo test test-engine test-python clean link
+.PHONY: deps test-deps demo test check test-engine test-python clean link
 
 deps:
 	./scripts/install-deps.sh
@@ -44,7 +44,13 @@ test-engine:
 	cargo test --release --manifest-path engine/Cargo.toml
 
 test-python:
-	$(VENV)/pytest -q -rs   # each skip and its reason in the log
+	$(VENV)/pytest -q -rs --durations=25   # each skip and its reason, the slowest tests
+
+# The fast tier while working: every test not marked `integration` (no real server,
+# engine or browser; tests/conftest.py fails one that starts any unmarked). `make test`
+# runs everything and is what CI runs.
+check: test-deps
+	$(VENV)/pytest -q -rs -m "not integration" --durations=10
 
 # The results database is the user's (~/.local/share/stacklab/): never removed here.
 clean:

@@ -1,4 +1,8 @@
 import ctypes
+import os
+import shutil
+import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -22,6 +26,61 @@ def pytest_configure(config):
     libc = ctypes.CDLL(None, use_errno=True)
     if libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
         raise OSError(ctypes.get_errno(), "prctl(PR_SET_CHILD_SUBREAPER)")
+
+
+# What a test may start only when marked `integration` (real servers, the real engine,
+# a browser, load tools): `make check` runs the rest, in minutes. The dummy component
+# (python3 -m http.server) and the fake engine (tests/fake_engine) are not real parts.
+REAL_PROGRAMS = frozenset({
+    "nginx", "apache2", "php-fpm8.2", "php-cgi8.2", "mariadbd", "mysqld",
+    "mariadb-install-db", "mysql_install_db", "varnishd", "lighttpd", "squid", "haproxy",
+    "memcached", "caddy", "chromium", "chromium-browser", "wrk", "ab", "h2load"})
+REAL_ENGINE = (Path(__file__).resolve().parent.parent / "engine" / "target" / "release"
+               / "stacklab-load")
+# A real program asked only what it is or whether a config holds (`nginx -v`, `apache2
+# -t`, `mariadbd --verbose --help`) answers in milliseconds and serves nothing.
+PROBES = frozenset({"-v", "-V", "-t", "-T", "-M", "-m", "-i", "-h", "--version", "--help",
+                    "-version", "-help", "--test", "-tt"})
+
+
+def real_program(args) -> str | None:
+    """The real part a command line starts (a probe of it is none), or None."""
+    argv = [args] if isinstance(args, (str, bytes, os.PathLike)) else list(args or [])
+    if not argv:
+        return None
+    first = os.fsdecode(argv[0])
+    if not os.path.isabs(first):
+        first = shutil.which(first) or first
+    name = os.path.basename(first)
+    probe = bool(PROBES & {os.fsdecode(a) for a in argv[1:]})
+    if name in REAL_PROGRAMS:
+        return None if probe else name
+    if name == "stacklab-load" and os.path.realpath(first) == str(REAL_ENGINE):
+        return None if probe else "the real engine"
+    return None
+
+
+@pytest.fixture(autouse=True)
+def _real_parts_only_in_integration(request, monkeypatch):
+    """A test not marked `integration` that starts a real part fails at once, naming it:
+    the fast tier (`make check`) stays fast, and a test that needs a server says so."""
+    if request.node.get_closest_marker("integration"):
+        yield
+        return
+    started = subprocess.Popen.__init__
+    tried: list[str] = []
+
+    def guarded(self, args, *rest, **kw):
+        if (program := real_program(args)) is not None:
+            tried.append(program)
+            raise AssertionError(f"{request.node.nodeid} starts {program}: mark it "
+                                 "@pytest.mark.integration (make check leaves it out)")
+        started(self, args, *rest, **kw)
+    monkeypatch.setattr(subprocess.Popen, "__init__", guarded)
+    yield
+    if tried:       # said here too: a command the test ran may have caught the error
+        pytest.fail(f"starts {', '.join(sorted(set(tried)))}: mark it "
+                    "@pytest.mark.integration (make check leaves it out)", pytrace=False)
 
 
 @pytest.fixture

@@ -75,6 +75,7 @@ def searches(db: Path, name: str) -> list:
         store.close()
 
 
+@pytest.mark.integration
 def test_the_search_finds_a_known_capacity(tmp_path, known_server):
     require_engine()
     spec = tmp_path / "known.toml"
@@ -116,6 +117,7 @@ concurrency = [32]
     assert "capacity: the highest open-loop rate whose p99<20ms held" in out
 
 
+@pytest.mark.integration
 def test_capacity_of_real_nginx_is_found_confirmed_and_reported(tmp_path):
     require_engine()
     spec = tmp_path / "nginx.toml"

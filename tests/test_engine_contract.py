@@ -49,6 +49,7 @@ def run_engine(*args: str) -> tuple[int, dict]:
     return out.returncode, json.loads(out.stdout)
 
 
+@pytest.mark.integration
 def test_real_histogram_decodes_with_hdrh_and_matches_the_report(server_url):
     # 1000 requests: 99% of them is a whole rank, where hdrh's rounded rank and the
     # engine's ceiling agree (see engine/README.md, "Percentiles: one rank rule").
@@ -62,6 +63,7 @@ def test_real_histogram_decodes_with_hdrh_and_matches_the_report(server_url):
     assert decode_histogram(doc["histogram"]).get_total_count() == 1000
 
 
+@pytest.mark.integration
 def test_real_report_follows_its_schema(server_url):
     code, doc = run_engine("-c", "3", "-n", "300", server_url)
     assert code == 0
@@ -72,6 +74,7 @@ def test_real_report_follows_its_schema(server_url):
     assert "ended_early" not in doc
 
 
+@pytest.mark.integration
 def test_a_run_that_completed_nothing_is_a_report_not_a_crash(refused_url, tmp_path):
     load = {k.name: k.default for k in LOAD_KNOBS}
     plan = LoadPlan(urls=((refused_url, 1),), connections=2, duration_s=None, requests=6,

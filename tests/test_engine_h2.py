@@ -47,6 +47,7 @@ def engine(*args: str) -> tuple[int, dict]:
     return out.returncode, doc
 
 
+@pytest.mark.integration
 def test_h2c_streams_carry_every_response_whole(nginx):
     code, doc = engine("--protocol", "h2c", "--streams", "4", "-c", "3", "--threads", "1",
                        "-n", "600", f"http://127.0.0.1:{nginx['h2c']}/page.html")
@@ -59,6 +60,7 @@ def test_h2c_streams_carry_every_response_whole(nginx):
     assert doc["config"]["protocol"] == "h2c" and doc["config"]["streams"] == 4
 
 
+@pytest.mark.integration
 def test_h2_over_tls_is_chosen_by_alpn(nginx):
     code, doc = engine("--protocol", "h2", "--streams", "8", "-c", "2", "--insecure",
                        "-n", "200", f"https://127.0.0.1:{nginx['h2']}/big.html")
@@ -67,6 +69,7 @@ def test_h2_over_tls_is_chosen_by_alpn(nginx):
     assert doc["tls"]["handshakes"] == doc["connections_opened"] == 2
 
 
+@pytest.mark.integration
 def test_a_server_without_http2_fails_every_request_and_says_what_it_chose(nginx):
     """Over TLS the server's ALPN choice is reported; in cleartext the HTTP/1.1 answer to
     the HTTP/2 preface is no HTTP/2: nothing is counted as a response."""
@@ -79,6 +82,7 @@ def test_a_server_without_http2_fails_every_request_and_says_what_it_chose(nginx
     assert code == 3 and doc["protocol"] is None and doc["requests"]["completed"] == 0
 
 
+@pytest.mark.integration
 def test_a_goaway_after_the_servers_request_limit_costs_no_request(nginx):
     """nginx ends an HTTP/2 connection after keepalive_requests (100 here) with GOAWAY;
     requests it refused unprocessed go again on a new connection, uncounted as errors."""
@@ -89,6 +93,7 @@ def test_a_goaway_after_the_servers_request_limit_costs_no_request(nginx):
     assert doc["connections_opened"] >= 2000 // 100
 
 
+@pytest.mark.integration
 def test_h2c_open_loop_keeps_its_rate(nginx):
     code, doc = engine("--protocol", "h2c", "--streams", "5", "-c", "4", "--rate", "2000",
                        "-d", "2s", f"http://127.0.0.1:{nginx['h2c']}/page.html")
@@ -97,6 +102,7 @@ def test_h2c_open_loop_keeps_its_rate(nginx):
     assert doc["config"]["rate"] == 2000
 
 
+@pytest.mark.integration
 def test_http1_reports_its_protocol(nginx):
     code, doc = engine("-c", "2", "-n", "50", f"http://127.0.0.1:{nginx['http1']}/page.html")
     assert code == 0 and doc["protocol"] == "http/1.1" and doc["config"]["streams"] == 1

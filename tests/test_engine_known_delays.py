@@ -64,6 +64,7 @@ def run_engine(server: DelayServer, *args: str) -> dict:
     return doc
 
 
+@pytest.mark.integration
 def test_closed_loop_median_is_the_fast_delay_and_p99_the_slow_one(server):
     # 1000 requests: 20 slow. p99 is rank 990, among the slowest 20 (ranks 981-1000);
     # p90 (rank 900) is a fast one.
@@ -81,6 +82,7 @@ def test_closed_loop_median_is_the_fast_delay_and_p99_the_slow_one(server):
     assert p98 < SLOW_US <= p981, (p98, p981)
 
 
+@pytest.mark.integration
 def test_python_percentiles_from_the_histogram_equal_the_engines(server):
     # Stacklab's own reading of the engine's histogram (stats.merged_percentiles, which
     # analyze and the reports use) must give the engine's numbers exactly, not nearly:
@@ -98,6 +100,7 @@ def test_python_percentiles_from_the_histogram_equal_the_engines(server):
         [p["value"] for p in listed]
 
 
+@pytest.mark.integration
 def test_open_loop_below_capacity_needs_no_correction(server):
     # 100 requests/s over 10 connections: each connection sends every 100 ms, and takes
     # 10 ms (100 ms every 50th request) to be answered, so no request waits for its
@@ -112,6 +115,7 @@ def test_open_loop_below_capacity_needs_no_correction(server):
     assert abs(corrected["p50"] - uncorrected["p50"]) <= 1_000, (corrected, uncorrected)
 
 
+@pytest.mark.integration
 def test_open_loop_above_capacity_is_corrected(server):
     # The contrast that lets the test above fail: one connection asked for 200/s can
     # serve at most ~85/s (11.8 ms each on average), so requests queue behind it and the

@@ -59,6 +59,7 @@ def arrival_us(i: int) -> int:
     return round(i / RATE * 1e9) // 1000
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("protocol", ["http/1.1", "h2c"])
 def test_a_segment_sends_its_arrivals_from_the_asked_instant(nginx, tmp_path, protocol):
     asked = time.time() + 0.3
@@ -83,6 +84,7 @@ def test_a_segment_sends_its_arrivals_from_the_asked_instant(nginx, tmp_path, pr
         assert histogram.get_count_at_value(latency) > 0
 
 
+@pytest.mark.integration
 def test_three_agents_logs_hold_their_merged_histogram(nginx, tmp_path):
     asked = f"{time.time() + 0.5:.6f}"
     procs = [agent(k, nginx["http/1.1"], tmp_path / f"raw-{k}", asked) for k in range(AGENTS)]

@@ -93,6 +93,7 @@ def test_a_kill_9_as_the_engine_exits_leaves_what_a_resume_stores(tmp_path, monk
     assert stored_from_the_journal(db) == measured["report"]
 
 
+@pytest.mark.integration
 def test_a_sigterm_as_the_engine_exits_keeps_the_load_for_resume(tmp_path, monkeypatch):
     """SIGTERM the moment stacklab first holds the exited engine's report: the load was
     thrown away with the interrupted run. The command is interrupted, and the resume
@@ -273,6 +274,7 @@ def test_the_engine_is_given_the_report_file(tmp_path):
                                                     tmp_path / "urls.txt")
 
 
+@pytest.mark.integration
 def test_the_fake_engine_writes_its_report_file_as_the_engine_does(tmp_path, monkeypatch):
     """Over a zero-filled room, cut to the report, before the exit; a file that cannot be
     opened is refused with nothing run (exit 2), as the real engine refuses it."""

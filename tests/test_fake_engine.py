@@ -107,6 +107,7 @@ def test_a_bad_argument_is_one_line_and_exit_2_with_nothing_run(args):
     assert out.stderr.count("\n") == 1, out.stderr
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("args", BAD, ids=lambda a: " ".join(a) or "no URL")
 def test_the_real_engine_refuses_the_same_arguments(args):
     """What the fake refuses, the real engine refuses too (exit 2): the fake is no

@@ -85,6 +85,7 @@ def test_what_a_failing_start_says_is_in_its_log_tail(tmp_path, fake_processes):
     assert "[server.out] py-http: [emerg] bind() failed" in e.value.log_tail
 
 
+@pytest.mark.integration
 def test_a_missing_binary_raises_what_popen_raises(tmp_path, fake_processes):
     fake_processes.missing("nginx")
     fake_processes.real("real")

@@ -213,6 +213,7 @@ php.session_auto_start = [true]
 """
 
 
+@pytest.mark.integration
 def test_php_sessions_are_written_on_the_run_s_own_tmpfs_gone_after_it(tmp_path,
                                                                        monkeypatch):
     """nginx + PHP-FPM with a session per request, two runs: while each run's servers

@@ -35,6 +35,7 @@ def measuring_nothing(monkeypatch, tmp_path):
     return use_fake_engine(monkeypatch, tmp_path / "engine", refuse=MEASURED_AGAIN)
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("where", ["counters", "logs"])
 def test_a_sigterm_after_the_load_waits_for_the_run_to_be_stored(tmp_path, monkeypatch,
                                                                  where):
@@ -131,6 +132,7 @@ def fill(directory: Path, leave: int = 0, name: str = "filler") -> Path:
     return filler
 
 
+@pytest.mark.integration
 def test_a_database_disk_filling_during_the_load_keeps_the_load(tmp_path, monkeypatch,
                                                                tmpfs):  # noqa: F811
     """The database's filesystem fills up during the load: the run was lost (neither the

@@ -79,6 +79,7 @@ def test_two_names_for_one_database_take_one_runner_lock(tmp_path, other):
         second.close()
 
 
+@pytest.mark.integration
 def test_the_resume_hint_carries_the_db_given(tmp_path, monkeypatch):
     """An interrupted run says how to complete it; without the --db it was given, the
     printed command would resume nothing (another database)."""

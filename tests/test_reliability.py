@@ -132,6 +132,7 @@ def rows(db, sql="SELECT outcome, reason, flags_json, resources_json FROM runs")
         conn.close()
 
 
+@pytest.mark.integration
 def test_a_locked_database_keeps_the_measured_run_for_resume(tmp_path, monkeypatch):
     """A write lock held past the busy timeout: one line, the run kept in the journal,
     and `--resume` stores it without measuring it again."""
@@ -174,6 +175,7 @@ def fill(directory: Path, leave: int) -> None:
     (directory / "filler").write_bytes(b"\0" * max(0, st.f_bavail * st.f_frsize - leave))
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("free_kib, why", [(160, "No space left on device"),
                                            (4096 + 100, "under the 4 MiB kept")],
                          ids=["full", "reserve"])
@@ -224,6 +226,7 @@ def test_a_lab_directory_short_of_space_is_refused_before_measuring(tmp_path, la
     assert rows(db, "SELECT status FROM experiments")[0][0] == "interrupted"
 
 
+@pytest.mark.integration
 def test_a_run_directory_that_fills_up_during_the_run_fails_the_run(tmp_path, lab_on,
                                                                     monkeypatch):
     """The run directory's filesystem (its own tmpfs, 64 MiB here) filled up during the
@@ -282,6 +285,7 @@ def during_load(action) -> threading.Thread:
     return thread
 
 
+@pytest.mark.integration
 def test_an_engine_stopped_by_a_signal_is_a_failed_run(tmp_path):
     """kill -TERM of stacklab-load mid-run: the engine still reports (interrupted), but
     0.5 s of a planned 2 s is no measurement of the trial: failed, out of the medians."""
@@ -312,6 +316,7 @@ def test_a_paced_requests_run_is_given_and_estimated_the_time_it_needs(tmp_path)
     assert engine_timeout_s(timed) == 3.0 + 1.0 + 10.0 + ENGINE_MARGIN_S
 
 
+@pytest.mark.integration
 def test_an_engine_that_overruns_its_limit_is_a_failed_run(tmp_path, monkeypatch):
     """The engine stopped at its limit is a failed run; the experiment goes on."""
     require_engine()
@@ -328,6 +333,7 @@ def test_an_engine_that_overruns_its_limit_is_a_failed_run(tmp_path, monkeypatch
     assert server_processes() == [] and not children("stacklab-load", os.getpid())
 
 
+@pytest.mark.integration
 def test_a_server_worker_killed_during_the_load_flags_the_run(tmp_path):
     """SIGKILL of an nginx worker mid-load: the master respawns it and the run looks ok
     with a few read errors; it is flagged server-child-killed, from nginx's own log."""
@@ -369,6 +375,7 @@ def test_child_signals_are_told_from_the_reaping_of_idle_children(tmp_path):
         "after 2.0 seconds"]
 
 
+@pytest.mark.integration
 def test_one_runner_per_experiment_and_other_labs_are_recorded(tmp_path):
     """While `stacklab run` measures an experiment, a second runner of it is refused
     naming the first's pid (they would measure each other, then collide on the same

@@ -74,6 +74,7 @@ def experiments(db: Path) -> list[str]:
         store.close()
 
 
+@pytest.mark.integration
 def test_a_short_search_runs_resumes_and_measures_the_best_again(tmp_path):
     require_engine()
     db = tmp_path / "r.db"
@@ -158,6 +159,7 @@ def test_the_best_is_never_a_trial_over_the_memory_budget():
     assert best_trial(none) is None
 
 
+@pytest.mark.integration
 def test_a_combination_the_plan_refuses_is_a_failed_trial_and_the_search_goes_on(
         tmp_path, monkeypatch):
     """A trial whose values the plan refuses (here: every one with two workers, refused
@@ -185,6 +187,7 @@ def test_a_combination_the_plan_refuses_is_a_failed_trial_and_the_search_goes_on
     assert len(refused) + len(measured) >= 3 and "best: trial" in out
 
 
+@pytest.mark.integration
 def test_a_resume_of_another_space_is_refused(tmp_path):
     require_engine()
     db = tmp_path / "r.db"
@@ -241,6 +244,7 @@ concurrency = [4]
 """
 
 
+@pytest.mark.integration
 def test_a_pool_predicted_over_the_memory_budget_is_never_started(tmp_path):
     """The budget just above what a static pool of 2 holds (measured here first, by a
     plain run of it). The seed's first two picks are 40 static workers: the first is
@@ -282,6 +286,7 @@ def test_a_pool_predicted_over_the_memory_budget_is_never_started(tmp_path):
     assert "1 of 3 measured trial(s) over the budget" in out, out
 
 
+@pytest.mark.integration
 def test_the_quick_preset_finds_a_significantly_better_apache_than_the_defaults(tmp_path):
     """presets/tune-apache-files.toml with fewer trials: the search's best two measured
     again beside the defaults and one chosen on those runs; the chosen (Debian's

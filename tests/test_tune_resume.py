@@ -91,6 +91,7 @@ def killing_after(loads: int, how: str) -> str:
             f'then kill {how} "$TUNE_PID"; fi')
 
 
+@pytest.mark.integration
 def test_an_interrupted_final_comparison_is_resumed_not_measured_again(tmp_path,
                                                                       monkeypatch):
     """^C during the final comparison's second run: `tune --resume` measured its stored
@@ -150,6 +151,7 @@ def fake_engines() -> list[int]:
     return found
 
 
+@pytest.mark.integration
 def test_a_trial_killed_with_kill_9_is_completed_on_resume(tmp_path, monkeypatch):
     """kill -9 during trial 0's second run: its experiment stayed `running` for ever, the
     room its run's journal entry had (`.reserved`) was never removed, and the trial was
