@@ -176,15 +176,17 @@ class Verdict:
 Z_RISING = 1.96        # a second half this many standard errors slower is a trend
 
 
-def _moments(bins: Sequence[Bin]) -> tuple[int, float]:
-    """Count and variance (µs²) of the latencies the bins hold (each at its middle)."""
-    finite = [(b.count, (b.low_us + b.high_us) / 2) for b in bins
+def _spread(outcome: StepOutcome, limit_us: float) -> float:
+    """The variance (µs²) of single latencies the step's bins hold (each at its
+    middle), taken at least (limit_us / LIMIT_SCALE)²."""
+    finite = [(b.count, (b.low_us + b.high_us) / 2) for b in outcome.bins
               if b.count and math.isfinite(b.high_us)]
     n = sum(c for c, _ in finite)
-    if n < 2:
-        return n, 0.0
-    mean = sum(c * v for c, v in finite) / n
-    return n, sum(c * (v - mean) ** 2 for c, v in finite) / (n - 1)
+    variance = 0.0
+    if n >= 2:
+        mean = sum(c * v for c, v in finite) / n
+        variance = sum(c * (v - mean) ** 2 for c, v in finite) / (n - 1)
+    return max(variance, (limit_us / LIMIT_SCALE) ** 2)
 
 
 def _full_windows(outcome: StepOutcome) -> list[Window]:
@@ -215,8 +217,7 @@ def per_draw(outcome: StepOutcome, limit_us: float = 0.0) -> float:
     full = _full_windows(outcome)
     if len(full) < 3:
         return 1.0
-    _, variance = _moments(outcome.bins)
-    variance = max(variance, (limit_us / LIMIT_SCALE) ** 2)
+    variance = _spread(outcome, limit_us)
     if variance <= 0:
         return 1.0
     n = sum(w.completed for w in full)
@@ -239,8 +240,7 @@ def rising(outcome: StepOutcome, draws_per: float, limit_us: float = 0.0
     half = len(full) // 2
     first, second = full[:half], full[len(full) - half:]
     n1, n2 = sum(w.completed for w in first), sum(w.completed for w in second)
-    _, variance = _moments(outcome.bins)
-    variance = max(variance, (limit_us / LIMIT_SCALE) ** 2)
+    variance = _spread(outcome, limit_us)
     if not n1 or not n2 or variance <= 0:
         return None
     m1 = sum(w.completed * w.mean_us for w in first) / n1
