@@ -186,7 +186,7 @@ def run(ctx: typer.Context,
             False, "--allow-remote", help="Let an [external] server's url be a host that is "
             "not loopback (its host is not checked; the report says so), and "
             "--agents-listen an address that is not loopback (an unauthenticated Dask "
-            "scheduler: README, \"Load from several hosts\"). Only here, never in an "
+            "scheduler: docs/load.md, \"Load from several hosts\"). Only here, never in an "
             "experiment file."),
         agents_listen: Optional[str] = typer.Option(
             None, "--agents-listen", metavar="HOST:PORT", help="load.agents on other "

@@ -141,7 +141,7 @@ def test_the_scheduler_failing_to_listen_is_one_line_naming_the_flag():
 
 
 def test_with_dask_tls_settings_only_a_worker_with_the_certificate_joins(tmp_path):
-    """The README's way to restrict the scheduler beyond loopback and a firewall: Dask's
+    """The manual's way (docs/load.md) to restrict the scheduler beyond loopback and a firewall: Dask's
     own settings (distributed.comm.require-encryption, distributed.comm.tls.*) make it
     listen on tls://, say the worker's TLS flags, let in a worker that has the
     certificate and not one that connects without it."""

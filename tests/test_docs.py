@@ -2,20 +2,26 @@
 a checkout (offline, or years later) can follow every link, and no link breaks when a
 file moves without the document following it.
 
-Every relative link in README.md and CONTRIBUTING.md — Markdown `[text](path)`, a
+Every relative link in README.md, CONTRIBUTING.md and the manual's pages (docs/) — Markdown `[text](path)`, a
 reference definition `[name]: path`, or an HTML `href`/`src` — resolves to a file or
 directory of the repository, and its #anchor to a heading there; neither document holds
-an http(s) URL, linked or not."""
+an http(s) URL, linked or not. The README stays short (the manual is docs/), and the
+manual builds as a site with `mkdocs build --strict`, its headings' anchors the same
+there as on a code host, so a link to one works in both."""
 
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-DOCS = ("README.md", "CONTRIBUTING.md")
+DOCS = ("README.md", "CONTRIBUTING.md",
+        *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "docs").glob("*.md")))
+README_LINES = 250      # what a newcomer reads before the first experiment
 
 # [text](target "title"), ![alt](target), [name]: target, href="target", src='target'
 _INLINE = re.compile(r"!?\[[^\]]*\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
@@ -127,3 +133,38 @@ def test_the_layout_map_names_every_module_of_the_package():
     rel = lambda paths: sorted(str(p.relative_to(ROOT)) for p in paths)  # noqa: E731
     assert rel(modules - named) == [], "modules missing from CONTRIBUTING.md's layout"
     assert rel(p for p in named if not p.is_file()) == [], "named on the map, not there"
+
+
+def test_the_readme_is_short_and_leads_to_every_page_of_the_manual():
+    readme = (ROOT / "README.md").read_text()
+    assert len(readme.splitlines()) <= README_LINES
+    pages = {p.name for p in (ROOT / "docs").glob("*.md")}
+    led = {Path(t.partition("#")[0]).name for t in links(readme) if t.startswith("docs/")}
+    assert pages - led - {"index.md"} == set(), "manual pages the README does not name"
+
+
+def test_every_page_is_in_the_sites_navigation():
+    nav = (ROOT / "mkdocs.yml").read_text()
+    missing = [p.name for p in (ROOT / "docs").glob("*.md") if f": {p.name}" not in nav]
+    assert missing == []
+
+
+def test_headings_have_the_same_anchor_on_a_code_host_and_in_the_site():
+    """MkDocs' anchors (Python-Markdown's toc) collapse runs of hyphens and drop what is
+    not ASCII; GitHub's keep both: a heading where they differ breaks a link in one."""
+    from markdown.extensions.toc import slugify
+    differ = [(name, m.group(1)) for name in DOCS if name.startswith("docs/")
+              for m in re.finditer(r"^#{1,6}\s+(.+?)\s*#*$",
+                                   _FENCE.sub("", (ROOT / name).read_text()), re.M)
+              if slug(m.group(1)) != slugify(re.sub(r"`([^`]*)`", r"\1", m.group(1)), "-")]
+    assert differ == []
+
+
+def test_the_manual_builds_strictly(tmp_path):
+    """Every page in the navigation, every link between pages and every anchor checked by
+    MkDocs itself (links out of docs/ are the repository's: checked above)."""
+    done = subprocess.run([str(Path(sys.executable).with_name("mkdocs")), "build", "--strict",
+                           "-q", "-f", str(ROOT / "mkdocs.yml"), "-d", str(tmp_path / "site")],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "site" / "capacity.html").is_file()

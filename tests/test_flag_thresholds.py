@@ -1,7 +1,7 @@
 """Every flag's threshold, just inside and just outside the value stacklab/analysis/flags.py names
-and the README's "Flags" table states (and on it, where the figure is exact in floating
+and the manual's flags table (docs/flags.md) states (and on it, where the figure is exact in floating
 point): a threshold moved or a comparison turned (> for ≥) fails a row here. The values
-are written out, not read from flags.py, so the tables are what the README promises."""
+are written out, not read from flags.py, so the tables are what the manual promises."""
 
 import re
 from dataclasses import replace
@@ -156,9 +156,9 @@ def test_io_pressure_over_five_percent_of_the_window(stall, raised):
     assert (io_pressure({"io_stall_share": stall}, {}, {}) is not None) == raised
 
 
-def test_the_readme_states_the_thresholds_tested_here():
-    """The tables above test the README's figures; they must still be its figures."""
-    table = (ROOT / "README.md").read_text().split("## Flags", 1)[1].split("\n## ", 1)[0]
+def test_the_manual_states_the_thresholds_tested_here():
+    """The tables above test the manual's figures; they must still be its figures."""
+    table = (ROOT / "docs" / "flags.md").read_text().split("\n## ", 1)[0]
     rows = {m[1]: m[2] for m in re.finditer(r"^\| `([a-z-]+)` \| ([^|]+) \|", table, re.M)}
     for name, stated in {"starved": ("1% least-served connections completed < 5%", "slowest 1%", "≥ 75%"),
                          "littles-law": ("more than 25%",),

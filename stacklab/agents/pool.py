@@ -4,7 +4,7 @@ per load host, one engine per agent per load, one report of the run.
 `AgentPool.local(n, state_dir, run_id)` starts n agents on this machine, each a Dask
 worker in a network namespace of its own (netlab.agentnet), the scheduler listening in
 the lab's control namespace; `AgentPool.external(address, n)` listens where the user
-says and waits for n workers started on other hosts (README, "Load from several
+says and waits for n workers started on other hosts (docs/load.md, "Load from several
 hosts"). `run_load` splits a load plan among agents 0..k-1 (connections evenly; an open
 loop's arrivals by index modulo k, the engine's --segment, so together they send the
 one-agent schedule; a seed of their own each), starts them together (every agent ready,

@@ -74,7 +74,7 @@ def check_listen(value: str, allow_remote: bool = False) -> str:
         raise UsageError(f"--agents-listen {value!r} is not a loopback address, and "
                          "Dask's scheduler is unauthenticated: whoever reaches it there "
                          f"runs code as {_user()}; pass --allow-remote to listen there, on "
-                         "a network only the load hosts reach (README, \"Load from "
+                         "a network only the load hosts reach (docs/load.md, \"Load from "
                          "several hosts\")")
     return f"{host}:{port}"
 

@@ -7,7 +7,7 @@ start at that instant (its --start-at), stopping it if the orchestrator says sto
 returns the engine's report and exit status, or why there is none. The engine is the
 agent host's own (drive.engine_path there: STACKLAB_ENGINE, a checkout's build, or
 PATH). Imported by reference on the workers: stacklab must be installed on every load
-host (README, "Load from several hosts").
+host (docs/load.md, "Load from several hosts").
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ the numbers that say why.
 Pure functions of what a run stores (the engine's report, as drive.LoadReport reads
 it, and the monitor's summary), so the runner decides the flags once and `show`, the report and the export
 explain them later from the same data. Every threshold is named here and documented
-in the README's "Flags" section.
+in the manual's "Flags" page (docs/flags.md).
 
 - generator-bound: the engine's threads were busy ≥ 90% of the time, so the load
   generator, not the server, may have set the pace.

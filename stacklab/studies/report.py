@@ -175,7 +175,7 @@ def band_text(report: StudyReport) -> str:
     return f"±{(report.band[1] - 1) * 100:.0f}%"
 
 
-# What the report's words mean (the README's study section says the same).
+# What the report's words mean (docs/studies.md says the same).
 MEANINGS = ('"holds": today\'s interval lies wholly on the study\'s side of 1; "reversed": '
             'wholly on the other; "not shown": it holds 1. A claim of no difference holds '
             'when the whole interval lies within {band} (no wider than the smallest effect '
