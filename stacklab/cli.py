@@ -16,14 +16,13 @@ from rich.markup import escape
 from typer.completion import completion_init, get_completion_script, install
 from typer.core import TyperGroup
 
-from .commands import combine as combining
-from .commands import listing, measure, results
-from .commands import study as studying
-from .commands import run as running
 from .env import DB_VARIABLE, DEFAULT_DB_SPELLED, Environment
 from .errors import ExitStatus, StacklabError, UsageError, printable
 from .run.quiet import QUIET_MAX_S
-from .stacks import COMPONENTS
+
+# Each command imports what it runs when it runs (`from .commands import …` in its
+# body): `stacklab --version`, `--help` and a light command do not pay for numpy, the
+# stacks, the studies and the report machinery (bench/startup.py times them).
 
 
 def error_line(e: BaseException) -> tuple[ExitStatus, str] | None:
@@ -35,6 +34,7 @@ def error_line(e: BaseException) -> tuple[ExitStatus, str] | None:
         return ExitStatus.INTERRUPTED, "interrupted"
     if isinstance(e, sqlite3.Error):
         return ExitStatus.ERROR, printable(f"results database: {e}")
+    from .stacks import COMPONENTS
     for component in COMPONENTS.values():    # its client library's (dbbench's database)
         if (said := component.error_line(e)) is not None:
             return ExitStatus.ERROR, printable(said)
@@ -171,6 +171,7 @@ def _options(ctx: typer.Context,
 @cli.command()
 def doctor(ctx: typer.Context, json: bool = JsonOpt) -> ExitStatus:
     """Check every component: found or not, version, the apt package to install."""
+    from .commands import listing
     return listing.doctor(ctx.obj, json)
 
 
@@ -199,6 +200,7 @@ def run(ctx: typer.Context,
             120.0, "--agents-wait", min=1, max=3600, help="Seconds to wait for "
             "--agents-listen's workers to join.")) -> ExitStatus:
     """Run an experiment: plan, start real stacks, verify, load, store each run."""
+    from .commands import run as running
     return running.run(ctx.obj, spec, db, resume, dry_run, wait_quiet, allow_remote,
                        agents_listen, agents_wait)
 
@@ -265,7 +267,8 @@ def list_(ctx: typer.Context, db: Optional[Path] = DbOpt,
           json: bool = typer.Option(False, "--json", help="One JSON document.")
           ) -> ExitStatus:
     """The experiments in the results database: status, runs, when."""
-    return results.list_experiments(ctx.obj, db, json)
+    from .commands import catalog
+    return catalog.list_experiments(ctx.obj, db, json)
 
 
 @cli.command()
@@ -276,6 +279,7 @@ def show(ctx: typer.Context, experiment: Optional[str] = ExperimentArg,
                                     "against the next; by how much, and the verdict.")
          ) -> ExitStatus:
     """Text table of an experiment's results."""
+    from .commands import results
     return results.show(ctx.obj, experiment, db, json, brief)
 
 
@@ -291,6 +295,7 @@ def report(ctx: typer.Context, experiment: Optional[str] = ExperimentArg,
                None, "--baseline-db", help="The baseline's results database (default: "
                "--db's).")) -> ExitStatus:
     """Write the self-contained HTML report."""
+    from .commands import results
     return results.report(ctx.obj, experiment, db, output, baseline, baseline_db)
 
 
@@ -308,6 +313,7 @@ def export(ctx: typer.Context, experiment: Optional[str] = ExperimentArg,
            db: Optional[Path] = DbOpt) -> ExitStatus:
     """Export every stored run of an experiment as CSV or JSON, or its trials' figures
     as OpenMetrics (Prometheus' text format)."""
+    from .commands import results
     return results.export(ctx.obj, experiment, db, format.value, output)
 
 
@@ -343,6 +349,7 @@ def compare(ctx: typer.Context,
             ) -> ExitStatus:
     """Compare two experiments or two trials: ratio with a 95% CI, p-value, verdict.
     `compare NAME NAME`: the newest run of NAME against the one before it."""
+    from .commands import results
     return results.compare(ctx.obj, a, b, db, experiment, fail_if, strict, db_b=db_b,
                            as_json=json, brief=brief, margin=margin)
 
@@ -351,6 +358,7 @@ def compare(ctx: typer.Context,
 def recommend(ctx: typer.Context, experiment: Optional[str] = ExperimentArg,
               db: Optional[Path] = DbOpt, json: bool = JsonOpt) -> ExitStatus:
     """What each varied knob did, ranked by gain, and the best combination."""
+    from .commands import results
     return results.recommend(ctx.obj, experiment, db, json)
 
 
@@ -364,6 +372,7 @@ def combine(ctx: typer.Context, experiment: Optional[str] = ExperimentArg,
     """S1's last step: set the knob values that won alone (significantly, on req/s)
     together, measure every subset against the defaults side by side, and say whether
     the gains add up."""
+    from .commands import combine as combining
     return combining.combine(ctx.obj, experiment, db, repetitions, dry_run)
 
 
@@ -378,6 +387,7 @@ def export_config(ctx: typer.Context,
                   db: Optional[Path] = DbOpt) -> ExitStatus:
     """Write a measured variant's configuration files, cleaned of lab paths: only
     settings the measurements support."""
+    from .commands import results
     return results.export_config(ctx.obj, trial, db, experiment, output, unsupported)
 
 
@@ -409,6 +419,7 @@ def breakdown(ctx: typer.Context,
               db: Optional[Path] = DbOpt) -> ExitStatus:
     """Where one request's time goes (S1's overview method): database, PHP, web server,
     and with --network veth the network. --list / --show ID: stored ones."""
+    from .commands import measure
     return measure.breakdown(ctx.obj, stack, workload, requests, knob, db, network, link,
                              repetitions, list_, show, json)
 
@@ -432,6 +443,7 @@ def dbbench(ctx: typer.Context,
             db: Optional[Path] = DbOpt) -> ExitStatus:
     """The model application's SQL looped on its MySQL database alone, per setting (S1).
     --list / --show EXPERIMENT: stored ones."""
+    from .commands import measure
     return measure.dbbench(ctx.obj, spec, loops, db, repetitions, list_, show, json)
 
 
@@ -457,6 +469,7 @@ def study(ctx: typer.Context,
     """Re-measure a study's findings (or all five's) and set each against the study's
     figure: then and now, with intervals and verdicts (resumes a study run that was
     interrupted)."""
+    from .commands import study as studying
     return studying.study(ctx.obj, name, quick, db, output, dry_run, report_only,
                           wait_quiet, as_json=json)
 
@@ -464,6 +477,7 @@ def study(ctx: typer.Context,
 @cli.command()
 def workloads(ctx: typer.Context, json: bool = JsonOpt) -> ExitStatus:
     """List the workloads: what each deploys and which stacks can serve it."""
+    from .commands import listing
     return listing.workloads(ctx.obj, json)
 
 
@@ -474,6 +488,7 @@ def stacks(ctx: typer.Context,
            json: bool = typer.Option(False, "--json", help="One JSON document.")
            ) -> ExitStatus:
     """List stacks, front layers, components with their versions, and every knob."""
+    from .commands import listing
     return listing.stacks(ctx.obj, owner, json)
 
 

@@ -19,10 +19,9 @@ from ..report.progress import RichProgress
 from ..run.runner import plan_hash, run_experiment
 from ..experiment.spec import parse_spec
 from ..stacks import REGISTRY, STACKS
-from ..store import Store
+from ..store import Store, stored
 from ..run.validate import SpecOrigin, check_installed, validate_plan
 from ..workloads import WORKLOADS
-from .results import stored
 from .run import logs_dir
 
 

@@ -12,8 +12,7 @@ from ..errors import ExitStatus, UsageError
 from ..report.measures import (StepProgress, breakdown_list_table, breakdown_series_lines,
                                breakdown_series_tables, dbbench_list_table,
                                dbbench_series_table)
-from ..store import Store
-from .results import stored
+from ..store import Store, stored
 from .run import load
 
 

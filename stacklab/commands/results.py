@@ -4,10 +4,10 @@ mount can be read)."""
 
 from __future__ import annotations
 
-from contextlib import contextmanager, nullcontext
+from contextlib import nullcontext
 from dataclasses import replace
 from pathlib import Path
-from typing import Callable, Iterator, Sequence
+from typing import Callable, Sequence
 
 from ..analysis.analyze import ExperimentView, TrialSummary, load_view, same_definition_pairs
 from ..env import Environment
@@ -23,44 +23,16 @@ from ..report.export import export_csv, export_json
 from ..report.fmt import p_value, ratio_ci, times
 from ..report.openmetrics import export_openmetrics
 from ..report.text import (brief_experiments, brief_show, brief_trials,
-                           experiment_list_table, experiments_doc, experiments_table, gate_doc,
+                           experiments_doc, experiments_table, gate_doc,
                            print_summary, recommendations_doc, recommendations_tables,
                            show_doc, trials_doc, trials_table)
 from ..stacks import REGISTRY
-from ..store import ExperimentRecord, HeldTrial, Outcome, Store
-
-
-@contextmanager
-def stored(db: Path, flag: str = "--db") -> Iterator[Store]:
-    """The results database, read-only; a missing one is said as such (never created),
-    naming the `flag` that chose it."""
-    if not db.exists():
-        raise StacklabError(f"{flag} {db}: no results database there yet "
-                            "(run an experiment first)")
-    store = Store.open(db, readonly=True)
-    try:
-        yield store
-    finally:
-        store.close()
+from ..store import ExperimentRecord, HeldTrial, Outcome, Store, stored
 
 
 def view_of(env: Environment, db: Path | None, experiment: str | None) -> ExperimentView:
     with stored(env.database(db)) as store:
         return load_view(store, experiment)
-
-
-def list_experiments(env: Environment, db: Path | None, as_json: bool) -> ExitStatus:
-    """The experiments a results database holds: id, name, status, runs, when."""
-    path = env.database(db)
-    with stored(path) as store:
-        rows = [{"id": e.id, "name": e.name, "status": e.status, "runs": e.n_runs,
-                 "created_at": e.created_at, "spec": e.spec_path}
-                for e in store.experiments()]
-    if as_json:
-        env.stdout.print_json(data={"database": str(path), "experiments": rows})
-    else:
-        env.stdout.print(experiment_list_table(rows, path))
-    return ExitStatus.OK
 
 
 def show(env: Environment, experiment: str | None, db: Path | None,

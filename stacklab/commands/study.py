@@ -22,7 +22,7 @@ from ..report.progress import RichProgress
 from ..run.quiet import QUIET_MAX_S
 from ..run.runner import plan_hash, run_experiment
 from ..stacks import REGISTRY, STACKS
-from ..store import Store
+from ..store import Store, stored
 from ..studies.findings import STUDY_IDS, load_study, missing_figures, seeds_text
 from ..studies.memory import memory_rows
 from ..studies.plans import (PlannedBreakdown, PlannedStep, StudyPlan, load_plan, prepare,
@@ -32,7 +32,6 @@ from ..studies.report import (StudyReport, all_document, print_all, print_study,
 from ..studies.verdict import rows
 from ..run.validate import check_installed
 from ..workloads import WORKLOADS
-from .results import stored
 from .run import logs_dir
 
 # a breakdown's time per fresh stack (start, verify, stop) and per engine request at one

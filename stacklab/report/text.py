@@ -249,17 +249,6 @@ def _metric(metric: str, a: TrialSummary, b: TrialSummary) -> str:
     return metric + (" ⚑" if distorted else "")
 
 
-def experiment_list_table(rows: list[dict], db) -> Table:
-    """`stacklab list`: one line per stored experiment."""
-    table = Table(title=f"experiments in {db}")
-    for col in ("id", "name", "status", "runs", "created", "spec"):
-        table.add_column(col, justify="right" if col in ("id", "runs") else "left")
-    for r in rows:
-        table.add_row(str(r["id"]), r["name"], r["status"], str(r["runs"]),
-                      r["created_at"][:19].replace("T", " "), r["spec"] or "")
-    return table
-
-
 def experiments_table(a: ExperimentView, b: ExperimentView) -> Group:
     """Trials present in both experiments (same definition): req/s, p50 and p99, B
     against A, the trial named once per pair. The same definition gives the same trial

@@ -23,7 +23,6 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
-from ..analysis.flags import HOST_BUSY_CORE_SHARE
 from ..measure.monitor import cpu_mark, host_io_stall_us, others_cores
 
 SETTLE_MAX_S = 30.0         # the longest a run waits for the disk
@@ -85,6 +84,9 @@ def wait_quiet(max_s: float = QUIET_MAX_S, clock=time.monotonic, reading=busy_co
     """Wait until the others' work on the host is under what flags host-busy (a spell of
     QUIET_SPELL_S), at most `max_s`. When the first spell is busy, `say` is told that the
     wait begins, and then how it ended: a wait of minutes is never silent."""
+    # here, not at the top: the command line reads QUIET_MAX_S for its help, and the
+    # flags bring numpy with them
+    from ..analysis.flags import HOST_BUSY_CORE_SHARE
     start = clock()
     busy = reading()
     if busy <= HOST_BUSY_CORE_SHARE:

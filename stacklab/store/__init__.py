@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 from urllib.parse import quote
 
-from ..errors import EngineError, NotFound, StoreError
+from ..errors import EngineError, NotFound, StacklabError, StoreError
 from ..host.regular import write_in_place
 from ..measure.drive import LoadReport, report_in
 from . import journal
@@ -41,7 +41,7 @@ from .records import (ExperimentRecord, ExperimentStatus, HeldTrial, Outcome, Ru
 
 __all__ = ["AlreadyStored", "BreakdownRecord", "DbBenchRecord", "ExperimentRecord",
            "ExperimentStatus", "HeldTrial", "Outcome", "RunRecord", "SCHEMA_VERSION",
-           "Store", "TrialRecord"]
+           "Store", "TrialRecord", "stored"]
 
 SCHEMA_VERSION = len(MIGRATIONS)
 # How long a write waits for another connection's write lock before it fails.
@@ -662,6 +662,20 @@ def _attributes(name: str) -> int:
         return 0
     attributes, = struct.unpack_from("Q", buf, STATX_ATTRIBUTES_AT)
     return attributes
+
+
+@contextmanager
+def stored(db: Path, flag: str = "--db") -> Iterator[Store]:
+    """The results database, read-only; a missing one is said as such (never created),
+    naming the `flag` that chose it."""
+    if not db.exists():
+        raise StacklabError(f"{flag} {db}: no results database there yet "
+                            "(run an experiment first)")
+    store = Store.open(db, readonly=True)
+    try:
+        yield store
+    finally:
+        store.close()
 
 
 def _abandon(conn: sqlite3.Connection) -> None:
