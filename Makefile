@@ -47,10 +47,11 @@ test-python:
 	$(VENV)/pytest -q -rs --durations=25   # each skip and its reason, the slowest tests
 
 # The fast tier while working: every test not marked `integration` (no real server,
-# engine or browser; tests/conftest.py fails one that starts any unmarked). `make test`
-# runs everything and is what CI runs.
+# engine or browser; tests/conftest.py fails one that starts any unmarked), on every
+# core at once (pytest-xdist: these tests measure nothing, so they may share the CPUs).
+# `make test` runs everything, one test at a time, and is what CI runs.
 check: test-deps
-	$(VENV)/pytest -q -rs -m "not integration" --durations=10
+	$(VENV)/pytest -q -rs -m "not integration" -n auto --durations=10
 
 # The results database is the user's (~/.local/share/stacklab/): never removed here.
 clean:
