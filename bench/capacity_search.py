@@ -1,7 +1,7 @@
 """Whole capacity searches against queues whose capacity is known: run by hand (a
 benchmark's figures, not a test's assertion; a few minutes).
 
-    .venv/bin/python bench/capacity_search.py [--searches 20] [--seed 1]
+    .venv/bin/python bench/capacity_search.py [--searches 20] [--seed 1] [--mu 1000] [--step 5]
 
 The known truth: requests arrive at a constant rate (as the engine paces an open loop)
 at c workers, first come first served, with exponential service times of mean 1/mu
@@ -9,7 +9,10 @@ at c workers, first come first served, with exponential service times of mean 1/
 truth). The latency goal is the step's "pNN < L"; the capacity is the rate at which
 pNN of the time in system equals L. For one worker it is exact: the time in system is
 exponential of rate mu (1 - sigma), sigma the root of sigma = exp(-mu (1 - sigma) /
-lambda). For several it is found by bisection on one long simulated run per rate
+lambda). `--mu` sets each worker's service rate: 1,000 req/s is a PHP page's
+millisecond, 10,000 a static file's 0.1 ms; a queue's busy periods are as long as its
+service times, so a faster server gives more independent draws a second and a search
+decides closer to its capacity in the same time. For several it is found by bisection on one long simulated run per rate
 (2 million requests), which is exact to well under the search's resolution.
 
 Each search is the one `stacklab capacity` makes (run/capacity.CapacitySearch: probe,
@@ -159,10 +162,15 @@ def one_search(workers: int, slo: str, rng: np.random.Generator
 
 
 def main() -> int:
+    global MU, STEP_S
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--searches", type=int, default=20)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--mu", type=float, default=MU,
+                        help="each worker's service rate, requests a second")
+    parser.add_argument("--step", type=float, default=STEP_S, help="--step, seconds")
     args = parser.parse_args()
+    MU, STEP_S = args.mu, args.step
     rng = np.random.default_rng(args.seed)
     print(f"D/M/c, {MU:,.0f} req/s a worker, {args.searches} searches a cell (step "
           f"{STEP_S:g} s, confirmation {DURATION_S:g} s): bracket covers the truth / "

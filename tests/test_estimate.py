@@ -102,7 +102,11 @@ def test_a_capacity_search_is_bounded_and_its_longest_time_is_the_estimates_most
     are bounded; the dry run's "up to" has every search at its longest."""
     from stacklab.experiment.spec import Capacity
     c = Capacity(slo="p99<5ms", step=5.0, max_steps=10)
-    # 10 steps: two doubling chains (1+2+4+8) and 1+2, the probe, 4 measured again at
-    # 8 steps' length, 3 profile steps, 8 confirmations of 10 s; a warm-up of 1 s each
-    searched = (2 * 15 + 3) * 5.0 + 10 * 1.0
-    assert c.most_s(10.0, 1.0) == searched + 6.0 + 4 * 41.0 + 3 * 6.0 + 8 * 11.0
+    # 10 steps: five doubling chains (1+2), the probe, 4 measured again at the longer of
+    # 2 steps' length and the confirmation's, 3 profile steps, 8 confirmations of 10 s;
+    # a warm-up of 1 s each
+    searched = 5 * 3 * 5.0 + 10 * 1.0
+    assert c.most_s(10.0, 1.0) == searched + 6.0 + 4 * 11.0 + 3 * 6.0 + 8 * 11.0
+    # a longer step than the confirmation: measured again at 2 steps' length
+    assert Capacity(slo="p99<5ms", step=8.0, max_steps=4).most_s(10.0, 1.0) == \
+        2 * 3 * 8.0 + 4 * 1.0 + 9.0 + 4 * 17.0 + 3 * 9.0 + 8 * 11.0

@@ -196,7 +196,7 @@ TUNE_MEMORY_MIN_S = 3.0      # the monitor reads PSS every 2 s (monitor.py)
 # (a rate holds once it passed REPLICATED of them);
 # REMEASURES steps in all (the probe's included) are measured again because the host or
 # the engine disturbed them, and no more.
-LONGEST_STEP = 8
+LONGEST_STEP = 2
 STEP_WARMUP_S = 0.5     # a step's warm-up at least
 PROFILE_STEPS = 3
 CONFIRM_STEPS = 8       # full-length steps: a fail, two step-downs, then two rates passed twice
@@ -213,7 +213,7 @@ class Capacity(_Strict):
     slo: str
     max_error_rate: str = "0%"
     step: float = 5.0
-    max_steps: int = Field(10, ge=3, le=50)
+    max_steps: int = Field(8, ge=3, le=50)
     resolution: float = Field(0.02, ge=0.005, le=0.2)
 
     def most_s(self, duration_s: float, warmup_s: float) -> float:

@@ -50,6 +50,7 @@ from .quiet import Settled, settle
 # ceiling, with room for the probe's own noise.
 CEILING_ROOM = 1.25
 STEP_DOWN = 4               # after a fail at full length: this many resolutions lower
+CONFIRM_GAP = 2             # a rate held this many resolutions or fewer under a fail: confirmed
 AGAIN = 2                   # a disturbed step that did not pass: measured again
 # The slots' busy share (rate × time to answer / connections × streams) from which
 # requests wait at the client for a free one often enough to fail a tail latency: c
@@ -256,7 +257,7 @@ class CapacitySearch:
                 if passes[rate] < REPLICATED:
                     continue            # the same rate again, on its own step
                 held = (measured, rate)
-                if failed is None or failed - rate <= g.resolution * rate:
+                if failed is None or failed - rate <= CONFIRM_GAP * g.resolution * rate:
                     break
                 rate = offered((rate + failed) / 2)
             else:
