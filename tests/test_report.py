@@ -109,12 +109,26 @@ def test_a_difference_within_the_noise_is_said_plainly(tmp_path):
 
 def test_plotly_js_is_inlined_once_and_nothing_is_fetched(view, tmp_path):
     html = write_html(view, tmp_path / "r.html").read_text()
-    assert html.count("plotly.js v") == 1                  # the bundle's banner, once
+    assert html.count("* plotly.js") == 1                  # the bundle's banner, once
     assert html.count(plotly_js()) == 1
     assert html.count('<script type="application/json" class="figure">') == len(CHART_NAMES)
     ours = html.replace(plotly_js(), "")
     assert "<script src" not in ours and "http" not in ours.split("<body>")[0]
     assert "mathjax" not in ours.lower()
+
+
+def test_a_report_of_16_runs_inlines_plotlys_basic_bundle_and_weighs_under_1_5_mb(tmp_path):
+    """Issue 41: the full bundle made a 15-run report about 5 MB. `make test`'s install
+    fetched the basic bundle (scripts/fetch-plotly-basic.py): every trace the reports
+    draw is a scatter, which it holds (the browser tests draw every chart with it)."""
+    fake_experiment(tmp_path / "r.db", reps=4)
+    store = Store.open(tmp_path / "r.db")
+    try:
+        html = write_html(load_view(store, "fixed"), tmp_path / "r.html").read_bytes()
+    finally:
+        store.close()
+    assert b"* plotly.js (basic - minified) v" in html
+    assert len(html) <= 1_500_000, len(html)
 
 
 def assert_charts_drawn(page, workload: str) -> None:
