@@ -102,16 +102,22 @@ def host(condition: str) -> Iterator[None]:
             p.wait()
 
 
+def complete(store: Store, name: str):
+    """The experiment `name` of `store` when it is stored complete, else None (a bench
+    counts it and does not run it again)."""
+    try:
+        row = store.experiment(name)
+    except NotFound:
+        return None
+    return row if row.status == "complete" else None
+
+
 def verdict(db: Path, name: str, effect: str) -> tuple[str, str, int, bool] | None:
     """(verdict of B against A on req/s, its reason, rounds, whether it is `same` within
     WIDER) of a complete experiment; None when it is not stored complete."""
     store = Store.open(db)
     try:
-        try:
-            row = store.experiment(name)
-        except NotFound:
-            return None
-        if row.status != "complete":
+        if complete(store, name) is None:
             return None
         view = load_view(store, name)
     finally:
