@@ -223,7 +223,7 @@ class Capacity(_Strict):
         at a rate too low to hold the requests its percentile needs in `step` is longer
         (run/capacity.py): not counted here."""
         w = max(warmup_s, STEP_WARMUP_S)
-        chain = LONGEST_STEP.bit_length()         # 1, 2, 4, 8 steps' length: 4 measurements
+        chain = LONGEST_STEP.bit_length()         # 1, 2, … LONGEST_STEP steps' length
         whole, rest = divmod(self.max_steps, chain)
         searched = (whole * (2 * LONGEST_STEP - 1) + 2 ** rest - 1) * self.step
         return (searched + self.max_steps * w + self.step + w

@@ -239,7 +239,8 @@ class CapacitySearch:
         luck where a long one does not, so on a fail the search goes on at full length:
         down by STEP_DOWN resolutions (or to just under the rate the failed step carried,
         when that is lower) until a rate holds, then bisecting between it and
-        the lowest that failed, CONFIRM_STEPS full-length steps at most. A rate holds
+        the lowest that failed until they are CONFIRM_GAP resolutions apart,
+        CONFIRM_STEPS full-length steps at most. A rate holds
         when it passed REPLICATED full-length steps, each on its own: one step near
         capacity passes by luck far more often than its interval says
         (bench/capacity_coverage.py), two in a row less. The highest rate that held,
